@@ -1,0 +1,639 @@
+//! The config file's schema (`config.yaml`): types, defaults, validation and legacy keys.
+//!
+//! Keys are camelCase, except `server_audio_users`, which keeps the original system's
+//! snake_case on disk. Group ids are not part of the file: [`Group::id`] derives them from the
+//! name at every load. Range checks live in small newtypes ([`Bitrate`], [`Channel`], …) so
+//! that the YAML parser reports them with the line they are on; checks that span several
+//! entries live in [`Config::validate`].
+//!
+//! Keys of older files ([`Config::take_legacy`]) are accepted on load and dropped on the next
+//! save; any other unknown key is an error naming the key and its line.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+use crate::slug::slugify;
+
+/// The longest name (group, server audio user, channel) the system accepts, in characters.
+pub const MAX_NAME_CHARS: usize = 64;
+/// Channels on each side of the sound card.
+pub const CHANNELS: usize = 8;
+
+/// The whole config file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub janus: JanusConfig,
+    pub audio: AudioConfig,
+    pub groups: Vec<Group>,
+    #[serde(rename = "server_audio_users", alias = "serverAudioUsers")]
+    pub server_audio_users: Vec<ServerAudioUser>,
+    pub logging: LoggingConfig,
+    /// Legacy: the original system's routing matrix.
+    #[serde(skip_serializing)]
+    routing: Option<IgnoredAny>,
+}
+
+/// `server:` the one listener.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub tls: Tls,
+    /// Admin token; `PARTYLINE_ADMIN_TOKEN` and the state directory's `admin-token` file win.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<Secret>,
+    /// Legacy: the original system's `host` + `port`, mapped to `listen`.
+    #[serde(skip_serializing)]
+    host: Option<String>,
+    #[serde(skip_serializing)]
+    port: Option<u16>,
+    #[serde(skip_serializing)]
+    livekit: Option<IgnoredAny>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            tls: Tls::default(),
+            admin_token: None,
+            host: None,
+            port: None,
+            livekit: None,
+        }
+    }
+}
+
+/// `server.tls`: `false` for plain HTTP, or certificate and key files; both `null` (the
+/// default) means a self-signed certificate generated into the state directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, expecting = "`false`, `true`, or `{ cert: PATH, key: PATH }`")]
+pub enum Tls {
+    Enabled(bool),
+    Files(TlsFiles),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsFiles {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl Default for Tls {
+    fn default() -> Self {
+        Tls::Files(TlsFiles::default())
+    }
+}
+
+/// What the listener does with TLS, once the file's shorthand is resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TlsMode {
+    Off,
+    SelfSigned,
+    Files { cert: PathBuf, key: PathBuf },
+}
+
+impl Tls {
+    pub fn mode(&self) -> TlsMode {
+        match self {
+            Tls::Enabled(false) => TlsMode::Off,
+            Tls::Enabled(true) | Tls::Files(TlsFiles { cert: None, key: None }) => TlsMode::SelfSigned,
+            Tls::Files(TlsFiles { cert, key }) => TlsMode::Files {
+                cert: cert.clone().unwrap_or_default(),
+                key: key.clone().unwrap_or_default(),
+            },
+        }
+    }
+}
+
+/// `janus:` where the media server's APIs are (all loopback in a normal install).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct JanusConfig {
+    pub url: String,
+    pub admin_url: String,
+    pub ws_url: String,
+    /// Janus admin API secret; `PARTYLINE_JANUS_ADMIN_SECRET` and the state directory win.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_secret: Option<Secret>,
+}
+
+impl Default for JanusConfig {
+    fn default() -> Self {
+        Self {
+            url: "http://127.0.0.1:8088/janus".into(),
+            admin_url: "http://127.0.0.1:7088/admin".into(),
+            ws_url: "ws://127.0.0.1:8188".into(),
+            admin_secret: None,
+        }
+    }
+}
+
+/// `audio:` the sound card and the encoding defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct AudioConfig {
+    /// Rate of the rooms and of the pipeline's encoders.
+    pub sample_rate: SampleRate,
+    /// kbit/s of a group without `audioBitrate`.
+    pub default_bitrate: Bitrate,
+    /// Rooms' jitter buffer; becomes AudioBridge prebuffering in 20 ms packets.
+    pub jitter_buffer_ms: JitterBufferMs,
+    pub device: DeviceSelection,
+    pub channel_names: ChannelNames,
+    /// Legacy keys of the original system.
+    #[serde(skip_serializing)]
+    channels: Option<IgnoredAny>,
+    #[serde(skip_serializing)]
+    frame_size: Option<IgnoredAny>,
+    #[serde(skip_serializing)]
+    routing: Option<IgnoredAny>,
+}
+
+impl Default for AudioConfig {
+    fn default() -> Self {
+        Self {
+            sample_rate: SampleRate(48_000),
+            default_bitrate: Bitrate(64),
+            jitter_buffer_ms: JitterBufferMs(40),
+            device: DeviceSelection::default(),
+            channel_names: ChannelNames::default(),
+            channels: None,
+            frame_size: None,
+            routing: None,
+        }
+    }
+}
+
+/// `audio.device`: the sound card. `null` ids mean the sound server's default device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceSelection {
+    pub input_device_id: Option<String>,
+    pub output_device_id: Option<String>,
+    pub sample_rate: DeviceSampleRate,
+}
+
+impl Default for DeviceSelection {
+    fn default() -> Self {
+        Self { input_device_id: None, output_device_id: None, sample_rate: DeviceSampleRate(48_000) }
+    }
+}
+
+/// `audio.channelNames`: a name for each of the card's 8 inputs and 8 outputs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelNames {
+    pub inputs: ChannelNameMap,
+    pub outputs: ChannelNameMap,
+}
+
+/// Names keyed `"0"`..`"7"`; a channel without a name has the empty string.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChannelNameMap(pub [String; CHANNELS]);
+
+impl ChannelNameMap {
+    /// Sets the names given (keys `"0"`..`"7"`), trimmed; the others keep theirs.
+    pub fn merge(&mut self, names: &BTreeMap<String, String>) -> Result<(), String> {
+        for (key, name) in names {
+            let index = channel_key(key)?;
+            let name = name.trim();
+            check_name_chars(name)?;
+            self.0[index] = name.to_owned();
+        }
+        Ok(())
+    }
+
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.0.iter().enumerate().map(|(i, n)| (i.to_string(), n.clone())).collect()
+    }
+}
+
+fn channel_key(key: &str) -> Result<usize, String> {
+    match key.parse::<usize>() {
+        Ok(i) if i < CHANNELS && key.len() == 1 => Ok(i),
+        _ => Err(format!("channel key {key:?} is not one of \"0\"..\"7\"")),
+    }
+}
+
+impl Serialize for ChannelNameMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ChannelNameMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let names = BTreeMap::<String, String>::deserialize(d)?;
+        let mut map = ChannelNameMap::default();
+        map.merge(&names).map_err(serde::de::Error::custom)?;
+        Ok(map)
+    }
+}
+
+/// `groups[]`: a party line. Its id is derived from its name, never stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Group {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_bitrate: Option<Bitrate>,
+    /// Legacy keys of the original system.
+    #[serde(default, skip_serializing)]
+    id: Option<IgnoredAny>,
+    #[serde(default, skip_serializing)]
+    description: Option<IgnoredAny>,
+    #[serde(default, skip_serializing)]
+    channels: Option<IgnoredAny>,
+}
+
+impl Group {
+    pub fn new(name: impl Into<String>, audio_bitrate: Option<Bitrate>) -> Self {
+        Self { name: name.into(), audio_bitrate, id: None, description: None, channels: None }
+    }
+
+    /// The group's id: the slug of its name (also its Janus room id).
+    pub fn id(&self) -> String {
+        slugify(&self.name)
+    }
+}
+
+/// `server_audio_users[]`: one input channel of the card sent into a group, and (unless
+/// `output_channel` is null) that group's mix played on one output channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerAudioUser {
+    pub name: String,
+    /// A group id.
+    pub group: String,
+    pub input_channel: Channel,
+    #[serde(default)]
+    pub output_channel: Option<Channel>,
+}
+
+impl ServerAudioUser {
+    /// The id used in URLs (`/admin/server-users/:id`): the slug of the name.
+    pub fn id(&self) -> String {
+        slugify(&self.name)
+    }
+}
+
+/// `logging:`
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoggingConfig {
+    pub level: LogLevel,
+    #[serde(skip_serializing)]
+    log_latency: Option<IgnoredAny>,
+    #[serde(skip_serializing)]
+    log_audio_stats: Option<IgnoredAny>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    #[default]
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// A secret (token, password): stored in the file as is, never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(********)")
+    }
+}
+
+/// What redacted secrets read as.
+pub const REDACTED: &str = "********";
+
+/// Declares a `u32`-like newtype whose deserialisation checks its range, so a bad value in
+/// the file is reported with its line.
+macro_rules! checked_number {
+    ($(#[$doc:meta])* $name:ident($inner:ty), $check:expr, $expect:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "u64", into = "u64")]
+        pub struct $name(pub $inner);
+
+        impl $name {
+            /// What a valid value is, for error messages.
+            pub const EXPECTED: &'static str = $expect;
+
+            pub fn get(self) -> $inner {
+                self.0
+            }
+        }
+
+        impl TryFrom<u64> for $name {
+            type Error = String;
+            fn try_from(value: u64) -> Result<Self, String> {
+                let check: fn(u64) -> bool = $check;
+                match <$inner>::try_from(value) {
+                    Ok(v) if check(value) => Ok(Self(v)),
+                    _ => Err(format!("{value} is out of range: expected {}", $expect)),
+                }
+            }
+        }
+
+        impl From<$name> for u64 {
+            fn from(value: $name) -> u64 {
+                value.0.into()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+checked_number!(
+    /// Opus bitrate in kbit/s.
+    Bitrate(u32), |v| (6..=510).contains(&v), "a bitrate of 6 to 510 kbit/s"
+);
+checked_number!(
+    /// A sampling rate Opus and the AudioBridge both take.
+    SampleRate(u32), |v| [8_000, 12_000, 16_000, 24_000, 48_000].contains(&v),
+    "one of 8000, 12000, 16000, 24000, 48000 Hz"
+);
+checked_number!(
+    /// The sound card's own rate.
+    DeviceSampleRate(u32), |v| (8_000..=192_000).contains(&v), "8000 to 192000 Hz"
+);
+checked_number!(
+    /// Room jitter buffer in ms.
+    JitterBufferMs(u32), |v| (20..=1_000).contains(&v), "20 to 1000 ms"
+);
+checked_number!(
+    /// A sound-card channel, 0 to 7.
+    Channel(u8), |v| v < CHANNELS as u64, "a channel from 0 to 7"
+);
+
+/// A config that breaks a rule spanning several entries; `path` names the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { path: path.into(), message: message.into() }
+    }
+}
+
+/// Checks a display name (group, server audio user, channel): no control characters, at most
+/// [`MAX_NAME_CHARS`] characters. Emptiness is the caller's rule.
+pub fn check_name_chars(name: &str) -> Result<(), String> {
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(format!("is longer than {MAX_NAME_CHARS} characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("contains a control character".into());
+    }
+    Ok(())
+}
+
+/// Checks a name that must yield a non-empty id.
+pub fn check_entity_name(name: &str) -> Result<String, String> {
+    if name.trim() != name {
+        return Err("has leading or trailing white space".into());
+    }
+    check_name_chars(name)?;
+    let id = slugify(name);
+    if id.is_empty() {
+        return Err(format!("{name:?} gives an empty id: use at least one letter a-z or digit"));
+    }
+    Ok(id)
+}
+
+impl Config {
+    /// Parses a config file's text. Legacy keys are kept for [`Config::take_legacy`].
+    pub fn from_yaml(text: &str) -> Result<Config, crate::yaml::YamlError> {
+        // An empty file is a config with every default.
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        crate::yaml::from_str(text)
+    }
+
+    /// Renders the file's text (legacy keys and ids are never written).
+    pub fn to_yaml(&self) -> Result<String, crate::yaml::YamlError> {
+        crate::yaml::to_string(self)
+    }
+
+    /// Removes the legacy keys, mapping those that still mean something (`server.host` +
+    /// `server.port` → `server.listen`), and returns their names for a warning.
+    pub fn take_legacy(&mut self) -> Vec<&'static str> {
+        let mut found = Vec::new();
+        let mut take = |present: bool, name: &'static str| {
+            if present && !found.contains(&name) {
+                found.push(name);
+            }
+        };
+        take(self.routing.take().is_some(), "routing");
+        let server = &mut self.server;
+        let (host, port) = (server.host.take(), server.port.take());
+        take(host.is_some(), "server.host");
+        take(port.is_some(), "server.port");
+        if host.is_some() || port.is_some() {
+            let ip = host.and_then(|h| parse_host(&h)).unwrap_or(server.listen.ip());
+            server.listen = SocketAddr::new(ip, port.unwrap_or(server.listen.port()));
+        }
+        let audio = &mut self.audio;
+        take(audio.channels.take().is_some(), "audio.channels");
+        take(audio.frame_size.take().is_some(), "audio.frameSize");
+        take(audio.routing.take().is_some(), "audio.routing");
+        take(self.server.livekit.take().is_some(), "server.livekit");
+        take(self.logging.log_latency.take().is_some(), "logging.logLatency");
+        take(self.logging.log_audio_stats.take().is_some(), "logging.logAudioStats");
+        for group in &mut self.groups {
+            take(group.id.take().is_some(), "groups[].id");
+            take(group.description.take().is_some(), "groups[].description");
+            take(group.channels.take().is_some(), "groups[].channels");
+        }
+        found
+    }
+
+    /// Checks the rules that span several entries: names and unique ids, references from
+    /// server audio users to groups, TLS files given in pairs.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut group_ids = BTreeMap::new();
+        for (i, group) in self.groups.iter().enumerate() {
+            let path = format!("groups[{i}].name");
+            let id = check_entity_name(&group.name).map_err(|m| ConfigError::new(&path, m))?;
+            if let Some(other) = group_ids.insert(id.clone(), i) {
+                return Err(ConfigError::new(
+                    path,
+                    format!("id {id:?} of {:?} collides with groups[{other}]", group.name),
+                ));
+            }
+        }
+        let mut user_ids = BTreeMap::new();
+        for (i, user) in self.server_audio_users.iter().enumerate() {
+            let path = format!("server_audio_users[{i}]");
+            let id = check_entity_name(&user.name).map_err(|m| ConfigError::new(format!("{path}.name"), m))?;
+            if let Some(other) = user_ids.insert(id.clone(), i) {
+                return Err(ConfigError::new(
+                    format!("{path}.name"),
+                    format!("id {id:?} of {:?} collides with server_audio_users[{other}]", user.name),
+                ));
+            }
+            if !group_ids.contains_key(&user.group) {
+                return Err(ConfigError::new(format!("{path}.group"), format!("no group has id {:?}", user.group)));
+            }
+        }
+        if let TlsMode::Files { cert, key } = self.server.tls.mode()
+            && (cert.as_os_str().is_empty() || key.as_os_str().is_empty())
+        {
+            return Err(ConfigError::new("server.tls", "give both `cert` and `key`, or neither"));
+        }
+        for (path, url, schemes) in [
+            ("janus.url", &self.janus.url, ["http://", "https://"]),
+            ("janus.adminUrl", &self.janus.admin_url, ["http://", "https://"]),
+            ("janus.wsUrl", &self.janus.ws_url, ["ws://", "wss://"]),
+        ] {
+            if !schemes.iter().any(|s| url.starts_with(s)) {
+                return Err(ConfigError::new(path, format!("{url:?} does not start with {}", schemes.join(" or "))));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bitrate a group's room uses, in kbit/s.
+    pub fn group_bitrate(&self, group: &Group) -> Bitrate {
+        group.audio_bitrate.unwrap_or(self.audio.default_bitrate)
+    }
+
+    /// The index and entry of the group with this id.
+    pub fn group(&self, id: &str) -> Option<(usize, &Group)> {
+        self.groups.iter().enumerate().find(|(_, g)| g.id() == id)
+    }
+
+    /// The index and entry of the server audio user with this id.
+    pub fn server_audio_user(&self, id: &str) -> Option<(usize, &ServerAudioUser)> {
+        self.server_audio_users.iter().enumerate().find(|(_, u)| u.id() == id)
+    }
+
+    /// The same config with every secret replaced by [`REDACTED`], for display.
+    pub fn redacted(&self) -> Config {
+        let mut shown = self.clone();
+        let hide = |s: &mut Option<Secret>| {
+            if let Some(secret) = s {
+                secret.0 = REDACTED.into();
+            }
+        };
+        hide(&mut shown.server.admin_token);
+        hide(&mut shown.janus.admin_secret);
+        shown
+    }
+}
+
+fn parse_host(host: &str) -> Option<std::net::IpAddr> {
+    match host {
+        "localhost" => Some([127, 0, 0, 1].into()),
+        _ => host.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_without_ids() {
+        let mut config = Config::default();
+        config.groups.push(Group::new("Stage Left", Some(Bitrate(96))));
+        let text = config.to_yaml().expect("serialises");
+        assert!(!text.contains("id:"), "ids are never written:\n{text}");
+        let back = Config::from_yaml(&text).expect("parses");
+        assert_eq!(back, config);
+        assert_eq!(back.groups[0].id(), "stage-left");
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let err = Config::from_yaml("server:\n  listen: 0.0.0.0:1\ngroups:\n  - name: A\n    colour: red\n")
+            .expect_err("unknown key");
+        let msg = err.to_string();
+        assert!(msg.contains("colour") && msg.contains("line 5"), "{msg}");
+    }
+
+    #[test]
+    fn out_of_range_names_line() {
+        let err = Config::from_yaml("audio:\n  defaultBitrate: 5000\n").expect_err("range");
+        let msg = err.to_string();
+        assert!(msg.contains("5000") && msg.contains("line 2"), "{msg}");
+    }
+
+    #[test]
+    fn legacy_keys_are_taken_and_mapped() {
+        let text = "server:\n  host: 127.0.0.1\n  port: 3000\n  livekit: {url: x}\naudio:\n  channels: 2\n  frameSize: 480\ngroups:\n  - id: foh\n    name: FOH\n    description: front\n    channels: []\nlogging:\n  logLatency: true\n";
+        let mut config = Config::from_yaml(text).expect("legacy file parses");
+        let found = config.take_legacy();
+        assert_eq!(
+            found,
+            ["server.host", "server.port", "audio.channels", "audio.frameSize", "server.livekit", "logging.logLatency", "groups[].id", "groups[].description", "groups[].channels"]
+        );
+        assert_eq!(config.server.listen, "127.0.0.1:3000".parse().expect("addr"));
+        let saved = config.to_yaml().expect("serialises");
+        for key in ["host", "port", "livekit", "frameSize", "description", "logLatency", "id:"] {
+            assert!(!saved.contains(key), "{key} dropped:\n{saved}");
+        }
+    }
+
+    #[test]
+    fn validate_rejects_collisions_and_dangling_refs() {
+        let mut config = Config::default();
+        config.groups = vec![Group::new("Stage Left", None), Group::new("stage  left", None)];
+        assert_eq!(config.validate().expect_err("collision").path, "groups[1].name");
+        config.groups.pop();
+        config.server_audio_users.push(ServerAudioUser {
+            name: "FOH".into(),
+            group: "nowhere".into(),
+            input_channel: Channel(0),
+            output_channel: None,
+        });
+        assert_eq!(config.validate().expect_err("dangling").path, "server_audio_users[0].group");
+    }
+
+    #[test]
+    fn tls_shorthands() {
+        let off: Config = Config::from_yaml("server:\n  tls: false\n").expect("parses");
+        assert_eq!(off.server.tls.mode(), TlsMode::Off);
+        assert_eq!(Config::default().server.tls.mode(), TlsMode::SelfSigned);
+        let files = Config::from_yaml("server:\n  tls: {cert: /a.pem, key: /b.pem}\n").expect("parses");
+        assert!(matches!(files.server.tls.mode(), TlsMode::Files { .. }));
+    }
+}
