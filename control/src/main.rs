@@ -1,1 +1,7 @@
-fn main() {}
+//! `partyline-control`: see the crate documentation in `lib.rs`.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    partyline_control::run(partyline_control::Cli::parse())
+}

@@ -224,9 +224,12 @@ fn channel_key(key: &str) -> Result<usize, String> {
     }
 }
 
+/// On disk only named channels are listed, to keep the file short.
 impl Serialize for ChannelNameMap {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_map().serialize(s)
+        let mut map = self.to_map();
+        map.retain(|_, name| !name.is_empty());
+        map.serialize(s)
     }
 }
 

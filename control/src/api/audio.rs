@@ -1,0 +1,242 @@
+//! `/api/admin/config/audio`, `/api/admin/audio/*`, `/api/admin/devices/list`: the sound card
+//! and the encoding defaults.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use partyline_shared::config::{
+    AudioConfig, Bitrate, ChannelNames, DeviceSampleRate, DeviceSelection, JitterBufferMs, SampleRate,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::extract::present;
+use super::{ApiError, ApiJson, AppState, ErrorBody};
+use crate::config;
+use crate::devices::{self, DeviceEntry, DeviceListing};
+
+/// The encoding settings of `audio:`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AudioView {
+    #[schema(example = 48000)]
+    pub sample_rate: u32,
+    #[schema(example = 64)]
+    pub default_bitrate: u32,
+    #[schema(example = 40)]
+    pub jitter_buffer_ms: u32,
+}
+
+impl AudioView {
+    fn of(audio: &AudioConfig) -> Self {
+        Self {
+            sample_rate: audio.sample_rate.get(),
+            default_bitrate: audio.default_bitrate.get(),
+            jitter_buffer_ms: audio.jitter_buffer_ms.get(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AudioChanged {
+    pub message: String,
+    pub audio: AudioView,
+}
+
+/// Changes to the encoding settings; absent fields keep their value.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateAudio {
+    /// Hz: 8000, 12000, 16000, 24000 or 48000.
+    #[schema(value_type = Option<u32>)]
+    #[serde(default)]
+    pub sample_rate: Option<SampleRate>,
+    /// kbit/s, 6..=510.
+    #[schema(value_type = Option<u32>, minimum = 6, maximum = 510)]
+    #[serde(default)]
+    pub default_bitrate: Option<Bitrate>,
+    /// ms, 20..=1000; the rooms prebuffer this much audio (in 20 ms packets).
+    #[schema(value_type = Option<u32>, minimum = 20, maximum = 1000)]
+    #[serde(default)]
+    pub jitter_buffer_ms: Option<JitterBufferMs>,
+}
+
+/// Change the encoding settings.
+#[utoipa::path(put, path = "/config/audio", tag = "audio", security(("admin_token" = [])), request_body = UpdateAudio,
+    responses((status = 200, body = AudioChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn set_audio(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<UpdateAudio>,
+) -> Result<Json<AudioChanged>, ApiError> {
+    let audio = state
+        .config
+        .update("update audio settings".into(), move |c| {
+            config::set_audio(c, body.sample_rate, body.default_bitrate, body.jitter_buffer_ms);
+            Ok(AudioView::of(&c.audio))
+        })
+        .await?;
+    Ok(Json(AudioChanged { message: "Audio settings updated".into(), audio }))
+}
+
+/// The selected sound card.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceView {
+    /// `null`: the sound server's default input.
+    pub input_device_id: Option<String>,
+    /// `null`: the sound server's default output.
+    pub output_device_id: Option<String>,
+    #[schema(example = 48000)]
+    pub sample_rate: u32,
+}
+
+impl DeviceView {
+    fn of(device: &DeviceSelection) -> Self {
+        Self {
+            input_device_id: device.input_device_id.clone(),
+            output_device_id: device.output_device_id.clone(),
+            sample_rate: device.sample_rate.get(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeviceResponse {
+    pub device: DeviceView,
+}
+
+/// A new sound card selection; absent fields keep their value, `null` ids select the default.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectDevice {
+    /// An identifier from `/admin/devices/list`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default, deserialize_with = "present")]
+    pub input_device_id: Option<Option<String>>,
+    #[schema(value_type = Option<String>)]
+    #[serde(default, deserialize_with = "present")]
+    pub output_device_id: Option<Option<String>>,
+    /// Hz, 8000..=192000.
+    #[schema(value_type = Option<u32>)]
+    #[serde(default)]
+    pub sample_rate: Option<DeviceSampleRate>,
+}
+
+/// The selected sound card.
+#[utoipa::path(get, path = "/audio/device", tag = "audio", security(("admin_token" = [])),
+    responses((status = 200, body = DeviceResponse), (status = 401, body = ErrorBody)))]
+pub async fn get_device(State(state): State<AppState>) -> Json<DeviceResponse> {
+    Json(DeviceResponse { device: DeviceView::of(&state.config.current().audio.device) })
+}
+
+/// Select the sound card (the bridge rebuilds its pipeline).
+#[utoipa::path(post, path = "/audio/device", tag = "audio", security(("admin_token" = [])), request_body = SelectDevice,
+    responses((status = 200, body = DeviceResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn set_device(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SelectDevice>,
+) -> Result<Json<DeviceResponse>, ApiError> {
+    let device = state
+        .config
+        .update("select audio device".into(), move |c| {
+            config::set_device(c, body.input_device_id, body.output_device_id, body.sample_rate)
+        })
+        .await?;
+    Ok(Json(DeviceResponse { device: DeviceView::of(&device) }))
+}
+
+/// The channel names: always all eight inputs and outputs, keyed `"0"`..`"7"`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelNamesResponse {
+    pub channel_names: ChannelNamesView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChannelNamesView {
+    pub inputs: BTreeMap<String, String>,
+    pub outputs: BTreeMap<String, String>,
+}
+
+impl ChannelNamesView {
+    fn of(names: &ChannelNames) -> Self {
+        Self { inputs: names.inputs.to_map(), outputs: names.outputs.to_map() }
+    }
+}
+
+/// New names for some channels (keys `"0"`..`"7"`, at most 64 characters, trimmed).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetChannelNames {
+    #[serde(default)]
+    pub inputs: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub outputs: Option<BTreeMap<String, String>>,
+}
+
+/// The names of the card's channels.
+#[utoipa::path(get, path = "/audio/channels/names", tag = "audio", security(("admin_token" = [])),
+    responses((status = 200, body = ChannelNamesResponse), (status = 401, body = ErrorBody)))]
+pub async fn get_channel_names(State(state): State<AppState>) -> Json<ChannelNamesResponse> {
+    Json(ChannelNamesResponse { channel_names: ChannelNamesView::of(&state.config.current().audio.channel_names) })
+}
+
+/// Name some of the card's channels; the others keep their names.
+#[utoipa::path(put, path = "/audio/channels/names", tag = "audio", security(("admin_token" = [])),
+    request_body = SetChannelNames,
+    responses((status = 200, body = ChannelNamesResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn set_channel_names(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SetChannelNames>,
+) -> Result<Json<ChannelNamesResponse>, ApiError> {
+    let names = state
+        .config
+        .update("rename audio channels".into(), move |c| {
+            config::set_channel_names(c, body.inputs.as_ref(), body.outputs.as_ref())
+        })
+        .await?;
+    Ok(Json(ChannelNamesResponse { channel_names: ChannelNamesView::of(&names) }))
+}
+
+/// A device with its direction, for `/admin/audio/devices`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceWithKind {
+    /// `input` or `output`.
+    pub kind: &'static str,
+    #[serde(flatten)]
+    pub device: DeviceEntry,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevicesResponse {
+    pub devices: Vec<DeviceWithKind>,
+    /// Identifier of the sound server's default input.
+    pub default_input: Option<String>,
+    pub default_output: Option<String>,
+}
+
+/// Every input and output device, with the defaults.
+#[utoipa::path(get, path = "/audio/devices", tag = "audio", security(("admin_token" = [])),
+    responses((status = 200, body = DevicesResponse), (status = 401, body = ErrorBody)))]
+pub async fn devices() -> Json<DevicesResponse> {
+    let listing = devices::list_devices().await;
+    let default_of = |list: &[DeviceEntry]| list.iter().find(|d| d.is_default).map(|d| d.identifier.clone());
+    let response = DevicesResponse {
+        default_input: default_of(&listing.inputs),
+        default_output: default_of(&listing.outputs),
+        devices: (listing.inputs.into_iter().map(|device| DeviceWithKind { kind: "input", device }))
+            .chain(listing.outputs.into_iter().map(|device| DeviceWithKind { kind: "output", device }))
+            .collect(),
+    };
+    Json(response)
+}
+
+/// Input and output devices of the sound server (identifiers as `audio.device` uses them).
+#[utoipa::path(get, path = "/devices/list", tag = "audio", security(("admin_token" = [])),
+    responses((status = 200, body = DeviceListing), (status = 401, body = ErrorBody)))]
+pub async fn devices_list() -> Json<DeviceListing> {
+    Json(devices::list_devices().await)
+}

@@ -1,0 +1,145 @@
+//! One error type for every route, one JSON shape: `{"error": "…", "code": "…"}`.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::config::{EditError, UpdateError};
+
+/// The body of every error response.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, for people.
+    #[schema(example = "no group has id \"stage-left\"")]
+    pub error: String,
+    /// What went wrong, for programs.
+    #[schema(example = "not_found")]
+    pub code: &'static str,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("missing or invalid admin token: send `Authorization: Bearer <admin token>`")]
+    Unauthorized,
+    #[error("{0}")]
+    NotFound(String),
+    #[error("Route not found: {method} {path}")]
+    RouteNotFound { method: String, path: String },
+    #[error("Method not allowed: {method} {path}")]
+    MethodNotAllowed { method: String, path: String },
+    #[error("{0}")]
+    Conflict(String),
+    #[error("request body too large: the limit is {} bytes", super::BODY_LIMIT)]
+    PayloadTooLarge,
+    #[error("expected a JSON body with `Content-Type: application/json`")]
+    UnsupportedMediaType,
+    #[error("{0}")]
+    InsufficientStorage(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::RouteNotFound { .. } => "route_not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::PayloadTooLarge => "payload_too_large",
+            ApiError::UnsupportedMediaType => "unsupported_media_type",
+            ApiError::InsufficientStorage(_) => "insufficient_storage",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(status = status.as_u16(), code = self.code(), "{self}");
+        }
+        let body = ErrorBody { error: self.to_string(), code: self.code() };
+        let mut response = (status, Json(body.clone())).into_response();
+        // For the request log (`super::log_refusals`), which does not parse bodies.
+        response.extensions_mut().insert(body);
+        response
+    }
+}
+
+impl From<EditError> for ApiError {
+    fn from(e: EditError) -> Self {
+        match e {
+            EditError::Invalid { .. } => ApiError::BadRequest(e.to_string()),
+            EditError::NotFound { .. } => ApiError::NotFound(e.to_string()),
+            EditError::Conflict(message) => ApiError::Conflict(message),
+        }
+    }
+}
+
+impl From<UpdateError> for ApiError {
+    fn from(e: UpdateError) -> Self {
+        match e {
+            UpdateError::Edit(e) => e.into(),
+            UpdateError::Invalid(_) => ApiError::BadRequest(e.to_string()),
+            UpdateError::Write(ref io) if io.kind() == std::io::ErrorKind::StorageFull => {
+                ApiError::InsufficientStorage(format!("{e}; the previous config stays in force"))
+            }
+            UpdateError::Encode(_) | UpdateError::Write(_) | UpdateError::Aborted(_) => {
+                ApiError::Internal(format!("{e}; the previous config stays in force"))
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType,
+            _ => ApiError::BadRequest(json_problem(&rejection)),
+        }
+    }
+}
+
+/// axum's text, less its generic preamble: what is wrong and where.
+fn json_problem(rejection: &JsonRejection) -> String {
+    let text = rejection.body_text();
+    let detail = text
+        .strip_prefix("Failed to deserialize the JSON body into the target type: ")
+        .or_else(|| text.strip_prefix("Failed to parse the request body as JSON: "))
+        .unwrap_or(&text);
+    format!("invalid JSON body: {detail}")
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        let text = rejection.body_text();
+        let detail = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
+        ApiError::BadRequest(format!("invalid query string: {detail}"))
+    }
+}

@@ -1,0 +1,129 @@
+//! `/api/admin/groups`: the party lines.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use partyline_shared::Config;
+use partyline_shared::config::{Bitrate, Group};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::extract::present;
+use super::{ApiError, ApiJson, AppState, ErrorBody};
+use crate::config;
+
+/// A group as the API shows it: its id is derived from its name.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupView {
+    #[schema(example = "stage-left")]
+    pub id: String,
+    #[schema(example = "Stage Left")]
+    pub name: String,
+    /// kbit/s; absent: `audio.defaultBitrate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio_bitrate: Option<u32>,
+}
+
+impl GroupView {
+    fn of(group: &Group) -> Self {
+        Self { id: group.id(), name: group.name.clone(), audio_bitrate: group.audio_bitrate.map(Bitrate::get) }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupList {
+    pub groups: Vec<GroupView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupChanged {
+    pub message: String,
+    pub group: GroupView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupDeleted {
+    pub message: String,
+    pub id: String,
+}
+
+/// A new group. The id is derived from the name; sending one is an error.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateGroup {
+    #[schema(example = "Stage Left", max_length = 64)]
+    pub name: String,
+    /// kbit/s, 6..=510.
+    #[schema(value_type = Option<u32>, minimum = 6, maximum = 510)]
+    #[serde(default)]
+    pub audio_bitrate: Option<Bitrate>,
+}
+
+/// Changes to a group; absent fields keep their value. A new name gives a new id.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateGroup {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// kbit/s, 6..=510; `null` returns to `audio.defaultBitrate`.
+    #[schema(value_type = Option<u32>, minimum = 6, maximum = 510)]
+    #[serde(default, deserialize_with = "present")]
+    pub audio_bitrate: Option<Option<Bitrate>>,
+}
+
+/// List the groups.
+#[utoipa::path(get, path = "/groups", tag = "groups", security(("admin_token" = [])),
+    responses((status = 200, body = GroupList), (status = 401, body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
+    Json(list_of(&state.config.current()))
+}
+
+fn list_of(config: &Config) -> GroupList {
+    GroupList { groups: config.groups.iter().map(GroupView::of).collect() }
+}
+
+/// Create a group.
+#[utoipa::path(post, path = "/groups", tag = "groups", security(("admin_token" = [])), request_body = CreateGroup,
+    responses((status = 201, body = GroupChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 409, description = "Another group has the same id", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateGroup>,
+) -> Result<(StatusCode, Json<GroupChanged>), ApiError> {
+    let what = format!("create group {:?}", body.name);
+    let group = state.config.update(what, move |c| config::create_group(c, &body.name, body.audio_bitrate)).await?;
+    let group = GroupView::of(&group);
+    Ok((StatusCode::CREATED, Json(GroupChanged { message: format!("Group {:?} created", group.name), group })))
+}
+
+/// Rename a group or change its bitrate. Server audio users follow a rename.
+#[utoipa::path(put, path = "/groups/{id}", tag = "groups", security(("admin_token" = [])), request_body = UpdateGroup,
+    params(("id" = String, Path, description = "Group id")),
+    responses((status = 200, body = GroupChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<UpdateGroup>,
+) -> Result<Json<GroupChanged>, ApiError> {
+    let what = format!("update group {id:?}");
+    let group = state
+        .config
+        .update(what, move |c| config::update_group(c, &id, body.name.as_deref(), body.audio_bitrate))
+        .await?;
+    let group = GroupView::of(&group);
+    Ok(Json(GroupChanged { message: format!("Group {:?} updated", group.name), group }))
+}
+
+/// Delete a group (refused while server audio users send into it).
+#[utoipa::path(delete, path = "/groups/{id}", tag = "groups", security(("admin_token" = [])),
+    params(("id" = String, Path, description = "Group id")),
+    responses((status = 200, body = GroupDeleted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Server audio users use the group", body = ErrorBody)))]
+pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<GroupDeleted>, ApiError> {
+    let what = format!("delete group {id:?}");
+    let group = state.config.update(what, move |c| config::delete_group(c, &id)).await?;
+    Ok(Json(GroupDeleted { message: format!("Group {:?} deleted", group.name), id: group.id() }))
+}

@@ -1,0 +1,31 @@
+//! Command line.
+
+use std::path::PathBuf;
+
+/// partyline's control plane: admin and user HTTP API, config owner.
+///
+/// Serves the join page, the admin UI, the API under /api and the Janus WebSocket proxy from
+/// one HTTPS listener (`server.listen` in the config file). The config file is created with
+/// defaults when missing; SIGHUP (or editing the file) reloads it after validation.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "partyline-control", version, about, long_about)]
+pub struct Cli {
+    /// The config file (created with defaults when missing).
+    #[arg(long, env = "PARTYLINE_CONFIG", default_value = "partyline.yaml")]
+    pub config: PathBuf,
+
+    /// Where generated secrets (admin token) and the self-signed certificate live;
+    /// defaults to the config file's directory.
+    #[arg(long, env = "PARTYLINE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Cli {
+    /// The state directory: `--state-dir`, or the config file's directory.
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(|| match self.config.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        })
+    }
+}

@@ -1,0 +1,200 @@
+//! The edits the API makes to a config: each takes the config by `&mut` and either changes it
+//! or says why not. [`ConfigManager::update`](super::ConfigManager::update) runs them on a
+//! copy, so a refused edit changes nothing.
+
+use std::collections::BTreeMap;
+
+use partyline_shared::Config;
+use partyline_shared::config::{
+    Bitrate, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, SampleRate,
+    check_entity_name,
+};
+
+/// Why an edit was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    #[error("{field}: {message}")]
+    Invalid { field: &'static str, message: String },
+    #[error("no {kind} has id {id:?}")]
+    NotFound { kind: &'static str, id: String },
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// A field of a partial update: absent (`None`: keep), or present with a value, which may
+/// itself be `null` where the field is optional.
+pub type Patch<T> = Option<T>;
+
+/// Checks a new group or user name and returns it trimmed, with its id.
+fn entity_name(field: &'static str, name: &str) -> Result<(String, String), EditError> {
+    let name = name.trim();
+    let id = check_entity_name(name).map_err(|message| EditError::Invalid { field, message })?;
+    Ok((name.to_owned(), id))
+}
+
+fn ensure_group_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
+    match config.group(id) {
+        Some((index, existing)) if Some(index) != except => Err(EditError::Conflict(format!(
+            "a group with id {id:?} already exists ({:?})",
+            existing.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Adds a group; its id is the slug of its name and must be free.
+pub fn create_group(config: &mut Config, name: &str, audio_bitrate: Option<Bitrate>) -> Result<Group, EditError> {
+    let (name, id) = entity_name("name", name)?;
+    ensure_group_id_free(config, &id, None)?;
+    let group = Group::new(name, audio_bitrate);
+    config.groups.push(group.clone());
+    Ok(group)
+}
+
+/// Renames a group and/or changes its bitrate. A rename changes the id; the server audio
+/// users that pointed at the old id are pointed at the new one in the same write.
+pub fn update_group(
+    config: &mut Config,
+    id: &str,
+    name: Patch<&str>,
+    audio_bitrate: Patch<Option<Bitrate>>,
+) -> Result<Group, EditError> {
+    let (index, _) = config.group(id).ok_or_else(|| not_found("group", id))?;
+    if let Some(name) = name {
+        let (name, new_id) = entity_name("name", name)?;
+        ensure_group_id_free(config, &new_id, Some(index))?;
+        config.groups[index].name = name;
+        for user in config.server_audio_users.iter_mut().filter(|u| u.group == id) {
+            user.group.clone_from(&new_id);
+        }
+    }
+    if let Some(audio_bitrate) = audio_bitrate {
+        config.groups[index].audio_bitrate = audio_bitrate;
+    }
+    Ok(config.groups[index].clone())
+}
+
+/// Removes a group, unless server audio users still send into it.
+pub fn delete_group(config: &mut Config, id: &str) -> Result<Group, EditError> {
+    let (index, _) = config.group(id).ok_or_else(|| not_found("group", id))?;
+    let users: Vec<&str> =
+        config.server_audio_users.iter().filter(|u| u.group == id).map(|u| u.name.as_str()).collect();
+    if !users.is_empty() {
+        return Err(EditError::Conflict(format!(
+            "group {id:?} is used by server audio users: {}; move or delete them first",
+            users.join(", ")
+        )));
+    }
+    Ok(config.groups.remove(index))
+}
+
+/// `PUT /admin/config/audio`.
+pub fn set_audio(
+    config: &mut Config,
+    sample_rate: Patch<SampleRate>,
+    default_bitrate: Patch<Bitrate>,
+    jitter_buffer_ms: Patch<JitterBufferMs>,
+) {
+    let audio = &mut config.audio;
+    audio.sample_rate = sample_rate.unwrap_or(audio.sample_rate);
+    audio.default_bitrate = default_bitrate.unwrap_or(audio.default_bitrate);
+    audio.jitter_buffer_ms = jitter_buffer_ms.unwrap_or(audio.jitter_buffer_ms);
+}
+
+/// `POST /admin/audio/device`: `None` keeps a field, `Some(None)` selects the default device.
+pub fn set_device(
+    config: &mut Config,
+    input_device_id: Patch<Option<String>>,
+    output_device_id: Patch<Option<String>>,
+    sample_rate: Patch<DeviceSampleRate>,
+) -> Result<DeviceSelection, EditError> {
+    let device = &mut config.audio.device;
+    for (field, patch, slot) in [
+        ("inputDeviceId", input_device_id, &mut device.input_device_id),
+        ("outputDeviceId", output_device_id, &mut device.output_device_id),
+    ] {
+        if let Some(id) = patch {
+            if let Some(id) = &id
+                && (id.trim().is_empty() || id.len() > 256 || id.chars().any(char::is_control))
+            {
+                return Err(EditError::Invalid {
+                    field,
+                    message: "must be a device identifier from /admin/devices/list, or null for the default device".into(),
+                });
+            }
+            *slot = id;
+        }
+    }
+    device.sample_rate = sample_rate.unwrap_or(device.sample_rate);
+    Ok(device.clone())
+}
+
+/// `PUT /admin/audio/channels/names`: sets the names given, keeps the others.
+pub fn set_channel_names(
+    config: &mut Config,
+    inputs: Option<&BTreeMap<String, String>>,
+    outputs: Option<&BTreeMap<String, String>>,
+) -> Result<ChannelNames, EditError> {
+    let names = &mut config.audio.channel_names;
+    for (field, patch, map) in [("inputs", inputs, &mut names.inputs), ("outputs", outputs, &mut names.outputs)] {
+        if let Some(patch) = patch {
+            map.merge(patch).map_err(|message| EditError::Invalid { field, message })?;
+        }
+    }
+    Ok(names.clone())
+}
+
+fn not_found(kind: &'static str, id: &str) -> EditError {
+    EditError::NotFound { kind, id: id.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use partyline_shared::config::{Channel, ServerAudioUser};
+
+    fn with_user() -> Config {
+        let mut config = Config::default();
+        create_group(&mut config, "Stage Left", None).expect("create");
+        config.server_audio_users.push(ServerAudioUser {
+            name: "FOH".into(),
+            group: "stage-left".into(),
+            input_channel: Channel(0),
+            output_channel: Some(Channel(1)),
+        });
+        config
+    }
+
+    #[test]
+    fn rename_rewrites_references() {
+        let mut config = with_user();
+        let group = update_group(&mut config, "stage-left", Some("Scène Côté Jardin"), None).expect("rename");
+        assert_eq!(group.id(), "scene-cote-jardin");
+        assert_eq!(config.server_audio_users[0].group, "scene-cote-jardin");
+        config.validate().expect("still valid");
+    }
+
+    #[test]
+    fn delete_of_referenced_group_names_the_users() {
+        let mut config = with_user();
+        let err = delete_group(&mut config, "stage-left").expect_err("refused");
+        assert!(matches!(&err, EditError::Conflict(m) if m.contains("FOH")), "{err}");
+    }
+
+    #[test]
+    fn collisions_on_create_and_rename() {
+        let mut config = with_user();
+        create_group(&mut config, "Other", None).expect("create");
+        assert!(matches!(create_group(&mut config, "STAGE left", None), Err(EditError::Conflict(_))));
+        assert!(matches!(update_group(&mut config, "other", Some("Stage-Left"), None), Err(EditError::Conflict(_))));
+        // Renaming a group to a name with its own id is no collision.
+        update_group(&mut config, "other", Some("OTHER"), None).expect("same id");
+    }
+
+    #[test]
+    fn empty_slug_is_invalid() {
+        let mut config = Config::default();
+        let err = create_group(&mut config, "日本", None).expect_err("empty id");
+        assert!(matches!(err, EditError::Invalid { field: "name", .. }));
+    }
+}

@@ -1,0 +1,156 @@
+//! Start-up and shutdown: logging, config, secrets, the listener, the background tasks.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use partyline_shared::config::LogLevel;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::reload;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::api::{self, AppState};
+use crate::config::{self, ConfigManager};
+use crate::logring::LogRing;
+use crate::secrets::{AdminToken, TokenSource};
+use crate::{Cli, tls};
+
+type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+/// Runs the control plane until SIGTERM or SIGINT.
+pub fn run(cli: Cli) -> ExitCode {
+    let logs = LogRing::default();
+    let filter = init_logging(&logs);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(cli, logs, filter)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("partyline-control stopped: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<()> {
+    let started = Instant::now();
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), config = %cli.config.display(), "partyline-control starting");
+    let config = ConfigManager::load(&cli.config)?;
+    let initial = config.current();
+    set_level(&filter, initial.logging.level);
+    let state_dir = cli.state_dir();
+    let admin_token = admin_token(&state_dir, initial.server.admin_token.as_ref().map(|s| s.0.as_str()))?;
+
+    let tls = tls::server_config(&initial.server.tls.mode(), &state_dir)?;
+    let listener = TcpListener::bind(initial.server.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", initial.server.listen))?;
+    let addr = listener.local_addr()?;
+    let origin = origin(addr, tls.is_some());
+
+    tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
+    tokio::spawn(follow_log_level(Arc::clone(&config), filter));
+
+    let state = AppState { config, logs, admin_token: Arc::new(admin_token), started };
+    let app = api::app(state);
+    tracing::info!(%origin, "listening");
+    // The one line scripts and tests wait for; stable wording.
+    println!("partyline-control listening on {origin} (API {origin}/api)");
+
+    let handle = axum_server::Handle::new();
+    tokio::spawn(shutdown_on_signal(handle.clone()));
+    let listener = listener.into_std()?;
+    match tls {
+        Some(tls) => {
+            let tls = axum_server::tls_rustls::RustlsConfig::from_config(tls);
+            axum_server::from_tcp_rustls(listener, tls)?.handle(handle).serve(app.into_make_service()).await?;
+        }
+        None => axum_server::from_tcp(listener)?.handle(handle).serve(app.into_make_service()).await?,
+    }
+    tracing::info!("partyline-control stopped");
+    Ok(())
+}
+
+fn admin_token(state_dir: &std::path::Path, from_config: Option<&str>) -> anyhow::Result<AdminToken> {
+    let (token, source) = AdminToken::resolve(state_dir, from_config)
+        .with_context(|| format!("cannot read or create the admin token in {}", state_dir.display()))?;
+    match source {
+        TokenSource::Environment => tracing::info!("admin token from {}", crate::secrets::ENV_VAR),
+        TokenSource::File(path) => tracing::info!(path = %path.display(), "admin token from file"),
+        TokenSource::ConfigFile => tracing::info!("admin token from the config file (server.adminToken)"),
+        TokenSource::Generated(path) => tracing::warn!(path = %path.display(), "generated a new admin token"),
+    }
+    Ok(token)
+}
+
+fn origin(addr: SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let host = if addr.ip().is_unspecified() { "localhost".to_owned() } else { addr.ip().to_string() };
+    let host = if addr.is_ipv6() && host != "localhost" { format!("[{host}]") } else { host };
+    format!("{scheme}://{host}:{}", addr.port())
+}
+
+/// stderr and the log ring, both behind one level filter: `RUST_LOG` when set, else the
+/// config's `logging.level` for partyline's own crates.
+fn init_logging(logs: &LogRing) -> FilterHandle {
+    let (filter, handle) = reload::Layer::new(level_filter(LogLevel::Info));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()))
+        .with(logs.layer())
+        .init();
+    handle
+}
+
+fn level_filter(level: LogLevel) -> EnvFilter {
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        let level = level.as_str();
+        EnvFilter::new(format!("warn,partyline_control={level},partyline_shared={level}"))
+    })
+}
+
+fn set_level(filter: &FilterHandle, level: LogLevel) {
+    if let Err(e) = filter.reload(level_filter(level)) {
+        tracing::warn!(error = %e, "cannot change the log level");
+    }
+}
+
+async fn follow_log_level(config: Arc<ConfigManager>, filter: FilterHandle) {
+    let mut events = config.subscribe();
+    let mut level = config.current().logging.level;
+    loop {
+        match events.recv().await {
+            Ok(event) if event.config.logging.level != level => {
+                level = event.config.logging.level;
+                set_level(&filter, level);
+                tracing::info!(level = level.as_str(), "log level changed");
+            }
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn shutdown_on_signal(handle: axum_server::Handle<SocketAddr>) {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    tracing::info!(signal = name, "shutting down");
+    handle.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+}
