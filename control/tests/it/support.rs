@@ -1,0 +1,241 @@
+//! Test harness: the real `partyline-control` binary, started on 127.0.0.1:0 in a temp
+//! directory, and a client for its API.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_partyline-control");
+/// The head of every test config: loopback, any free port, plain HTTP.
+pub const LOOPBACK_PLAIN: &str = "server:\n  listen: 127.0.0.1:0\n  tls: false\n";
+
+/// A client for tests. reqwest is built without a bundled crypto provider (ring is the one
+/// this workspace uses), so install it first.
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client")
+}
+
+/// Polls `check` until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn wait_for<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Builder {
+    config: Option<String>,
+    env: Vec<(String, String)>,
+    dir: Option<Arc<tempfile::TempDir>>,
+}
+
+impl Builder {
+    /// The config file's initial text (default: [`LOOPBACK_PLAIN`]); `None` leaves no file.
+    pub fn config(mut self, text: Option<&str>) -> Self {
+        self.config = text.map(str::to_owned);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Starts the binary and waits until it listens.
+    pub async fn start(self) -> Control {
+        let dir = self.dir.unwrap_or_else(|| Arc::new(tempfile::tempdir().expect("temp dir")));
+        let config_path = dir.path().join("partyline.yaml");
+        if let Some(text) = self.config.filter(|_| !config_path.exists()) {
+            std::fs::write(&config_path, text).expect("write config");
+        }
+        Control::spawn(dir, config_path, self.env).await
+    }
+}
+
+/// A running control process; killed on drop.
+#[derive(Debug)]
+pub struct Control {
+    child: Child,
+    dir: Arc<tempfile::TempDir>,
+    config_path: PathBuf,
+    env: Vec<(String, String)>,
+    pub origin: String,
+    pub token: String,
+    client: reqwest::Client,
+}
+
+impl Control {
+    pub fn builder() -> Builder {
+        Builder::default().config(Some(LOOPBACK_PLAIN))
+    }
+
+    /// A control with the default test config.
+    pub async fn start() -> Control {
+        Control::builder().start().await
+    }
+
+    async fn spawn(dir: Arc<tempfile::TempDir>, config_path: PathBuf, env: Vec<(String, String)>) -> Control {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("control.log"))
+            .expect("log file");
+        let mut child = Command::new(BINARY)
+            .arg("--config")
+            .arg(&config_path)
+            .env_remove("PARTYLINE_ADMIN_TOKEN")
+            .env_remove("PARTYLINE_CONFIG")
+            .env_remove("RUST_LOG")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn partyline-control");
+        let stdout = child.stdout.take().expect("stdout");
+        // The ready line carries the origin; read it off the blocking pipe on a thread.
+        let origin = tokio::task::spawn_blocking(move || {
+            let line = BufReader::new(stdout).lines().next()?.ok()?;
+            let origin = line.strip_prefix("partyline-control listening on ")?.split_whitespace().next()?;
+            Some(origin.to_owned())
+        });
+        let origin = tokio::time::timeout(Duration::from_secs(20), origin).await;
+        let Ok(Ok(Some(origin))) = origin else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.path().join("control.log")).unwrap_or_default();
+            panic!("partyline-control did not start:\n{log}");
+        };
+        let token = env
+            .iter()
+            .find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned());
+        let client = http();
+        Control { child, dir, config_path, env, origin, token, client }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// The config file's text now.
+    pub fn config_text(&self) -> String {
+        std::fs::read_to_string(&self.config_path).expect("read config")
+    }
+
+    /// What the process wrote to stderr so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("control.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (e.g. "KILL", "HUP") to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Kills the process with SIGKILL and starts a new one on the same directory.
+    pub async fn restart(mut self) -> Control {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (dir, config_path, env) = (Arc::clone(&self.dir), self.config_path.clone(), self.env.clone());
+        drop(self);
+        Control::spawn(dir, config_path, env).await
+    }
+
+    /// Waits for the process to exit on its own and returns its exit code.
+    pub fn wait_exit(mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "control did not exit within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/api{path}", self.origin)
+    }
+
+    /// A request to `{origin}/api{path}` with the admin token.
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, self.url(path)).bearer_auth(&self.token)
+    }
+
+    /// Sends a request (JSON body if given) and returns the status and the JSON body.
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.request(method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        read(request.send().await.expect("request sent")).await
+    }
+
+    pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Method::GET, path, None).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Method::DELETE, path, None).await
+    }
+
+    /// The group ids the API lists.
+    pub async fn group_ids(&self) -> Vec<String> {
+        let (status, body) = self.get_json("/admin/groups").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["groups"].as_array().expect("groups").iter().map(|g| g["id"].as_str().expect("id").to_owned()).collect()
+    }
+}
+
+/// The status and JSON body of a response (`Value::Null` for an empty body; panics on non-JSON).
+pub async fn read(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().await.expect("body");
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("non-JSON body ({e}) with {status}: {text}"))
+    };
+    (status, body)
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Parses a YAML config the way control writes it.
+pub fn parse_config(text: &str) -> partyline_shared::Config {
+    partyline_shared::Config::from_yaml(text).expect("config on disk parses")
+}
