@@ -5,4 +5,6 @@ mod support;
 
 mod api;
 mod groups;
+mod invariants;
+mod openapi;
 mod persistence;
