@@ -143,13 +143,12 @@ mod pulse {
         sink_names: &HashMap<String, String>,
     ) -> DeviceListing {
         let (default_sink, default_source) = parse_defaults(info);
-        let sources = parse_short_list(sources)
-            .into_iter()
-            .filter(|source| !source.name.ends_with(".monitor"));
-        let sinks = parse_short_list(sinks).into_iter();
+        let mut sources = parse_short_list(sources);
+        sources.retain(|source| !source.name.ends_with(".monitor"));
+        let sinks = parse_short_list(sinks);
         DeviceListing {
-            inputs: entries(sources, "Input", source_names, default_source.as_deref()),
-            outputs: entries(sinks, "Output", sink_names, default_sink.as_deref()),
+            inputs: entries(&sources, "Input", source_names, default_source.as_deref()),
+            outputs: entries(&sinks, "Output", sink_names, default_sink.as_deref()),
             platform: "pulseaudio".to_owned(),
         }
     }
@@ -182,35 +181,24 @@ mod pulse {
         Ok(match pactl(&["list", kind]).await {
             Ok(text) => parse_descriptions(&text),
             Err(err) => {
-                tracing::debug!(
-                    error = format!("{err:#}"),
-                    "no device descriptions from pactl"
-                );
+                tracing::debug!(error = format!("{err:#}"), "no device descriptions from pactl");
                 HashMap::new()
             }
         })
     }
 
     fn entries(
-        rows: impl Iterator<Item = ShortEntry>,
+        rows: &[ShortEntry],
         direction: &str,
         descriptions: &HashMap<String, String>,
         default: Option<&str>,
     ) -> Vec<DeviceEntry> {
-        let rows: Vec<ShortEntry> = rows.collect();
-        let labels: Vec<&str> = rows
-            .iter()
-            .map(|row| {
-                descriptions
-                    .get(&row.name)
-                    .map_or(row.name.as_str(), String::as_str)
-            })
-            .collect();
+        let labels: Vec<&str> =
+            rows.iter().map(|row| descriptions.get(&row.name).map_or(row.name.as_str(), String::as_str)).collect();
         rows.iter()
             .zip(&labels)
             .map(|(row, label)| {
-                let (channels, sample_rate) =
-                    row.spec.unwrap_or((UNKNOWN_CHANNELS, UNKNOWN_SAMPLE_RATE));
+                let (channels, sample_rate) = row.spec.unwrap_or((UNKNOWN_CHANNELS, UNKNOWN_SAMPLE_RATE));
                 DeviceEntry {
                     identifier: row.name.clone(),
                     description: describe(direction, label, &row.name, &labels),
@@ -226,11 +214,7 @@ mod pulse {
     /// (two null sinks are both "Null Output"), so every choice in the UI is distinguishable.
     fn describe(direction: &str, label: &str, name: &str, labels: &[&str]) -> String {
         let shared = labels.iter().filter(|other| **other == label).count() > 1;
-        if shared && label != name {
-            format!("{direction}: {label} ({name})")
-        } else {
-            format!("{direction}: {label}")
-        }
+        if shared && label != name { format!("{direction}: {label} ({name})") } else { format!("{direction}: {label}") }
     }
 
     /// Parses `pactl list short sources|sinks`: tab-separated
@@ -244,10 +228,7 @@ mod pulse {
                     return None;
                 }
                 let spec = columns.nth(1).and_then(parse_sample_spec);
-                Some(ShortEntry {
-                    name: name.to_owned(),
-                    spec,
-                })
+                Some(ShortEntry { name: name.to_owned(), spec })
             })
             .collect()
     }
@@ -322,20 +303,14 @@ mod alsa {
     /// client asks for), so every entry reports 2 channels at 48000 Hz. Card 0 device 0 is marked
     /// default: it is what ALSA's `default` PCM opens when no configuration says otherwise.
     pub(super) async fn list(path: &Path) -> anyhow::Result<DeviceListing> {
-        let text = tokio::fs::read_to_string(path)
-            .await
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = tokio::fs::read_to_string(path).await.with_context(|| format!("cannot read {}", path.display()))?;
         let hints = parse_proc_asound_pcm(&text);
         let inputs = entries(hints.iter().filter(|hint| hint.capture), "Input");
         let outputs = entries(hints.iter().filter(|hint| hint.playback), "Output");
         if inputs.is_empty() && outputs.is_empty() {
             bail!("{} lists no PCM device", path.display());
         }
-        Ok(DeviceListing {
-            inputs,
-            outputs,
-            platform: "alsa".to_owned(),
-        })
+        Ok(DeviceListing { inputs, outputs, platform: "alsa".to_owned() })
     }
 
     fn entries<'a>(hints: impl Iterator<Item = &'a PcmHint>, direction: &str) -> Vec<DeviceEntry> {
@@ -406,9 +381,7 @@ mod platform {
     use super::{DeviceListing, fallback_listing};
 
     pub(super) async fn list() -> DeviceListing {
-        tracing::warn!(
-            "device listing is not implemented on Windows; offering the default devices"
-        );
+        tracing::warn!("device listing is not implemented on Windows; offering the default devices");
         fallback_listing("windows-placeholder")
     }
 }
@@ -429,10 +402,7 @@ mod tests {
     use std::io::Write as _;
 
     use super::alsa::{PcmHint, parse_proc_asound_pcm};
-    use super::pulse::{
-        ShortEntry, listing, parse_defaults, parse_descriptions, parse_sample_spec,
-        parse_short_list,
-    };
+    use super::pulse::{ShortEntry, listing, parse_defaults, parse_descriptions, parse_sample_spec, parse_short_list};
     use super::{DeviceEntry, DeviceListing, alsa, fallback_listing};
 
     // Captured from PulseAudio 16.1 on Debian 12 with two 8-channel null sinks (card_out,
@@ -504,66 +474,41 @@ Source #2
     }
 
     fn short(name: &str, channels: u32, rate: u32) -> ShortEntry {
-        ShortEntry {
-            name: name.to_owned(),
-            spec: Some((channels, rate)),
-        }
+        ShortEntry { name: name.to_owned(), spec: Some((channels, rate)) }
     }
 
     #[test]
     fn short_sources_keep_every_row_including_monitors() {
         assert_eq!(
             parse_short_list(SHORT_SOURCES),
-            [
-                short("card_out.monitor", 8, 48_000),
-                short("card_in.monitor", 8, 48_000),
-                short("card_mic", 2, 48_000)
-            ]
+            [short("card_out.monitor", 8, 48_000), short("card_in.monitor", 8, 48_000), short("card_mic", 2, 48_000)]
         );
     }
 
     #[test]
     fn short_sinks() {
-        assert_eq!(
-            parse_short_list(SHORT_SINKS),
-            [short("card_out", 8, 48_000), short("card_in", 8, 48_000)]
-        );
+        assert_eq!(parse_short_list(SHORT_SINKS), [short("card_out", 8, 48_000), short("card_in", 8, 48_000)]);
     }
 
     #[test]
     fn short_list_skips_blank_and_broken_rows_and_tolerates_a_bad_spec() {
         let text = "\n0\n1\tcard\tmodule-null-sink.c\tweird\tIDLE\n";
-        assert_eq!(
-            parse_short_list(text),
-            [ShortEntry {
-                name: "card".to_owned(),
-                spec: None
-            }]
-        );
+        assert_eq!(parse_short_list(text), [ShortEntry { name: "card".to_owned(), spec: None }]);
         assert_eq!(parse_short_list(""), []);
     }
 
     #[test]
     fn sample_specs() {
         assert_eq!(parse_sample_spec("s16le 2ch 44100Hz"), Some((2, 44_100)));
-        assert_eq!(
-            parse_sample_spec("float32le 8ch 48000Hz"),
-            Some((8, 48_000))
-        );
-        assert_eq!(
-            parse_sample_spec("s24-32le 18ch 96000Hz"),
-            Some((18, 96_000))
-        );
+        assert_eq!(parse_sample_spec("float32le 8ch 48000Hz"), Some((8, 48_000)));
+        assert_eq!(parse_sample_spec("s24-32le 18ch 96000Hz"), Some((18, 96_000)));
         assert_eq!(parse_sample_spec("s16le 2ch"), None);
         assert_eq!(parse_sample_spec(""), None);
     }
 
     #[test]
     fn defaults_from_info() {
-        assert_eq!(
-            parse_defaults(INFO),
-            (Some("card_out".to_owned()), Some("card_mic".to_owned()))
-        );
+        assert_eq!(parse_defaults(INFO), (Some("card_out".to_owned()), Some("card_mic".to_owned())));
         // A server without devices, as captured before any module was loaded.
         let empty = "Default Sink: (null)\nDefault Source: (null)\n";
         assert_eq!(parse_defaults(empty), (None, None));
@@ -608,12 +553,7 @@ Source #2
         assert_eq!(
             listing(SHORT_SOURCES, SHORT_SINKS, INFO, &source_names, &sink_names),
             DeviceListing {
-                inputs: vec![entry(
-                    "card_mic",
-                    "Input: Remapped Monitor of Null Output",
-                    2,
-                    true
-                )],
+                inputs: vec![entry("card_mic", "Input: Remapped Monitor of Null Output", 2, true)],
                 outputs: vec![
                     // Both null sinks are "Null Output": the name tells them apart.
                     entry("card_out", "Output: Null Output (card_out)", 8, true),
@@ -628,16 +568,10 @@ Source #2
     fn pulse_listing_without_descriptions_uses_the_names() {
         let none = HashMap::new();
         let listing = listing(SHORT_SOURCES, SHORT_SINKS, "", &none, &none);
-        assert_eq!(
-            listing.inputs,
-            [entry("card_mic", "Input: card_mic", 2, false)]
-        );
+        assert_eq!(listing.inputs, [entry("card_mic", "Input: card_mic", 2, false)]);
         assert_eq!(
             listing.outputs,
-            [
-                entry("card_out", "Output: card_out", 8, false),
-                entry("card_in", "Output: card_in", 8, false)
-            ]
+            [entry("card_out", "Output: card_out", 8, false), entry("card_in", "Output: card_in", 8, false)]
         );
     }
 
@@ -669,23 +603,15 @@ Source #2
         let err = alsa::list(empty.path()).await.expect_err("no device");
         assert!(err.to_string().ends_with("lists no PCM device"), "{err}");
         let dir = tempfile::tempdir().expect("temp dir");
-        let err = alsa::list(&dir.path().join("missing"))
-            .await
-            .expect_err("no file");
+        let err = alsa::list(&dir.path().join("missing")).await.expect_err("no file");
         assert!(err.to_string().starts_with("cannot read"), "{err}");
     }
 
     #[test]
     fn built_in_fallback() {
         let listing = fallback_listing("fallback");
-        assert_eq!(
-            listing.inputs,
-            [entry("default", "Input: default device", 2, true)]
-        );
-        assert_eq!(
-            listing.outputs,
-            [entry("default", "Output: default device", 2, true)]
-        );
+        assert_eq!(listing.inputs, [entry("default", "Input: default device", 2, true)]);
+        assert_eq!(listing.outputs, [entry("default", "Output: default device", 2, true)]);
         assert_eq!(listing.platform, "fallback");
     }
 

@@ -106,10 +106,9 @@ impl Tls {
         match self {
             Tls::Enabled(false) => TlsMode::Off,
             Tls::Enabled(true) | Tls::Files(TlsFiles { cert: None, key: None }) => TlsMode::SelfSigned,
-            Tls::Files(TlsFiles { cert, key }) => TlsMode::Files {
-                cert: cert.clone().unwrap_or_default(),
-                key: key.clone().unwrap_or_default(),
-            },
+            Tls::Files(TlsFiles { cert, key }) => {
+                TlsMode::Files { cert: cert.clone().unwrap_or_default(), key: key.clone().unwrap_or_default() }
+            }
         }
     }
 }
@@ -607,7 +606,17 @@ mod tests {
         let found = config.take_legacy();
         assert_eq!(
             found,
-            ["server.host", "server.port", "audio.channels", "audio.frameSize", "server.livekit", "logging.logLatency", "groups[].id", "groups[].description", "groups[].channels"]
+            [
+                "server.host",
+                "server.port",
+                "audio.channels",
+                "audio.frameSize",
+                "server.livekit",
+                "logging.logLatency",
+                "groups[].id",
+                "groups[].description",
+                "groups[].channels"
+            ]
         );
         assert_eq!(config.server.listen, "127.0.0.1:3000".parse().expect("addr"));
         let saved = config.to_yaml().expect("serialises");

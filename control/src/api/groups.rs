@@ -1,8 +1,8 @@
 //! `/api/admin/groups`: the party lines.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::Json;
 use partyline_shared::Config;
 use partyline_shared::config::{Bitrate, Group};
 use serde::{Deserialize, Serialize};

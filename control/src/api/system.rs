@@ -68,7 +68,10 @@ pub struct LogList {
 /// The newest log entries, newest first.
 #[utoipa::path(get, path = "/logs", tag = "system", security(("admin_token" = [])), params(LogQuery),
     responses((status = 200, body = LogList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
-pub async fn logs(State(state): State<AppState>, ApiQuery(query): ApiQuery<LogQuery>) -> Result<Json<LogList>, ApiError> {
+pub async fn logs(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<LogQuery>,
+) -> Result<Json<LogList>, ApiError> {
     let limit = query.limit.unwrap_or(100);
     if !(1..=logring::CAPACITY).contains(&limit) {
         return Err(ApiError::BadRequest(format!("limit: {limit} is out of range 1..={}", logring::CAPACITY)));

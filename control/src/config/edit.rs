@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 use partyline_shared::Config;
 use partyline_shared::config::{
-    Bitrate, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, SampleRate,
-    check_entity_name,
+    Bitrate, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, SampleRate, check_entity_name,
 };
 
 /// Why an edit was refused.
@@ -34,10 +33,9 @@ fn entity_name(field: &'static str, name: &str) -> Result<(String, String), Edit
 
 fn ensure_group_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
     match config.group(id) {
-        Some((index, existing)) if Some(index) != except => Err(EditError::Conflict(format!(
-            "a group with id {id:?} already exists ({:?})",
-            existing.name
-        ))),
+        Some((index, existing)) if Some(index) != except => {
+            Err(EditError::Conflict(format!("a group with id {id:?} already exists ({:?})", existing.name)))
+        }
         _ => Ok(()),
     }
 }
@@ -119,7 +117,8 @@ pub fn set_device(
             {
                 return Err(EditError::Invalid {
                     field,
-                    message: "must be a device identifier from /admin/devices/list, or null for the default device".into(),
+                    message: "must be a device identifier from /admin/devices/list, or null for the default device"
+                        .into(),
                 });
             }
             *slot = id;

@@ -91,12 +91,8 @@ impl ConfigManager {
             tracing::info!(path = %path.display(), "created the config file with defaults");
         }
         let (events, _) = broadcast::channel(64);
-        let manager = Self {
-            path: path.to_owned(),
-            current: RwLock::new(Arc::new(config)),
-            writer: Mutex::new(()),
-            events,
-        };
+        let manager =
+            Self { path: path.to_owned(), current: RwLock::new(Arc::new(config)), writer: Mutex::new(()), events };
         Ok(Arc::new(manager))
     }
 
@@ -152,8 +148,8 @@ impl ConfigManager {
     /// the config in force stays.
     pub fn reload(&self) -> Result<bool, LoadError> {
         let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let text = fs::read_to_string(&self.path)
-            .map_err(|source| LoadError::Read { path: self.path.clone(), source })?;
+        let text =
+            fs::read_to_string(&self.path).map_err(|source| LoadError::Read { path: self.path.clone(), source })?;
         let new = parse(&self.path, &text)?;
         let old = self.current();
         if new == *old {
@@ -178,8 +174,7 @@ impl ConfigManager {
 
 /// Parses and validates a file's text; legacy keys are accepted with one warning.
 fn parse(path: &Path, text: &str) -> Result<Config, LoadError> {
-    let mut config =
-        Config::from_yaml(text).map_err(|source| LoadError::Parse { path: path.to_owned(), source })?;
+    let mut config = Config::from_yaml(text).map_err(|source| LoadError::Parse { path: path.to_owned(), source })?;
     let legacy = config.take_legacy();
     if !legacy.is_empty() {
         tracing::warn!(
