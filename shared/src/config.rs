@@ -123,6 +123,14 @@ pub struct JanusConfig {
     /// Janus admin API secret; `PARTYLINE_JANUS_ADMIN_SECRET` and the state directory win.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_secret: Option<Secret>,
+    /// AudioBridge `admin_key` (room creation); `PARTYLINE_JANUS_ROOM_ADMIN_KEY` and the state
+    /// directory win.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub room_admin_key: Option<Secret>,
+    /// Password of the event handler's posts (basic auth, user `janus`);
+    /// `PARTYLINE_JANUS_EVENT_SECRET` and the state directory win.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_secret: Option<Secret>,
 }
 
 impl Default for JanusConfig {
@@ -132,6 +140,8 @@ impl Default for JanusConfig {
             admin_url: "http://127.0.0.1:7088/admin".into(),
             ws_url: "ws://127.0.0.1:8188".into(),
             admin_secret: None,
+            room_admin_key: None,
+            event_secret: None,
         }
     }
 }
@@ -558,6 +568,8 @@ impl Config {
         };
         hide(&mut shown.server.admin_token);
         hide(&mut shown.janus.admin_secret);
+        hide(&mut shown.janus.room_admin_key);
+        hide(&mut shown.janus.event_secret);
         shown
     }
 }

@@ -1,0 +1,285 @@
+//! Janus API messages partyline sends and reads: the core API (sessions, handles), the admin
+//! API (stored tokens), AudioBridge plugin requests, and the event handler's posts.
+//!
+//! Shapes were measured against Janus 1.1.2 (see `packaging/janus/README.md`). Fields partyline
+//! does not read are not modelled; unknown fields are ignored.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The AudioBridge plugin's package name.
+pub const AUDIOBRIDGE: &str = "janus.plugin.audiobridge";
+
+/// A request to the Janus core or admin API: the envelope fields every request has.
+#[derive(Debug, Clone, Serialize)]
+pub struct Envelope<'a> {
+    pub transaction: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_secret: Option<&'a str>,
+    #[serde(flatten)]
+    pub request: Request<'a>,
+}
+
+/// What a request asks for; `janus` is its tag on the wire.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "janus", rename_all = "snake_case")]
+pub enum Request<'a> {
+    /// Core: a new session (`POST /janus`).
+    Create,
+    /// Core: a handle on a plugin (`POST /janus/SESSION`).
+    Attach { plugin: &'a str },
+    /// Core: a plugin request (`POST /janus/SESSION/HANDLE`).
+    Message { body: AudioBridgeRequest },
+    /// Core: keeps a session alive (sessions expire after 60 s without a request).
+    Keepalive,
+    /// Core: ends a session.
+    Destroy,
+    /// Admin: allows `token` to use `plugins` (stored-token auth). Idempotent.
+    AddToken {
+        #[serde(rename = "token")]
+        new_token: &'a str,
+        plugins: Vec<&'a str>,
+    },
+    /// Admin: revokes `token`: every later request with it gets 403.
+    RemoveToken {
+        #[serde(rename = "token")]
+        old_token: &'a str,
+    },
+    /// Admin: the stored tokens.
+    ListTokens,
+}
+
+/// AudioBridge requests partyline makes (the `body` of a `message`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "request", rename_all = "lowercase")]
+pub enum AudioBridgeRequest {
+    Create(RoomSpec),
+    Destroy { room: String, secret: String, permanent: bool },
+    List,
+    ListParticipants { room: String },
+    Kick { room: String, secret: String, id: String },
+}
+
+/// A room as partyline creates it: one per group, id = group id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RoomSpec {
+    pub room: String,
+    pub description: String,
+    /// The AudioBridge `admin_key`: required to create rooms.
+    pub admin_key: String,
+    /// The room secret: required to kick, destroy and edit.
+    pub secret: String,
+    pub sampling_rate: u32,
+    /// Packets (20 ms each) buffered per participant before mixing: the room's latency.
+    pub default_prebuffering: u32,
+    /// Bits per second of the mix sent to each participant (0: Opus decides).
+    pub default_bitrate: u32,
+    /// Lets clients (and the admin UI) see who talks.
+    pub audiolevel_event: bool,
+    pub audio_level_average: u32,
+    /// Rooms live in Janus's memory only; partyline recreates them from the config.
+    pub permanent: bool,
+}
+
+/// Any answer of the core or admin API.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Response {
+    /// `success`, `error`, `ack`, `event`, `server_info`, …
+    pub janus: String,
+    #[serde(default)]
+    pub data: Option<Value>,
+    #[serde(default)]
+    pub error: Option<JanusError>,
+    #[serde(default)]
+    pub plugindata: Option<PluginData>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct JanusError {
+    pub code: i64,
+    pub reason: String,
+}
+
+/// Janus's error codes partyline acts on.
+pub mod codes {
+    /// The session does not exist (Janus restarted, or it timed out).
+    pub const NO_SUCH_SESSION: i64 = 458;
+    /// Wrong or missing secret/token.
+    pub const UNAUTHORIZED: i64 = 403;
+    /// AudioBridge: no such room.
+    pub const NO_SUCH_ROOM: i64 = 485;
+    /// AudioBridge: the room already exists.
+    pub const ROOM_EXISTS: i64 = 486;
+    /// AudioBridge: no such participant.
+    pub const NO_SUCH_USER: i64 = 487;
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PluginData {
+    pub plugin: String,
+    pub data: Value,
+}
+
+/// The `data` of an AudioBridge answer. Plugin errors arrive as `"janus": "success"` with
+/// `error_code` set here.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AudioBridgeReply {
+    pub audiobridge: String,
+    #[serde(default)]
+    pub error_code: Option<i64>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub list: Vec<RoomListing>,
+    #[serde(default)]
+    pub participants: Vec<Participant>,
+}
+
+/// An entry of the AudioBridge `list`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RoomListing {
+    pub room: String,
+    #[serde(default)]
+    pub sampling_rate: u32,
+    #[serde(default)]
+    pub num_participants: u32,
+}
+
+/// An entry of `listparticipants`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Participant {
+    pub id: String,
+    #[serde(default)]
+    pub display: Option<String>,
+    /// Whether its PeerConnection is up.
+    #[serde(default)]
+    pub setup: bool,
+    #[serde(default)]
+    pub muted: bool,
+}
+
+/// One event of the event handler's posts (each post is a JSON array of them).
+#[derive(Debug, Clone, Deserialize)]
+pub struct HandlerEvent {
+    #[serde(rename = "type")]
+    pub kind: u32,
+    #[serde(default)]
+    pub session_id: Option<u64>,
+    #[serde(default)]
+    pub handle_id: Option<u64>,
+    #[serde(default)]
+    pub event: Value,
+}
+
+/// What an event handler event means to partyline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JanusEvent {
+    /// A handle was attached with a stored token.
+    Attached { handle_id: u64, token: String },
+    /// A participant joined a room (`handle_id` is absent only in unusual cases).
+    Joined { room: String, id: String, handle_id: Option<u64> },
+    /// A participant left a room: left, hung up, kicked, or its session ended.
+    Left { room: String, id: String },
+    /// Janus (re)started: its rooms and tokens are gone.
+    Started,
+    /// Janus is shutting down.
+    Shutdown,
+    /// Anything else.
+    Other,
+}
+
+impl HandlerEvent {
+    /// Event types (Janus's `JANUS_EVENT_TYPE_*`).
+    const HANDLE: u32 = 2;
+    const PLUGIN: u32 = 64;
+    const CORE: u32 = 256;
+
+    pub fn meaning(&self) -> JanusEvent {
+        let text = |v: &Value| v.as_str().map(str::to_owned);
+        match self.kind {
+            Self::HANDLE if self.event["name"] == "attached" => match (self.handle_id, text(&self.event["token"])) {
+                (Some(handle_id), Some(token)) => JanusEvent::Attached { handle_id, token },
+                _ => JanusEvent::Other,
+            },
+            Self::PLUGIN if self.event["plugin"] == AUDIOBRIDGE => {
+                let data = &self.event["data"];
+                let (Some(room), Some(id)) = (text(&data["room"]), text(&data["id"])) else {
+                    return JanusEvent::Other;
+                };
+                match data["event"].as_str() {
+                    Some("joined") => JanusEvent::Joined { room, id, handle_id: self.handle_id },
+                    Some("left" | "kicked") => JanusEvent::Left { room, id },
+                    _ => JanusEvent::Other,
+                }
+            }
+            Self::CORE => match self.event["status"].as_str() {
+                Some("started") => JanusEvent::Started,
+                Some("shutdown") => JanusEvent::Shutdown,
+                _ => JanusEvent::Other,
+            },
+            _ => JanusEvent::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requests_have_the_wire_shape() {
+        let add = Envelope {
+            transaction: "t1".into(),
+            token: None,
+            admin_secret: Some("s"),
+            request: Request::AddToken { new_token: "tok", plugins: vec![AUDIOBRIDGE] },
+        };
+        assert_eq!(
+            serde_json::to_value(&add).expect("json"),
+            json!({"janus": "add_token", "transaction": "t1", "admin_secret": "s", "token": "tok", "plugins": [AUDIOBRIDGE]})
+        );
+        let kick = Envelope {
+            transaction: "t2".into(),
+            token: Some("mine"),
+            admin_secret: None,
+            request: Request::Message {
+                body: AudioBridgeRequest::Kick { room: "r".into(), secret: "x".into(), id: "u".into() },
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&kick).expect("json"),
+            json!({"janus": "message", "transaction": "t2", "token": "mine",
+                   "body": {"request": "kick", "room": "r", "secret": "x", "id": "u"}})
+        );
+        let list = serde_json::to_value(AudioBridgeRequest::ListParticipants { room: "r".into() }).expect("json");
+        assert_eq!(list, json!({"request": "listparticipants", "room": "r"}));
+    }
+
+    #[test]
+    fn handler_events_as_measured() {
+        let posts = json!([
+            {"emitter":"j","type":2,"session_id":1,"handle_id":5,"event":{"name":"attached","plugin":AUDIOBRIDGE,"token":"tok-alice"}},
+            {"emitter":"j","type":64,"session_id":1,"handle_id":5,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"joined","room":"stage-left","id":"alice-1","display":"Alice","setup":false,"muted":false}}},
+            {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"left","room":"stage-left","id":"alice-1","display":"Alice"}}},
+            {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"kicked","room":"stage-left","id":"carol"}}},
+            {"emitter":"j","type":256,"subtype":1,"event":{"status":"started","info":{}}},
+            {"emitter":"j","type":1,"session_id":1,"event":{"name":"timeout"}}
+        ]);
+        let events: Vec<HandlerEvent> = serde_json::from_value(posts).expect("parses");
+        let meanings: Vec<JanusEvent> = events.iter().map(HandlerEvent::meaning).collect();
+        assert_eq!(
+            meanings,
+            [
+                JanusEvent::Attached { handle_id: 5, token: "tok-alice".into() },
+                JanusEvent::Joined { room: "stage-left".into(), id: "alice-1".into(), handle_id: Some(5) },
+                JanusEvent::Left { room: "stage-left".into(), id: "alice-1".into() },
+                JanusEvent::Left { room: "stage-left".into(), id: "carol".into() },
+                JanusEvent::Started,
+                JanusEvent::Other,
+            ]
+        );
+    }
+}
