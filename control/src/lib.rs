@@ -8,10 +8,14 @@
 pub mod api;
 pub mod config;
 pub mod devices;
+pub mod janus;
+pub mod janus_proxy;
 pub mod logring;
 pub mod secrets;
 pub mod stats;
 pub mod tls;
+pub mod users;
+pub mod web;
 
 mod cli;
 mod server;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use partyline_shared::config::LogLevel;
+use partyline_shared::config::{LogLevel, Secret};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
@@ -17,8 +17,9 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::api::{self, AppState};
 use crate::config::{self, ConfigManager};
+use crate::janus::Janus;
 use crate::logring::LogRing;
-use crate::secrets::{AdminToken, TokenSource};
+use crate::secrets::{self, AdminToken};
 use crate::{Cli, tls};
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
@@ -27,6 +28,9 @@ type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
 pub fn run(cli: Cli) -> ExitCode {
     let logs = LogRing::default();
     let filter = init_logging(&logs);
+    // One TLS provider for the process (the listener and the Janus client): ring, which
+    // builds fast and everywhere. An error means one is already installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -50,7 +54,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     let initial = config.current();
     set_level(&filter, initial.logging.level);
     let state_dir = cli.state_dir();
-    let admin_token = admin_token(&state_dir, initial.server.admin_token.as_ref().map(|s| s.0.as_str()))?;
+    let admin_token = admin_token(&state_dir, initial.server.admin_token.as_ref())?;
 
     let tls = tls::server_config(&initial.server.tls.mode(), &state_dir)?;
     let listener = TcpListener::bind(initial.server.listen)
@@ -59,14 +63,29 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     let addr = listener.local_addr()?;
     let origin = origin(addr, tls.is_some());
 
+    let janus_secrets = secrets::JanusSecrets::resolve(&state_dir, &initial)
+        .with_context(|| format!("cannot read the Janus secrets in {}", state_dir.display()))?;
+    let janus = Janus::new(Arc::clone(&config), janus_secrets)?;
+    let events_listener = TcpListener::bind(initial.server.events_listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (server.eventsListen)", initial.server.events_listen))?;
+    let events_addr = events_listener.local_addr()?;
+
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
+    tokio::spawn(Arc::clone(&janus).run());
 
-    let state = AppState { config, logs, admin_token: Arc::new(admin_token), started };
+    let state = AppState { config, logs, admin_token: Arc::new(admin_token), janus, tls: tls.is_some(), started };
+    let events_app = api::events_app(state.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(events_listener, events_app).await {
+            tracing::error!(error = %e, "the events listener stopped");
+        }
+    });
     let app = api::app(state);
-    tracing::info!(%origin, "listening");
+    tracing::info!(%origin, events = %events_addr, "listening");
     // The one line scripts and tests wait for; stable wording.
-    println!("partyline-control listening on {origin} (API {origin}/api)");
+    println!("partyline-control listening on {origin} (API {origin}/api, events http://{events_addr})");
 
     let handle = axum_server::Handle::new();
     tokio::spawn(shutdown_on_signal(handle.clone()));
@@ -82,15 +101,10 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     Ok(())
 }
 
-fn admin_token(state_dir: &std::path::Path, from_config: Option<&str>) -> anyhow::Result<AdminToken> {
-    let (token, source) = AdminToken::resolve(state_dir, from_config)
+fn admin_token(state_dir: &std::path::Path, from_config: Option<&Secret>) -> anyhow::Result<AdminToken> {
+    let (token, source) = secrets::find_or_generate(secrets::ADMIN_TOKEN, state_dir, from_config)
         .with_context(|| format!("cannot read or create the admin token in {}", state_dir.display()))?;
-    match source {
-        TokenSource::Environment => tracing::info!("admin token from {}", crate::secrets::ENV_VAR),
-        TokenSource::File(path) => tracing::info!(path = %path.display(), "admin token from file"),
-        TokenSource::ConfigFile => tracing::info!("admin token from the config file (server.adminToken)"),
-        TokenSource::Generated(path) => tracing::warn!(path = %path.display(), "generated a new admin token"),
-    }
+    secrets::log_source(secrets::ADMIN_TOKEN, &source);
     Ok(token)
 }
 

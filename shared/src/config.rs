@@ -45,6 +45,8 @@ pub struct Config {
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// Plain-HTTP loopback listener for Janus's event handler posts (must be loopback).
+    pub events_listen: SocketAddr,
     pub tls: Tls,
     /// Admin token; `PARTYLINE_ADMIN_TOKEN` and the state directory's `admin-token` file win.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,6 +64,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            events_listen: SocketAddr::from(([127, 0, 0, 1], 7089)),
             tls: Tls::default(),
             admin_token: None,
             host: None,
@@ -453,9 +456,10 @@ pub fn check_entity_name(name: &str) -> Result<String, String> {
 impl Config {
     /// Parses a config file's text. Legacy keys are kept for [`Config::take_legacy`].
     pub fn from_yaml(text: &str) -> Result<Config, crate::yaml::YamlError> {
-        // An empty file is a config with every default.
+        // An emptied file is far more likely a botched edit than a wish for the defaults:
+        // taking it would drop every group on the next save.
         if text.trim().is_empty() {
-            return Ok(Config::default());
+            return Err(crate::yaml::YamlError::new("the file is empty (delete it to start over with defaults)"));
         }
         crate::yaml::from_str(text)
     }
@@ -530,6 +534,9 @@ impl Config {
             && (cert.as_os_str().is_empty() || key.as_os_str().is_empty())
         {
             return Err(ConfigError::new("server.tls", "give both `cert` and `key`, or neither"));
+        }
+        if !self.server.events_listen.ip().is_loopback() {
+            return Err(ConfigError::new("server.eventsListen", "must be a loopback address (127.0.0.1 or ::1)"));
         }
         for (path, url, schemes) in [
             ("janus.url", &self.janus.url, ["http://", "https://"]),
@@ -639,8 +646,10 @@ mod tests {
 
     #[test]
     fn validate_rejects_collisions_and_dangling_refs() {
-        let mut config = Config::default();
-        config.groups = vec![Group::new("Stage Left", None), Group::new("stage  left", None)];
+        let mut config = Config {
+            groups: vec![Group::new("Stage Left", None), Group::new("stage  left", None)],
+            ..Config::default()
+        };
         assert_eq!(config.validate().expect_err("collision").path, "groups[1].name");
         config.groups.pop();
         config.server_audio_users.push(ServerAudioUser {

@@ -10,6 +10,12 @@ use serde::de::DeserializeOwned;
 #[error("{0}")]
 pub struct YamlError(String);
 
+impl YamlError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
 /// Parses YAML text into `T`.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     serde_norway::from_str(text).map_err(|e| YamlError(e.to_string()))

@@ -10,6 +10,7 @@ mod error;
 mod extract;
 mod groups;
 mod system;
+mod users;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +29,7 @@ pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiQuery};
 
 use crate::config::ConfigManager;
+use crate::janus::Janus;
 use crate::logring::LogRing;
 use crate::secrets::AdminToken;
 
@@ -40,6 +42,9 @@ pub struct AppState {
     pub config: Arc<ConfigManager>,
     pub logs: LogRing,
     pub admin_token: Arc<AdminToken>,
+    pub janus: Arc<Janus>,
+    /// Whether the public listener speaks TLS (for the URLs handed to browsers).
+    pub tls: bool,
     pub started: Instant,
 }
 
@@ -53,7 +58,9 @@ pub struct AppState {
     tags(
         (name = "groups", description = "Party lines"),
         (name = "audio", description = "Sound card and encoding"),
+        (name = "users", description = "Crew members: tokens, connections, disconnects"),
         (name = "system", description = "Logs, stats, config, this document"),
+        (name = "internal", description = "Served on the loopback events listener only"),
     )
 )]
 struct ApiDoc;
@@ -79,14 +86,27 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(audio::get_device, audio::set_device))
         .routes(routes!(audio::get_channel_names, audio::set_channel_names))
         .routes(routes!(audio::devices))
-        .routes(routes!(audio::devices_list));
-    let api = OpenApiRouter::new().nest("/admin", admin).routes(routes!(system::openapi_json));
+        .routes(routes!(audio::devices_list))
+        .routes(routes!(users::list))
+        .routes(routes!(users::disconnect));
+    let api = OpenApiRouter::new()
+        .nest("/admin", admin)
+        .routes(routes!(users::token))
+        .routes(routes!(users::groups))
+        .routes(routes!(system::openapi_json));
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api", api).split_for_parts()
 }
 
 /// The OpenAPI document, as served at `/api/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().1
+    let mut document = api_routes().1;
+    document.merge(events_routes().1);
+    document
+}
+
+fn events_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let events = OpenApiRouter::new().routes(routes!(users::janus_events));
+    OpenApiRouter::new().nest("/api", events).split_for_parts()
 }
 
 /// The whole application: the API under `/api`, JSON 404/405 for everything else.
@@ -94,6 +114,8 @@ pub fn app(state: AppState) -> Router {
     let (api, _) = api_routes();
     Router::new()
         .merge(api)
+        .merge(crate::web::routes())
+        .merge(crate::janus_proxy::routes())
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -101,6 +123,15 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn(log_refusals))
         .with_state(state)
 }
+
+/// The loopback-only events listener: Janus's event handler posts, nothing else.
+pub fn events_app(state: AppState) -> Router {
+    let (router, _) = events_routes();
+    router.fallback(route_not_found).layer(DefaultBodyLimit::max(EVENTS_BODY_LIMIT)).with_state(state)
+}
+
+/// Janus groups events; a burst (many joins at once) can exceed the API's limit.
+const EVENTS_BODY_LIMIT: usize = 1024 * 1024;
 
 /// Is this path under the admin API (mounted or not)?
 fn is_admin_path(path: &str) -> bool {

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
+use crate::janus::JanusStatus;
 use crate::logring::{self, LogEntry};
 use crate::stats::Memory;
 
@@ -92,7 +93,7 @@ pub struct ComponentState {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
-    /// Users that ever connected since start.
+    /// Connections (joins) since start.
     pub total_connections: u64,
     /// Users connected now.
     pub active_connections: u64,
@@ -101,7 +102,7 @@ pub struct Stats {
     /// Bytes.
     pub memory: Memory,
     pub bridge: ComponentState,
-    pub janus: ComponentState,
+    pub janus: JanusStatus,
 }
 
 /// Process and connection figures.
@@ -109,12 +110,12 @@ pub struct Stats {
     responses((status = 200, body = Stats), (status = 401, body = ErrorBody)))]
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
     Json(Stats {
-        total_connections: 0,
-        active_connections: 0,
+        total_connections: state.janus.users.total_connections(),
+        active_connections: state.janus.users.active_connections(),
         uptime: state.started.elapsed().as_secs(),
         memory: Memory::of_this_process(),
         bridge: ComponentState { state: "unknown" },
-        janus: ComponentState { state: "unknown" },
+        janus: state.janus.status(),
     })
 }
 

@@ -80,6 +80,9 @@ pub struct ConfigManager {
 impl ConfigManager {
     /// Loads the file at `path`, creating it with defaults when it does not exist.
     pub fn load(path: &Path) -> Result<Arc<Self>, LoadError> {
+        // Write through a symlink to its target, rather than replacing the link.
+        let path = &fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        remove_stale_temp_files(path);
         let (config, created) = match fs::read_to_string(path) {
             Ok(text) => (parse(path, &text)?, false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => (Config::default(), true),
@@ -187,14 +190,34 @@ fn parse(path: &Path, text: &str) -> Result<Config, LoadError> {
     Ok(config)
 }
 
+/// Temp files of writes that a crash interrupted (never taken for the config: the rename
+/// is what makes a write count).
+fn remove_stale_temp_files(path: &Path) {
+    let Ok(entries) = fs::read_dir(parent_dir(path)) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) && fs::remove_file(entry.path()).is_ok() {
+            tracing::info!(file = %entry.path().display(), "removed a temp file left by an interrupted write");
+        }
+    }
+}
+
+const TEMP_PREFIX: &str = ".partyline-";
+const TEMP_SUFFIX: &str = ".tmp";
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
 /// Replaces `path` with `bytes` so that a crash at any moment leaves either the old or the
 /// new file: temp file in the same directory, fsync, rename over, fsync the directory.
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut temp = tempfile::Builder::new().prefix(".partyline-").suffix(".tmp").tempfile_in(dir)?;
+    let dir = parent_dir(path);
+    let mut temp = tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX).tempfile_in(dir)?;
     temp.as_file().set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
     temp.write_all(bytes)?;
     temp.as_file().sync_all()?;

@@ -24,9 +24,11 @@ fn runtime_closure(package: &str) -> BTreeSet<String> {
         .expect("nodes")
         .iter()
         .map(|n| {
-            let normal = n["deps"].as_array().expect("deps").iter().filter(|d| {
-                d["dep_kinds"].as_array().expect("kinds").iter().any(|k| k["kind"].is_null())
-            });
+            let normal = n["deps"]
+                .as_array()
+                .expect("deps")
+                .iter()
+                .filter(|d| d["dep_kinds"].as_array().expect("kinds").iter().any(|k| k["kind"].is_null()));
             (n["id"].as_str().expect("id"), normal.map(|d| d["pkg"].as_str().expect("pkg")).collect())
         })
         .collect();

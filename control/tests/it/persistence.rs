@@ -11,7 +11,10 @@ use crate::support::{Control, LOOPBACK_PLAIN, parse_config};
 async fn groups_survive_a_restart_and_ids_are_never_written() {
     let control = Control::start().await;
     for name in ["Stage Left", "Stage Right", "FOH"] {
-        assert_eq!(control.post_json("/admin/groups", json!({ "name": name, "audioBitrate": 48 })).await.0, StatusCode::CREATED);
+        assert_eq!(
+            control.post_json("/admin/groups", json!({ "name": name, "audioBitrate": 48 })).await.0,
+            StatusCode::CREATED
+        );
     }
     control.put_json("/admin/groups/stage-right", json!({ "name": "Scène Côté Cour" })).await;
     control.delete("/admin/groups/foh").await;
@@ -80,7 +83,7 @@ logging:
 #[tokio::test]
 async fn a_legacy_file_loads_and_the_next_save_drops_legacy_keys() {
     let dir = tempfile::tempdir().expect("dir");
-    let config = LEGACY.replace("server:\n", "server:\n  tls: false\n");
+    let config = LEGACY.replace("server:\n", "server:\n  tls: false\n  eventsListen: 127.0.0.1:0\n");
     std::fs::write(dir.path().join("partyline.yaml"), &config).expect("write");
     let control = Control::builder().config(Some(&config)).start().await;
     assert_eq!(control.group_ids().await, ["stage-left", "foh"]);
@@ -94,7 +97,9 @@ async fn a_legacy_file_loads_and_the_next_save_drops_legacy_keys() {
 
     assert_eq!(control.post_json("/admin/groups", json!({ "name": "New" })).await.0, StatusCode::CREATED);
     let saved = control.config_text();
-    for key in ["host:", "port:", "livekit", "channels: 2", "frameSize", "description", "id:", "logLatency", "logAudioStats"] {
+    for key in
+        ["host:", "port:", "livekit", "channels: 2", "frameSize", "description", "id:", "logLatency", "logAudioStats"]
+    {
         assert!(!saved.contains(key), "{key} dropped:\n{saved}");
     }
     let saved = parse_config(&saved);
@@ -106,8 +111,8 @@ async fn a_legacy_file_loads_and_the_next_save_drops_legacy_keys() {
 #[tokio::test]
 async fn a_corrupt_file_stops_start_up_with_the_key_and_line() {
     for (text, mentions) in [
-        (format!("{LOOPBACK_PLAIN}groups:\n  - name: A\n    colour: red\n"), vec!["colour", "line 6"]),
-        (format!("{LOOPBACK_PLAIN}audio:\n  defaultBitrate: 9999\n"), vec!["9999", "line 5"]),
+        (format!("{LOOPBACK_PLAIN}groups:\n  - name: A\n    colour: red\n"), vec!["colour", "line 7"]),
+        (format!("{LOOPBACK_PLAIN}audio:\n  defaultBitrate: 9999\n"), vec!["9999", "line 6"]),
         (format!("{LOOPBACK_PLAIN}groups:\n  - name: A\n  - name: a\n"), vec!["groups[1].name", "collides"]),
         (format!("{LOOPBACK_PLAIN}groups: [\n"), vec!["partyline.yaml"]),
     ] {

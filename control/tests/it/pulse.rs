@@ -34,11 +34,7 @@ impl PulseServer {
             .expect("create the PulseAudio directory");
         let socket = dir.path().join("native");
         let address = format!("unix:{}", socket.display());
-        let mut server = PulseServer {
-            child: spawn(dir.path(), &socket),
-            address,
-            dir,
-        };
+        let mut server = PulseServer { child: spawn(dir.path(), &socket), address, dir };
         server.wait_until_ready();
         server
     }
@@ -62,10 +58,7 @@ impl PulseServer {
             String::from_utf8_lossy(&output.stderr).trim()
         );
         let stdout = String::from_utf8_lossy(&output.stdout);
-        stdout
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("module index from pactl: {stdout:?}"))
+        stdout.trim().parse().unwrap_or_else(|_| panic!("module index from pactl: {stdout:?}"))
     }
 
     fn pactl(&self, args: &[&str]) -> Output {
@@ -84,16 +77,10 @@ impl PulseServer {
                 return;
             }
             if let Some(status) = self.child.try_wait().expect("poll pulseaudio") {
-                panic!(
-                    "pulseaudio exited ({status}) before answering:\n{}",
-                    self.log()
-                );
+                panic!("pulseaudio exited ({status}) before answering:\n{}", self.log());
             }
             if Instant::now() >= deadline {
-                panic!(
-                    "pulseaudio did not answer within {START_DEADLINE:?}:\n{}",
-                    self.log()
-                );
+                panic!("pulseaudio did not answer within {START_DEADLINE:?}:\n{}", self.log());
             }
             std::thread::sleep(POLL_INTERVAL);
         }
@@ -114,16 +101,8 @@ fn spawn(dir: &Path, socket: &Path) -> Child {
     }
     let log = File::create(dir.join("pulseaudio.log")).expect("create the PulseAudio log");
     Command::new("pulseaudio")
-        .args([
-            "--daemonize=no",
-            "-n",
-            "--exit-idle-time=-1",
-            "--disable-shm=yes",
-        ])
-        .arg(format!(
-            "--load=module-native-protocol-unix auth-anonymous=1 socket={}",
-            socket.display()
-        ))
+        .args(["--daemonize=no", "-n", "--exit-idle-time=-1", "--disable-shm=yes"])
+        .arg(format!("--load=module-native-protocol-unix auth-anonymous=1 socket={}", socket.display()))
         .env("HOME", &home)
         .env("XDG_RUNTIME_DIR", &runtime)
         .env("PULSE_RUNTIME_PATH", &runtime)

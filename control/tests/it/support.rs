@@ -12,7 +12,7 @@ use serde_json::Value;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_partyline-control");
 /// The head of every test config: loopback, any free port, plain HTTP.
-pub const LOOPBACK_PLAIN: &str = "server:\n  listen: 127.0.0.1:0\n  tls: false\n";
+pub const LOOPBACK_PLAIN: &str = "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:0\n  tls: false\n";
 
 /// A client for tests. reqwest is built without a bundled crypto provider (ring is the one
 /// this workspace uses), so install it first.
@@ -116,11 +116,10 @@ impl Control {
             let log = std::fs::read_to_string(dir.path().join("control.log")).unwrap_or_default();
             panic!("partyline-control did not start:\n{log}");
         };
-        let token = env
-            .iter()
-            .find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned());
+        let token =
+            env.iter().find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN").map(|(_, v)| v.clone()).unwrap_or_else(|| {
+                std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned()
+            });
         let client = http();
         Control { child, dir, config_path, env, origin, token, client }
     }
@@ -153,10 +152,16 @@ impl Control {
         assert!(status.success(), "kill -{signal} failed");
     }
 
-    /// Kills the process with SIGKILL and starts a new one on the same directory.
-    pub async fn restart(mut self) -> Control {
+    /// Kills the process with SIGKILL and waits until it is gone, so the files it had open are
+    /// as the crash left them. [`Control::restart`] may follow.
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Kills the process with SIGKILL and starts a new one on the same directory.
+    pub async fn restart(mut self) -> Control {
+        self.kill();
         let (dir, config_path, env) = (Arc::clone(&self.dir), self.config_path.clone(), self.env.clone());
         drop(self);
         Control::spawn(dir, config_path, env).await

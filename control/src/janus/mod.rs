@@ -1,0 +1,377 @@
+//! The link to Janus: rooms kept in step with the config's groups, tokens that admit users,
+//! connection tracking from Janus's events and its participant lists, forced disconnects.
+//!
+//! The config is the source of truth. [`Janus::run`] reconciles at start, on every config
+//! event, on Janus's `started` event, and every [`POLL`] (which also keeps the session alive
+//! and catches missed events). Janus keeps rooms and tokens in memory only, so whenever the
+//! session is lost (Janus restarted), control's own token and every registered user's token
+//! are added again and the rooms recreated.
+
+mod client;
+mod rooms;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use partyline_shared::Config;
+use partyline_shared::janus::{AudioBridgeRequest, JanusEvent, RoomSpec, codes};
+use partyline_shared::slugify;
+use serde::Serialize;
+use tokio::sync::Notify;
+
+pub use client::{Handle, JanusError, JanusHttp};
+
+use crate::config::ConfigManager;
+use crate::secrets::{JanusSecrets, random_hex};
+use crate::users::{UNUSED_TOKEN_LIFETIME, User, UserState, Users};
+
+/// How often control reconciles with Janus while it is up (a session needs a request at
+/// least every 60 s; missed leave events are noticed within this time).
+pub const POLL: Duration = Duration::from_secs(2);
+/// Backoff bounds while Janus is unreachable.
+const RETRY_MIN: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Janus as `/admin/stats` shows it.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JanusStatus {
+    /// `up`, `down`, `unconfigured` (a secret is missing) or `unknown` (not tried yet).
+    #[schema(example = "up")]
+    pub state: &'static str,
+    pub reachable: bool,
+    pub version: Option<String>,
+    /// Rooms (groups) in Janus.
+    pub rooms: usize,
+    /// Participants in those rooms.
+    pub participants: usize,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct Janus {
+    http: JanusHttp,
+    config: Arc<ConfigManager>,
+    secrets: JanusSecrets,
+    /// control's own stored token, for its session.
+    own_token: String,
+    /// The session and AudioBridge handle; `None` until (re)connected.
+    link: tokio::sync::Mutex<Option<Handle>>,
+    /// Rooms as control created them, to notice a changed spec.
+    created: Mutex<HashMap<String, RoomSpec>>,
+    status: Mutex<JanusStatus>,
+    pub users: Users,
+    wake: Notify,
+}
+
+/// Why a user could not be disconnected.
+#[derive(Debug, thiserror::Error)]
+pub enum DisconnectError {
+    #[error("no user has identity {0:?}")]
+    NotFound(String),
+    #[error(transparent)]
+    Janus(#[from] JanusError),
+}
+
+impl Janus {
+    pub fn new(config: Arc<ConfigManager>, secrets: JanusSecrets) -> std::io::Result<Arc<Janus>> {
+        let state =
+            if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() { "unknown" } else { "unconfigured" };
+        Ok(Arc::new(Janus {
+            http: JanusHttp::new(),
+            config,
+            secrets,
+            own_token: random_hex(32)?,
+            link: tokio::sync::Mutex::new(None),
+            created: Mutex::new(HashMap::new()),
+            status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
+            users: Users::default(),
+            wake: Notify::new(),
+        }))
+    }
+
+    pub fn status(&self) -> JanusStatus {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The event handler's password, if one is configured.
+    pub fn event_secret(&self) -> Option<&crate::secrets::SecretValue> {
+        self.secrets.event_secret.as_ref()
+    }
+
+    /// Asks the background task to reconcile now.
+    pub fn reconcile_soon(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Reconciles forever: on wake-ups, config events, and every [`POLL`].
+    pub async fn run(self: Arc<Self>) {
+        let mut events = self.config.subscribe();
+        let mut retry = RETRY_MIN;
+        loop {
+            let wait = match self.sync().await {
+                Ok(()) => {
+                    retry = RETRY_MIN;
+                    POLL
+                }
+                Err(e) => {
+                    self.mark_down(&e);
+                    retry = (retry * 2).min(RETRY_MAX);
+                    retry
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.wake.notified() => {}
+                event = events.recv() => {
+                    if matches!(event, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One reconciliation pass.
+    async fn sync(&self) -> Result<(), JanusError> {
+        let config = self.config.current();
+        let at = self.link().await?;
+        let result = self.reconcile(&config, at).await;
+        if let Err(e) = &result
+            && e.loses_session()
+        {
+            *self.link.lock().await = None;
+        }
+        result
+    }
+
+    async fn reconcile(&self, config: &Config, at: Handle) -> Result<(), JanusError> {
+        let desired = self.desired_rooms(config)?;
+        self.drop_users_of_gone_groups(config).await;
+        self.expire_unused_tokens().await;
+        let reply = self.request(&config.janus.url, at, AudioBridgeRequest::List).await?;
+        let plan = {
+            let mut created = self.created.lock().unwrap_or_else(PoisonError::into_inner);
+            rooms::plan(&desired, &reply.list, &mut created)
+        };
+        for room in &plan.destroy {
+            self.destroy_room(config, at, room).await?;
+        }
+        for spec in plan.recreate.iter().chain(&plan.create) {
+            self.create_room(config, at, spec, plan.recreate.contains(spec)).await?;
+        }
+        let participants = self.reconcile_participants(config, at, &desired).await?;
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        status.rooms = desired.len();
+        status.participants = participants;
+        status.state = "up";
+        status.reachable = true;
+        status.last_error = None;
+        Ok(())
+    }
+
+    /// The connected session, (re)connecting when there is none: control's own token is
+    /// added, a session opened, and every registered user's token added again.
+    async fn link(&self) -> Result<Handle, JanusError> {
+        let mut link = self.link.lock().await;
+        if let Some(at) = *link {
+            return Ok(at);
+        }
+        let config = self.config.current();
+        let admin_secret = self.admin_secret()?;
+        let (api, admin) = (&config.janus.url, &config.janus.admin_url);
+        self.http.add_token(admin, admin_secret, &self.own_token).await?;
+        let at = self.http.open(api, &self.own_token).await?;
+        for token in self.users.tokens() {
+            self.http.add_token(admin, admin_secret, &token).await?;
+        }
+        let version = self.http.info(api).await.ok().and_then(|i| i["version_string"].as_str().map(str::to_owned));
+        tracing::info!(url = api, version = version.as_deref().unwrap_or("?"), "connected to Janus");
+        self.status.lock().unwrap_or_else(PoisonError::into_inner).version = version;
+        // Whatever control created before is gone if Janus restarted; `plan` recreates it.
+        self.created.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        *link = Some(at);
+        Ok(at)
+    }
+
+    fn mark_down(&self, error: &JanusError) {
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        if status.state != "down" || status.last_error.as_deref() != Some(&error.to_string()) {
+            tracing::warn!(error = %error, "Janus unavailable; retrying");
+        }
+        status.state = if matches!(error, JanusError::NotConfigured(_)) { "unconfigured" } else { "down" };
+        status.reachable = !matches!(error, JanusError::Unreachable { .. });
+        status.last_error = Some(error.to_string());
+    }
+
+    fn admin_secret(&self) -> Result<&str, JanusError> {
+        self.secrets.admin_secret.as_ref().map(|s| s.expose()).ok_or(JanusError::NotConfigured(
+            "the Janus admin secret is not configured (PARTYLINE_JANUS_ADMIN_SECRET, janus-admin-secret, janus.adminSecret)",
+        ))
+    }
+
+    fn desired_rooms(&self, config: &Config) -> Result<Vec<RoomSpec>, JanusError> {
+        let admin_key = self.secrets.room_admin_key.as_ref().ok_or(JanusError::NotConfigured(
+            "the AudioBridge admin key is not configured (PARTYLINE_JANUS_ROOM_ADMIN_KEY, janus-room-admin-key, janus.roomAdminKey)",
+        ))?;
+        Ok(rooms::desired(config, admin_key.expose(), self.admin_secret()?))
+    }
+
+    async fn request(
+        &self,
+        api: &str,
+        at: Handle,
+        body: AudioBridgeRequest,
+    ) -> Result<partyline_shared::janus::AudioBridgeReply, JanusError> {
+        self.http.audiobridge(api, at, &self.own_token, body).await
+    }
+
+    async fn create_room(&self, config: &Config, at: Handle, spec: &RoomSpec, replace: bool) -> Result<(), JanusError> {
+        if replace {
+            self.destroy_room(config, at, &spec.room).await?;
+        }
+        match self.request(&config.janus.url, at, AudioBridgeRequest::Create(spec.clone())).await {
+            Ok(_) => tracing::info!(
+                room = spec.room,
+                bitrate = spec.default_bitrate,
+                prebuffering = spec.default_prebuffering,
+                "room created"
+            ),
+            Err(e) if e.plugin_code() == Some(codes::ROOM_EXISTS) => {}
+            Err(e) => return Err(e),
+        }
+        self.created.lock().unwrap_or_else(PoisonError::into_inner).insert(spec.room.clone(), spec.clone());
+        Ok(())
+    }
+
+    async fn destroy_room(&self, config: &Config, at: Handle, room: &str) -> Result<(), JanusError> {
+        let secret = rooms::room_secret(self.admin_secret()?, room);
+        let body = AudioBridgeRequest::Destroy { room: room.to_owned(), secret, permanent: false };
+        match self.request(&config.janus.url, at, body).await {
+            Ok(_) => tracing::info!(room, "room destroyed"),
+            Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => {}
+            Err(e) => return Err(e),
+        }
+        self.created.lock().unwrap_or_else(PoisonError::into_inner).remove(room);
+        Ok(())
+    }
+
+    /// Marks who is in each room from `listparticipants` (catching missed events) and
+    /// returns how many participants there are in all.
+    async fn reconcile_participants(
+        &self,
+        config: &Config,
+        at: Handle,
+        rooms: &[RoomSpec],
+    ) -> Result<usize, JanusError> {
+        let mut total = 0;
+        for spec in rooms {
+            let body = AudioBridgeRequest::ListParticipants { room: spec.room.clone() };
+            let reply = match self.request(&config.janus.url, at, body).await {
+                Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => continue,
+                other => other?,
+            };
+            let present: Vec<String> = reply.participants.into_iter().map(|p| p.id).collect();
+            total += present.len();
+            for id in &present {
+                self.users.joined(&spec.room, id);
+            }
+            for id in self.users.missing_from(&spec.room, &present) {
+                if let Some(user) = self.users.left(&spec.room, &id, "no longer in the room") {
+                    self.revoke(&user).await;
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Acts on one event of Janus's event handler.
+    pub async fn on_event(&self, event: JanusEvent) {
+        match event {
+            JanusEvent::Joined { room, id, .. } => {
+                self.users.joined(&room, &id);
+            }
+            JanusEvent::Left { room, id } => {
+                if let Some(user) = self.users.left(&room, &id, "left the room") {
+                    self.revoke(&user).await;
+                }
+            }
+            JanusEvent::Started => {
+                tracing::warn!("Janus (re)started: restoring rooms and tokens");
+                *self.link.lock().await = None;
+                self.reconcile_soon();
+            }
+            JanusEvent::Shutdown => tracing::warn!("Janus is shutting down"),
+            JanusEvent::Attached { .. } | JanusEvent::Other => {}
+        }
+    }
+
+    /// Issues a token for `username` in `group_id` and registers the user as pending.
+    /// Nothing is registered unless Janus stored the token.
+    pub async fn issue_token(&self, username: &str, group_id: &str) -> Result<User, JanusError> {
+        let config = self.config.current();
+        let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
+        let base = match slugify(username) {
+            slug if slug.is_empty() => "user".to_owned(),
+            slug => slug.chars().take(32).collect(),
+        };
+        let identity = format!("{base}-{}", random_hex(3).map_err(|e| JanusError::Protocol(e.to_string()))?);
+        self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
+        Ok(self.users.register(identity, username.to_owned(), group_id.to_owned(), token))
+    }
+
+    /// Disconnects a user for good: kicked from its room and its token revoked, so the same
+    /// token cannot rejoin. The user stays registered if Janus cannot be told.
+    pub async fn disconnect(&self, identity: &str, why: &str, by: &str) -> Result<User, DisconnectError> {
+        let user = self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()))?;
+        let config = self.config.current();
+        if user.state == UserState::Connected {
+            let at = self.link().await?;
+            let secret = rooms::room_secret(self.admin_secret()?, &user.group_id);
+            let kick = AudioBridgeRequest::Kick { room: user.group_id.clone(), secret, id: user.identity.clone() };
+            match self.request(&config.janus.url, at, kick).await {
+                Err(e) if !matches!(e.plugin_code(), Some(codes::NO_SUCH_USER | codes::NO_SUCH_ROOM)) => {
+                    return Err(e.into());
+                }
+                _ => {}
+            }
+        }
+        self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, &user.token).await?;
+        self.users.remove(identity);
+        tracing::warn!(identity, username = user.username, group = user.group_id, by, why, "user disconnected");
+        Ok(user)
+    }
+
+    /// Users of deleted or renamed groups are disconnected (their room is destroyed).
+    async fn drop_users_of_gone_groups(&self, config: &Config) {
+        let groups: Vec<String> = config.groups.iter().map(|g| g.id()).collect();
+        for user in self.users.take_outside(&groups) {
+            tracing::warn!(
+                identity = user.identity,
+                username = user.username,
+                group = user.group_id,
+                by = "config",
+                why = "group deleted or renamed",
+                "user disconnected"
+            );
+            self.revoke(&user).await;
+        }
+    }
+
+    async fn expire_unused_tokens(&self) {
+        for user in self.users.take_expired(UNUSED_TOKEN_LIFETIME) {
+            tracing::info!(identity = user.identity, username = user.username, "token never used: revoked");
+            self.revoke(&user).await;
+        }
+    }
+
+    /// Revokes a user's token; a failure is logged (the token dies with Janus's memory anyway).
+    async fn revoke(&self, user: &User) {
+        let config = self.config.current();
+        let Ok(secret) = self.admin_secret() else { return };
+        if let Err(e) = self.http.remove_token(&config.janus.admin_url, secret, &user.token).await {
+            tracing::warn!(identity = user.identity, error = %e, "cannot revoke the token");
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Rooms from groups: what each room should be, and what to do to get there.
+
+use std::collections::HashMap;
+
+use partyline_shared::Config;
+use partyline_shared::janus::{RoomListing, RoomSpec};
+use ring::hmac;
+
+/// Janus's AudioBridge mixes in 20 ms packets.
+const PACKET_MS: u32 = 20;
+
+/// The rooms the config asks for, one per group.
+pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSpec> {
+    let prebuffering = (config.audio.jitter_buffer_ms.get() / PACKET_MS).max(1);
+    config
+        .groups
+        .iter()
+        .map(|group| {
+            let room = group.id();
+            RoomSpec {
+                secret: room_secret(secret_key, &room),
+                room,
+                description: group.name.clone(),
+                admin_key: admin_key.to_owned(),
+                sampling_rate: config.audio.sample_rate.get(),
+                default_prebuffering: prebuffering,
+                default_bitrate: config.group_bitrate(group).get() * 1000,
+                audiolevel_event: false,
+                audio_level_average: 40,
+                permanent: false,
+            }
+        })
+        .collect()
+}
+
+/// A room's secret (needed to kick and destroy), derived from a key control holds, so it
+/// never has to be stored and survives a restart of control.
+pub fn room_secret(key: &str, room: &str) -> String {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, key.as_bytes());
+    let tag = hmac::sign(&key, format!("partyline room secret:{room}").as_bytes());
+    tag.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What reconciliation does.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RoomPlan {
+    pub create: Vec<RoomSpec>,
+    /// Empty rooms whose spec changed (or is unknown): destroyed and created again.
+    pub recreate: Vec<RoomSpec>,
+    pub destroy: Vec<String>,
+}
+
+/// Compares the rooms the config asks for with those Janus has. A room with participants
+/// whose spec changed is left alone until it is empty (recreating it would cut everyone
+/// off); `created` records what control created.
+pub fn plan(desired: &[RoomSpec], existing: &[RoomListing], created: &mut HashMap<String, RoomSpec>) -> RoomPlan {
+    let mut plan = RoomPlan::default();
+    for spec in desired {
+        match existing.iter().find(|r| r.room == spec.room) {
+            None => plan.create.push(spec.clone()),
+            Some(_) if created.get(&spec.room) == Some(spec) => {}
+            Some(listing) if listing.num_participants == 0 => plan.recreate.push(spec.clone()),
+            Some(_) => {
+                tracing::debug!(room = spec.room, "room settings changed; applied when the room is next empty");
+            }
+        }
+    }
+    plan.destroy =
+        existing.iter().filter(|r| !desired.iter().any(|d| d.room == r.room)).map(|r| r.room.clone()).collect();
+    created.retain(|room, _| desired.iter().any(|d| &d.room == room));
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use partyline_shared::config::{Bitrate, Group, JitterBufferMs};
+
+    fn config() -> Config {
+        let mut config = Config::default();
+        config.groups = vec![Group::new("Stage Left", None), Group::new("FOH", Some(Bitrate(96)))];
+        config.audio.jitter_buffer_ms = JitterBufferMs(40);
+        config
+    }
+
+    fn listing(room: &str, participants: u32) -> RoomListing {
+        RoomListing { room: room.into(), sampling_rate: 48_000, num_participants: participants }
+    }
+
+    #[test]
+    fn desired_rooms_follow_groups() {
+        let rooms = desired(&config(), "key", "secret");
+        assert_eq!(rooms.iter().map(|r| r.room.as_str()).collect::<Vec<_>>(), ["stage-left", "foh"]);
+        assert_eq!((rooms[0].default_bitrate, rooms[1].default_bitrate), (64_000, 96_000));
+        assert_eq!(rooms[0].default_prebuffering, 2);
+        assert_ne!(rooms[0].secret, rooms[1].secret);
+        assert_eq!(rooms[0].secret, room_secret("secret", "stage-left"), "derived, stable");
+    }
+
+    #[test]
+    fn plan_creates_destroys_and_defers() {
+        let rooms = desired(&config(), "key", "secret");
+        let mut created = HashMap::new();
+        let first = plan(&rooms, &[listing("old", 0)], &mut created);
+        assert_eq!(first.create.len(), 2);
+        assert_eq!(first.destroy, ["old"]);
+
+        created.extend(rooms.iter().map(|r| (r.room.clone(), r.clone())));
+        let existing = [listing("stage-left", 3), listing("foh", 0)];
+        assert_eq!(plan(&rooms, &existing, &mut created), RoomPlan::default(), "nothing to do");
+
+        let mut changed = config();
+        changed.audio.default_bitrate = Bitrate(32);
+        let rooms = desired(&changed, "key", "secret");
+        let later = plan(&rooms, &existing, &mut created);
+        assert!(later.recreate.is_empty(), "foh has its own bitrate; stage-left is busy: {later:?}");
+        let empty = [listing("stage-left", 0), listing("foh", 0)];
+        assert_eq!(plan(&rooms, &empty, &mut created).recreate.len(), 1, "applied once empty");
+    }
+}
