@@ -71,7 +71,7 @@ async fn relay(mut browser: WebSocket, url: String) {
     // which is fine on a connection being closed.
     tokio::select! {
         frame = to_janus(&mut browser_rx, &mut janus_tx) => {
-            let _ = janus_tx.send(ts::Message::Close(frame.map(upstream_frame))).await;
+            let _ = janus_tx.send(ts::Message::Close(frame.as_ref().map(upstream_frame))).await;
         }
         frame = to_browser(&mut janus_rx, &mut browser_tx) => {
             let frame = frame.unwrap_or_else(|| ws::CloseFrame {
@@ -128,7 +128,7 @@ async fn to_browser(
         let message = match message {
             ts::Message::Text(text) => ws::Message::Text(text.as_str().into()),
             ts::Message::Binary(bytes) => ws::Message::Binary(bytes),
-            ts::Message::Close(frame) => return frame.map(browser_frame),
+            ts::Message::Close(frame) => return frame.as_ref().map(browser_frame),
             ts::Message::Ping(_) | ts::Message::Pong(_) | ts::Message::Frame(_) => continue,
         };
         if to.send(message).await.is_err() {
@@ -138,10 +138,10 @@ async fn to_browser(
     None
 }
 
-fn upstream_frame(frame: ws::CloseFrame) -> ts::protocol::CloseFrame {
+fn upstream_frame(frame: &ws::CloseFrame) -> ts::protocol::CloseFrame {
     ts::protocol::CloseFrame { code: frame.code.into(), reason: frame.reason.as_str().into() }
 }
 
-fn browser_frame(frame: ts::protocol::CloseFrame) -> ws::CloseFrame {
+fn browser_frame(frame: &ts::protocol::CloseFrame) -> ws::CloseFrame {
     ws::CloseFrame { code: frame.code.into(), reason: frame.reason.as_str().into() }
 }

@@ -38,6 +38,7 @@ const ui = {
   status: $('status-text'),
   talk: $('talk'),
   talkLabel: document.querySelector('#talk .talk-label'),
+  talkHint: $('talk-hint'),
   latch: $('latch'),
   message: $('call-message'),
   leave: $('leave'),
@@ -545,6 +546,9 @@ function initPushToTalk() {
   ui.latch.addEventListener('change', () => {
     setTalking(false);
     ui.talkLabel.textContent = ui.latch.checked ? 'Press to talk' : 'Hold to talk';
+    ui.talkHint.textContent = ui.latch.checked
+      ? 'Press the button or the space bar to talk, again to stop.'
+      : 'Hold the button or the space bar. Muted otherwise.';
   });
 }
 

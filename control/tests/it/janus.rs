@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::{Value, json};
+
 /// Basic-auth user and password of the event handler's posts in tests.
 pub const EVENT_USER: &str = "janus";
 
@@ -111,15 +113,148 @@ impl Janus {
         ];
         self.run_start(&fixed);
     }
-
-    /// Janus's own log, for failure messages.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("janus.log")).unwrap_or_default()
-    }
 }
 
 impl Drop for Janus {
     fn drop(&mut self) {
         let _ = Command::new(script()).arg("stop").arg(self.dir.path()).output();
+    }
+}
+
+/// A port nobody listens on now (for a listener that must be known before it starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// Janus plus a control wired to it (rooms, tokens, the event handler's posts).
+#[derive(Debug)]
+pub struct Stack {
+    pub janus: Janus,
+    pub control: crate::support::Control,
+}
+
+impl Stack {
+    /// Starts Janus (posting events to control) and control, with `groups` as the config's
+    /// `groups:` section (YAML list items).
+    pub async fn start(groups: &str) -> Stack {
+        let events_port = free_port();
+        let event_pass = "test-event-secret";
+        let janus =
+            Janus::start_with_events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), event_pass);
+        let config = format!(
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: {event_pass}\naudio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
+            janus.config_yaml()
+        );
+        let control = crate::support::Control::builder().config(Some(&config)).start().await;
+        Stack { janus, control }
+    }
+}
+
+/// A Janus API client of the test's own, speaking raw JSON (what a browser's janus.js sends).
+#[derive(Debug)]
+pub struct Probe {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    session: u64,
+    handle: u64,
+}
+
+/// What a Janus request answered: the whole JSON, or Janus's error code.
+pub type Answer = Result<Value, i64>;
+
+impl Probe {
+    /// A session with a handle on the AudioBridge, using `token`.
+    pub async fn open(janus: &Janus, token: &str) -> Result<Probe, i64> {
+        let http = crate::support::http();
+        let mut probe = Probe { http, url: janus.url().to_owned(), token: token.to_owned(), session: 0, handle: 0 };
+        probe.session = probe.call("", json!({"janus": "create"})).await?["data"]["id"].as_u64().expect("id");
+        let attach = json!({"janus": "attach", "plugin": "janus.plugin.audiobridge"});
+        probe.handle = probe.call(&format!("/{}", probe.session), attach).await?["data"]["id"].as_u64().expect("id");
+        Ok(probe)
+    }
+
+    /// A probe with a fresh token added through the admin API (the test's own, like control's).
+    pub async fn admin(janus: &Janus) -> Probe {
+        let token = format!("probe-{}", free_port());
+        let add = json!({"janus": "add_token", "transaction": "p", "admin_secret": janus.admin_secret(),
+                         "token": token, "plugins": ["janus.plugin.audiobridge"]});
+        let answer: Value = crate::support::http()
+            .post(janus.admin_url())
+            .json(&add)
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(answer["janus"], "success", "{answer}");
+        Probe::open(janus, &token).await.expect("probe session")
+    }
+
+    async fn call(&self, path: &str, mut body: Value) -> Answer {
+        body["transaction"] = json!(format!("t{}", free_port()));
+        body["token"] = json!(self.token);
+        let answer: Value = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .json(&body)
+            .send()
+            .await
+            .expect("Janus reachable")
+            .json()
+            .await
+            .expect("json");
+        match answer["janus"].as_str() {
+            Some("error") => Err(answer["error"]["code"].as_i64().unwrap_or(-1)),
+            _ => Ok(answer),
+        }
+    }
+
+    /// An AudioBridge request; plugin errors are `Err(error_code)`.
+    pub async fn audiobridge(&self, body: Value) -> Answer {
+        let answer =
+            self.call(&format!("/{}/{}", self.session, self.handle), json!({"janus": "message", "body": body})).await?;
+        let data = answer["plugindata"]["data"].clone();
+        match data["error_code"].as_i64() {
+            Some(code) => Err(code),
+            None => Ok(data),
+        }
+    }
+
+    /// The room ids Janus has.
+    pub async fn rooms(&self) -> Vec<String> {
+        let list = self.audiobridge(json!({"request": "list"})).await.expect("list");
+        let mut rooms: Vec<String> = list["list"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|r| r["room"].as_str().expect("room").to_owned())
+            .collect();
+        rooms.sort();
+        rooms
+    }
+
+    /// The participant ids of `room` (`Err` with 485 for no such room).
+    pub async fn participants(&self, room: &str) -> Result<Vec<String>, i64> {
+        let answer = self.audiobridge(json!({"request": "listparticipants", "room": room})).await?;
+        Ok(answer["participants"]
+            .as_array()
+            .expect("participants")
+            .iter()
+            .map(|p| p["id"].as_str().expect("id").to_owned())
+            .collect())
+    }
+
+    /// Joins `room` as `id` (signalling only: no PeerConnection). Janus answers `ack`; the
+    /// participant is in the room once `listparticipants` shows it.
+    pub async fn join(&self, room: &str, id: &str, display: &str) -> Answer {
+        let body = json!({"request": "join", "room": room, "id": id, "display": display, "muted": true});
+        self.call(&format!("/{}/{}", self.session, self.handle), json!({"janus": "message", "body": body})).await
+    }
+
+    /// Ends the session (the participant leaves its room).
+    pub async fn destroy(&self) -> Answer {
+        self.call(&format!("/{}", self.session), json!({"janus": "destroy"})).await
     }
 }

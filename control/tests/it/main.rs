@@ -11,6 +11,7 @@ mod crash;
 mod devices;
 mod groups;
 mod invariants;
+mod janus_link;
 mod openapi;
 mod persistence;
 mod reload;

@@ -71,6 +71,8 @@ pub struct Control {
     config_path: PathBuf,
     env: Vec<(String, String)>,
     pub origin: String,
+    /// The loopback events listener (`http://127.0.0.1:PORT`).
+    pub events_origin: String,
     pub token: String,
     client: reqwest::Client,
 }
@@ -103,14 +105,16 @@ impl Control {
             .spawn()
             .expect("spawn partyline-control");
         let stdout = child.stdout.take().expect("stdout");
-        // The ready line carries the origin; read it off the blocking pipe on a thread.
-        let origin = tokio::task::spawn_blocking(move || {
+        // The ready line carries the origins; read it off the blocking pipe on a thread.
+        let ready = tokio::task::spawn_blocking(move || {
             let line = BufReader::new(stdout).lines().next()?.ok()?;
-            let origin = line.strip_prefix("partyline-control listening on ")?.split_whitespace().next()?;
-            Some(origin.to_owned())
+            let rest = line.strip_prefix("partyline-control listening on ")?;
+            let origin = rest.split_whitespace().next()?.to_owned();
+            let events = rest.split("events ").nth(1)?.trim_end_matches(')').to_owned();
+            Some((origin, events))
         });
-        let origin = tokio::time::timeout(Duration::from_secs(20), origin).await;
-        let Ok(Ok(Some(origin))) = origin else {
+        let ready = tokio::time::timeout(Duration::from_secs(20), ready).await;
+        let Ok(Ok(Some((origin, events_origin)))) = ready else {
             let _ = child.kill();
             let _ = child.wait();
             let log = std::fs::read_to_string(dir.path().join("control.log")).unwrap_or_default();
@@ -121,7 +125,7 @@ impl Control {
                 std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned()
             });
         let client = http();
-        Control { child, dir, config_path, env, origin, token, client }
+        Control { child, dir, config_path, env, origin, events_origin, token, client }
     }
 
     pub fn dir(&self) -> &Path {
@@ -167,16 +171,9 @@ impl Control {
         Control::spawn(dir, config_path, env).await
     }
 
-    /// Waits for the process to exit on its own and returns its exit code.
-    pub fn wait_exit(mut self, timeout: Duration) -> Option<i32> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "control did not exit within {timeout:?}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    /// A URL on the events listener.
+    pub fn events_url(&self, path: &str) -> String {
+        format!("{}{path}", self.events_origin)
     }
 
     pub fn url(&self, path: &str) -> String {

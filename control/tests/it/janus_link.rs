@@ -1,0 +1,187 @@
+//! control and a real Janus: rooms follow groups, tokens admit users, connections are tracked
+//! from Janus itself, disconnects stick.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::janus::{Probe, Stack};
+use crate::support::{Control, wait_for};
+
+/// Janus events arrive in milliseconds; the poll catches up within 2 s.
+const SOON: Duration = Duration::from_secs(3);
+
+async fn rooms_become(probe: &Probe, want: &[&str]) {
+    let mut want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    wait_for(&format!("Janus rooms {want:?}"), SOON, async || (probe.rooms().await == want).then_some(())).await;
+}
+
+async fn issue(control: &Control, username: &str, group: &str) -> (StatusCode, Value) {
+    control.post_json("/token", json!({ "username": username, "groupId": group })).await
+}
+
+async fn user_state(control: &Control, identity: &str) -> Option<String> {
+    let (_, body) = control.get_json("/admin/users").await;
+    body["users"]
+        .as_array()?
+        .iter()
+        .find(|u| u["identity"] == identity)
+        .map(|u| u["state"].as_str().unwrap_or("").to_owned())
+}
+
+#[tokio::test]
+async fn rooms_follow_groups_also_after_janus_restarts() {
+    let mut stack = Stack::start("  - name: Stage Left\n").await;
+    let probe = Probe::admin(&stack.janus).await;
+    rooms_become(&probe, &["stage-left"]).await;
+
+    let control = &stack.control;
+    assert_eq!(control.post_json("/admin/groups", json!({ "name": "FOH" })).await.0, StatusCode::CREATED);
+    rooms_become(&probe, &["foh", "stage-left"]).await;
+    assert_eq!(control.put_json("/admin/groups/foh", json!({ "name": "Front of House" })).await.0, StatusCode::OK);
+    rooms_become(&probe, &["front-of-house", "stage-left"]).await;
+    assert_eq!(control.delete("/admin/groups/stage-left").await.0, StatusCode::OK);
+    rooms_become(&probe, &["front-of-house"]).await;
+
+    // Janus keeps rooms in memory only: after a restart control creates them again.
+    stack.janus.restart();
+    let probe = Probe::admin(&stack.janus).await;
+    rooms_become(&probe, &["front-of-house"]).await;
+    let (_, stats) = stack.control.get_json("/admin/stats").await;
+    assert_eq!(stats["janus"]["state"], "up", "{stats}");
+    assert_eq!(stats["janus"]["version"], "1.1.2");
+    assert_eq!(stats["janus"]["rooms"], 1);
+}
+
+#[tokio::test]
+async fn a_token_admits_one_user_who_is_tracked_until_it_leaves() {
+    let stack = Stack::start("  - name: Stage Left\n").await;
+    let control = &stack.control;
+    let (status, body) = issue(control, "Alice", "stage-left").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (token, identity) = (body["token"].as_str().expect("token"), body["participantIdentity"].as_str().expect("id"));
+    assert!(token.len() >= 32, "at least 128 bits: {token}");
+    assert_eq!(body["roomName"], "stage-left");
+    assert_eq!(body["url"].as_str().map(|u| u.starts_with("ws://") && u.ends_with("/janus")), Some(true), "{body}");
+    assert_eq!(user_state(control, identity).await.as_deref(), Some("pending"));
+    assert!(!control.log_text().contains(token), "tokens are never logged");
+
+    // A made-up token is refused by Janus itself.
+    assert_eq!(Probe::open(&stack.janus, "made-up-token").await.err(), Some(403));
+
+    let alice = Probe::open(&stack.janus, token).await.expect("the issued token opens a session");
+    alice.join("stage-left", identity, "Alice").await.expect("join");
+    wait_for("Alice connected", SOON, async || {
+        (user_state(control, identity).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+    let (_, stats) = control.get_json("/admin/stats").await;
+    assert_eq!(
+        (stats["activeConnections"].as_u64(), stats["totalConnections"].as_u64()),
+        (Some(1), Some(1)),
+        "{stats}"
+    );
+
+    alice.destroy().await.expect("leave");
+    wait_for("Alice gone", SOON, async || user_state(control, identity).await.is_none().then_some(())).await;
+    let (_, stats) = control.get_json("/admin/stats").await;
+    assert_eq!(stats["activeConnections"], 0);
+    assert_eq!(Probe::open(&stack.janus, token).await.err(), Some(403), "a used token dies with its session");
+}
+
+#[tokio::test]
+async fn a_disconnect_kicks_and_the_token_cannot_rejoin() {
+    let stack = Stack::start("  - name: Stage Left\n").await;
+    let control = &stack.control;
+    let (_, body) = issue(control, "Bob", "stage-left").await;
+    let (token, identity) = (body["token"].as_str().expect("token"), body["participantIdentity"].as_str().expect("id"));
+    let bob = Probe::open(&stack.janus, token).await.expect("session");
+    bob.join("stage-left", identity, "Bob").await.expect("join");
+    let observer = Probe::admin(&stack.janus).await;
+    wait_for("Bob connected", SOON, async || {
+        (user_state(control, identity).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+
+    let (status, body) = control.delete(&format!("/admin/users/{identity}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["identity"], identity);
+    assert_eq!(observer.participants("stage-left").await.expect("room"), Vec::<String>::new(), "kicked from the room");
+    assert!(user_state(control, identity).await.is_none(), "gone from the list");
+    assert_eq!(bob.join("stage-left", identity, "Bob").await.err(), Some(403), "the token is revoked");
+    assert_eq!(Probe::open(&stack.janus, token).await.err(), Some(403));
+    let (_, logs) = control.get_json("/admin/logs?level=warn").await;
+    let line = logs["logs"].as_array().expect("logs").iter().find(|l| l["message"] == "user disconnected").cloned();
+    let line = line.unwrap_or_else(|| panic!("a warn line: {logs}"));
+    assert_eq!((&line["fields"]["identity"], &line["fields"]["by"]), (&json!(identity), &json!("admin")), "{line}");
+
+    let (status, body) = control.delete(&format!("/admin/users/{identity}")).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
+}
+
+#[tokio::test]
+async fn deleting_a_group_disconnects_its_users() {
+    let stack = Stack::start("  - name: Doomed\n  - name: Other\n").await;
+    let control = &stack.control;
+    let (_, body) = issue(control, "Carol", "doomed").await;
+    let (token, identity) = (body["token"].as_str().expect("token"), body["participantIdentity"].as_str().expect("id"));
+    let carol = Probe::open(&stack.janus, token).await.expect("session");
+    carol.join("doomed", identity, "Carol").await.expect("join");
+    wait_for("Carol connected", SOON, async || user_state(control, identity).await.map(drop)).await;
+
+    assert_eq!(control.delete("/admin/groups/doomed").await.0, StatusCode::OK);
+    wait_for("Carol gone", SOON, async || user_state(control, identity).await.is_none().then_some(())).await;
+    assert_eq!(Probe::open(&stack.janus, token).await.err(), Some(403), "the token is revoked");
+    assert!(control.log_text().contains("group deleted or renamed"));
+}
+
+#[tokio::test]
+async fn bad_token_requests_are_refused_and_register_nothing() {
+    let stack = Stack::start("  - name: Stage Left\n").await;
+    let control = &stack.control;
+    let cases = [
+        (json!({ "username": "Dan", "groupId": "nowhere" }), StatusCode::NOT_FOUND, "nowhere"),
+        (json!({ "username": "   ", "groupId": "stage-left" }), StatusCode::BAD_REQUEST, "username"),
+        (json!({ "username": "x".repeat(65), "groupId": "stage-left" }), StatusCode::BAD_REQUEST, "username"),
+        (json!({ "username": "bell\u{7}", "groupId": "stage-left" }), StatusCode::BAD_REQUEST, "username"),
+        (json!({ "username": "Dan" }), StatusCode::BAD_REQUEST, "groupId"),
+    ];
+    for (body, want, mentions) in cases {
+        let (status, answer) = control.post_json("/token", body.clone()).await;
+        assert_eq!(status, want, "{body} → {answer}");
+        assert!(answer["error"].as_str().is_some_and(|e| e.contains(mentions)), "{answer}");
+    }
+
+    stack.janus.stop();
+    let (status, answer) = issue(control, "Eve", "stage-left").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert!(answer["error"].as_str().is_some_and(|e| e.contains("media server")), "{answer}");
+    let (_, users) = control.get_json("/admin/users").await;
+    assert_eq!(users["count"], 0, "nothing registered: {users}");
+    wait_for("Janus reported down", SOON, async || {
+        let (_, stats) = control.get_json("/admin/stats").await;
+        (stats["janus"]["state"] == "down").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_event_endpoint_needs_the_secret() {
+    let stack = Stack::start("  - name: Stage Left\n").await;
+    let url = stack.control.events_url("/api/internal/janus-events");
+    let http = crate::support::http();
+    let event = json!([{"type": 64, "event": {"plugin": "janus.plugin.audiobridge", "data": {"event": "joined", "room": "stage-left", "id": "x"}}}]);
+    for auth in [None, Some(("janus", "wrong")), Some(("other", "test-event-secret"))] {
+        let mut request = http.post(&url).json(&event);
+        if let Some((user, pass)) = auth {
+            request = request.basic_auth(user, Some(pass));
+        }
+        let (status, body) = crate::support::read(request.send().await.expect("sent")).await;
+        assert_eq!((status, body["code"].as_str()), (StatusCode::UNAUTHORIZED, Some("unauthorized")), "{auth:?}");
+    }
+    let response =
+        http.post(&url).basic_auth("janus", Some("test-event-secret")).json(&event).send().await.expect("sent");
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+}
