@@ -22,6 +22,7 @@ const ICE_GRACE_MS = 5_000;
 const BACKOFF_MS = [1_000, 2_000, 4_000, 8_000, 15_000];
 /** Janus's answer once the admin removed our token. */
 const UNAUTHORIZED = /unauthorized request/i;
+const KICKED_DETAIL = 'An admin ended your connection. Join again only if you should be on this line.';
 
 const root = document.documentElement;
 const $ = (id) => document.getElementById(id);
@@ -417,7 +418,7 @@ const callEvents = {
     scheduleReconnect(reason);
   },
   onKicked() {
-    endWith('kicked', 'Disconnected by the admin');
+    endWith('kicked', 'Disconnected by the admin', KICKED_DETAIL);
   },
   onLocalStream(stream) {
     meterOut.attach(meters(), stream);
@@ -442,7 +443,7 @@ const callEvents = {
 function onJoinFailed(error) {
   session.call = null;
   if (error instanceof KickedError) {
-    endWith('kicked', error.message);
+    endWith('kicked', error.message, KICKED_DETAIL);
   } else if (error instanceof HttpError && error.status >= 400 && error.status < 500) {
     // The server refuses this name or group (e.g. the group was deleted): retrying won't help.
     endWith('error', error.message);
@@ -464,14 +465,14 @@ function scheduleReconnect(reason) {
   session.retryTimer = setTimeout(join, wait);
 }
 
-function endWith(state, text) {
+function endWith(state, text, detail = text) {
   clearTimeout(session.retryTimer);
   session.call?.close();
   session.call = null;
   session.attempt = 0;
   stopMedia();
   setState(state, text);
-  showMessage(text, true);
+  showMessage(detail, true);
 }
 
 function stopMedia() {
