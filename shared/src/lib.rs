@@ -4,6 +4,7 @@
 //! `control/tests/it/invariants.rs`): it is plain data, the rules that derive from it, and
 //! the YAML codec behind two functions so the YAML crate can be swapped in one place.
 
+pub mod bridge;
 pub mod config;
 pub mod janus;
 pub mod slug;

@@ -1,0 +1,206 @@
+//! The D-Bus interface between control (client) and bridged (service): `org.partyline.Bridge1`.
+//!
+//! control sends bridged a complete [`Plan`] (what to capture, what to play, who joins which
+//! room); bridged applies the difference and reports [`Status`]. Everything is typed D-Bus
+//! (zvariant `Type`), never a JSON string. The name is versioned: an incompatible change is
+//! `Bridge2`, served beside `Bridge1` for a while.
+//!
+//! Both daemons choose their bus the same way ([`BusChoice`]): the system bus by default,
+//! `--session` / `PARTYLINE_BUS=session` for the session bus, `--bus-address ADDR` /
+//! `PARTYLINE_BUS=ADDR` for any other (tests use a private `dbus-daemon`).
+
+use serde::{Deserialize, Serialize};
+use zbus::zvariant::Type;
+
+/// Well-known name bridged owns.
+pub const BUS_NAME: &str = "org.partyline.Bridge1";
+/// The one object bridged serves.
+pub const OBJECT_PATH: &str = "/org/partyline/Bridge1";
+/// The interface name.
+pub const INTERFACE: &str = "org.partyline.Bridge1";
+
+/// [`PlanUser::output_channel`] of a user that plays nothing ("no output").
+pub const NO_OUTPUT: i32 = -1;
+
+/// Everything bridged must do: applying the same plan twice does nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct Plan {
+    /// Capture device (a PulseAudio source name, an ALSA device); empty: the default.
+    pub input_device: String,
+    /// Playback device (a PulseAudio sink name, an ALSA device); empty: the default.
+    pub output_device: String,
+    /// The sound card's sampling rate.
+    pub device_sample_rate: u32,
+    /// Janus's HTTP API (`http://127.0.0.1:8088/janus`).
+    pub janus_url: String,
+    /// Local addresses ICE may use towards Janus (on loopback setups Janus offers none on
+    /// `lo`, so the venue interface's address goes here); empty: libnice's own choice.
+    pub ice_addresses: Vec<String>,
+    /// Target end-to-end buffering of the receive side, in ms (jitter buffer).
+    pub latency_ms: u32,
+    pub users: Vec<PlanUser>,
+}
+
+/// One server audio user: an input channel sent into a room, the room's mix (minus itself)
+/// played on an output channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PlanUser {
+    /// Unique name (the config's), also the display name in the room.
+    pub name: String,
+    /// Participant id in the room (unique in the room).
+    pub identity: String,
+    /// The room (group id).
+    pub room: String,
+    /// Janus stored token admitting this user.
+    pub token: String,
+    /// 0..=7.
+    pub input_channel: u8,
+    /// 0..=7, or [`NO_OUTPUT`].
+    pub output_channel: i32,
+    /// Opus bitrate, kbit/s.
+    pub bitrate_kbps: u32,
+}
+
+impl PlanUser {
+    pub fn output(&self) -> Option<u8> {
+        u8::try_from(self.output_channel).ok()
+    }
+}
+
+/// bridged's state as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
+pub struct Status {
+    /// `idle` (no plan), `running`, `degraded` (some branch retrying), `error`.
+    pub state: String,
+    /// Generation of the plan in force (0: none yet).
+    pub generation: u64,
+    /// Why the state is what it is, for people.
+    pub message: String,
+    pub branches: Vec<BranchStatus>,
+}
+
+/// One server audio user's branch of the pipeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
+pub struct BranchStatus {
+    pub name: String,
+    pub room: String,
+    /// `connecting`, `joined`, `retrying`, `stopped`.
+    pub state: String,
+    /// Janus's participant id once joined.
+    pub participant_id: String,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Level of the input channel, dBFS (-100 for silence or unknown).
+    pub input_level_db: f64,
+    /// The last error, empty when none.
+    pub last_error: String,
+}
+
+/// Typed errors of the interface (`org.partyline.Bridge1.Error.*` on the wire).
+#[derive(Debug, Clone, PartialEq, zbus::DBusError)]
+#[zbus(prefix = "org.partyline.Bridge1.Error")]
+pub enum BridgeError {
+    #[zbus(error)]
+    ZBus(zbus::Error),
+    /// The plan breaks a rule (names, channels, rates); nothing was applied.
+    InvalidPlan(String),
+    /// A device in the plan does not exist; nothing was applied.
+    UnknownDevice(String),
+    /// Janus refused or could not be reached.
+    JanusFailure(String),
+}
+
+/// The client side, generated from the interface.
+#[zbus::proxy(interface = "org.partyline.Bridge1", default_service = "org.partyline.Bridge1", default_path = "/org/partyline/Bridge1")]
+pub trait Bridge {
+    /// Applies `plan` (only its difference from the plan in force) and returns its generation.
+    fn apply(&self, plan: &Plan) -> Result<u64, BridgeError>;
+
+    /// The whole status, with every branch.
+    fn status(&self) -> Result<Status, BridgeError>;
+
+    /// `idle`, `running`, `degraded` or `error`.
+    #[zbus(property)]
+    fn state(&self) -> zbus::Result<String>;
+
+    /// Generation of the plan in force.
+    #[zbus(property)]
+    fn generation(&self) -> zbus::Result<u64>;
+
+    /// The state or a branch changed.
+    #[zbus(signal)]
+    fn status_changed(&self, state: &str, generation: u64) -> zbus::Result<()>;
+
+    /// One of bridged's log lines (level, source, message), for control's log ring.
+    #[zbus(signal)]
+    fn log_entry(&self, level: &str, source: &str, message: &str) -> zbus::Result<()>;
+}
+
+/// Which bus a daemon uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BusChoice {
+    System,
+    Session,
+    Address(String),
+}
+
+impl BusChoice {
+    /// From the command line (`--session`, `--bus-address`), else `PARTYLINE_BUS`
+    /// (`system`, `session` or an address), else the system bus.
+    pub fn pick(session: bool, address: Option<String>, env: Option<String>) -> BusChoice {
+        match (session, address, env.as_deref()) {
+            (_, Some(address), _) => BusChoice::Address(address),
+            (true, None, _) => BusChoice::Session,
+            (false, None, Some("session")) => BusChoice::Session,
+            (false, None, Some("system") | None) => BusChoice::System,
+            (false, None, Some(address)) => BusChoice::Address(address.to_owned()),
+        }
+    }
+
+    /// A connection builder for this bus.
+    pub fn builder(&self) -> zbus::Result<zbus::connection::Builder<'static>> {
+        match self {
+            BusChoice::System => zbus::connection::Builder::system(),
+            BusChoice::Session => zbus::connection::Builder::session(),
+            BusChoice::Address(address) => zbus::connection::Builder::address(address.as_str()),
+        }
+    }
+}
+
+impl std::fmt::Display for BusChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BusChoice::System => f.write_str("system bus"),
+            BusChoice::Session => f.write_str("session bus"),
+            BusChoice::Address(address) => write!(f, "bus {address}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_are_typed() {
+        assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssssyiu)");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssusasua(ssssyiu))");
+        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttds))");
+    }
+
+    #[test]
+    fn bus_choice() {
+        assert_eq!(BusChoice::pick(false, None, None), BusChoice::System);
+        assert_eq!(BusChoice::pick(true, None, Some("system".into())), BusChoice::Session);
+        assert_eq!(BusChoice::pick(false, None, Some("session".into())), BusChoice::Session);
+        assert_eq!(BusChoice::pick(false, None, Some("unix:path=/x".into())), BusChoice::Address("unix:path=/x".into()));
+        assert_eq!(BusChoice::pick(true, Some("unix:path=/y".into()), None), BusChoice::Address("unix:path=/y".into()));
+    }
+
+    #[test]
+    fn no_output() {
+        let user = PlanUser { output_channel: NO_OUTPUT, ..PlanUser::default() };
+        assert_eq!(user.output(), None);
+        assert_eq!(PlanUser { output_channel: 3, ..user }.output(), Some(3));
+    }
+}
