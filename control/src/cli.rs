@@ -18,9 +18,25 @@ pub struct Cli {
     /// defaults to the config file's directory.
     #[arg(long, env = "PARTYLINE_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+
+    /// Reach partyline-bridged on the session bus (`DBUS_SESSION_BUS_ADDRESS`) instead of
+    /// the system bus; `PARTYLINE_BUS=session` does the same.
+    #[arg(long)]
+    pub session: bool,
+
+    /// Reach partyline-bridged on the bus at this address (e.g. `unix:path=/run/x`);
+    /// `PARTYLINE_BUS=ADDRESS` does the same.
+    #[arg(long, value_name = "ADDRESS")]
+    pub bus_address: Option<String>,
 }
 
 impl Cli {
+    /// The bus to find partyline-bridged on.
+    pub fn bus(&self) -> partyline_shared::bridge::BusChoice {
+        let env = std::env::var("PARTYLINE_BUS").ok().filter(|v| !v.is_empty());
+        partyline_shared::bridge::BusChoice::pick(self.session, self.bus_address.clone(), env.as_deref())
+    }
+
     /// The state directory: `--state-dir`, or the config file's directory.
     pub fn state_dir(&self) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(|| match self.config.parent() {

@@ -6,6 +6,7 @@
 //! its events.
 
 pub mod api;
+pub mod bridge;
 pub mod config;
 pub mod devices;
 pub mod janus;

@@ -165,6 +165,14 @@ impl JanusSecrets {
     }
 }
 
+/// A secret derived from `key` for one purpose (`label`): HMAC-SHA256, 128 bits, hex. Derived
+/// secrets need no storage and are the same after a restart.
+pub fn derive(key: &str, label: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
+    let tag = ring::hmac::sign(&key, label.as_bytes());
+    tag.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// `bytes` random bytes, hex: tokens and secrets.
 pub fn random_hex(bytes: usize) -> io::Result<String> {
     let mut buffer = vec![0u8; bytes];

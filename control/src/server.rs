@@ -16,6 +16,7 @@ use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::api::{self, AppState};
+use crate::bridge::BridgeManager;
 use crate::config::{self, ConfigManager};
 use crate::janus::Janus;
 use crate::logring::LogRing;
@@ -74,8 +75,11 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
     tokio::spawn(Arc::clone(&janus).run());
+    let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), cli.bus());
+    tokio::spawn(Arc::clone(&bridge).run());
 
-    let state = AppState { config, logs, admin_token: Arc::new(admin_token), janus, tls: tls.is_some(), started };
+    let admin_token = Arc::new(admin_token);
+    let state = AppState { config, logs, admin_token, janus, bridge, tls: tls.is_some(), started };
     let events_app = api::events_app(state.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(events_listener, events_app).await {
@@ -83,12 +87,13 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         }
     });
     let app = api::app(state);
+    // Signal handling is in place before anyone is told the server is ready.
+    let handle = axum_server::Handle::new();
+    tokio::spawn(shutdown_on_signal(handle.clone()).await?);
     tracing::info!(%origin, events = %events_addr, "listening");
     // The one line scripts and tests wait for; stable wording.
     println!("partyline-control listening on {origin} (API {origin}/api, events http://{events_addr})");
 
-    let handle = axum_server::Handle::new();
-    tokio::spawn(shutdown_on_signal(handle.clone()));
     let listener = listener.into_std()?;
     match tls {
         Some(tls) => {
@@ -130,7 +135,7 @@ fn init_logging(logs: &LogRing) -> FilterHandle {
 fn level_filter(level: LogLevel) -> EnvFilter {
     EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         let level = level.as_str();
-        EnvFilter::new(format!("warn,partyline_control={level},partyline_shared={level}"))
+        EnvFilter::new(format!("warn,partyline_control={level},partyline_shared={level},partyline_bridged={level}"))
     })
 }
 
@@ -156,15 +161,18 @@ async fn follow_log_level(config: Arc<ConfigManager>, filter: FilterHandle) {
     }
 }
 
-async fn shutdown_on_signal(handle: axum_server::Handle<SocketAddr>) {
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
-    tracing::info!(signal = name, "shutting down");
-    handle.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+/// Installs the SIGTERM/SIGINT handlers now and returns the task that waits for them.
+async fn shutdown_on_signal(
+    handle: axum_server::Handle<SocketAddr>,
+) -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "shutting down");
+        handle.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+    })
 }

@@ -25,6 +25,17 @@ pub enum UserState {
     Connected,
 }
 
+/// Who a user is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UserKind {
+    /// A crew member in a browser, with a one-session token.
+    Crew,
+    /// A server audio user: a sound-card channel bridged by partyline-bridged, with a
+    /// standing token; it stays registered while it is in the config.
+    Server,
+}
+
 #[derive(Debug, Clone)]
 pub struct User {
     /// Its participant id in the room (unique): the slug of the name plus random hex.
@@ -32,6 +43,7 @@ pub struct User {
     pub username: String,
     pub group_id: String,
     pub token: String,
+    pub kind: UserKind,
     pub state: UserState,
     issued: Instant,
     pub connected_at: Option<OffsetDateTime>,
@@ -45,6 +57,7 @@ pub struct UserView {
     pub identity: String,
     pub username: String,
     pub group_id: String,
+    pub kind: UserKind,
     pub state: UserState,
     /// RFC 3339; null while pending.
     pub connected_at: Option<String>,
@@ -59,6 +72,7 @@ impl User {
             identity: self.identity.clone(),
             username: self.username.clone(),
             group_id: self.group_id.clone(),
+            kind: self.kind,
             state: self.state,
             connected_at: self.connected_at.map(format),
             last_activity: format(self.last_activity),
@@ -77,19 +91,39 @@ impl Users {
         self.by_identity.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a new pending user.
+    /// Registers a new pending crew member.
     pub fn register(&self, identity: String, username: String, group_id: String, token: String) -> User {
+        self.insert(identity, username, group_id, token, UserKind::Crew)
+    }
+
+    /// Registers (or updates) a server audio user; true if it was not registered as such.
+    pub fn upsert_server(&self, identity: &str, name: &str, group_id: &str, token: &str) -> bool {
+        let mut users = self.lock();
+        if let Some(user) = users.get_mut(identity).filter(|u| u.kind == UserKind::Server) {
+            if user.group_id != group_id {
+                user.state = UserState::Pending;
+            }
+            (user.username, user.group_id, user.token) = (name.to_owned(), group_id.to_owned(), token.to_owned());
+            return false;
+        }
+        drop(users);
+        self.insert(identity.to_owned(), name.to_owned(), group_id.to_owned(), token.to_owned(), UserKind::Server);
+        true
+    }
+
+    fn insert(&self, identity: String, username: String, group_id: String, token: String, kind: UserKind) -> User {
         let user = User {
             identity: identity.clone(),
             username,
             group_id,
             token,
+            kind,
             state: UserState::Pending,
             issued: Instant::now(),
             connected_at: None,
             last_activity: OffsetDateTime::now_utc(),
         };
-        tracing::info!(identity, username = user.username, group = user.group_id, "user registered (pending)");
+        tracing::info!(identity, username = user.username, group = user.group_id, ?kind, "user registered (pending)");
         self.lock().insert(identity, user.clone());
         user
     }
@@ -112,14 +146,21 @@ impl Users {
         true
     }
 
-    /// Janus says `id` left `room`: the connected user is removed (its token must then be
-    /// revoked by the caller). A pending user stays: it may not have joined yet.
+    /// Janus says `id` left `room`: a connected crew member is removed and returned (its
+    /// token must then be revoked by the caller); a server audio user goes back to pending
+    /// (bridged rejoins). A pending user stays: it may not have joined yet.
     pub fn left(&self, room: &str, id: &str, why: &str) -> Option<User> {
         let mut users = self.lock();
-        let connected = users.get(id).is_some_and(|u| u.group_id == room && u.state == UserState::Connected);
-        let user = if connected { users.remove(id) } else { None }?;
+        let user = users.get_mut(id).filter(|u| u.group_id == room && u.state == UserState::Connected)?;
         tracing::info!(identity = id, username = user.username, group = room, why, "user left");
-        Some(user)
+        match user.kind {
+            UserKind::Crew => users.remove(id),
+            UserKind::Server => {
+                user.state = UserState::Pending;
+                user.last_activity = OffsetDateTime::now_utc();
+                None
+            }
+        }
     }
 
     /// Removes a user (disconnect by the admin, group gone); the caller logs why.
@@ -143,17 +184,25 @@ impl Users {
         let mut users = self.lock();
         let expired: Vec<String> = users
             .values()
-            .filter(|u| u.state == UserState::Pending && u.issued.elapsed() > lifetime)
+            .filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending && u.issued.elapsed() > lifetime)
             .map(|u| u.identity.clone())
             .collect();
         expired.iter().filter_map(|id| users.remove(id)).collect()
     }
 
-    /// Removes and returns the users of groups not in `groups`.
+    /// Removes and returns the crew members of groups not in `groups`.
     pub fn take_outside(&self, groups: &[String]) -> Vec<User> {
+        self.take_where(|u| u.kind == UserKind::Crew && !groups.contains(&u.group_id))
+    }
+
+    /// Removes and returns the server audio users whose identity is not in `identities`.
+    pub fn take_servers_except(&self, identities: &[String]) -> Vec<User> {
+        self.take_where(|u| u.kind == UserKind::Server && !identities.contains(&u.identity))
+    }
+
+    fn take_where(&self, doomed: impl Fn(&User) -> bool) -> Vec<User> {
         let mut users = self.lock();
-        let gone: Vec<String> =
-            users.values().filter(|u| !groups.contains(&u.group_id)).map(|u| u.identity.clone()).collect();
+        let gone: Vec<String> = users.values().filter(|u| doomed(u)).map(|u| u.identity.clone()).collect();
         gone.iter().filter_map(|id| users.remove(id)).collect()
     }
 
@@ -196,6 +245,19 @@ mod tests {
         assert!(users.left("stage", "alice-1", "test").is_some());
         assert_eq!(users.active_connections(), 0);
         assert!(users.list().is_empty());
+    }
+
+    #[test]
+    fn server_users_stay_registered_when_they_leave() {
+        let users = Users::default();
+        assert!(users.upsert_server("server-foh", "FOH", "stage", "t"));
+        assert!(!users.upsert_server("server-foh", "FOH", "stage", "t"), "already there");
+        assert!(users.joined("stage", "server-foh"));
+        assert!(users.left("stage", "server-foh", "test").is_none());
+        assert_eq!(users.get("server-foh").map(|u| u.state), Some(UserState::Pending));
+        assert!(users.take_expired(Duration::ZERO).is_empty(), "standing tokens never expire");
+        assert!(users.take_outside(&[]).is_empty(), "group removal is the config's business");
+        assert_eq!(users.take_servers_except(&[]).len(), 1);
     }
 
     #[test]

@@ -111,7 +111,11 @@ pub enum BridgeError {
 }
 
 /// The client side, generated from the interface.
-#[zbus::proxy(interface = "org.partyline.Bridge1", default_service = "org.partyline.Bridge1", default_path = "/org/partyline/Bridge1")]
+#[zbus::proxy(
+    interface = "org.partyline.Bridge1",
+    default_service = "org.partyline.Bridge1",
+    default_path = "/org/partyline/Bridge1"
+)]
 pub trait Bridge {
     /// Applies `plan` (only its difference from the plan in force) and returns its generation.
     fn apply(&self, plan: &Plan) -> Result<u64, BridgeError>;
@@ -147,8 +151,8 @@ pub enum BusChoice {
 impl BusChoice {
     /// From the command line (`--session`, `--bus-address`), else `PARTYLINE_BUS`
     /// (`system`, `session` or an address), else the system bus.
-    pub fn pick(session: bool, address: Option<String>, env: Option<String>) -> BusChoice {
-        match (session, address, env.as_deref()) {
+    pub fn pick(session: bool, address: Option<String>, env: Option<&str>) -> BusChoice {
+        match (session, address, env) {
             (_, Some(address), _) => BusChoice::Address(address),
             (true, None, _) => BusChoice::Session,
             (false, None, Some("session")) => BusChoice::Session,
@@ -191,9 +195,9 @@ mod tests {
     #[test]
     fn bus_choice() {
         assert_eq!(BusChoice::pick(false, None, None), BusChoice::System);
-        assert_eq!(BusChoice::pick(true, None, Some("system".into())), BusChoice::Session);
-        assert_eq!(BusChoice::pick(false, None, Some("session".into())), BusChoice::Session);
-        assert_eq!(BusChoice::pick(false, None, Some("unix:path=/x".into())), BusChoice::Address("unix:path=/x".into()));
+        assert_eq!(BusChoice::pick(true, None, Some("system")), BusChoice::Session);
+        assert_eq!(BusChoice::pick(false, None, Some("session")), BusChoice::Session);
+        assert_eq!(BusChoice::pick(false, None, Some("unix:path=/x")), BusChoice::Address("unix:path=/x".into()));
         assert_eq!(BusChoice::pick(true, Some("unix:path=/y".into()), None), BusChoice::Address("unix:path=/y".into()));
     }
 

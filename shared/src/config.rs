@@ -35,6 +35,7 @@ pub struct Config {
     #[serde(rename = "server_audio_users", alias = "serverAudioUsers")]
     pub server_audio_users: Vec<ServerAudioUser>,
     pub logging: LoggingConfig,
+    pub bridge: BridgeConfig,
     /// Legacy: the original system's routing matrix.
     #[serde(skip_serializing)]
     routing: Option<IgnoredAny>,
@@ -299,6 +300,16 @@ impl ServerAudioUser {
     pub fn id(&self) -> String {
         slugify(&self.name)
     }
+}
+
+/// `bridge:` how control drives bridged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct BridgeConfig {
+    /// Local addresses bridged's ICE may use towards Janus; empty: every usable interface.
+    /// Needed where Janus is reached over an interface libnice would not pick on its own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ice_addresses: Vec<std::net::IpAddr>,
 }
 
 /// `logging:`

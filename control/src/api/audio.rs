@@ -132,11 +132,16 @@ pub async fn get_device(State(state): State<AppState>) -> Json<DeviceResponse> {
 
 /// Select the sound card (the bridge rebuilds its pipeline).
 #[utoipa::path(post, path = "/audio/device", tag = "audio", security(("admin_token" = [])), request_body = SelectDevice,
-    responses((status = 200, body = DeviceResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = DeviceResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 503, description = "Server audio users exist and partyline-bridged is not running", body = ErrorBody)))]
 pub async fn set_device(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<SelectDevice>,
 ) -> Result<Json<DeviceResponse>, ApiError> {
+    // With server audio users the card is in use: bridged must be there to switch it.
+    if !state.config.current().server_audio_users.is_empty() {
+        state.require_bridge()?;
+    }
     let device = state
         .config
         .update("select audio device".into(), move |c| {

@@ -9,6 +9,7 @@ mod audio;
 mod error;
 mod extract;
 mod groups;
+mod server_users;
 mod system;
 mod users;
 
@@ -28,6 +29,7 @@ use utoipa_axum::routes;
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiQuery};
 
+use crate::bridge::BridgeManager;
 use crate::config::ConfigManager;
 use crate::janus::Janus;
 use crate::logring::LogRing;
@@ -43,6 +45,7 @@ pub struct AppState {
     pub logs: LogRing,
     pub admin_token: Arc<AdminToken>,
     pub janus: Arc<Janus>,
+    pub bridge: Arc<BridgeManager>,
     /// Whether the public listener speaks TLS (for the URLs handed to browsers).
     pub tls: bool,
     pub started: Instant,
@@ -87,6 +90,8 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(audio::get_channel_names, audio::set_channel_names))
         .routes(routes!(audio::devices))
         .routes(routes!(audio::devices_list))
+        .routes(routes!(server_users::list, server_users::create))
+        .routes(routes!(server_users::update, server_users::delete))
         .routes(routes!(users::list))
         .routes(routes!(users::disconnect));
     let api = OpenApiRouter::new()
@@ -95,6 +100,20 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(users::groups))
         .routes(routes!(system::openapi_json));
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api", api).split_for_parts()
+}
+
+impl AppState {
+    /// For changes bridged must act on: refused while it is not on the bus to act on them.
+    pub fn require_bridge(&self) -> Result<(), ApiError> {
+        if self.bridge.is_present() {
+            return Ok(());
+        }
+        let view = self.bridge.view();
+        Err(ApiError::Unavailable(format!(
+            "partyline-bridged is not available ({}: {}); nothing was changed",
+            view.state, view.message
+        )))
+    }
 }
 
 /// The OpenAPI document, as served at `/api/openapi.json`.

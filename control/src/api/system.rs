@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
+use crate::bridge::BridgeView;
 use crate::janus::JanusStatus;
 use crate::logring::{self, LogEntry};
 use crate::stats::Memory;
@@ -82,14 +83,6 @@ pub async fn logs(
     Ok(Json(LogList { logs: page.entries, total: page.total }))
 }
 
-/// The state of a part that is not there yet, or not reachable.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ComponentState {
-    /// `unknown` until the part is integrated.
-    #[schema(example = "unknown")]
-    pub state: &'static str,
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
@@ -101,7 +94,7 @@ pub struct Stats {
     pub uptime: u64,
     /// Bytes.
     pub memory: Memory,
-    pub bridge: ComponentState,
+    pub bridge: BridgeView,
     pub janus: JanusStatus,
 }
 
@@ -114,7 +107,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         active_connections: state.janus.users.active_connections(),
         uptime: state.started.elapsed().as_secs(),
         memory: Memory::of_this_process(),
-        bridge: ComponentState { state: "unknown" },
+        bridge: state.bridge.view(),
         janus: state.janus.status(),
     })
 }

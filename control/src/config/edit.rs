@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use partyline_shared::Config;
 use partyline_shared::config::{
-    Bitrate, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, SampleRate, check_entity_name,
+    Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, SampleRate,
+    ServerAudioUser, check_entity_name,
 };
 
 /// Why an edit was refused.
@@ -143,6 +144,77 @@ pub fn set_channel_names(
     Ok(names.clone())
 }
 
+/// A server audio user as the API sends it.
+#[derive(Debug, Clone)]
+pub struct ServerUserFields {
+    pub name: String,
+    pub group: String,
+    pub input_channel: Channel,
+    pub output_channel: Option<Channel>,
+}
+
+fn ensure_group_exists(config: &Config, group: &str) -> Result<(), EditError> {
+    match config.group(group) {
+        Some(_) => Ok(()),
+        None => Err(EditError::Invalid { field: "group", message: format!("no group has id {group:?}") }),
+    }
+}
+
+fn ensure_server_user_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
+    match config.server_audio_user(id) {
+        Some((index, existing)) if Some(index) != except => {
+            Err(EditError::Conflict(format!("a server audio user with id {id:?} already exists ({:?})", existing.name)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Adds a server audio user; its id is the slug of its name and must be free.
+pub fn create_server_user(config: &mut Config, fields: ServerUserFields) -> Result<ServerAudioUser, EditError> {
+    let (name, id) = entity_name("name", &fields.name)?;
+    ensure_server_user_id_free(config, &id, None)?;
+    ensure_group_exists(config, &fields.group)?;
+    let user = ServerAudioUser {
+        name,
+        group: fields.group,
+        input_channel: fields.input_channel,
+        output_channel: fields.output_channel,
+    };
+    config.server_audio_users.push(user.clone());
+    Ok(user)
+}
+
+/// Changes a server audio user; absent fields keep their value.
+pub fn update_server_user(
+    config: &mut Config,
+    id: &str,
+    name: Patch<&str>,
+    group: Patch<String>,
+    input_channel: Patch<Channel>,
+    output_channel: Patch<Option<Channel>>,
+) -> Result<ServerAudioUser, EditError> {
+    let (index, _) = config.server_audio_user(id).ok_or_else(|| not_found("server audio user", id))?;
+    if let Some(name) = name {
+        let (name, new_id) = entity_name("name", name)?;
+        ensure_server_user_id_free(config, &new_id, Some(index))?;
+        config.server_audio_users[index].name = name;
+    }
+    if let Some(group) = group {
+        ensure_group_exists(config, &group)?;
+        config.server_audio_users[index].group = group;
+    }
+    let user = &mut config.server_audio_users[index];
+    user.input_channel = input_channel.unwrap_or(user.input_channel);
+    user.output_channel = output_channel.unwrap_or(user.output_channel);
+    Ok(user.clone())
+}
+
+/// Removes a server audio user.
+pub fn delete_server_user(config: &mut Config, id: &str) -> Result<ServerAudioUser, EditError> {
+    let (index, _) = config.server_audio_user(id).ok_or_else(|| not_found("server audio user", id))?;
+    Ok(config.server_audio_users.remove(index))
+}
+
 fn not_found(kind: &'static str, id: &str) -> EditError {
     EditError::NotFound { kind, id: id.to_owned() }
 }
@@ -150,7 +222,6 @@ fn not_found(kind: &'static str, id: &str) -> EditError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use partyline_shared::config::{Channel, ServerAudioUser};
 
     fn with_user() -> Config {
         let mut config = Config::default();

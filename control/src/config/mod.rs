@@ -72,8 +72,9 @@ pub enum UpdateError {
 pub struct ConfigManager {
     path: PathBuf,
     current: RwLock<Arc<Config>>,
-    /// Held for the whole of an update or reload (they run on blocking threads).
-    writer: Mutex<()>,
+    /// Held for the whole of an update or reload (they run on blocking threads); holds the
+    /// file's text as control last wrote or read it.
+    writer: Mutex<String>,
     events: broadcast::Sender<ConfigEvent>,
 }
 
@@ -83,19 +84,14 @@ impl ConfigManager {
         // Write through a symlink to its target, rather than replacing the link.
         let path = &fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         remove_stale_temp_files(path);
-        let (config, created) = match fs::read_to_string(path) {
-            Ok(text) => (parse(path, &text)?, false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (Config::default(), true),
+        let (config, text) = match fs::read_to_string(path) {
+            Ok(text) => (parse(path, &text)?, text),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create_default(path)?,
             Err(source) => return Err(LoadError::Read { path: path.to_owned(), source }),
         };
-        if created {
-            let create = || -> Result<(), UpdateError> { Ok(write_atomically(path, config.to_yaml()?.as_bytes())?) };
-            create().map_err(|source| LoadError::Create { path: path.to_owned(), source })?;
-            tracing::info!(path = %path.display(), "created the config file with defaults");
-        }
         let (events, _) = broadcast::channel(64);
         let manager =
-            Self { path: path.to_owned(), current: RwLock::new(Arc::new(config)), writer: Mutex::new(()), events };
+            Self { path: path.to_owned(), current: RwLock::new(Arc::new(config)), writer: Mutex::new(text), events };
         Ok(Arc::new(manager))
     }
 
@@ -132,15 +128,17 @@ impl ConfigManager {
         what: &str,
         edit: impl FnOnce(&mut Config) -> Result<T, EditError>,
     ) -> Result<T, UpdateError> {
-        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut on_disk = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.current();
         let mut new = Config::clone(&old);
         let output = edit(&mut new)?;
         new.validate()?;
         if new != *old {
-            write_atomically(&self.path, new.to_yaml()?.as_bytes()).inspect_err(|e| {
+            let text = new.to_yaml()?;
+            write_atomically(&self.path, text.as_bytes()).inspect_err(|e| {
                 tracing::error!(path = %self.path.display(), error = %e, change = what, "config write failed; the previous config stays in force");
             })?;
+            *on_disk = text;
             tracing::info!(change = what, "config updated");
             self.swap(&old, new);
         }
@@ -150,10 +148,15 @@ impl ConfigManager {
     /// Re-reads the file (after SIGHUP or an edit by hand). An invalid file is refused and
     /// the config in force stays.
     pub fn reload(&self) -> Result<bool, LoadError> {
-        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut on_disk = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let text =
             fs::read_to_string(&self.path).map_err(|source| LoadError::Read { path: self.path.clone(), source })?;
+        // Our own writes wake the watcher too: what we wrote needs no parsing.
+        if *on_disk == text {
+            return Ok(false);
+        }
         let new = parse(&self.path, &text)?;
+        *on_disk = text;
         let old = self.current();
         if new == *old {
             return Ok(false);
@@ -173,6 +176,19 @@ impl ConfigManager {
             let _ = self.events.send(ConfigEvent { kind: ConfigEventKind::AudioDeviceUpdated, config: new });
         }
     }
+}
+
+/// Writes a config with every default at `path`.
+fn create_default(path: &Path) -> Result<(Config, String), LoadError> {
+    let config = Config::default();
+    let create = || -> Result<String, UpdateError> {
+        let text = config.to_yaml()?;
+        write_atomically(path, text.as_bytes())?;
+        Ok(text)
+    };
+    let text = create().map_err(|source| LoadError::Create { path: path.to_owned(), source })?;
+    tracing::info!(path = %path.display(), "created the config file with defaults");
+    Ok((config, text))
 }
 
 /// Parses and validates a file's text; legacy keys are accepted with one warning.

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use partyline_shared::Config;
+use partyline_shared::config::ServerAudioUser;
 use partyline_shared::janus::{AudioBridgeRequest, JanusEvent, RoomSpec, codes};
 use partyline_shared::slugify;
 use serde::Serialize;
@@ -23,7 +24,7 @@ use tokio::sync::Notify;
 pub use client::{Handle, JanusError, JanusHttp};
 
 use crate::config::ConfigManager;
-use crate::secrets::{JanusSecrets, random_hex};
+use crate::secrets::{JanusSecrets, derive, random_hex};
 use crate::users::{UNUSED_TOKEN_LIFETIME, User, UserState, Users};
 
 /// How often control reconciles with Janus while it is up (a session needs a request at
@@ -161,6 +162,7 @@ impl Janus {
         for spec in plan.recreate.iter().chain(&plan.create) {
             self.create_room(config, at, spec, plan.recreate.contains(spec)).await?;
         }
+        self.sync_server_users(config).await?;
         let participants = self.reconcile_participants(config, at, &desired).await?;
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.rooms = desired.len();
@@ -197,12 +199,15 @@ impl Janus {
 
     fn mark_down(&self, error: &JanusError) {
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
-        if status.state != "down" || status.last_error.as_deref() != Some(&error.to_string()) {
-            tracing::warn!(error = %error, "Janus unavailable; retrying");
+        let state = if matches!(error, JanusError::NotConfigured(_)) { "unconfigured" } else { "down" };
+        let message = error.to_string();
+        // Once per change, not once per retry.
+        if status.state != state || status.last_error.as_deref() != Some(message.as_str()) {
+            tracing::warn!(error = message, "Janus unavailable; retrying");
         }
-        status.state = if matches!(error, JanusError::NotConfigured(_)) { "unconfigured" } else { "down" };
+        status.state = state;
         status.reachable = !matches!(error, JanusError::Unreachable { .. });
-        status.last_error = Some(error.to_string());
+        status.last_error = Some(message);
     }
 
     fn admin_secret(&self) -> Result<&str, JanusError> {
@@ -341,6 +346,30 @@ impl Janus {
         self.users.remove(identity);
         tracing::warn!(identity, username = user.username, group = user.group_id, by, why, "user disconnected");
         Ok(user)
+    }
+
+    /// The participant id and standing token of a server audio user (derived, so that they
+    /// are the same after a restart of control and bridged's branch is left alone).
+    pub fn server_user_credentials(&self, user: &ServerAudioUser) -> Result<(String, String), JanusError> {
+        let id = user.id();
+        Ok((format!("server-{id}"), derive(self.admin_secret()?, &format!("partyline server user token:{id}"))))
+    }
+
+    /// Keeps the registry's server audio users (and their Janus tokens) in step with the config.
+    async fn sync_server_users(&self, config: &Config) -> Result<(), JanusError> {
+        let mut identities = Vec::new();
+        for user in &config.server_audio_users {
+            let (identity, token) = self.server_user_credentials(user)?;
+            if self.users.upsert_server(&identity, &user.name, &user.group, &token) {
+                self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
+            }
+            identities.push(identity);
+        }
+        for gone in self.users.take_servers_except(&identities) {
+            tracing::info!(identity = gone.identity, "server audio user removed");
+            self.revoke(&gone).await;
+        }
+        Ok(())
     }
 
     /// Users of deleted or renamed groups are disconnected (their room is destroyed).

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 
 use partyline_shared::Config;
 use partyline_shared::janus::{RoomListing, RoomSpec};
-use ring::hmac;
 
 /// Janus's AudioBridge mixes in 20 ms packets.
 const PACKET_MS: u32 = 20;
@@ -36,9 +35,7 @@ pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSp
 /// A room's secret (needed to kick and destroy), derived from a key control holds, so it
 /// never has to be stored and survives a restart of control.
 pub fn room_secret(key: &str, room: &str) -> String {
-    let key = hmac::Key::new(hmac::HMAC_SHA256, key.as_bytes());
-    let tag = hmac::sign(&key, format!("partyline room secret:{room}").as_bytes());
-    tag.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
+    crate::secrets::derive(key, &format!("partyline room secret:{room}"))
 }
 
 /// What reconciliation does.

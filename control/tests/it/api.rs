@@ -224,7 +224,9 @@ async fn stats_report_uptime_memory_and_missing_parts() {
     let rss = body["memory"]["rss"].as_u64().expect("rss");
     assert!(rss > 1_000_000 && rss < 200_000_000, "plausible RSS in bytes: {rss}");
     assert!(body["memory"]["virtual"].as_u64().expect("virtual") >= rss);
-    assert_eq!(body["bridge"]["state"], "unknown");
+    // No bridged in this test (and no system bus on a test machine).
+    let bridge = body["bridge"]["state"].as_str().unwrap_or_default();
+    assert!(["unreachable", "absent"].contains(&bridge), "{body}");
     assert_eq!(body["janus"]["state"], "unconfigured", "no Janus secrets in this test: {body}");
 }
 

@@ -146,6 +146,12 @@ impl Stack {
             janus.config_yaml()
         );
         let control = crate::support::Control::builder().config(Some(&config)).start().await;
+        // Rooms exist once control's first reconciliation is through: joins before that fail.
+        crate::support::wait_for("control in step with Janus", std::time::Duration::from_secs(10), async || {
+            let (_, stats) = control.get_json("/admin/stats").await;
+            (stats["janus"]["state"] == "up").then_some(())
+        })
+        .await;
         Stack { janus, control }
     }
 }

@@ -108,7 +108,11 @@ async fn a_disconnect_kicks_and_the_token_cannot_rejoin() {
     let (status, body) = control.delete(&format!("/admin/users/{identity}")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["identity"], identity);
-    assert_eq!(observer.participants("stage-left").await.expect("room"), Vec::<String>::new(), "kicked from the room");
+    // Janus removes a kicked participant as it hangs up its handle, a moment after the kick.
+    wait_for("Bob kicked from the room", SOON, async || {
+        observer.participants("stage-left").await.expect("room").is_empty().then_some(())
+    })
+    .await;
     assert!(user_state(control, identity).await.is_none(), "gone from the list");
     assert_eq!(bob.join("stage-left", identity, "Bob").await.err(), Some(403), "the token is revoked");
     assert_eq!(Probe::open(&stack.janus, token).await.err(), Some(403));

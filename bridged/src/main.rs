@@ -1,0 +1,83 @@
+//! partyline-bridged: the GStreamer pipeline between the sound card and the Janus rooms, driven
+//! over D-Bus (`org.partyline.Bridge1`) by partyline-control. It never reads the config file.
+
+extern crate gstreamer as gst;
+extern crate gstreamer_rtp as gst_rtp;
+extern crate gstreamer_sdp as gst_sdp;
+extern crate gstreamer_webrtc as gst_webrtc;
+
+mod branch;
+mod bridge;
+mod janus;
+mod logbus;
+mod pipeline;
+mod plan;
+mod service;
+mod state;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Parser;
+use partyline_shared::bridge::{BUS_NAME, BusChoice, OBJECT_PATH};
+use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::prelude::*;
+
+/// The audio bridge of partyline: sound card ⇄ Janus rooms, driven over D-Bus.
+#[derive(Debug, Parser)]
+#[command(name = "partyline-bridged", version)]
+struct Args {
+    /// Use the session bus (DBUS_SESSION_BUS_ADDRESS) instead of the system bus.
+    #[arg(long)]
+    session: bool,
+    /// Use the bus at this address (e.g. unix:path=/run/x).
+    #[arg(long, value_name = "ADDR")]
+    bus_address: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bus = BusChoice::pick(args.session, args.bus_address, std::env::var("PARTYLINE_BUS").ok().as_deref());
+    let (log_tx, log_rx) = tokio::sync::mpsc::channel(logbus::QUEUE);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).with_filter(filter))
+        .with(logbus::BusLayer::new(log_tx))
+        .init();
+    gst::init().context("GStreamer does not initialise")?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(run(bus, log_rx))
+}
+
+async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine>) -> anyhow::Result<()> {
+    let http = reqwest::Client::builder().no_proxy().build().context("HTTP client")?;
+    let shared = Arc::new(state::Shared::default());
+    let bridge = Arc::new(bridge::Bridge::new(shared, http));
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    // The object is served before the name is requested: a client that sees the name can call.
+    let connection = bus
+        .builder()?
+        .serve_at(OBJECT_PATH, service::BridgeService::new(bridge.clone()))?
+        .name(BUS_NAME)?
+        .build()
+        .await
+        .with_context(|| format!("cannot serve {BUS_NAME} on the {bus}"))?;
+    tokio::spawn(service::notify(connection.clone(), bridge.clone(), log_rx));
+    tracing::info!("serving {BUS_NAME} at {OBJECT_PATH} on the {bus} (GStreamer {})", gst::version_string());
+    println!("partyline-bridged ready: {BUS_NAME} on the {bus}");
+
+    let signal_name = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    tracing::info!("{signal_name}: leaving the rooms and stopping");
+    bridge.shutdown().await;
+    let _ = connection.release_name(BUS_NAME).await;
+    tracing::info!("stopped");
+    Ok(())
+}

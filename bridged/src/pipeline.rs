@@ -1,0 +1,287 @@
+//! The card side of the pipeline: one capture of every input channel into a `tee`, one
+//! `audiomixer` of every branch's output into the playback device. Branches (`branch.rs`) plug
+//! into the tee and the mixer while this keeps running.
+//!
+//! ```text
+//! pulsesrc ! F32 8ch ! tee ─┬─ branch A (request pad) …
+//!                           └─ branch B …
+//! audiotestsrc wave=silence ! F32 8ch ─┐
+//! branch B's mix on channel k ─────────┴─ audiomixer ! F32 8ch ! pulsesink
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use futures_util::StreamExt as _;
+use gst::glib;
+use gst::prelude::*;
+use partyline_shared::bridge::Plan;
+
+use crate::plan::CHANNELS;
+use crate::state::Shared;
+
+/// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs). GStreamer's
+/// default is 200 ms / 10 ms.
+const CAPTURE_BUFFER_US: i64 = 20_000;
+const CAPTURE_PERIOD_US: i64 = 10_000;
+/// Playback buffering (µs): a bit more than the capture, the mixer's output comes in 10 ms blocks.
+const PLAYBACK_BUFFER_US: i64 = 30_000;
+const PLAYBACK_PERIOD_US: i64 = 10_000;
+/// The mixer's output block.
+const MIX_BLOCK: Duration = Duration::from_millis(10);
+/// Latency the mixer allows its inputs on top of the jitter buffer (decoder, resampler, a
+/// packet of slack), so that branches plugged in later never raise the pipeline's latency.
+const MIX_SLACK_MS: u64 = 30;
+
+/// The sound server bridged talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    Pulse,
+    Alsa,
+}
+
+/// The sound server's devices, when it can list them.
+#[derive(Debug, Clone)]
+pub struct Devices {
+    pub server: Option<Server>,
+    pub sources: Vec<String>,
+    pub sinks: Vec<String>,
+}
+
+impl Devices {
+    /// Asks the sound server which devices exist (PulseAudio when one answers, else ALSA, whose
+    /// device names are taken on trust). Blocking: call it off the async threads.
+    pub fn probe() -> Devices {
+        if let Some(provider) = gst::DeviceProviderFactory::by_name("pulsedeviceprovider")
+            && provider.start().is_ok()
+        {
+            let mut devices = Devices { server: Some(Server::Pulse), sources: Vec::new(), sinks: Vec::new() };
+            for device in provider.devices() {
+                let Some(name) = internal_name(&device) else { continue };
+                if device.has_classes("Audio/Source") {
+                    devices.sources.push(name);
+                } else if device.has_classes("Audio/Sink") {
+                    devices.sinks.push(name);
+                }
+            }
+            provider.stop();
+            return devices;
+        }
+        let alsa = gst::ElementFactory::find("alsasrc").is_some() && gst::ElementFactory::find("alsasink").is_some();
+        Devices { server: alsa.then_some(Server::Alsa), sources: Vec::new(), sinks: Vec::new() }
+    }
+
+    /// `Err(message)` when a device of the plan is missing.
+    pub fn check(&self, plan: &Plan) -> Result<Server, String> {
+        let Some(server) = self.server else {
+            return Err("no sound server: no PulseAudio server answers and GStreamer has no ALSA elements".into());
+        };
+        if server == Server::Pulse {
+            if !plan.input_device.is_empty() && !self.sources.contains(&plan.input_device) {
+                return Err(format!("input_device: no PulseAudio source named {:?}", plan.input_device));
+            }
+            if !plan.output_device.is_empty() && !self.sinks.contains(&plan.output_device) {
+                return Err(format!("output_device: no PulseAudio sink named {:?}", plan.output_device));
+            }
+        }
+        Ok(server)
+    }
+}
+
+fn internal_name(device: &gst::Device) -> Option<String> {
+    if device.has_property("internal-name") {
+        return device.property::<Option<String>>("internal-name");
+    }
+    device.properties().and_then(|p| p.get::<String>("device.name").ok())
+}
+
+/// GStreamer's 7.1 layout, in its canonical order: front-left, front-right, front-center, lfe,
+/// rear-left, rear-right, side-left, side-right. The card's channels are numbers, not speakers,
+/// but pulsesrc/pulsesink refuse unpositioned channels (GStreamer 1.22 maps them to an invalid
+/// PulseAudio position): card channel k is position k of this list, so a device whose
+/// PulseAudio channel map is this list in this order keeps every index (README).
+const CARD_CHANNEL_MASK: u64 = 0xc3f;
+
+/// `audio/x-raw` F32 interleaved at `rate`, mono or the card's 8 channels.
+pub fn raw_caps(rate: u32, channels: u32) -> gst::Caps {
+    let mut caps = gst::Caps::builder("audio/x-raw")
+        .field("format", "F32LE")
+        .field("layout", "interleaved")
+        .field("rate", i32::try_from(rate).unwrap_or(48_000))
+        .field("channels", i32::try_from(channels).unwrap_or(1));
+    if channels == u32::from(CHANNELS) {
+        caps = caps.field("channel-mask", gst::Bitmask::new(CARD_CHANNEL_MASK));
+    }
+    caps.build()
+}
+
+/// The capture, the tee, the mixer and the playback, running.
+#[derive(Debug)]
+pub struct Base {
+    pub pipeline: gst::Pipeline,
+    pub tee: gst::Element,
+    pub mixer: gst::Element,
+    pub rate: u32,
+    bus_task: tokio::task::JoinHandle<()>,
+}
+
+fn make(factory: &str, name: &str) -> anyhow::Result<gst::Element> {
+    gst::ElementFactory::make(factory)
+        .name(name)
+        .build()
+        .with_context(|| format!("GStreamer element {factory} is missing (install its plugin package)"))
+}
+
+impl Base {
+    /// Builds and starts the card side for `plan` and waits until it runs. Must run inside
+    /// the tokio runtime (the bus is read by a task).
+    pub fn start(plan: &Plan, server: Server, shared: Arc<Shared>) -> anyhow::Result<Base> {
+        let rate = plan.device_sample_rate;
+        let card_caps = raw_caps(rate, u32::from(CHANNELS));
+        let pipeline = gst::Pipeline::with_name("partyline");
+
+        let (src_factory, sink_factory) = match server {
+            Server::Pulse => ("pulsesrc", "pulsesink"),
+            Server::Alsa => ("alsasrc", "alsasink"),
+        };
+        let src = make(src_factory, "capture")?;
+        src.set_property("buffer-time", CAPTURE_BUFFER_US);
+        src.set_property("latency-time", CAPTURE_PERIOD_US);
+        if !plan.input_device.is_empty() {
+            src.set_property("device", &plan.input_device);
+        }
+        if server == Server::Pulse {
+            src.set_property("client-name", "partyline-bridged");
+        }
+        let capture_caps = gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
+        let tee = gst::ElementFactory::make("tee").name("capture-tee").property("allow-not-linked", true).build()?;
+
+        let silence = gst::ElementFactory::make("audiotestsrc")
+            .name("silence")
+            .property_from_str("wave", "silence")
+            .property("is-live", true)
+            .property("samplesperbuffer", i32::try_from(rate / 100).unwrap_or(480))
+            .build()?;
+        let silence_caps = gst::ElementFactory::make("capsfilter").name("silence-caps").property("caps", &card_caps).build()?;
+        let jitter = u64::from(plan.latency_ms) + MIX_SLACK_MS;
+        let mixer = gst::ElementFactory::make("audiomixer")
+            .name("mixer")
+            .property("output-buffer-duration", gst::ClockTime::from_nseconds(MIX_BLOCK.as_nanos() as u64).nseconds())
+            .property("min-upstream-latency", gst::ClockTime::from_mseconds(jitter).nseconds())
+            .property_from_str("start-time-selection", "first")
+            .build()?;
+        let mix_caps = gst::ElementFactory::make("capsfilter").name("mix-caps").property("caps", &card_caps).build()?;
+        let sink = make(sink_factory, "playback")?;
+        sink.set_property("buffer-time", PLAYBACK_BUFFER_US);
+        sink.set_property("latency-time", PLAYBACK_PERIOD_US);
+        if !plan.output_device.is_empty() {
+            sink.set_property("device", &plan.output_device);
+        }
+        if server == Server::Pulse {
+            sink.set_property("client-name", "partyline-bridged");
+        }
+
+        pipeline.add_many([&src, &capture_caps, &tee, &silence, &silence_caps, &mixer, &mix_caps, &sink])?;
+        gst::Element::link_many([&src, &capture_caps, &tee])?;
+        gst::Element::link_many([&silence, &silence_caps, &mixer, &mix_caps, &sink])?;
+
+        let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
+        if let Err(error) = pipeline.set_state(gst::State::Playing) {
+            let why = first_error(&bus).unwrap_or_else(|| error.to_string());
+            let _ = pipeline.set_state(gst::State::Null);
+            bail!("the sound card pipeline does not start: {why}");
+        }
+        // Live: PLAYING is reached once the sink has its first buffer.
+        let (result, _, _) = pipeline.state(gst::ClockTime::from_seconds(3));
+        if result.is_err() || first_error_peek(&bus) {
+            let why = first_error(&bus).unwrap_or_else(|| "it did not reach PLAYING within 3 s".into());
+            let _ = pipeline.set_state(gst::State::Null);
+            bail!("the sound card pipeline does not start: {why}");
+        }
+        let bus_task = tokio::spawn(watch_bus(bus, pipeline.downgrade(), shared));
+        Ok(Base { pipeline, tee, mixer, rate, bus_task })
+    }
+
+    /// Stops everything (state `Null`).
+    pub fn stop(&self) {
+        let _ = self.pipeline.set_state(gst::State::Null);
+        self.bus_task.abort();
+    }
+}
+
+fn first_error_peek(bus: &gst::Bus) -> bool {
+    bus.peek().is_some_and(|m| matches!(m.view(), gst::MessageView::Error(_)))
+}
+
+fn first_error(bus: &gst::Bus) -> Option<String> {
+    let message = bus.pop_filtered(&[gst::MessageType::Error])?;
+    match message.view() {
+        gst::MessageView::Error(error) => Some(describe_error(&message, error)),
+        _ => None,
+    }
+}
+
+fn describe_error(message: &gst::Message, error: &gst::message::Error) -> String {
+    let source = message.src().map(|s| s.name().to_string()).unwrap_or_default();
+    match error.debug() {
+        Some(debug) => format!("{source}: {} ({debug})", error.error()),
+        None => format!("{source}: {}", error.error()),
+    }
+}
+
+/// The branch bin (`branch:NAME`) an object belongs to.
+fn branch_of(object: &gst::Object) -> Option<String> {
+    let mut current = Some(object.clone());
+    while let Some(object) = current {
+        let name = object.name();
+        if name.starts_with("branch:") {
+            return Some(name.to_string());
+        }
+        current = object.parent();
+    }
+    None
+}
+
+async fn watch_bus(bus: gst::Bus, pipeline: glib::WeakRef<gst::Pipeline>, shared: Arc<Shared>) {
+    let mut messages = bus.stream();
+    while let Some(message) = messages.next().await {
+        match message.view() {
+            gst::MessageView::Error(error) => {
+                let text = describe_error(&message, error);
+                match message.src().and_then(branch_of).and_then(|bin| shared.tap(&bin).map(|tap| (bin, tap))) {
+                    Some((bin, tap)) => {
+                        tracing::warn!("{bin}: {text}");
+                        let _ = tap.faults.send(text);
+                    }
+                    None => {
+                        tracing::error!("sound card pipeline: {text}");
+                        shared.set_pipeline_error(Some(text));
+                    }
+                }
+            }
+            gst::MessageView::Warning(warning) => {
+                let source = message.src().map(|s| s.name().to_string()).unwrap_or_default();
+                tracing::warn!("{source}: {}", warning.error());
+            }
+            gst::MessageView::Element(element) => {
+                let Some(structure) = element.structure() else { continue };
+                if structure.name() != "level" {
+                    continue;
+                }
+                let Some(tap) = message.src().and_then(branch_of).and_then(|bin| shared.tap(&bin)) else { continue };
+                if let Ok(rms) = structure.get::<glib::ValueArray>("rms")
+                    && let Some(db) = rms.iter().next().and_then(|v| v.get::<f64>().ok())
+                {
+                    tap.stats.set_level(db);
+                }
+            }
+            gst::MessageView::Latency(_) => {
+                if let Some(pipeline) = pipeline.upgrade() {
+                    let _ = pipeline.recalculate_latency();
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The D-Bus object `/org/partyline/Bridge1`, interface `org.partyline.Bridge1` (the contract in
+//! `partyline_shared::bridge`), and the task that turns state changes and log lines into signals.
+
+use std::sync::Arc;
+
+use partyline_shared::bridge::{BridgeError, OBJECT_PATH, Plan, Status};
+use tokio::sync::mpsc;
+use zbus::object_server::SignalEmitter;
+
+use crate::bridge::Bridge;
+use crate::logbus::LogLine;
+
+/// The served object.
+#[derive(Debug)]
+pub struct BridgeService {
+    bridge: Arc<Bridge>,
+}
+
+impl BridgeService {
+    pub fn new(bridge: Arc<Bridge>) -> BridgeService {
+        BridgeService { bridge }
+    }
+}
+
+#[zbus::interface(name = "org.partyline.Bridge1")]
+impl BridgeService {
+    /// Applies `plan` (only its difference from the plan in force) and returns its generation.
+    async fn apply(&self, plan: Plan) -> Result<u64, BridgeError> {
+        self.bridge.apply(plan).await
+    }
+
+    /// The whole status, with every branch.
+    async fn status(&self) -> Result<Status, BridgeError> {
+        Ok(self.bridge.shared().status())
+    }
+
+    /// `idle`, `running`, `degraded` or `error`.
+    #[zbus(property)]
+    async fn state(&self) -> String {
+        self.bridge.shared().state()
+    }
+
+    /// Generation of the plan in force.
+    #[zbus(property)]
+    async fn generation(&self) -> u64 {
+        self.bridge.shared().generation()
+    }
+
+    /// The state or a branch changed.
+    #[zbus(signal)]
+    async fn status_changed(emitter: &SignalEmitter<'_>, state: &str, generation: u64) -> zbus::Result<()>;
+
+    /// One of bridged's log lines (level, source, message).
+    #[zbus(signal)]
+    async fn log_entry(emitter: &SignalEmitter<'_>, level: &str, source: &str, message: &str) -> zbus::Result<()>;
+}
+
+/// Emits `StatusChanged` (and `PropertiesChanged` for `State` and `Generation`) whenever the
+/// summary changes, and `LogEntry` for every forwarded log line. Runs until the connection ends.
+pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs: mpsc::Receiver<LogLine>) {
+    let iface = match connection.object_server().interface::<_, BridgeService>(OBJECT_PATH).await {
+        Ok(iface) => iface,
+        Err(error) => {
+            tracing::error!("D-Bus notifier: {error}");
+            return;
+        }
+    };
+    let shared = bridge.shared().clone();
+    let mut last = shared.summary();
+    loop {
+        tokio::select! {
+            () = shared.changed.notified() => {
+                let now = shared.summary();
+                if now == last {
+                    continue;
+                }
+                let emitter = iface.signal_emitter();
+                let service = iface.get().await;
+                if now.state != last.state {
+                    let _ = service.state_changed(emitter).await;
+                }
+                if now.generation != last.generation {
+                    let _ = service.generation_changed(emitter).await;
+                }
+                let _ = BridgeService::status_changed(emitter, &now.state, now.generation).await;
+                last = now;
+            }
+            line = logs.recv() => {
+                let Some(line) = line else { continue };
+                let _ = BridgeService::log_entry(iface.signal_emitter(), line.level, &line.source, &line.message).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The BridgeManager: tells partyline-bridged what to play, over D-Bus.
+//!
+//! It builds a [`Plan`] from the config in force and calls `Apply` whenever the plan changes
+//! (config events) and whenever bridged (re)appears on the bus (NameOwnerChanged), since a
+//! restarted bridged starts with nothing. It keeps bridged's status for `/admin/stats` and
+//! forwards bridged's log lines into control's log. bridged keeps playing its last plan while
+//! control is away.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use partyline_shared::Config;
+use partyline_shared::bridge::{BUS_NAME, BridgeProxy, BusChoice, NO_OUTPUT, Plan, PlanUser, Status};
+use serde::Serialize;
+use tokio::sync::Notify;
+
+use crate::config::ConfigManager;
+use crate::janus::{Janus, JanusError};
+
+/// How often the status is refreshed without a signal, and the retry pace without a bus.
+const REFRESH: Duration = Duration::from_secs(5);
+
+/// bridged as `/admin/stats` shows it.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BridgeView {
+    /// `unknown` (not asked yet), `unreachable` (no D-Bus), `absent` (bridged not on the bus),
+    /// `unconfigured` (Janus secrets missing), or bridged's own: `idle`, `running`, `degraded`,
+    /// `error`.
+    #[schema(example = "running")]
+    pub state: String,
+    /// Generation of the plan bridged plays.
+    pub generation: u64,
+    pub message: String,
+    pub branches: Vec<BranchView>,
+}
+
+/// One server audio user's branch in bridged.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchView {
+    pub name: String,
+    pub room: String,
+    /// `connecting`, `joined`, `retrying`, `stopped`.
+    pub state: String,
+    pub participant_id: String,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// dBFS.
+    pub input_level_db: f64,
+    pub last_error: String,
+}
+
+impl BridgeView {
+    fn from_status(status: Status) -> BridgeView {
+        let branches = status
+            .branches
+            .into_iter()
+            .map(|b| BranchView {
+                name: b.name,
+                room: b.room,
+                state: b.state,
+                participant_id: b.participant_id,
+                packets_sent: b.packets_sent,
+                packets_received: b.packets_received,
+                input_level_db: b.input_level_db,
+                last_error: b.last_error,
+            })
+            .collect();
+        BridgeView { state: status.state, generation: status.generation, message: status.message, branches }
+    }
+
+    fn without_bridge(state: &str, message: String) -> BridgeView {
+        BridgeView { state: state.to_owned(), message, ..BridgeView::default() }
+    }
+}
+
+/// The plan for the config in force: the card, Janus, and one user per server audio user.
+pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
+    let device = &config.audio.device;
+    let users = config
+        .server_audio_users
+        .iter()
+        .map(|user| {
+            let (identity, token) = janus.server_user_credentials(user)?;
+            let bitrate =
+                config.group(&user.group).map_or(config.audio.default_bitrate, |(_, g)| config.group_bitrate(g));
+            Ok(PlanUser {
+                name: user.name.clone(),
+                identity,
+                room: user.group.clone(),
+                token,
+                input_channel: user.input_channel.get(),
+                output_channel: user.output_channel.map_or(NO_OUTPUT, |c| i32::from(c.get())),
+                bitrate_kbps: bitrate.get(),
+            })
+        })
+        .collect::<Result<_, JanusError>>()?;
+    Ok(Plan {
+        input_device: device.input_device_id.clone().unwrap_or_default(),
+        output_device: device.output_device_id.clone().unwrap_or_default(),
+        device_sample_rate: device.sample_rate.get(),
+        janus_url: config.janus.url.clone(),
+        ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
+        latency_ms: config.audio.jitter_buffer_ms.get(),
+        users,
+    })
+}
+
+#[derive(Debug)]
+pub struct BridgeManager {
+    config: Arc<ConfigManager>,
+    janus: Arc<Janus>,
+    bus: BusChoice,
+    view: Mutex<BridgeView>,
+    /// Whether bridged owns its name on the bus now.
+    present: AtomicBool,
+    /// The plan bridged last accepted; `None` forces the next push.
+    applied: tokio::sync::Mutex<Option<Plan>>,
+    wake: Notify,
+}
+
+impl BridgeManager {
+    pub fn new(config: Arc<ConfigManager>, janus: Arc<Janus>, bus: BusChoice) -> Arc<BridgeManager> {
+        let view = BridgeView::without_bridge("unknown", String::new());
+        Arc::new(BridgeManager {
+            config,
+            janus,
+            bus,
+            view: Mutex::new(view),
+            present: AtomicBool::new(false),
+            applied: tokio::sync::Mutex::new(None),
+            wake: Notify::new(),
+        })
+    }
+
+    pub fn view(&self) -> BridgeView {
+        self.view.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Whether bridged is on the bus now.
+    pub fn is_present(&self) -> bool {
+        self.present.load(Ordering::Relaxed)
+    }
+
+    fn set_view(&self, view: BridgeView) {
+        *self.view.lock().unwrap_or_else(PoisonError::into_inner) = view;
+    }
+
+    /// Connects to the bus and follows bridged forever, reconnecting when the bus goes.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            let error = match self.bus.builder() {
+                Ok(builder) => match builder.build().await {
+                    Ok(connection) => self.follow(&connection).await.err(),
+                    Err(e) => Some(e),
+                },
+                Err(e) => Some(e),
+            };
+            self.present.store(false, Ordering::Relaxed);
+            let message = error.map_or_else(|| "the bus connection ended".to_owned(), |e| e.to_string());
+            if self.view().state != "unreachable" {
+                tracing::warn!(bus = %self.bus, error = message, "no D-Bus connection for the bridge; retrying");
+            }
+            self.set_view(BridgeView::without_bridge("unreachable", format!("{}: {message}", self.bus)));
+            tokio::time::sleep(REFRESH).await;
+        }
+    }
+
+    async fn follow(&self, connection: &zbus::Connection) -> zbus::Result<()> {
+        let proxy = BridgeProxy::new(connection).await?;
+        let dbus = zbus::fdo::DBusProxy::new(connection).await?;
+        let mut owners = dbus.receive_name_owner_changed_with_args(&[(0, BUS_NAME)]).await?;
+        let mut changes = proxy.receive_status_changed().await?;
+        let mut log_lines = proxy.receive_log_entry().await?;
+        let mut events = self.config.subscribe();
+        tracing::info!(bus = %self.bus, "following partyline-bridged on D-Bus");
+        let bus_name = zbus::names::BusName::try_from(BUS_NAME).map_err(zbus::Error::from)?;
+        let present = dbus.name_has_owner(bus_name).await.unwrap_or(false);
+        self.appeared(&proxy, present).await;
+        loop {
+            tokio::select! {
+                Some(change) = owners.next() => {
+                    let present = change.args().map(|a| a.new_owner().is_some()).unwrap_or(false);
+                    self.appeared(&proxy, present).await;
+                }
+                Some(_) = changes.next() => self.refresh(&proxy).await,
+                Some(line) = log_lines.next() => forward_log_line(&line),
+                event = events.recv() => {
+                    if matches!(event, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        return Ok(());
+                    }
+                    self.push(&proxy, false).await;
+                }
+                () = self.wake.notified() => self.push(&proxy, false).await,
+                () = tokio::time::sleep(REFRESH) => {
+                    // Also retries a push that failed (Janus secrets arriving, a refused plan).
+                    self.push(&proxy, false).await;
+                    self.refresh(&proxy).await;
+                }
+            }
+        }
+    }
+
+    /// bridged appeared (send it the plan: it may have restarted with nothing) or vanished.
+    async fn appeared(&self, proxy: &BridgeProxy<'_>, present: bool) {
+        self.present.store(present, Ordering::Relaxed);
+        if present {
+            tracing::info!("partyline-bridged is on the bus: sending the plan");
+            self.push(proxy, true).await;
+        } else {
+            tracing::warn!("partyline-bridged is not on the bus");
+            *self.applied.lock().await = None;
+            self.set_view(BridgeView::without_bridge("absent", "partyline-bridged is not running".into()));
+        }
+    }
+
+    /// Sends the plan if it changed since bridged last accepted one (or always, `force`).
+    async fn push(&self, proxy: &BridgeProxy<'_>, force: bool) {
+        if !self.is_present() {
+            return;
+        }
+        let plan = match build_plan(&self.config.current(), &self.janus) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.set_view(BridgeView::without_bridge("unconfigured", e.to_string()));
+                return;
+            }
+        };
+        let mut applied = self.applied.lock().await;
+        if !force && applied.as_ref() == Some(&plan) {
+            return;
+        }
+        match proxy.apply(&plan).await {
+            Ok(generation) => {
+                tracing::info!(generation, users = plan.users.len(), "bridge plan applied");
+                *applied = Some(plan);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "partyline-bridged refused the plan");
+                *applied = None;
+            }
+        }
+        drop(applied);
+        self.refresh(proxy).await;
+    }
+
+    async fn refresh(&self, proxy: &BridgeProxy<'_>) {
+        if !self.is_present() {
+            return;
+        }
+        match proxy.status().await {
+            Ok(status) => self.set_view(BridgeView::from_status(status)),
+            Err(e) => tracing::warn!(error = %e, "cannot read partyline-bridged's status"),
+        }
+    }
+}
+
+/// Puts one of bridged's log lines into this process's log (and so the log ring).
+fn forward_log_line(signal: &partyline_shared::bridge::LogEntry) {
+    let Ok(args) = signal.args() else { return };
+    let (source, message) = (args.source(), args.message());
+    match *args.level() {
+        "error" => tracing::error!(target: "partyline_bridged", source, "{message}"),
+        "warn" => tracing::warn!(target: "partyline_bridged", source, "{message}"),
+        "info" => tracing::info!(target: "partyline_bridged", source, "{message}"),
+        _ => tracing::debug!(target: "partyline_bridged", source, "{message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_carry_bridged_status() {
+        let status = Status {
+            state: "running".into(),
+            generation: 3,
+            message: String::new(),
+            branches: vec![partyline_shared::bridge::BranchStatus { name: "FOH".into(), ..Default::default() }],
+        };
+        let view = BridgeView::from_status(status);
+        assert_eq!((view.state.as_str(), view.generation, view.branches.len()), ("running", 3, 1));
+    }
+}
