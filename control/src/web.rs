@@ -1,9 +1,11 @@
 //! The browser side, served from the one origin: the join page at `/`, its script and style
-//! sheet, and Janus's JavaScript library with its WebRTC adapter under `/vendor/`.
+//! sheet, Janus's JavaScript library with its WebRTC adapter under `/vendor/`, what both pages
+//! share under `/common/`, and the admin UI at `/admin` (its page also at `/admin/`, its ES
+//! modules and style sheet under `/admin/`; it calls `/api/admin/*` with the admin token).
 //!
 //! Every file is embedded in the binary (`web/` at build time; `build.rs` runs `npm ci` for the
-//! vendored libraries), so a running control needs no web directory and no internet.
-//! `/admin` is left to the admin UI.
+//! vendored libraries), so a running control needs no web directory and no internet. No build
+//! step: the files are served as they are in `web/`.
 
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -32,6 +34,20 @@ const ASSETS: &[Asset] = &[
     Asset { path: "/", content_type: HTML, body: web_file!("join/index.html") },
     Asset { path: "/join.js", content_type: JS, body: web_file!("join/join.js") },
     Asset { path: "/common/style.css", content_type: CSS, body: web_file!("common/style.css") },
+    Asset { path: "/common/theme.js", content_type: JS, body: web_file!("common/theme.js") },
+    // The admin UI: one page, plain ES modules (imported by absolute path, so `/admin` and
+    // `/admin/` both work).
+    Asset { path: "/admin", content_type: HTML, body: web_file!("admin/index.html") },
+    Asset { path: "/admin/", content_type: HTML, body: web_file!("admin/index.html") },
+    Asset { path: "/admin/admin.css", content_type: CSS, body: web_file!("admin/admin.css") },
+    Asset { path: "/admin/main.js", content_type: JS, body: web_file!("admin/main.js") },
+    Asset { path: "/admin/api.js", content_type: JS, body: web_file!("admin/api.js") },
+    Asset { path: "/admin/dom.js", content_type: JS, body: web_file!("admin/dom.js") },
+    Asset { path: "/admin/groups.js", content_type: JS, body: web_file!("admin/groups.js") },
+    Asset { path: "/admin/soundcard.js", content_type: JS, body: web_file!("admin/soundcard.js") },
+    Asset { path: "/admin/users.js", content_type: JS, body: web_file!("admin/users.js") },
+    Asset { path: "/admin/stats.js", content_type: JS, body: web_file!("admin/stats.js") },
+    Asset { path: "/admin/logs.js", content_type: JS, body: web_file!("admin/logs.js") },
     // janus-gateway's ES module build; it expects the adapter as the global `adapter`, which
     // the adapter's UMD build defines when loaded as a classic script.
     Asset {
@@ -95,12 +111,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_are_unique_and_leave_admin_and_api_free() {
+    fn paths_are_unique_and_leave_api_and_janus_free() {
         let mut paths: Vec<_> = ASSETS.iter().map(|a| a.path).collect();
         paths.sort_unstable();
         paths.dedup();
         assert_eq!(paths.len(), ASSETS.len());
-        assert!(paths.iter().all(|p| !p.starts_with("/admin") && !p.starts_with("/api") && !p.starts_with("/janus")));
+        assert!(paths.iter().all(|p| !p.starts_with("/api") && !p.starts_with("/janus")));
+    }
+
+    #[test]
+    fn every_admin_module_is_served() {
+        // A module the page imports but the binary does not serve would break the whole UI.
+        let served: Vec<_> = ASSETS.iter().map(|a| a.path).collect();
+        let admin = ASSETS.iter().filter(|a| a.path.starts_with("/admin") && a.content_type != CSS);
+        for asset in admin {
+            let text = std::str::from_utf8(asset.body).expect("UTF-8");
+            for quoted in text.split(['\'', '"']).filter(|s| s.starts_with('/') && s.ends_with(".js")) {
+                assert!(served.contains(&quoted), "{} refers to {quoted}, which is not served", asset.path);
+            }
+        }
     }
 
     #[test]

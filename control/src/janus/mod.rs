@@ -303,8 +303,10 @@ impl Janus {
                 }
             }
             JanusEvent::Started => {
-                tracing::warn!("Janus (re)started: restoring rooms and tokens");
-                *self.link.lock().await = None;
+                // Janus retries this post until someone listens, so it may predate our own
+                // session: reconcile now, and let a session Janus no longer knows (458/403)
+                // tell whether rooms and tokens must be restored.
+                tracing::info!("Janus reports it started: reconciling");
                 self.reconcile_soon();
             }
             JanusEvent::Shutdown => tracing::warn!("Janus is shutting down"),

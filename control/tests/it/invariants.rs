@@ -6,8 +6,12 @@ use serde_json::Value;
 
 /// Package name → the names of everything it depends on at run time, transitively.
 fn runtime_closure(package: &str) -> BTreeSet<String> {
+    // Only this platform's packages: they are all downloaded (the tests may run offline).
+    let rustc = std::process::Command::new("rustc").arg("-vV").output().expect("rustc -vV");
+    let rustc = String::from_utf8_lossy(&rustc.stdout);
+    let host = rustc.lines().find_map(|l| l.strip_prefix("host: ")).expect("host triple");
     let output = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--locked"])
+        .args(["metadata", "--format-version", "1", "--locked", "--offline", "--filter-platform", host])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata");

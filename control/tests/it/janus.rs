@@ -137,6 +137,11 @@ impl Stack {
     /// Starts Janus (posting events to control) and control, with `groups` as the config's
     /// `groups:` section (YAML list items).
     pub async fn start(groups: &str) -> Stack {
+        Stack::start_with_env(groups, &[]).await
+    }
+
+    /// [`Stack::start`] with extra environment for control.
+    pub async fn start_with_env(groups: &str, env: &[(&str, &str)]) -> Stack {
         let events_port = free_port();
         let event_pass = "test-event-secret";
         let janus =
@@ -145,7 +150,8 @@ impl Stack {
             "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: {event_pass}\naudio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
             janus.config_yaml()
         );
-        let control = crate::support::Control::builder().config(Some(&config)).start().await;
+        let builder = env.iter().fold(crate::support::Control::builder(), |b, (k, v)| b.env(k, v));
+        let control = builder.config(Some(&config)).start().await;
         // Rooms exist once control's first reconciliation is through: joins before that fail.
         crate::support::wait_for("control in step with Janus", std::time::Duration::from_secs(10), async || {
             let (_, stats) = control.get_json("/admin/stats").await;

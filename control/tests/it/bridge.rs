@@ -1,0 +1,124 @@
+//! control and the real partyline-bridged on a private D-Bus: server audio users become a plan,
+//! the plan follows the config, and comes back when bridged restarts.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::dbus::{Bridged, Bus};
+use crate::janus::Stack;
+use crate::pulse::PulseServer;
+
+const SOON: Duration = Duration::from_secs(10);
+
+async fn bridge_of(stack: &Stack) -> Value {
+    stack.control.get_json("/admin/stats").await.1["bridge"].clone()
+}
+
+/// Waits until bridged's status (through control) satisfies `check`.
+async fn bridge_becomes(stack: &Stack, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + SOON;
+    loop {
+        let bridge = bridge_of(stack).await;
+        if check(&bridge) {
+            return bridge;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}; bridge: {bridge}\ncontrol's log:\n{}",
+            stack.control.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn branch_names(bridge: &Value) -> Vec<String> {
+    let mut names: Vec<String> = bridge["branches"]
+        .as_array()
+        .map(|b| b.iter().map(|b| b["name"].as_str().unwrap_or_default().to_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+async fn stack_on(bus: &Bus) -> Stack {
+    Stack::start_with_env("  - name: Stage Left\n  - name: FOH\n", &[("PARTYLINE_BUS", &bus.address)]).await
+}
+
+#[tokio::test]
+async fn without_bridged_server_user_writes_are_refused_and_change_nothing() {
+    let bus = Bus::start();
+    let stack = stack_on(&bus).await;
+    bridge_becomes(&stack, "bridge absent", |b| b["state"] == "absent").await;
+    let before = stack.control.config_text();
+    let user = json!({ "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1 });
+    let (status, body) = stack.control.post_json("/admin/server-users", user).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("partyline-bridged")), "{body}");
+    assert_eq!(stack.control.config_text(), before);
+    let (status, body) = stack.control.get_json("/admin/server-users").await;
+    assert_eq!((status, body), (StatusCode::OK, json!({ "serverUsers": [] })), "reads still work");
+}
+
+#[tokio::test]
+async fn server_users_become_branches_and_survive_a_bridged_restart() {
+    let bus = Bus::start();
+    let card = PulseServer::start();
+    card.load_module("module-null-sink", "sink_name=card_in channels=8 rate=48000");
+    card.load_module("module-null-sink", "sink_name=card_out channels=8 rate=48000");
+    let pulse = [("PULSE_SERVER", card.server_address())];
+    let pulse: Vec<(&str, &str)> = pulse.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let stack = stack_on(&bus).await;
+    let mut bridged = Bridged::start(&bus, &pulse);
+    bridge_becomes(&stack, "bridged seen", |b| b["state"] != "absent" && b["state"] != "unknown").await;
+    let control = &stack.control;
+    let card_devices = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out" });
+    assert_eq!(control.post_json("/admin/audio/device", card_devices).await.0, StatusCode::OK);
+
+    let desk = json!({ "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1 });
+    let (status, body) = control.post_json("/admin/server-users", desk).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        body["serverUser"],
+        json!({ "id": "desk", "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1 })
+    );
+    let foh = json!({ "name": "FOH mic", "group": "foh", "inputChannel": 2 });
+    assert_eq!(control.post_json("/admin/server-users", foh).await.0, StatusCode::CREATED);
+
+    for (bad, want) in [
+        (json!({ "name": "Desk", "group": "foh", "inputChannel": 3 }), StatusCode::CONFLICT),
+        (json!({ "name": "X", "group": "nowhere", "inputChannel": 3 }), StatusCode::BAD_REQUEST),
+        (json!({ "name": "Y", "group": "foh", "inputChannel": 8 }), StatusCode::BAD_REQUEST),
+        (json!({ "name": "Z", "group": "foh", "inputChannel": 1, "outputChannel": -1 }), StatusCode::BAD_REQUEST),
+        (json!({ "name": "日本", "group": "foh", "inputChannel": 1 }), StatusCode::BAD_REQUEST),
+    ] {
+        let (status, body) = control.post_json("/admin/server-users", bad.clone()).await;
+        assert_eq!(status, want, "{bad} → {body}");
+    }
+    let (status, body) = control.delete("/admin/groups/foh").await;
+    assert_eq!(status, StatusCode::CONFLICT, "a used group cannot go: {body}");
+
+    let bridge = bridge_becomes(&stack, "two branches", |b| branch_names(b) == ["Desk", "FOH mic"]).await;
+    let generation = bridge["generation"].as_u64().expect("generation");
+    let (_, users) = control.get_json("/admin/users").await;
+    let kinds: Vec<&str> =
+        users["users"].as_array().expect("users").iter().filter_map(|u| u["kind"].as_str()).collect();
+    assert_eq!(kinds, ["server", "server"], "{users}");
+
+    let (status, body) = control.put_json("/admin/server-users/desk", json!({ "outputChannel": null })).await;
+    assert_eq!((status, &body["serverUser"]["outputChannel"]), (StatusCode::OK, &Value::Null), "{body}");
+    bridge_becomes(&stack, "a new generation", |b| b["generation"].as_u64() > Some(generation)).await;
+
+    // A restarted bridged starts with nothing; control sends it the plan again.
+    bridged.kill();
+    bridge_becomes(&stack, "bridge absent", |b| b["state"] == "absent").await;
+    let _bridged = Bridged::start(&bus, &pulse);
+    bridge_becomes(&stack, "plan re-sent", |b| branch_names(b) == ["Desk", "FOH mic"]).await;
+
+    assert_eq!(control.delete("/admin/server-users/foh-mic").await.0, StatusCode::OK);
+    bridge_becomes(&stack, "one branch", |b| branch_names(b) == ["Desk"]).await;
+    let on_disk = crate::support::parse_config(&control.config_text());
+    assert_eq!(on_disk.server_audio_users.len(), 1);
+    assert_eq!(on_disk.server_audio_users[0].output_channel, None);
+}

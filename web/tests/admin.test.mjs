@@ -1,0 +1,363 @@
+// The admin UI (/admin) in a real browser, against the real partyline-control (and a real
+// Janus, for the Users tab): login, groups through the forms (checked in the YAML on disk), the
+// API's errors next to the form, forms that survive the refresh, logs, users joined through
+// the join page, the unreachable banner, dark mode and the 360 px layout (screenshots in
+// target/ui-screenshots/). Run by scripts/test-browser (see README.md here).
+
+import assert from 'node:assert/strict';
+import { mkdir, readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { Control, Person, launchBrowser, report, since, waitFor } from './harness.mjs';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SHOTS = join(ROOT, 'target', 'ui-screenshots');
+/** The UI refreshes every 3 s (start to start); one fetch on top of that is the grace. */
+const REFRESH_BOUND_MS = 3_000 + 500;
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 360, height: 740 };
+
+describe('admin UI', { timeout: 120_000 }, () => {
+  let control;
+  let browser;
+  let page; // the admin's desktop page, logged in by the first test
+  const contexts = [];
+  const people = [];
+  let started = 0;
+  let passed = 0;
+
+  const check = (name, fn) =>
+    test(name, { timeout: 30_000 }, async (t) => {
+      started += 1;
+      await fn(t);
+      passed += 1;
+    });
+
+  /** A new browser context on /admin (not logged in), page errors reported and collected. */
+  async function open(options = {}) {
+    const context = await browser.newContext({ viewport: DESKTOP, ...options });
+    contexts.push(context);
+    const p = await context.newPage();
+    p.errors = [];
+    p.on('pageerror', (error) => {
+      p.errors.push(error.message);
+      report(`admin page error: ${error.message}`);
+    });
+    p.on('console', (message) => {
+      if (message.type() === 'error') report(`admin console error: ${message.text()}`);
+    });
+    await p.goto(`${control.origin}/admin`);
+    return p;
+  }
+
+  async function login(p, token = control.adminToken) {
+    await p.locator('#token').fill(token);
+    await p.locator('#login').click();
+  }
+
+  async function loggedIn(options) {
+    const p = await open(options);
+    await login(p);
+    await p.locator('#app').waitFor({ state: 'visible' });
+    return p;
+  }
+
+  const yaml = () => readFile(join(control.dir, 'partyline.yaml'), 'utf8');
+  /** The group names in the YAML on disk (`- name: X` lines of `groups:`). */
+  async function yamlGroups() {
+    const text = await yaml();
+    const block = text.split(/^groups:\n/m)[1]?.split(/^\S/m)[0] ?? '';
+    return [...block.matchAll(/^- name: '?(.*?)'?$/gm)].map((m) => m[1]);
+  }
+
+  /** Resolves at the next GET of `path` (below /api/admin) the page makes. */
+  const nextFetch = (p, path) =>
+    p.waitForResponse((r) => r.request().method() === 'GET' && new URL(r.url()).pathname === `/api/admin${path}`, { timeout: 5_000 });
+
+  const noOverflow = (p) => p.evaluate(() => ({ scrollWidth: document.scrollingElement.scrollWidth, innerWidth }));
+
+  before(async () => {
+    const [c, b] = await Promise.allSettled([Control.start(['Stage Left', 'Backstage']), launchBrowser()]);
+    control = c.value;
+    browser = b.value;
+    for (const failed of [c, b]) if (failed.status === 'rejected') throw failed.reason;
+    await mkdir(SHOTS, { recursive: true });
+  });
+
+  after(async () => {
+    if (control && passed < started) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    await Promise.all(people.map((p) => p.close()));
+    await Promise.all(contexts.map((c) => c.close().catch(() => {})));
+    await browser?.close();
+    await control?.stop();
+  });
+
+  check('login: a wrong token is refused, the right one opens the tabs; logout forgets it', async () => {
+    page = await open();
+    await login(page, 'not-the-token');
+    await page.locator('#login-error').waitFor({ state: 'visible' });
+    assert.match(await page.locator('#login-error').textContent(), /not valid/);
+    assert.equal(await page.locator('#app').isHidden(), true);
+
+    await login(page);
+    await page.locator('#app').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#tab-groups').getAttribute('aria-selected'), 'true');
+    await page.locator('#groups-rows tr[data-key="stage-left"]').waitFor();
+    // Kept for the browser session only.
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('partyline.adminToken')), control.adminToken);
+    assert.equal(await page.evaluate(() => localStorage.getItem('partyline.adminToken')), null);
+
+    // Logout, then log in again (the page the other tests use).
+    await page.locator('#logout').click();
+    await page.locator('#login-view').waitFor({ state: 'visible' });
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('partyline.adminToken')), null);
+    await login(page);
+    await page.locator('#app').waitFor({ state: 'visible' });
+  });
+
+  check('create, rename and delete a group through the forms, each in the YAML on disk', async () => {
+    await page.locator('#tab-groups').click();
+    await page.locator('#group-create-name').fill('Front of House');
+    await page.locator('#group-create-bitrate').fill('96');
+    await page.locator('#group-create-submit').click();
+    const row = page.locator('#groups-rows tr[data-key="front-of-house"]');
+    await row.waitFor();
+    assert.match(await row.textContent(), /Front of House.*front-of-house.*96 kbit\/s/);
+    assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage', 'Front of House']);
+    assert.match(await yaml(), /- name: Front of House\n {2}audioBitrate: 96\n/);
+    assert.equal(await page.locator('#group-create-name').inputValue(), '', 'the form is emptied after a create');
+
+    // Rename in place.
+    await row.getByRole('button', { name: 'Edit Front of House' }).click();
+    const name = page.locator('#edit-front-of-house-name');
+    await name.fill('FOH Desk');
+    await page.locator('tr[data-key="front-of-house"]').getByRole('button', { name: 'Save' }).click();
+    await page.locator('#groups-rows tr[data-key="foh-desk"]').waitFor();
+    await page.locator('#groups-rows tr[data-key="front-of-house"]').waitFor({ state: 'detached' });
+    assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage', 'FOH Desk']);
+
+    // Delete, after a confirmation; Cancel first changes nothing.
+    const renamed = page.locator('#groups-rows tr[data-key="foh-desk"]');
+    await renamed.getByRole('button', { name: 'Delete FOH Desk' }).click();
+    await page.locator('#confirm').waitFor({ state: 'visible' });
+    assert.match(await page.locator('#confirm-title').textContent(), /FOH Desk/);
+    await page.locator('#confirm-cancel').click();
+    await page.locator('#confirm').waitFor({ state: 'hidden' });
+    assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage', 'FOH Desk']);
+    await renamed.getByRole('button', { name: 'Delete FOH Desk' }).click();
+    await page.locator('#confirm-ok').click();
+    await renamed.waitFor({ state: 'detached' });
+    assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage']);
+  });
+
+  check("a duplicate name shows the API's error next to the form", async () => {
+    await page.locator('#group-create-name').fill('stage LEFT');
+    await page.locator('#group-create-submit').click();
+    const error = page.locator('#group-create #group-create-error');
+    await error.waitFor({ state: 'visible' });
+    const text = await error.textContent();
+    // The API's own message, word for word.
+    const api = await control.admin('POST', '/groups', { name: 'stage LEFT' });
+    assert.equal(api.status, 409);
+    assert.equal(text, api.body.error);
+    assert.match(text, /already exists/);
+    assert.equal(await page.locator('#group-create-name').inputValue(), 'stage LEFT', 'what was typed stays');
+    assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage']);
+    // The edit form shows its errors too: an empty slug.
+    const row = page.locator('#groups-rows tr[data-key="backstage"]');
+    await row.getByRole('button', { name: 'Edit Backstage' }).click();
+    await page.locator('#edit-backstage-name').fill('!!!');
+    await row.getByRole('button', { name: 'Save' }).click();
+    const rowError = row.locator('.message.error');
+    await rowError.waitFor({ state: 'visible' });
+    assert.match(await rowError.textContent(), /empty id/);
+    await row.getByRole('button', { name: 'Cancel' }).click();
+    await page.locator('#group-create-name').fill('');
+  });
+
+  check('a half-typed form survives the 3 s refresh', async () => {
+    await page.locator('#tab-groups').click();
+    // 1. Typing in the create form, focus still in it.
+    await page.locator('#group-create-name').fill('Half typ');
+    // 2. An unsaved change in the audio settings, focus elsewhere.
+    await page.locator('#audio-jitter').fill('123');
+    // 3. A row being edited.
+    const row = page.locator('#groups-rows tr[data-key="backstage"]');
+    await row.getByRole('button', { name: 'Edit Backstage' }).click();
+    await page.locator('#edit-backstage-name').fill('Backst');
+    // 4. Focus back in the create form, caret at the end.
+    await page.locator('#group-create-name').focus();
+    await page.locator('#group-create-name').press('End');
+
+    // Meanwhile the server changes: the refresh must show the new group, and leave the forms.
+    assert.equal((await control.admin('PUT', '/config/audio', { jitterBufferMs: 60 })).status, 200);
+    assert.equal((await control.admin('POST', '/groups', { name: 'Foyer' })).status, 201);
+    const t0 = performance.now();
+    await page.locator('#groups-rows tr[data-key="foyer"]').waitFor({ timeout: REFRESH_BOUND_MS });
+    report(`admin: a group created through the API showed in ${since(t0)} ms`);
+    await nextFetch(page, '/groups'); // and one more refresh on top
+    await page.keyboard.type('ed');
+
+    assert.equal(await page.locator('#group-create-name').inputValue(), 'Half typed');
+    assert.equal(await page.locator('#audio-jitter').inputValue(), '123');
+    assert.equal(await page.locator('#edit-backstage-name').inputValue(), 'Backst');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'group-create-name');
+
+    // Revert takes the server's value; Cancel ends the edit.
+    await page.locator('#audio-reset').click();
+    await waitFor('the jitter field to show the server value', async () => (await page.locator('#audio-jitter').inputValue()) === '60');
+    await row.getByRole('button', { name: 'Cancel' }).click();
+    await row.getByRole('button', { name: 'Edit Backstage' }).waitFor();
+    await page.locator('#group-create-name').fill('');
+  });
+
+  check('logs: a new line shows within 3 s, coloured by level; the level filter works', async () => {
+    await page.locator('#tab-logs').click();
+    await page.locator('#log-level').selectOption('trace');
+    await page.locator('#log-list li').first().waitFor();
+
+    // An info line (the config write) and a warning (a refused request).
+    assert.equal((await control.admin('POST', '/groups', { name: 'Log Probe' })).status, 201);
+    const t0 = performance.now();
+    const info = page.locator('#log-list li[data-level="info"]', { hasText: 'create group "Log Probe"' });
+    await info.waitFor({ timeout: REFRESH_BOUND_MS });
+    const infoMs = since(t0);
+    assert.equal((await control.admin('POST', '/groups', { name: 'Log Probe' })).status, 409);
+    const t1 = performance.now();
+    const warn = page.locator('#log-list li[data-level="warn"]', { hasText: 'refused request' }).last();
+    await warn.waitFor({ timeout: REFRESH_BOUND_MS });
+    report(`admin: a new log line showed in ${infoMs} ms (info) and ${since(t1)} ms (warn)`);
+    assert.ok(infoMs <= REFRESH_BOUND_MS && since(t1) <= REFRESH_BOUND_MS + 100);
+
+    // Colours: the warn label in the theme's warning colour, info in another.
+    const colour = (locator) => locator.locator('.log-level').evaluate((e) => getComputedStyle(e).color);
+    const warnVar = await page.evaluate(() => {
+      const probe = document.createElement('span');
+      probe.style.color = 'var(--warn)';
+      document.body.append(probe);
+      const c = getComputedStyle(probe).color;
+      probe.remove();
+      return c;
+    });
+    assert.equal(await colour(warn), warnVar);
+    assert.notEqual(await colour(info.last()), warnVar);
+
+    // The filter: warnings and errors only, then all again.
+    await page.locator('#log-level').selectOption('warn');
+    await waitFor('only warn and error lines', async () => {
+      const levels = await page.locator('#log-list li').evaluateAll((lines) => lines.map((l) => l.dataset.level));
+      return levels.length > 0 && levels.every((l) => l === 'warn' || l === 'error') && levels;
+    });
+    assert.equal(await info.count(), 0);
+    assert.ok((await page.locator('#log-list li', { hasText: 'refused request' }).count()) >= 1);
+    await page.locator('#log-level').selectOption('trace');
+    await info.last().waitFor();
+
+    // Pause: nothing new while paused; it catches up on resume.
+    await page.locator('#log-pause').click();
+    assert.equal(await page.locator('#log-pause').getAttribute('aria-pressed'), 'true');
+    assert.equal((await control.admin('DELETE', '/groups/log-probe')).status, 200);
+    const deleted = page.locator('#log-list li', { hasText: 'delete group "Log Probe"' });
+    await page.waitForTimeout(3_300);
+    assert.equal(await deleted.count(), 0, 'a paused view does not grow');
+    await page.locator('#log-pause').click();
+    await deleted.waitFor({ timeout: 2_000 });
+  });
+
+  check('a user joined through the join page appears in Users within 3 s; Disconnect removes them', async () => {
+    await page.locator('#tab-users').click();
+    const dana = await Person.open(browser, control.origin, 'Dana');
+    people.push(dana);
+    await dana.join('stage-left');
+    await dana.waitState('connected');
+    await waitFor('Dana connected in the API', async () => (await control.user('Dana'))?.state === 'connected', { timeout: 5_000 });
+    const t0 = performance.now();
+    const row = page.locator('#users-rows tr', { hasText: 'Dana' });
+    await page.locator('#users-rows tr[data-state="connected"]', { hasText: 'Dana' }).waitFor({ timeout: REFRESH_BOUND_MS });
+    report(`admin: a joined user showed in Users ${since(t0)} ms after the API had them connected`);
+    const text = await row.textContent();
+    assert.match(text, /Stage Left/);
+    assert.match(text, /crew/);
+    assert.match(text, /just now|\d+ s ago/);
+    assert.equal(await page.locator('#users-count').textContent(), '1');
+
+    await row.getByRole('button', { name: 'Disconnect Dana' }).click();
+    await page.locator('#confirm-ok').click();
+    await row.waitFor({ state: 'detached', timeout: REFRESH_BOUND_MS });
+    await waitFor('Dana gone from the API', async () => (await control.user('Dana')) === undefined, { timeout: 5_000 });
+    await dana.waitState('kicked', 10_000);
+  });
+
+  check('an unreachable server shows a banner, and the page recovers by itself; 401 goes back to login', async () => {
+    await page.locator('#tab-stats').click();
+    await page.route('**/api/admin/**', (route) => route.abort('connectionrefused'));
+    await page.locator('#offline').waitFor({ state: 'visible', timeout: REFRESH_BOUND_MS });
+    assert.equal(await page.locator('#app').isVisible(), true, 'the last data stays on screen');
+    await page.unroute('**/api/admin/**');
+    await page.locator('#offline').waitFor({ state: 'hidden', timeout: REFRESH_BOUND_MS });
+    // A token that stops working (changed on the server): back to the login form.
+    await page.evaluate(() => sessionStorage.setItem('partyline.adminToken', 'revoked'));
+    await page.locator('#login-view').waitFor({ state: 'visible', timeout: REFRESH_BOUND_MS });
+    assert.match(await page.locator('#login-error').textContent(), /refused the token/);
+    await login(page);
+    await page.locator('#app').waitFor({ state: 'visible' });
+    assert.deepEqual(page.errors, []);
+  });
+
+  check('light, dark and 360 px: screenshots, no horizontal overflow, theme toggle remembered', async () => {
+    const background = (p) => p.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    const LIGHT_BG = 'rgb(243, 244, 246)';
+    const DARK_BG = 'rgb(14, 17, 21)';
+
+    // Something in every table.
+    await control.admin('PUT', '/audio/channels/names', { inputs: { 0: 'Stage mic', 1: 'FOH talkback' }, outputs: { 0: 'FOH return' } });
+    const erin = await Person.open(browser, control.origin, 'Erin');
+    people.push(erin);
+    await erin.join('backstage');
+    await erin.waitState('connected');
+
+    const light = await loggedIn({ colorScheme: 'light' });
+    await light.locator('#groups-rows tr[data-key="foyer"]').waitFor();
+    assert.equal(await background(light), LIGHT_BG);
+    await light.screenshot({ path: join(SHOTS, 'admin-light.png'), fullPage: true });
+
+    const dark = await loggedIn({ colorScheme: 'dark' });
+    await dark.locator('#tab-stats').click();
+    await nextFetch(dark, '/stats');
+    await nextFetch(dark, '/stats'); // two samples in the chart
+    assert.equal(await background(dark), DARK_BG);
+    await dark.screenshot({ path: join(SHOTS, 'admin-dark.png'), fullPage: true });
+
+    // The toggle: system → light → dark, remembered across a reload.
+    await light.locator('#theme').click();
+    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'light');
+    await light.locator('#theme').click();
+    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await light.reload();
+    await light.locator('#app').waitFor({ state: 'visible' }); // still logged in: same session
+    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    assert.equal(await background(light), DARK_BG);
+    await light.locator('#theme').click(); // back to the system's
+    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), undefined);
+
+    // A phone: every tab fits in 360 px.
+    const phone = await loggedIn({ viewport: PHONE, colorScheme: 'light' });
+    for (const tab of ['groups', 'users', 'stats', 'logs']) {
+      await phone.locator(`#tab-${tab}`).click();
+      const first = { groups: '#groups-rows tr', users: '#users-rows tr', stats: '#stat-uptime', logs: '#log-list li' }[tab];
+      await phone.locator(first).first().waitFor();
+      if (tab === 'stats') await nextFetch(phone, '/stats');
+      const { scrollWidth, innerWidth } = await noOverflow(phone);
+      assert.ok(scrollWidth <= innerWidth, `${tab} at 360 px: scrollWidth ${scrollWidth} > ${innerWidth}`);
+      await phone.screenshot({ path: join(SHOTS, tab === 'groups' ? 'admin-mobile.png' : `admin-mobile-${tab}.png`), fullPage: true });
+    }
+    // The login form too.
+    const out = await open({ viewport: PHONE, colorScheme: 'dark' });
+    const { scrollWidth, innerWidth } = await noOverflow(out);
+    assert.ok(scrollWidth <= innerWidth);
+    await out.screenshot({ path: join(SHOTS, 'admin-mobile-login-dark.png') });
+    for (const p of [light, dark, phone, out]) assert.deepEqual(p.errors, []);
+    report(`admin: screenshots in ${SHOTS}`);
+  });
+});

@@ -1,0 +1,219 @@
+// The join page in a real browser, against the real partyline-control and Janus: joining,
+// hearing each other, being kicked, leaving. Run by scripts/test-browser (see README.md here).
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Control, Person, launchBrowser, report, since, waitFor } from './harness.mjs';
+
+/** A level this far above digital silence (-100) is sound; the fake microphone beeps near -20. */
+const SOUND_DB = -50;
+/** Below this, nothing is heard (the meter's floor is -60). */
+const QUIET_DB = -60;
+
+describe('join page', { timeout: 120_000 }, () => {
+  let control;
+  let browser;
+  const people = [];
+
+  // On a failure (or a timeout), the after hook prints the servers' logs.
+  let started = 0;
+  let passed = 0;
+  const check = (name, fn) =>
+    test(name, { timeout: 30_000 }, async (t) => {
+      started += 1;
+      await fn(t);
+      passed += 1;
+    });
+
+  const person = async (name) => {
+    const p = await Person.open(browser, control.origin, name);
+    people.push(p);
+    return p;
+  };
+
+  before(async () => {
+    const [c, b] = await Promise.allSettled([
+      Control.start(['Stage Left', 'Stage Right', 'Backstage', 'Foyer']),
+      launchBrowser(),
+    ]);
+    control = c.value;
+    browser = b.value;
+    // Whichever started is stopped by `after`.
+    for (const failed of [c, b]) if (failed.status === 'rejected') throw failed.reason;
+  });
+
+  after(async () => {
+    if (control && passed < started) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    await Promise.all(people.map((p) => p.close()));
+    await browser?.close();
+    await control?.stop();
+  });
+
+  check('a crew member joins and the admin sees them connected within 3 s', async () => {
+    const alice = await person('Alice');
+    const t0 = performance.now();
+    await alice.join('stage-left');
+    await alice.waitState('connected');
+    const pageMs = since(t0);
+    const user = await waitFor('Alice connected in /api/admin/users', async () => {
+      const u = await control.user('Alice');
+      return u?.state === 'connected' && u;
+    }, { timeout: 5000, interval: 25 });
+    const apiMs = since(t0);
+    report(`join → page connected ${pageMs} ms, → /api/admin/users connected ${apiMs} ms`);
+    assert.equal(user.groupId, 'stage-left');
+    assert.ok(user.connectedAt, 'connectedAt is set');
+    assert.equal(await alice.page.locator('#call-group').textContent(), 'Stage Left');
+    assert.match(await alice.page.locator('#status-text').textContent(), /^Connected\./);
+    assert.ok(apiMs <= 3000, `admin saw Alice connected ${apiMs} ms after she clicked Join (limit 3000)`);
+    assert.deepEqual(alice.errors, []);
+    await alice.close();
+  });
+
+  check('two crew members in one group hear each other while talking, silence otherwise', async () => {
+    const [anna, ben] = await Promise.all([person('Anna'), person('Ben')]);
+    await Promise.all([anna.join('stage-right'), ben.join('stage-right')]);
+    await Promise.all([anna.waitState('connected'), ben.waitState('connected')]);
+    // Each sees the other on the line.
+    await ben.page.waitForFunction(() => /1 more on the line/.test(document.getElementById('status-text').textContent), null, { timeout: 5000, polling: 50 });
+    // Ben's meter gets Janus's stream (the page shows it once the remote track arrives).
+    await waitFor('Ben hearing the room (data-level-in)', async () => (await ben.level('levelIn')) !== null);
+
+    // Nobody talks: Ben hears silence.
+    await waitFor(`Ben's level-in below ${QUIET_DB} dBFS before anyone talks`, async () => (await ben.level('levelIn')) < QUIET_DB, { timeout: 5000 });
+    const before = await ben.levelRange('levelIn', 1000);
+    report(`nobody talking: Ben hears max ${before.max} dBFS`);
+    assert.ok(before.max < QUIET_DB, `Ben hears ${before.max} dBFS while nobody talks`);
+
+    // Anna holds the talk button: Ben hears her beep.
+    const talk = anna.page.locator('#talk');
+    await talk.hover();
+    await anna.page.mouse.down();
+    const t0 = performance.now();
+    try {
+      assert.equal(await talk.getAttribute('aria-pressed'), 'true');
+      assert.equal((await talk.textContent()).trim(), 'Talking');
+      await waitFor(`Ben's level-in above ${SOUND_DB} dBFS while Anna talks`, async () => (await ben.level('levelIn')) > SOUND_DB, { timeout: 5000, interval: 20 });
+      const riseMs = since(t0);
+      const heard = await ben.levelRange('levelIn', 1500);
+      const sent = await anna.levelRange('levelOut', 300);
+      const self = await anna.levelRange('levelIn', 300);
+      const loud = heard.samples.filter((db) => db > SOUND_DB).length / heard.samples.length;
+      report(`Anna talking: Ben hears median ${heard.median} dBFS (${heard.min}..${heard.max}, ${Math.round(loud * 100)} % of 50 ms samples above ${SOUND_DB}; first above after ${riseMs} ms); Anna sends max ${sent.max} dBFS, hears herself max ${self.max} dBFS`);
+      // The fake microphone beeps (short periodic tones) and the meter falls 30 dB/s in
+      // between; on a busy machine a late or lost beep dips it further for a moment. What
+      // counts is that Ben hears Anna most of the time: the median.
+      assert.ok(heard.median > SOUND_DB, `Ben's level while Anna talked: median ${heard.median} dBFS, samples ${heard.samples}`);
+      assert.ok(sent.max > SOUND_DB, `Anna's own meter shows ${sent.max} dBFS`);
+      assert.ok(self.max < QUIET_DB, `Anna hears herself at ${self.max} dBFS (the room's mix leaves her out)`);
+    } finally {
+      await anna.page.mouse.up();
+    }
+    assert.equal(await talk.getAttribute('aria-pressed'), 'false');
+
+    // Released: back to silence (the meter falls 30 dB/s).
+    const t1 = performance.now();
+    await waitFor(`Ben's level-in back below ${QUIET_DB} dBFS after Anna released`, async () => (await ben.level('levelIn')) < QUIET_DB, { timeout: 6000 });
+    const fallMs = since(t1);
+    const afterRelease = await ben.levelRange('levelIn', 1000);
+    report(`Anna released: Ben below ${QUIET_DB} dBFS after ${fallMs} ms, then max ${afterRelease.max} dBFS`);
+    assert.ok(afterRelease.max < QUIET_DB, `Ben hears ${afterRelease.max} dBFS after Anna released`);
+    assert.deepEqual([...anna.errors, ...ben.errors], []);
+    await Promise.all([anna.close(), ben.close()]);
+  });
+
+  check('the admin kicks a crew member: message shown, gone from Janus, token refused, logged', async () => {
+    const [cleo, dan] = await Promise.all([person('Cleo'), person('Dan')]);
+    await Promise.all([cleo.join('backstage'), dan.join('backstage')]);
+    await Promise.all([cleo.waitState('connected'), dan.waitState('connected')]);
+    const danUser = await waitFor('Dan connected', async () => {
+      const u = await control.user('Dan');
+      return u?.state === 'connected' && u;
+    });
+    const danToken = dan.token?.token;
+    assert.ok(danToken, 'the page got a token from POST /api/token');
+    assert.equal(dan.token.participantIdentity, danUser.identity);
+
+    const probe = await control.janus.probe();
+    try {
+      const inRoom = async () => (await probe.call({ request: 'listparticipants', room: 'backstage' })).participants.map((p) => p.id);
+      assert.deepEqual((await inRoom()).sort(), [cleo.token.participantIdentity, danUser.identity].sort());
+
+      const t0 = performance.now();
+      const { status, body } = await control.admin('DELETE', `/users/${encodeURIComponent(danUser.identity)}`);
+      assert.equal(status, 200, JSON.stringify(body));
+      assert.equal(body.identity, danUser.identity);
+
+      // What Dan sees.
+      await dan.waitState('kicked', 10_000);
+      const kickedMs = since(t0);
+      assert.equal(await dan.page.locator('#status-text').textContent(), 'Disconnected by the admin');
+      assert.match(await dan.page.locator('#call-message').textContent(), /An admin ended your connection/);
+      assert.ok(await dan.page.locator('#rejoin').isVisible(), '"Join again" is offered');
+      assert.equal(await dan.page.locator('#talk').isDisabled(), true);
+      report(`kick → Dan's page shows "Disconnected by the admin" after ${kickedMs} ms`);
+
+      // Janus: Dan is out of the room, Cleo stays.
+      await waitFor('Dan gone from listparticipants', async () => {
+        const ids = await inRoom();
+        return !ids.includes(danUser.identity) && ids;
+      }, { timeout: 3000 });
+      assert.deepEqual(await inRoom(), [cleo.token.participantIdentity]);
+      await cleo.page.waitForFunction(() => /Nobody else on the line/.test(document.getElementById('status-text').textContent), null, { timeout: 5000, polling: 50 });
+      assert.equal(await cleo.state(), 'connected');
+
+      // The admin's view.
+      await waitFor('Dan gone from /api/admin/users', async () => !(await control.user('Dan')));
+      assert.equal((await control.user('Cleo'))?.state, 'connected');
+
+      // The same token cannot come back: Janus refuses even a new session.
+      const rejoin = await control.janus.request('', { janus: 'create' }, danToken);
+      report(`rejoin with Dan's token: ${JSON.stringify(rejoin.error ?? rejoin)}`);
+      assert.equal(rejoin.janus, 'error');
+      assert.equal(rejoin.error.code, 403);
+
+      // The log says who and why.
+      const logs = await control.admin('GET', '/logs?level=warn&limit=1000');
+      assert.equal(logs.status, 200);
+      const line = logs.body.logs.find((e) => e.message === 'user disconnected' && e.fields.identity === danUser.identity);
+      assert.ok(line, `a "user disconnected" warn line naming Dan in ${JSON.stringify(logs.body.logs)}`);
+      assert.equal(line.level, 'warn');
+      assert.equal(line.fields.username, 'Dan');
+      report(`log: ${JSON.stringify(line)}`);
+
+      // Dan's page stayed kicked all along: it did not reconnect by itself.
+      assert.equal(await dan.state(), 'kicked');
+    } finally {
+      await probe.close();
+    }
+    assert.deepEqual([...cleo.errors, ...dan.errors], []);
+    await Promise.all([cleo.close(), dan.close()]);
+  });
+
+  check('leaving with the Leave button removes the user within 3 s', async () => {
+    const eve = await person('Eve');
+    await eve.join('foyer');
+    await eve.waitState('connected');
+    await waitFor('Eve connected', async () => (await control.user('Eve'))?.state === 'connected');
+    const t0 = performance.now();
+    await eve.page.locator('#leave').click();
+    await eve.waitState('idle', 3000);
+    assert.ok(await eve.page.locator('#join-view').isVisible(), 'the join form is back');
+    await waitFor('Eve gone from /api/admin/users', async () => !(await control.user('Eve')), { timeout: 3000, interval: 25 });
+    report(`Leave → gone from /api/admin/users after ${since(t0)} ms`);
+    assert.deepEqual(eve.errors, []);
+    await eve.close();
+  });
+
+  check('closing the page removes the user within 3 s', async () => {
+    const finn = await person('Finn');
+    await finn.join('foyer');
+    await finn.waitState('connected');
+    await waitFor('Finn connected', async () => (await control.user('Finn'))?.state === 'connected');
+    const t0 = performance.now();
+    await finn.page.close();
+    await waitFor('Finn gone from /api/admin/users', async () => !(await control.user('Finn')), { timeout: 3000, interval: 25 });
+    report(`page closed → gone from /api/admin/users after ${since(t0)} ms`);
+    await finn.close();
+  });
+});
