@@ -142,8 +142,8 @@ async fn joined_session(
     let built = Bin::build(context, user, stats.clone(), faults_tx);
     let outcome = match built {
         Ok((bin, rtc)) => {
-            let outcome = negotiate_and_watch(context, user, cancel, session, &bin, rtc, &mut events, &mut faults, joined)
-                .await;
+            let outcome =
+                negotiate_and_watch(context, user, cancel, session, &bin, rtc, &mut events, &mut faults, joined).await;
             bin.remove(context);
             outcome
         }
@@ -232,9 +232,7 @@ async fn negotiate_and_watch(
 /// An event that ends this participation: rejoin.
 fn check_event(event: &Value, identity: &str) -> anyhow::Result<()> {
     match event["janus"].as_str() {
-        Some("hangup") => {
-            Err(anyhow!("Janus hung up: {}", event["reason"].as_str().unwrap_or("no reason given")))
-        }
+        Some("hangup") => Err(anyhow!("Janus hung up: {}", event["reason"].as_str().unwrap_or("no reason given"))),
         Some("detached") => Err(anyhow!("Janus detached the handle")),
         Some("event") => {
             let data = &event["plugindata"]["data"];
@@ -274,7 +272,8 @@ async fn make_offer(webrtc: &gst::Element, rtc: &mut mpsc::UnboundedReceiver<Rtc
     }
     let (promise, reply) = gst::Promise::new_future();
     webrtc.emit_by_name::<()>("create-offer", &[&None::<gst::Structure>, &promise]);
-    let reply = reply.await.map_err(|e| anyhow!("create-offer: {e:?}"))?.ok_or_else(|| anyhow!("create-offer: no reply"))?;
+    let reply =
+        reply.await.map_err(|e| anyhow!("create-offer: {e:?}"))?.ok_or_else(|| anyhow!("create-offer: no reply"))?;
     if let Ok(error) = reply.get::<glib::Error>("error") {
         return Err(anyhow!("create-offer: {error}"));
     }
@@ -311,7 +310,8 @@ async fn set_answer(webrtc: &gst::Element, sdp: &str) -> anyhow::Result<()> {
     let answer = gst_webrtc::WebRTCSessionDescription::new(gst_webrtc::WebRTCSDPType::Answer, message);
     let (promise, reply) = gst::Promise::new_future();
     webrtc.emit_by_name::<()>("set-remote-description", &[&answer, &promise]);
-    let reply = tokio::time::timeout(STEP_TIMEOUT, reply).await.map_err(|_| anyhow!("set-remote-description timed out"))?;
+    let reply =
+        tokio::time::timeout(STEP_TIMEOUT, reply).await.map_err(|_| anyhow!("set-remote-description timed out"))?;
     if let Ok(Some(reply)) = reply
         && let Ok(error) = reply.get::<glib::Error>("error")
     {
@@ -341,9 +341,9 @@ fn caps_filter(caps: &gst::Caps) -> anyhow::Result<gst::Element> {
 
 /// A `mix-matrix` of `rows` × `columns` with a single 1.0 at (`row`, `column`).
 fn selector(rows: u32, columns: u32, row: u32, column: u32) -> gst::Array {
-    gst::Array::new((0..rows).map(|r| {
-        gst::Array::new((0..columns).map(|c| if r == row && c == column { 1.0f32 } else { 0.0f32 }))
-    }))
+    gst::Array::new(
+        (0..rows).map(|r| gst::Array::new((0..columns).map(|c| if r == row && c == column { 1.0f32 } else { 0.0f32 }))),
+    )
 }
 
 fn count_packets(pad: &gst::Pad, stats: &Arc<BranchStats>, sent: bool) {
@@ -390,7 +390,11 @@ impl Bin {
         let resample = element("audioresample")?;
         let to_s16 = element("audioconvert")?;
         let opus_caps = caps_filter(
-            &gst::Caps::builder("audio/x-raw").field("format", "S16LE").field("rate", 48_000i32).field("channels", 1i32).build(),
+            &gst::Caps::builder("audio/x-raw")
+                .field("format", "S16LE")
+                .field("rate", 48_000i32)
+                .field("channels", 1i32)
+                .build(),
         )?;
         let encoder = gst::ElementFactory::make("opusenc")
             .property("bitrate", i32::try_from(user.bitrate_kbps * 1000).unwrap_or(64_000))
@@ -511,7 +515,12 @@ impl Bin {
         let base = &context.base;
         context.shared.add_tap(&name, Tap { stats, faults });
         base.pipeline.add(&bin)?;
-        let mut plugged = Bin { bin: bin.clone(), webrtc, tee_pad: gst::Pad::builder(gst::PadDirection::Src).build(), mixer_pad: None };
+        let mut plugged = Bin {
+            bin: bin.clone(),
+            webrtc,
+            tee_pad: gst::Pad::builder(gst::PadDirection::Src).build(),
+            mixer_pad: None,
+        };
         let result = (|| -> anyhow::Result<()> {
             let tee_pad = base.tee.request_pad_simple("src_%u").ok_or_else(|| anyhow!("tee gave no pad"))?;
             plugged.tee_pad = tee_pad.clone();

@@ -76,7 +76,9 @@ impl Bridge {
                             running.base = Some(base.clone());
                             let context = self.context(&plan, base);
                             for user in &plan.users {
-                                running.branches.insert(user.name.clone(), branch::Handle::start(context.clone(), user.clone()));
+                                running
+                                    .branches
+                                    .insert(user.name.clone(), branch::Handle::start(context.clone(), user.clone()));
                             }
                         }
                         Err(error) => {

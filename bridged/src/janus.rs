@@ -47,7 +47,8 @@ impl Session {
         };
         let created = session.post("", json!({"janus": "create"})).await?;
         session.id = data_id(&created)?;
-        let attached = session.post(&format!("/{}", session.id), json!({"janus": "attach", "plugin": AUDIOBRIDGE})).await?;
+        let attached =
+            session.post(&format!("/{}", session.id), json!({"janus": "attach", "plugin": AUDIOBRIDGE})).await?;
         session.handle = data_id(&attached)?;
         Ok(session)
     }

@@ -42,9 +42,12 @@ fn main() -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer()
+        .with(
+            tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).with_filter(filter))
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter(filter),
+        )
         .with(logbus::BusLayer::new(log_tx))
         .init();
     gst::init().context("GStreamer does not initialise")?;

@@ -154,7 +154,8 @@ impl Base {
         if server == Server::Pulse {
             src.set_property("client-name", "partyline-bridged");
         }
-        let capture_caps = gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
+        let capture_caps =
+            gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
         let tee = gst::ElementFactory::make("tee").name("capture-tee").property("allow-not-linked", true).build()?;
 
         let silence = gst::ElementFactory::make("audiotestsrc")
@@ -163,7 +164,8 @@ impl Base {
             .property("is-live", true)
             .property("samplesperbuffer", i32::try_from(rate / 100).unwrap_or(480))
             .build()?;
-        let silence_caps = gst::ElementFactory::make("capsfilter").name("silence-caps").property("caps", &card_caps).build()?;
+        let silence_caps =
+            gst::ElementFactory::make("capsfilter").name("silence-caps").property("caps", &card_caps).build()?;
         let jitter = u64::from(plan.latency_ms) + MIX_SLACK_MS;
         let mixer = gst::ElementFactory::make("audiomixer")
             .name("mixer")

@@ -18,7 +18,8 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
     if !plan.users.is_empty() && plan.janus_url.trim().is_empty() {
         return Err("janus_url: empty, but the plan has users".to_owned());
     }
-    if !plan.janus_url.is_empty() && !(plan.janus_url.starts_with("http://") || plan.janus_url.starts_with("https://")) {
+    if !plan.janus_url.is_empty() && !(plan.janus_url.starts_with("http://") || plan.janus_url.starts_with("https://"))
+    {
         return Err(format!("janus_url: {:?} is not an http(s) URL", plan.janus_url));
     }
     for (i, address) in plan.ice_addresses.iter().enumerate() {
@@ -30,7 +31,8 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
     let mut identities = HashSet::new();
     for (i, user) in plan.users.iter().enumerate() {
         let field = |name: &str| format!("users[{i}].{name}");
-        for (name, value) in [("name", &user.name), ("identity", &user.identity), ("room", &user.room), ("token", &user.token)]
+        for (name, value) in
+            [("name", &user.name), ("identity", &user.identity), ("room", &user.room), ("token", &user.token)]
         {
             if value.trim().is_empty() {
                 return Err(format!("{}: empty", field(name)));
@@ -40,7 +42,11 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
             return Err(format!("{}: {} is not in 0..=7", field("input_channel"), user.input_channel));
         }
         if user.output_channel != NO_OUTPUT && !(0..i32::from(CHANNELS)).contains(&user.output_channel) {
-            return Err(format!("{}: {} is not in 0..=7 or -1 (no output)", field("output_channel"), user.output_channel));
+            return Err(format!(
+                "{}: {} is not in 0..=7 or -1 (no output)",
+                field("output_channel"),
+                user.output_channel
+            ));
         }
         if !(6..=510).contains(&user.bitrate_kbps) {
             return Err(format!("{}: {} is not in 6..=510 kbit/s", field("bitrate_kbps"), user.bitrate_kbps));

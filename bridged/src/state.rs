@@ -21,7 +21,11 @@ pub struct BranchStats {
 
 impl Default for BranchStats {
     fn default() -> Self {
-        BranchStats { sent: AtomicU64::new(0), received: AtomicU64::new(0), level_bits: AtomicU64::new(SILENCE_DB.to_bits()) }
+        BranchStats {
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            level_bits: AtomicU64::new(SILENCE_DB.to_bits()),
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 // 30 dB/s. They are absent while there is no such stream; digital silence is -100.
 
 import Janus from '/vendor/janus.js';
+import { initTheme } from '/common/theme.js';
 
 const PLUGIN = 'janus.plugin.audiobridge';
 const SILENCE_DB = -100;
@@ -47,30 +48,6 @@ const ui = {
   remoteAudio: $('remote-audio'),
   theme: $('theme'),
 };
-
-// ---------------------------------------------------------------------------------------------
-// Theme: follows the system until the user picks one; the pick is remembered in this browser.
-
-const THEMES = ['system', 'light', 'dark'];
-const THEME_KEY = 'partyline.theme';
-
-function applyTheme(theme) {
-  if (theme === 'light' || theme === 'dark') root.dataset.theme = theme;
-  else delete root.dataset.theme;
-  const label = theme === 'system' ? 'follows the system' : theme;
-  ui.theme.setAttribute('aria-label', `Colour theme: ${label}. Change`);
-  ui.theme.title = `Theme: ${label}`;
-}
-
-function initTheme() {
-  let theme = localStorage.getItem(THEME_KEY) ?? 'system';
-  applyTheme(theme);
-  ui.theme.addEventListener('click', () => {
-    theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
-    localStorage.setItem(THEME_KEY, theme);
-    applyTheme(theme);
-  });
-}
 
 // ---------------------------------------------------------------------------------------------
 // Level meters: an AnalyserNode on a MediaStream, read on a timer (rAF stops in background tabs).
@@ -614,7 +591,7 @@ function onSubmit(event) {
 }
 
 function init() {
-  initTheme();
+  initTheme(ui.theme);
   initPushToTalk();
   ui.form.addEventListener('submit', onSubmit);
   ui.leave.addEventListener('click', () => {

@@ -1,0 +1,200 @@
+//! The D-Bus contract: the real `partyline-bridged` on a private bus, every method, property and
+//! signal of `org.partyline.Bridge1` called through `partyline_shared::bridge::BridgeProxy`, and
+//! the checked-in introspection XML compared with the live service's.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use partyline_shared::bridge::{BUS_NAME, BridgeError, BridgeProxy, INTERFACE, NO_OUTPUT, OBJECT_PATH, Plan, PlanUser};
+use support::pulse::PulseServer;
+use support::{Bridged, Bus, wait_status};
+
+const WAIT: Duration = Duration::from_secs(10);
+/// The private PulseAudio's card: GStreamer's 7.1 order (see bridged/README.md).
+const CARD_MAP: &str = "front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right";
+
+fn user(name: &str) -> PlanUser {
+    PlanUser {
+        name: name.into(),
+        identity: format!("{name}-id"),
+        room: "stage-left".into(),
+        token: format!("{name}-token"),
+        input_channel: 0,
+        output_channel: 1,
+        bitrate_kbps: 64,
+    }
+}
+
+fn empty_plan() -> Plan {
+    Plan { device_sample_rate: 48_000, latency_ms: 40, janus_url: "http://127.0.0.1:9/janus".into(), ..Plan::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_method_property_and_signal_through_the_shared_proxy() {
+    let bus = Bus::start();
+    let pulse = PulseServer::start();
+    pulse.load_module("module-null-sink", &format!("sink_name=card channels=8 rate=48000 channel_map={CARD_MAP}"));
+    let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", pulse.server_address())]);
+    let connection = bus.connect().await;
+    let proxy = BridgeProxy::builder(&connection)
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .expect("proxy");
+    let mut changes = proxy.receive_status_changed().await.expect("subscribe StatusChanged");
+    let mut logs = proxy.receive_log_entry().await.expect("subscribe LogEntry");
+
+    // Fresh: idle, generation 0.
+    assert_eq!(proxy.state().await.expect("State"), "idle");
+    assert_eq!(proxy.generation().await.expect("Generation"), 0);
+    let status = proxy.status().await.expect("Status");
+    assert_eq!((status.state.as_str(), status.generation, status.branches.len()), ("idle", 0, 0));
+
+    // An empty plan: generation 1, StatusChanged says so; the same plan again changes nothing.
+    assert_eq!(proxy.apply(&empty_plan()).await.expect("Apply(empty)"), 1);
+    let signal = tokio::time::timeout(WAIT, changes.next()).await.expect("StatusChanged in time").expect("stream");
+    let args = signal.args().expect("args");
+    assert_eq!((args.state, args.generation), ("idle", 1));
+    assert_eq!(proxy.apply(&empty_plan()).await.expect("Apply(same)"), 1);
+    assert_eq!(proxy.generation().await.expect("Generation"), 1);
+
+    // Invalid plans: typed InvalidPlan naming the field; nothing applied.
+    let invalid: Vec<(Plan, &str)> = vec![
+        (Plan { device_sample_rate: 0, ..empty_plan() }, "device_sample_rate"),
+        (Plan { users: vec![PlanUser { input_channel: 8, ..user("a") }], ..empty_plan() }, "users[0].input_channel"),
+        (Plan { users: vec![PlanUser { output_channel: 9, ..user("a") }], ..empty_plan() }, "users[0].output_channel"),
+        (Plan { users: vec![user("a"), user("a")], ..empty_plan() }, "users[1].name"),
+        (
+            Plan { users: vec![user("a"), PlanUser { identity: "a-id".into(), ..user("b") }], ..empty_plan() },
+            "users[1].identity",
+        ),
+        (Plan { users: vec![PlanUser { room: String::new(), ..user("a") }], ..empty_plan() }, "users[0].room"),
+        (Plan { users: vec![PlanUser { token: String::new(), ..user("a") }], ..empty_plan() }, "users[0].token"),
+        (Plan { users: vec![PlanUser { bitrate_kbps: 0, ..user("a") }], ..empty_plan() }, "users[0].bitrate_kbps"),
+    ];
+    for (plan, field) in invalid {
+        match proxy.apply(&plan).await {
+            Err(BridgeError::InvalidPlan(message)) => assert!(message.starts_with(field), "{message:?} names {field}"),
+            other => panic!("{field}: expected InvalidPlan, got {other:?}"),
+        }
+    }
+    // bridged's own log lines reach the bus.
+    let entry = tokio::time::timeout(WAIT, async {
+        loop {
+            let entry = logs.next().await.expect("LogEntry stream");
+            let args = entry.args().expect("args");
+            if args.message.contains("plan refused") {
+                return (args.level.to_owned(), args.source.to_owned());
+            }
+        }
+    })
+    .await
+    .expect("a LogEntry for the refused plan");
+    assert_eq!(entry.0, "warn");
+    assert!(entry.1.starts_with("partyline_bridged"), "{entry:?}");
+
+    // A device that does not exist: UnknownDevice, nothing applied.
+    let with_users = Plan {
+        input_device: "card.monitor".into(),
+        output_device: "card".into(),
+        janus_url: "http://127.0.0.1:9/janus".into(),
+        users: vec![user("a"), PlanUser { output_channel: NO_OUTPUT, ..user("b") }],
+        ..empty_plan()
+    };
+    for (plan, field) in [
+        (Plan { input_device: "nope.monitor".into(), ..with_users.clone() }, "input_device"),
+        (Plan { output_device: "nope".into(), ..with_users.clone() }, "output_device"),
+    ] {
+        match proxy.apply(&plan).await {
+            Err(BridgeError::UnknownDevice(message)) => assert!(message.starts_with(field), "{message:?}"),
+            other => panic!("{field}: expected UnknownDevice, got {other:?}"),
+        }
+    }
+    assert_eq!(proxy.generation().await.expect("Generation"), 1);
+    assert_eq!(proxy.state().await.expect("State"), "idle");
+
+    // Real devices, Janus unreachable: applied; the branches retry and say why.
+    assert_eq!(proxy.apply(&with_users).await.expect("Apply(users)"), 2);
+    let status = wait_status(&proxy, WAIT, "both branches retrying", |s| {
+        s.branches.len() == 2 && s.branches.iter().all(|b| b.state == "retrying")
+    })
+    .await;
+    assert_eq!(status.state, "degraded");
+    assert_eq!(status.generation, 2);
+    for branch in &status.branches {
+        assert!(branch.last_error.contains("Janus unreachable"), "{branch:?}");
+        assert_eq!(branch.room, "stage-left");
+    }
+    assert_eq!(proxy.state().await.expect("State"), "degraded");
+    let signal = tokio::time::timeout(WAIT, async {
+        loop {
+            let signal = changes.next().await.expect("stream");
+            if signal.args().expect("args").state == "degraded" {
+                return signal;
+            }
+        }
+    })
+    .await
+    .expect("StatusChanged(degraded)");
+    assert_eq!(signal.args().expect("args").generation, 2);
+
+    // Back to no users: idle again, the card released.
+    assert_eq!(proxy.apply(&empty_plan()).await.expect("Apply(empty)"), 3);
+    wait_status(&proxy, WAIT, "idle", |s| s.state == "idle" && s.branches.is_empty()).await;
+
+    // The typed interface, as busctl sees it.
+    let output = Command::new("busctl")
+        .arg(format!("--address={}", bus.address))
+        .args(["introspect", BUS_NAME, OBJECT_PATH])
+        .output()
+        .expect("run busctl");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "busctl: {}", String::from_utf8_lossy(&output.stderr));
+    for needle in [
+        INTERFACE,
+        ".Apply                              method    (ssusasua(ssssyiu)) t",
+        ".Status                             method    -                   (stsa(ssssttds))",
+        ".Generation                         property  t",
+        ".State                              property  s",
+        ".StatusChanged                      signal    st",
+        ".LogEntry                           signal    sss",
+    ] {
+        assert!(text.contains(needle), "busctl introspect lacks {needle:?}:\n{text}");
+    }
+
+    // SIGTERM: exit 0, the name is released.
+    let status = bridged.terminate();
+    assert!(status.success(), "exit status {status}:\n{}", bridged.log());
+    let dbus = zbus::fdo::DBusProxy::new(&connection).await.expect("DBus proxy");
+    let owned = dbus.name_has_owner(BUS_NAME.try_into().expect("name")).await.expect("NameHasOwner");
+    assert!(!owned, "the name is still owned after exit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checked_in_introspection_xml_is_current() {
+    let bus = Bus::start();
+    let _bridged = Bridged::start(&bus, &[]);
+    let connection = bus.connect().await;
+    let introspectable = zbus::fdo::IntrospectableProxy::builder(&connection)
+        .destination(BUS_NAME)
+        .expect("destination")
+        .path(OBJECT_PATH)
+        .expect("path")
+        .build()
+        .await
+        .expect("proxy");
+    let xml = introspectable.introspect().await.expect("Introspect");
+    let start = xml.find(&format!("<interface name=\"{INTERFACE}\">")).expect("our interface in the XML");
+    let end = start + xml[start..].find("</interface>").expect("end of our interface") + "</interface>".len();
+    let document = format!(
+        "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \
+         \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n\
+         <!-- Generated from bridged/src/service.rs by bridged/tests/contract.rs (UPDATE_EXPECT=1). -->\n\
+         <node name=\"{OBJECT_PATH}\">\n {}\n</node>\n",
+        &xml[start..end]
+    );
+    expect_test::expect_file!["../../packaging/dbus/org.partyline.Bridge1.xml"].assert_eq(&document);
+}

@@ -1,0 +1,229 @@
+// Groups tab, first half: the list of groups (keyed rows, edited in place), the create form,
+// delete with confirmation. The API's own error messages are shown next to the form that
+// caused them.
+
+import { del, get, post, put, seg } from '/admin/api.js';
+import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
+
+const $ = (id) => document.getElementById(id);
+let ctx;
+let ui;
+
+/** The groups last fetched, for the other tabs (group names, select options). */
+let groups = [];
+let defaultBitrate = null;
+const subscribers = new Set();
+
+export const current = () => groups;
+
+/** `fn(groups)` after every fetch of the groups. */
+export function subscribe(fn) {
+  subscribers.add(fn);
+}
+
+/** The name of group `id`, or the id itself when it is unknown. */
+export function nameOf(id) {
+  return groups.find((g) => g.id === id)?.name ?? id;
+}
+
+/** The default bitrate from the audio settings, to show beside groups without their own. */
+export function setDefaultBitrate(kbps) {
+  defaultBitrate = kbps;
+  for (const row of ui.rows.children) if (!row.dataset.editing) updateRow(row, JSON.parse(row.dataset.group));
+}
+
+export function init(context) {
+  ctx = context;
+  ui = {
+    rows: $('groups-rows'),
+    empty: $('groups-empty'),
+    listError: $('groups-error'),
+    form: $('group-create'),
+    name: $('group-create-name'),
+    bitrate: $('group-create-bitrate'),
+    error: $('group-create-error'),
+    submit: $('group-create-submit'),
+  };
+  trackDirty(ui.form);
+  ui.form.addEventListener('submit', onCreate);
+}
+
+export function reset() {
+  groups = [];
+  ui.rows.replaceChildren();
+  ui.form.reset();
+  clean(ui.form);
+  showError(ui.error, null);
+  showError(ui.listError, null);
+}
+
+/** Fetches the groups and updates the table; also used by other tabs for group names. */
+export async function fetchGroups() {
+  const body = await get('/groups');
+  groups = body.groups;
+  for (const fn of subscribers) fn(groups);
+  return groups;
+}
+
+export async function refresh() {
+  try {
+    await fetchGroups();
+    showError(ui.listError, null);
+  } catch (error) {
+    showError(ui.listError, `Could not load the groups: ${error.message}`);
+    return;
+  }
+  render();
+}
+
+function render() {
+  syncKeyed(ui.rows, groups, {
+    key: (g) => g.id,
+    create: createRow,
+    update: updateRow,
+    keep: (row) => row.dataset.editing !== undefined,
+  });
+  ui.empty.hidden = groups.length > 0 || ui.rows.children.length > 0;
+}
+
+/** A body from a form: the name trimmed, the bitrate a number or `null` when empty. */
+function groupBody(nameInput, bitrateInput) {
+  const body = { name: nameInput.value.trim() };
+  const bitrate = bitrateInput.value.trim();
+  body.audioBitrate = bitrate === '' ? null : Number(bitrate);
+  return body;
+}
+
+function localCheck(body) {
+  if (!body.name) return 'Type a name.';
+  if (body.audioBitrate !== null && !Number.isInteger(body.audioBitrate)) return 'The bitrate is a whole number of kbit/s.';
+  return null;
+}
+
+async function onCreate(event) {
+  event.preventDefault();
+  const body = groupBody(ui.name, ui.bitrate);
+  const problem = localCheck(body);
+  if (problem) {
+    showError(ui.error, problem);
+    ui.name.focus();
+    return;
+  }
+  if (body.audioBitrate === null) delete body.audioBitrate;
+  const ok = await submitting(ui.submit, ui.error, () => post('/groups', body));
+  if (ok) {
+    ui.form.reset();
+    clean(ui.form);
+    ui.name.focus();
+    ctx.refreshNow();
+  } else {
+    ui.name.focus();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows
+
+function bitrateText(group) {
+  if (group.audioBitrate != null) return `${group.audioBitrate} kbit/s`;
+  return defaultBitrate ? `default (${defaultBitrate})` : 'default';
+}
+
+function createRow() {
+  return h('tr');
+}
+
+function updateRow(row, group) {
+  row.dataset.group = JSON.stringify(group);
+  if (!row.firstElementChild || row.dataset.mode !== 'view') {
+    row.dataset.mode = 'view';
+    const edit = h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit');
+    const remove = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete');
+    row.replaceChildren(
+      h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'group-name' })),
+      h('td', { dataset: { label: 'Id' } }, h('code', { class: 'group-id' })),
+      h('td', { class: 'group-bitrate', dataset: { label: 'Bitrate' } }),
+      h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)),
+    );
+  }
+  setText(row.querySelector('.group-name'), group.name);
+  setText(row.querySelector('.group-id'), group.id);
+  setText(row.querySelector('.group-bitrate'), bitrateText(group));
+  const [edit, remove] = row.querySelectorAll('button');
+  edit.setAttribute('aria-label', `Edit ${group.name}`);
+  remove.setAttribute('aria-label', `Delete ${group.name}`);
+}
+
+/** Replaces a row's cells with an edit form; the refresh leaves the row alone meanwhile. */
+function startEdit(row) {
+  const group = JSON.parse(row.dataset.group);
+  row.dataset.editing = '';
+  row.dataset.mode = 'edit';
+  const id = `edit-${group.id}`;
+  const name = h('input', { id: `${id}-name`, type: 'text', maxlength: 64, value: group.name, autocomplete: 'off', required: true });
+  const bitrate = h('input', {
+    id: `${id}-bitrate`, type: 'number', min: 6, max: 510, step: 1, inputmode: 'numeric',
+    value: group.audioBitrate ?? '', placeholder: 'default',
+  });
+  const error = h('p', { class: 'message error', role: 'alert', hidden: true });
+  const save = h('button', { class: 'primary', type: 'submit' }, 'Save');
+  const cancel = h('button', { class: 'secondary', type: 'button', onclick: () => stopEdit(row) }, 'Cancel');
+  const form = h(
+    'form',
+    { class: 'edit-form', novalidate: true, 'aria-label': `Edit group ${group.name}` },
+    h('div', { class: 'form-grid' },
+      h('div', { class: 'field' }, h('label', { for: name.id }, 'Name'), name),
+      h('div', { class: 'field' }, h('label', { for: bitrate.id }, 'Bitrate (kbit/s, optional)'), bitrate)),
+    error,
+    h('div', { class: 'actions' }, cancel, save),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const body = groupBody(name, bitrate);
+    const problem = localCheck(body);
+    if (problem) return showError(error, problem);
+    const ok = await submitting(save, error, () => put(`/groups/${seg(group.id)}`, body));
+    if (ok) {
+      // A rename gives a new id: the row of the old id goes, the new one comes with the refresh.
+      stopEdit(row);
+      ctx.refreshNow();
+    } else {
+      name.focus();
+    }
+  });
+  form.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape') stopEdit(row);
+  });
+  row.replaceChildren(h('td', { class: 'cell-edit', colspan: 4 }, form));
+  name.focus();
+  name.select();
+}
+
+function stopEdit(row) {
+  delete row.dataset.editing;
+  const group = JSON.parse(row.dataset.group);
+  row.dataset.mode = 'stale';
+  updateRow(row, groups.find((g) => g.id === group.id) ?? group);
+  row.querySelector('button')?.focus();
+  if (!groups.some((g) => g.id === group.id)) render();
+}
+
+async function onDelete(row) {
+  const group = JSON.parse(row.dataset.group);
+  const yes = await confirmDialog({
+    title: `Delete the group “${group.name}”?`,
+    text: 'Its room closes and everybody in it is disconnected. This cannot be undone.',
+    ok: 'Delete group',
+  });
+  if (!yes) return;
+  try {
+    await del(`/groups/${seg(group.id)}`);
+    showError(ui.listError, null);
+    row.remove();
+    groups = groups.filter((g) => g.id !== group.id);
+    render();
+    ctx.refreshNow();
+  } catch (error) {
+    showError(ui.listError, `Could not delete “${group.name}”: ${error.message}`);
+  }
+}

@@ -1,0 +1,228 @@
+// The admin UI: login, four tabs (Groups with the sound card, Users, Stats, Logs) refreshed
+// every 3 s, an "unreachable" banner, logout. Plain ES modules, no build step; served by
+// control at /admin, talking to /api/admin on the same origin.
+//
+// Refresh rules: every 3 s the stats (the chart keeps sampling on every tab) and the visible
+// tab are fetched again and written into the page in place (keyed rows, text only where it
+// changed); a form with focus or unsaved input is never overwritten.
+
+import { initTheme } from '/common/theme.js';
+import { ApiError, Unreachable, api, on, token } from '/admin/api.js';
+import { setText, showError } from '/admin/dom.js';
+import * as groups from '/admin/groups.js';
+import * as soundcard from '/admin/soundcard.js';
+import * as users from '/admin/users.js';
+import * as stats from '/admin/stats.js';
+import * as logs from '/admin/logs.js';
+
+const REFRESH_MS = 3_000;
+const TABS = ['groups', 'users', 'stats', 'logs'];
+
+const root = document.documentElement;
+const $ = (id) => document.getElementById(id);
+const ui = {
+  loginView: $('login-view'),
+  loginForm: $('login-form'),
+  token: $('token'),
+  loginError: $('login-error'),
+  login: $('login'),
+  app: $('app'),
+  logout: $('logout'),
+  offline: $('offline'),
+  offlineDetail: $('offline-detail'),
+  lastRefresh: $('last-refresh'),
+  tablist: document.querySelector('[role="tablist"]'),
+};
+
+/** What each tab fetches when it is visible. */
+const refreshers = {
+  groups: () => Promise.all([groups.refresh(), soundcard.refresh()]),
+  users: () => users.refresh(),
+  stats: async () => {}, // fetched on every tick anyway
+  logs: () => logs.refresh(),
+};
+
+let active = 'groups';
+let loggedIn = false;
+let timer = null;
+let running = null;
+let again = false;
+let lastContact = 0;
+
+// ---------------------------------------------------------------------------------------------
+// Refresh loop
+
+async function tick() {
+  clearTimeout(timer);
+  if (!loggedIn) return;
+  if (running) {
+    again = true;
+    return;
+  }
+  const started = performance.now();
+  running = (async () => {
+    const tab = active;
+    await Promise.allSettled([stats.refresh(), refreshers[tab]()]);
+  })();
+  await running;
+  running = null;
+  if (!loggedIn) return;
+  if (lastContact) setText(ui.lastRefresh, `Updated ${new Date(lastContact).toLocaleTimeString()}`);
+  if (again) {
+    again = false;
+    tick();
+  } else {
+    // Every 3 s from start to start: a change on the server shows within 3 s plus one fetch.
+    timer = setTimeout(tick, Math.max(0, REFRESH_MS - (performance.now() - started)));
+  }
+}
+
+/** Fetch again now (after a change, on a tab switch). */
+export function refreshNow() {
+  tick();
+}
+
+on({
+  reachable() {
+    lastContact = Date.now();
+    if (!ui.offline.hidden) {
+      ui.offline.hidden = true;
+      root.removeAttribute('data-offline');
+    }
+  },
+  unreachable() {
+    if (!loggedIn) return;
+    const detail = lastContact
+      ? `Retrying every 3 s; last contact at ${new Date(lastContact).toLocaleTimeString()}. What you see may be out of date.`
+      : 'Retrying every 3 s.';
+    setText(ui.offlineDetail, detail);
+    if (ui.offline.hidden) {
+      ui.offline.hidden = false;
+      root.dataset.offline = '';
+    }
+  },
+  unauthorized() {
+    if (!loggedIn) return;
+    logout('The server refused the token (it may have changed). Log in again.');
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// Tabs (WAI-ARIA tabs: arrow keys move between tabs, the selected one is in the tab order)
+
+function tabButton(name) {
+  return $(`tab-${name}`);
+}
+
+function selectTab(name, { focus = false, fromHash = false } = {}) {
+  if (!TABS.includes(name)) name = 'groups';
+  active = name;
+  for (const tab of TABS) {
+    const selected = tab === name;
+    const button = tabButton(tab);
+    button.setAttribute('aria-selected', String(selected));
+    button.tabIndex = selected ? 0 : -1;
+    $(`panel-${tab}`).hidden = !selected;
+  }
+  root.dataset.tab = name;
+  if (focus) tabButton(name).focus();
+  if (!fromHash && location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
+  for (const module of [groups, soundcard, users, stats, logs]) module.shown?.(name);
+  refreshNow();
+}
+
+function initTabs() {
+  for (const tab of TABS) tabButton(tab).addEventListener('click', () => selectTab(tab));
+  ui.tablist.addEventListener('keydown', (event) => {
+    const at = TABS.indexOf(active);
+    const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: TABS.length - 1 }[event.key];
+    if (to === undefined) return;
+    event.preventDefault();
+    selectTab(TABS[(to + TABS.length) % TABS.length], { focus: true });
+  });
+  window.addEventListener('hashchange', () => {
+    const name = location.hash.slice(1);
+    if (TABS.includes(name) && name !== active) selectTab(name, { fromHash: true });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Login and logout
+
+function showLogin(message) {
+  loggedIn = false;
+  clearTimeout(timer);
+  root.dataset.view = 'login';
+  ui.app.hidden = true;
+  ui.logout.hidden = true;
+  ui.offline.hidden = true;
+  root.removeAttribute('data-offline');
+  setText(ui.lastRefresh, '');
+  ui.loginView.hidden = false;
+  showError(ui.loginError, message ?? null);
+  ui.token.value = '';
+  ui.token.focus();
+}
+
+function enterApp() {
+  loggedIn = true;
+  root.dataset.view = 'app';
+  ui.loginView.hidden = true;
+  ui.app.hidden = false;
+  ui.logout.hidden = false;
+  selectTab(location.hash.slice(1), { fromHash: true });
+}
+
+function logout(message) {
+  token.clear();
+  for (const module of [groups, soundcard, users, stats, logs]) module.reset?.();
+  lastContact = 0;
+  showLogin(message);
+}
+
+async function onLogin(event) {
+  event.preventDefault();
+  const candidate = ui.token.value.trim();
+  if (!candidate) {
+    showError(ui.loginError, 'Type the admin token.');
+    ui.token.focus();
+    return;
+  }
+  showError(ui.loginError, null);
+  ui.login.disabled = true;
+  try {
+    await api('GET', '/stats', undefined, { bearer: candidate });
+    token.set(candidate);
+    enterApp();
+  } catch (error) {
+    const message =
+      error instanceof ApiError && error.status === 401
+        ? 'This token is not valid.'
+        : error instanceof Unreachable
+          ? 'The server does not answer. Check that partyline-control runs, then try again.'
+          : error.message;
+    showError(ui.loginError, message);
+    ui.token.select();
+  } finally {
+    ui.login.disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function init() {
+  initTheme($('theme'));
+  const context = { refreshNow };
+  for (const module of [groups, soundcard, users, stats, logs]) module.init(context);
+  initTabs();
+  ui.loginForm.addEventListener('submit', onLogin);
+  ui.logout.addEventListener('click', () => logout());
+  // Coming back to a hidden tab: fetch at once rather than at the next tick.
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden) refreshNow();
+  });
+  if (token.get()) enterApp();
+  else showLogin();
+}
+
+init();

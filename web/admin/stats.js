@@ -1,0 +1,201 @@
+// Stats tab: figures from `GET /stats`, fetched on every tick whatever the tab (the chart needs
+// the samples, and it tells the app whether the server answers), and a chart of the last
+// minutes drawn in SVG from the samples this page keeps (also across a reload of the tab).
+
+import { get } from '/admin/api.js';
+import { bytes, duration, h, setAttr, setText, showError, svg, syncKeyed } from '/admin/dom.js';
+
+const $ = (id) => document.getElementById(id);
+const SAMPLES_KEY = 'partyline.admin.samples';
+const WINDOW_MS = 15 * 60_000;
+const MAX_SAMPLES = 400;
+const H = 140;
+const PAD = { top: 10, right: 8, bottom: 20, left: 40 };
+
+let ui;
+let samples = [];
+
+export function init() {
+  ui = {
+    active: $('stat-active'),
+    total: $('stat-total'),
+    uptime: $('stat-uptime'),
+    rss: $('stat-rss'),
+    janusState: $('janus-state'),
+    janusVersion: $('janus-version'),
+    janusRooms: $('janus-rooms'),
+    janusParticipants: $('janus-participants'),
+    janusError: $('janus-error'),
+    bridgeState: $('bridge-state'),
+    bridgeGeneration: $('bridge-generation'),
+    bridgeMessage: $('bridge-message'),
+    branches: $('branches-rows'),
+    branchesEmpty: $('branches-empty'),
+    error: $('stats-error'),
+    charts: {
+      connections: makeChart($('chart-connections'), 'series-1', 'Connections over the last minutes'),
+      memory: makeChart($('chart-memory'), 'series-2', 'Memory (RSS) over the last minutes'),
+    },
+  };
+  try {
+    samples = JSON.parse(sessionStorage.getItem(SAMPLES_KEY) ?? '[]').filter((s) => Number.isFinite(s.t));
+  } catch {
+    samples = [];
+  }
+}
+
+export function reset() {
+  samples = [];
+  sessionStorage.removeItem(SAMPLES_KEY);
+  drawCharts();
+}
+
+export function shown(tab) {
+  if (tab === 'stats') drawCharts();
+}
+
+export async function refresh() {
+  let stats;
+  try {
+    stats = await get('/stats');
+    showError(ui.error, null);
+  } catch (error) {
+    showError(ui.error, `Could not load the stats: ${error.message}`);
+    return;
+  }
+  const now = Date.now();
+  samples.push({ t: now, active: stats.activeConnections, rss: stats.memory?.rss ?? 0 });
+  samples = samples.filter((s) => s.t > now - WINDOW_MS).slice(-MAX_SAMPLES);
+  try {
+    sessionStorage.setItem(SAMPLES_KEY, JSON.stringify(samples));
+  } catch {
+    // storage full or off: the chart starts again on reload
+  }
+  render(stats);
+}
+
+function render(stats) {
+  setText(ui.active, stats.activeConnections);
+  setText(ui.total, stats.totalConnections);
+  setText(ui.uptime, duration(stats.uptime));
+  setText(ui.rss, bytes(stats.memory?.rss));
+
+  const janus = stats.janus ?? {};
+  badge(ui.janusState, janus.state, { up: 'ok', down: 'bad', unconfigured: 'warn' });
+  setText(ui.janusVersion, janus.version ?? '—');
+  setText(ui.janusRooms, janus.rooms ?? '—');
+  setText(ui.janusParticipants, janus.participants ?? '—');
+  setText(ui.janusError, janus.lastError || '—');
+
+  const bridge = stats.bridge ?? {};
+  badge(ui.bridgeState, bridge.state, { running: 'ok', idle: 'ok', degraded: 'warn', unconfigured: 'warn', error: 'bad', unreachable: 'bad', absent: 'bad' });
+  setText(ui.bridgeGeneration, bridge.generation ?? '—');
+  setText(ui.bridgeMessage, bridge.message || '—');
+  const branches = bridge.branches ?? [];
+  syncKeyed(ui.branches, branches, {
+    key: (b) => b.name,
+    create: () => h('tr', {},
+      h('td', { class: 'b-name', dataset: { label: 'Branch' } }),
+      h('td', { class: 'b-room', dataset: { label: 'Room' } }),
+      h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge b-state' })),
+      h('td', { class: 'b-packets num', dataset: { label: 'Packets out / in' } }),
+      h('td', { class: 'b-level num', dataset: { label: 'Input level' } }),
+      h('td', { class: 'b-error', dataset: { label: 'Last error' } })),
+    update: (row, b) => {
+      setText(row.querySelector('.b-name'), b.name);
+      setText(row.querySelector('.b-room'), b.room);
+      badge(row.querySelector('.b-state'), b.state, { joined: 'ok', connecting: 'warn', retrying: 'warn', stopped: 'bad' });
+      setText(row.querySelector('.b-packets'), `${b.packetsSent} / ${b.packetsReceived}`);
+      setText(row.querySelector('.b-level'), Number.isFinite(b.inputLevelDb) ? `${b.inputLevelDb.toFixed(1)} dBFS` : '—');
+      setText(row.querySelector('.b-error'), b.lastError || '—');
+    },
+  });
+  ui.branchesEmpty.hidden = branches.length > 0;
+  ui.branches.closest('.table-box').hidden = branches.length === 0;
+
+  // Drawing costs little, but only a visible chart needs it.
+  if (!$('panel-stats').hidden) drawCharts();
+}
+
+function badge(element, state, tones) {
+  setText(element, state ?? '—');
+  setAttr(element, 'data-tone', tones[state] ?? 'neutral');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Charts: one SVG per series, time on x (the last WINDOW_MS), the value on y from 0 to a
+// rounded maximum. Redrawn by replacing the points of two paths: no layout of the page moves.
+
+function makeChart(figure, seriesClass, label) {
+  const grid = svg('g', { class: 'chart-grid' });
+  const area = svg('path', { class: `chart-area ${seriesClass}` });
+  const line = svg('path', { class: `chart-line ${seriesClass}` });
+  const labels = svg('g', { class: 'chart-labels', 'aria-hidden': 'true' });
+  const element = svg('svg', { role: 'img', 'aria-label': label, height: H }, grid, area, line, labels);
+  figure.append(h('div', { class: 'chart-box' }, element));
+  // Drawn at the box's own width in pixels: text stays text-sized on a phone and a desktop.
+  new ResizeObserver(() => drawCharts()).observe(figure);
+  return { figure, element, grid, area, line, labels, range: figure.querySelector('.chart-range') };
+}
+
+/** 1, 2 or 5 times a power of ten, at least `value`. */
+function niceCeil(value) {
+  if (value <= 0) return 1;
+  const power = 10 ** Math.floor(Math.log10(value));
+  for (const step of [1, 2, 5, 10]) if (step * power >= value) return step * power;
+  return 10 * power;
+}
+
+function drawCharts() {
+  if (!ui) return;
+  const now = Date.now();
+  drawChart(ui.charts.connections, samples.map((s) => [s.t, s.active]), now, (v) => String(Math.round(v)), true);
+  drawChart(ui.charts.memory, samples.map((s) => [s.t, s.rss / 1024 / 1024]), now, (v) => (v >= 10 || Number.isInteger(v) ? v.toFixed(0) : v.toFixed(1)), false);
+}
+
+function drawChart(chart, points, now, format, integer) {
+  const W = Math.round(chart.element.getBoundingClientRect().width);
+  if (W < 50) return; // hidden
+  chart.element.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  const x0 = PAD.left;
+  const x1 = W - PAD.right;
+  const y0 = H - PAD.bottom;
+  const y1 = PAD.top;
+  // The window grows with the samples, from 2 minutes up to WINDOW_MS, in whole minutes.
+  const oldest = points.length ? points[0][0] : now;
+  const span = Math.min(WINDOW_MS, Math.max(2, Math.ceil((now - oldest) / 60_000)) * 60_000);
+  const max = points.reduce((m, [, v]) => Math.max(m, v), 0);
+  const top = integer ? Math.max(2, niceCeil(max)) : niceCeil(max * 1.1);
+  const x = (t) => x0 + ((t - (now - span)) / span) * (x1 - x0);
+  const y = (v) => y0 - (v / top) * (y0 - y1);
+
+  // Grid and labels: three horizontal lines (0, half, top) and the time marks.
+  const lines = [0, top / 2, top];
+  chart.grid.replaceChildren(...lines.map((v) => svg('line', { x1: x0, x2: x1, y1: y(v), y2: y(v) })));
+  chart.labels.replaceChildren(
+    ...lines.map((v) => svg('text', { x: x0 - 6, y: y(v) + 4, 'text-anchor': 'end' }, document.createTextNode(format(v)))),
+    svg('text', { x: x0, y: H - 4, 'text-anchor': 'start' }, document.createTextNode(`−${span / 60_000} min`)),
+    svg('text', { x: x1, y: H - 4, 'text-anchor': 'end' }, document.createTextNode('now')),
+  );
+
+  if (points.length === 0) {
+    chart.line.setAttribute('d', '');
+    chart.area.setAttribute('d', '');
+    setText(chart.range, '(no samples yet)');
+    return;
+  }
+  // Connections are a step function (a count holds until it changes); memory a line.
+  let d = '';
+  points.forEach(([t, v], i) => {
+    const px = x(t).toFixed(1);
+    const py = y(v).toFixed(1);
+    if (i === 0) d = `M${px},${py}`;
+    else d += integer ? `H${px}V${py}` : `L${px},${py}`;
+  });
+  const lastX = x(points.at(-1)[0]).toFixed(1);
+  chart.line.setAttribute('d', d);
+  chart.area.setAttribute('d', `${d}V${y0}H${x(points[0][0]).toFixed(1)}Z`);
+  chart.line.setAttribute('data-last-x', lastX);
+  const values = points.map(([, v]) => v);
+  setText(chart.range, `now ${format(values.at(-1))}, min ${format(Math.min(...values))}, max ${format(Math.max(...values))}`);
+}
