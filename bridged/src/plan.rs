@@ -18,8 +18,8 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
     if !plan.users.is_empty() && plan.janus_url.trim().is_empty() {
         return Err("janus_url: empty, but the plan has users".to_owned());
     }
-    if !plan.janus_url.is_empty() && !(plan.janus_url.starts_with("http://") || plan.janus_url.starts_with("https://"))
-    {
+    let http = plan.janus_url.starts_with("http://") || plan.janus_url.starts_with("https://");
+    if !plan.janus_url.is_empty() && !http {
         return Err(format!("janus_url: {:?} is not an http(s) URL", plan.janus_url));
     }
     for (i, address) in plan.ice_addresses.iter().enumerate() {
