@@ -38,6 +38,7 @@ pub struct UserDisconnected {
 #[utoipa::path(delete, path = "/users/{identity}", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity")),
     responses((status = 200, body = UserDisconnected), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "A server audio user: managed under /admin/server-users", body = ErrorBody),
         (status = 503, description = "Janus is unreachable; the user was not disconnected", body = ErrorBody)))]
 pub async fn disconnect(
     State(state): State<AppState>,
@@ -45,6 +46,7 @@ pub async fn disconnect(
 ) -> Result<Json<UserDisconnected>, ApiError> {
     let user = state.janus.disconnect(&identity, "disconnected by the admin", "admin").await.map_err(|e| match e {
         DisconnectError::NotFound(_) => ApiError::NotFound(e.to_string()),
+        DisconnectError::ServerUser(_) => ApiError::Conflict(e.to_string()),
         DisconnectError::Janus(e) => unavailable(&e),
     })?;
     Ok(Json(UserDisconnected { message: format!("User {:?} disconnected", user.username), identity: user.identity }))

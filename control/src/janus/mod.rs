@@ -25,7 +25,7 @@ pub use client::{Handle, JanusError, JanusHttp};
 
 use crate::config::ConfigManager;
 use crate::secrets::{JanusSecrets, derive, random_hex};
-use crate::users::{UNUSED_TOKEN_LIFETIME, User, UserState, Users};
+use crate::users::{UNUSED_TOKEN_LIFETIME, User, UserKind, UserState, Users};
 
 /// How often control reconciles with Janus while it is up (a session needs a request at
 /// least every 60 s; missed leave events are noticed within this time).
@@ -71,6 +71,8 @@ pub struct Janus {
 pub enum DisconnectError {
     #[error("no user has identity {0:?}")]
     NotFound(String),
+    #[error("{0:?} is a server audio user: it follows the config (change or delete it under /admin/server-users)")]
+    ServerUser(String),
     #[error(transparent)]
     Janus(#[from] JanusError),
 }
@@ -332,6 +334,9 @@ impl Janus {
     /// token cannot rejoin. The user stays registered if Janus cannot be told.
     pub async fn disconnect(&self, identity: &str, why: &str, by: &str) -> Result<User, DisconnectError> {
         let user = self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()))?;
+        if user.kind == UserKind::Server {
+            return Err(DisconnectError::ServerUser(identity.to_owned()));
+        }
         let config = self.config.current();
         if user.state == UserState::Connected {
             let at = self.link().await?;

@@ -105,6 +105,8 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     let kinds: Vec<&str> =
         users["users"].as_array().expect("users").iter().filter_map(|u| u["kind"].as_str()).collect();
     assert_eq!(kinds, ["server", "server"], "{users}");
+    let (status, body) = control.delete("/admin/users/server-desk").await;
+    assert_eq!(status, StatusCode::CONFLICT, "server audio users follow the config: {body}");
 
     let (status, body) = control.put_json("/admin/server-users/desk", json!({ "outputChannel": null })).await;
     assert_eq!((status, &body["serverUser"]["outputChannel"]), (StatusCode::OK, &Value::Null), "{body}");
