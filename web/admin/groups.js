@@ -29,7 +29,7 @@ export function nameOf(id) {
 /** The default bitrate from the audio settings, to show beside groups without their own. */
 export function setDefaultBitrate(kbps) {
   defaultBitrate = kbps;
-  for (const row of ui.rows.children) if (!row.dataset.editing) updateRow(row, JSON.parse(row.dataset.group));
+  for (const row of ui.rows.children) if (row.dataset.editing === undefined) updateRow(row, JSON.parse(row.dataset.group));
 }
 
 export function init(context) {
@@ -84,6 +84,7 @@ function render() {
     keep: (row) => row.dataset.editing !== undefined,
   });
   ui.empty.hidden = groups.length > 0 || ui.rows.children.length > 0;
+  ui.rows.closest('.table-box').hidden = ui.rows.children.length === 0;
 }
 
 /** A body from a form: the name trimmed, the bitrate a number or `null` when empty. */

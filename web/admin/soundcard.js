@@ -291,7 +291,7 @@ function syncGroupSelect(select) {
 function syncChannelSelects() {
   if (document.activeElement !== ui.suInput) setOptions(ui.suInput, channelOptions('inputs', false));
   if (document.activeElement !== ui.suOutput) setOptions(ui.suOutput, channelOptions('outputs', true));
-  for (const row of ui.suRows.children) if (!row.dataset.editing) updateServerUserRow(row, JSON.parse(row.dataset.user));
+  for (const row of ui.suRows.children) if (row.dataset.editing === undefined) updateServerUserRow(row, JSON.parse(row.dataset.user));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,6 +317,7 @@ function render() {
     keep: (row) => row.dataset.editing !== undefined,
   });
   ui.suEmpty.hidden = serverUsers.length > 0 || ui.suRows.children.length > 0;
+  ui.suRows.closest('.table-box').hidden = ui.suRows.children.length === 0;
 }
 
 function serverUserBody(name, group, input, output) {

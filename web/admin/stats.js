@@ -161,9 +161,9 @@ function drawChart(chart, points, now, format, integer) {
   const x1 = W - PAD.right;
   const y0 = H - PAD.bottom;
   const y1 = PAD.top;
-  // The window grows with the samples, from 2 minutes up to WINDOW_MS, in whole minutes.
+  // The window grows with the samples, from 1 minute up to WINDOW_MS, in whole minutes.
   const oldest = points.length ? points[0][0] : now;
-  const span = Math.min(WINDOW_MS, Math.max(2, Math.ceil((now - oldest) / 60_000)) * 60_000);
+  const span = Math.min(WINDOW_MS, Math.max(1, Math.ceil((now - oldest) / 60_000)) * 60_000);
   const max = points.reduce((m, [, v]) => Math.max(m, v), 0);
   const top = integer ? Math.max(2, niceCeil(max)) : niceCeil(max * 1.1);
   const x = (t) => x0 + ((t - (now - span)) / span) * (x1 - x0);

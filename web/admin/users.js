@@ -50,6 +50,7 @@ function render() {
   const sorted = [...users].sort(order);
   syncKeyed(ui.rows, sorted, { key: (u) => u.identity, create: createRow, update: updateRow });
   ui.empty.hidden = sorted.length > 0;
+  ui.rows.closest('.table-box').hidden = sorted.length === 0;
   const connected = users.filter((u) => u.state === 'connected').length;
   setText(ui.count, String(connected));
   ui.count.hidden = connected === 0;
