@@ -24,13 +24,24 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::prelude::*;
 
 /// The audio bridge of partyline: sound card ⇄ Janus rooms, driven over D-Bus.
+///
+/// Serves org.partyline.Bridge1 at /org/partyline/Bridge1 and runs the GStreamer pipeline that
+/// partyline-control's plan describes: one capture of the sound card, and per server audio user
+/// one input channel sent as Opus into its group's Janus AudioBridge room and the room's mix
+/// played on one output channel. It never reads partyline's config file; Apply(plan) brings
+/// everything, and only the difference from the plan in force is applied. It keeps playing its
+/// last plan when partyline-control is away. SIGTERM or SIGINT leave the rooms and stop cleanly.
+///
+/// Environment: PARTYLINE_BUS (system, session, or a bus address) when no flag is given;
+/// PULSE_SERVER (the PulseAudio server); RUST_LOG (log filter, default info; logs go to stderr
+/// and, info and above, to partyline-control's log as LogEntry signals).
 #[derive(Debug, Parser)]
-#[command(name = "partyline-bridged", version)]
+#[command(name = "partyline-bridged", version, about, long_about)]
 struct Args {
     /// Use the session bus (DBUS_SESSION_BUS_ADDRESS) instead of the system bus.
     #[arg(long)]
     session: bool,
-    /// Use the bus at this address (e.g. unix:path=/run/x).
+    /// Use the bus at this address (e.g. unix:path=/run/x), as tests do with a private bus.
     #[arg(long, value_name = "ADDR")]
     bus_address: Option<String>,
 }
