@@ -2,19 +2,15 @@
 //! signal of `org.partyline.Bridge1` called through `partyline_shared::bridge::BridgeProxy`, and
 //! the checked-in introspection XML compared with the live service's.
 
-mod support;
-
 use std::process::Command;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use partyline_shared::bridge::{BUS_NAME, BridgeError, BridgeProxy, INTERFACE, NO_OUTPUT, OBJECT_PATH, Plan, PlanUser};
-use support::pulse::PulseServer;
-use support::{Bridged, Bus, wait_status};
+use partyline_testkit::dbus::{Bridged, Bus, wait_status};
+use partyline_testkit::pulse::PulseServer;
 
 const WAIT: Duration = Duration::from_secs(10);
-/// The private PulseAudio's card: GStreamer's 7.1 order (see bridged/README.md).
-const CARD_MAP: &str = "front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right";
 
 fn user(name: &str) -> PlanUser {
     PlanUser {
@@ -36,8 +32,8 @@ fn empty_plan() -> Plan {
 async fn every_method_property_and_signal_through_the_shared_proxy() {
     let bus = Bus::start();
     let pulse = PulseServer::start();
-    pulse.load_module("module-null-sink", &format!("sink_name=card channels=8 rate=48000 channel_map={CARD_MAP}"));
-    let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", pulse.server_address())]);
+    pulse.add_card("card", 48_000);
+    let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
     let connection = bus.connect().await;
     let proxy = BridgeProxy::builder(&connection)
         .cache_properties(zbus::proxy::CacheProperties::No)

@@ -4,192 +4,20 @@
 //! `ip netns exec NS cargo test -p partyline-bridged --test media` after
 //! `ip netns exec NS sh -c 'ip link set lo up; ip link add pl0 type ifb; ip addr add 10.77.0.1/24 dev pl0; ip link set pl0 up'`.
 
-mod support;
-
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BridgeProxy, NO_OUTPUT, Plan, PlanUser, Status};
-use serde_json::{Value, json};
-use support::pulse::PulseServer;
-use support::{Bridged, Bus, Janus, wait_status};
+use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db};
+use partyline_testkit::dbus::{Bridged, Bus, wait_status};
+use partyline_testkit::janus::Janus;
+use partyline_testkit::pulse::PulseServer;
+use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
-const ICE_IFACE: &str = "pl0";
-const ICE_ADDRESS: &str = "10.77.0.1";
-const RATE: u32 = 48_000;
-const CARD_MAP: &str = "front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right";
+const RATE: u32 = partyline_testkit::audio::RATE;
 const JOIN_WAIT: Duration = Duration::from_secs(20);
 
-fn require_namespace() {
-    assert!(
-        Path::new("/sys/class/net").join(ICE_IFACE).exists(),
-        "interface {ICE_IFACE} is missing: run this test inside a network namespace holding {ICE_IFACE} \
-         ({ICE_ADDRESS}/24), see the head of bridged/tests/media.rs (DESIGN §6)"
-    );
-}
-
-async fn admin(http: &reqwest::Client, janus: &Janus, body: Value) -> Value {
-    let mut body = body;
-    body["transaction"] = json!("t");
-    body["admin_secret"] = json!(janus.value("JANUS_ADMIN_SECRET"));
-    http.post(janus.value("JANUS_ADMIN_URL")).json(&body).send().await.expect("admin API").json().await.expect("json")
-}
-
-/// Adds `tokens` and creates `room` (prebuffering 2, as control does for 40 ms).
-async fn prepare_janus(janus: &Janus, tokens: &[&str], room: &str) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder().no_proxy().build().expect("client");
-    for token in tokens.iter().chain(&["test-admin"]) {
-        let answer =
-            admin(&http, janus, json!({"janus": "add_token", "token": token, "plugins": ["janus.plugin.audiobridge"]}))
-                .await;
-        assert_eq!(answer["janus"], "success", "{answer}");
-    }
-    let url = janus.url();
-    let post = |path: String, body: Value| {
-        let http = http.clone();
-        async move {
-            let answer: Value =
-                http.post(format!("{url}{path}")).json(&body).send().await.expect("janus").json().await.expect("json");
-            answer
-        }
-    };
-    let session = post(String::new(), json!({"janus": "create", "transaction": "c", "token": "test-admin"})).await;
-    let session = session["data"]["id"].as_u64().expect("session");
-    let handle = post(
-        format!("/{session}"),
-        json!({"janus": "attach", "transaction": "a", "token": "test-admin", "plugin": "janus.plugin.audiobridge"}),
-    )
-    .await;
-    let handle = handle["data"]["id"].as_u64().expect("handle");
-    let created = post(
-        format!("/{session}/{handle}"),
-        json!({"janus": "message", "transaction": "m", "token": "test-admin", "body": {
-            "request": "create", "admin_key": janus.value("JANUS_ROOM_ADMIN_KEY"), "room": room,
-            "sampling_rate": 48000, "default_prebuffering": 2, "secret": "room-secret", "permanent": false}}),
-    )
-    .await;
-    assert_eq!(created["plugindata"]["data"]["audiobridge"], "created", "{created}");
-    let _ = post(format!("/{session}"), json!({"janus": "destroy", "transaction": "d", "token": "test-admin"})).await;
-}
-
-/// A sine of `freq` Hz on channel `channel` of the null sink `device` (gst-launch, killed on drop).
-struct Tone(Child);
-
-impl Tone {
-    fn play(pulse: &PulseServer, device: &str, channel: usize, freq: u32) -> Tone {
-        let column: Vec<String> =
-            (0..8).map(|c| format!("<(float){}>", if c == channel { "0.5" } else { "0.0" })).collect();
-        let child = Command::new("gst-launch-1.0")
-            .args(["-q", "audiotestsrc", &format!("freq={freq}"), "is-live=true", "!"])
-            .args([&format!("audio/x-raw,format=F32LE,channels=1,rate={RATE}"), "!"])
-            .args(["audioconvert", &format!("mix-matrix=<{}>", column.join(",")), "!"])
-            .args([&format!("audio/x-raw,channels=8,channel-mask=(bitmask)0xc3f,rate={RATE}"), "!"])
-            .args(["pulsesink", &format!("device={device}"), "buffer-time=20000", "latency-time=10000"])
-            .env("PULSE_SERVER", pulse.server_address())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("gst-launch-1.0");
-        Tone(child)
-    }
-}
-
-impl Drop for Tone {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A recording of every channel of `source` (raw F32, 8 channels in the card's order).
-struct Recording {
-    child: Child,
-    path: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Recording {
-    fn start(pulse: &PulseServer, source: &str) -> Recording {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("rec.raw");
-        let child = Command::new("parecord")
-            .arg(format!("--server={}", pulse.server_address()))
-            .arg(format!("--device={source}"))
-            .args(["--raw", "--format=float32le", "--channels=8", &format!("--channel-map={CARD_MAP}")])
-            .arg(format!("--rate={RATE}"))
-            .args(["--latency-msec=10"])
-            .arg(&path)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("parecord");
-        Recording { child, path, _dir: dir }
-    }
-
-    fn seconds(&self) -> f64 {
-        let bytes = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
-        bytes as f64 / (f64::from(RATE) * 8.0 * 4.0)
-    }
-
-    /// Waits until `seconds` are recorded, stops, returns the samples.
-    async fn finish_after(mut self, seconds: f64) -> Vec<f32> {
-        let deadline = Instant::now() + Duration::from_secs_f64(seconds + 10.0);
-        while self.seconds() < seconds {
-            assert!(Instant::now() < deadline, "parecord recorded only {} s", self.seconds());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let bytes = std::fs::read(&self.path).expect("recording");
-        bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-    }
-}
-
 async fn record(pulse: &PulseServer, seconds: f64) -> Vec<f32> {
-    Recording::start(pulse, "card_out.monitor").finish_after(seconds).await
-}
-
-fn channel(samples: &[f32], k: usize) -> Vec<f32> {
-    samples.iter().skip(k).step_by(8).copied().collect()
-}
-
-fn rms_db(x: &[f32]) -> f64 {
-    if x.is_empty() {
-        return -100.0;
-    }
-    let power = x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / x.len() as f64;
-    (10.0 * power.log10()).max(-100.0)
-}
-
-/// Median over loud 20 ms windows of the zero-crossing frequency (a lost packet concealed by
-/// the decoder does not bias it).
-fn frequency(x: &[f32]) -> f64 {
-    let window = (RATE / 50) as usize;
-    let mut estimates: Vec<f64> = x
-        .chunks_exact(window)
-        .filter(|w| rms_db(w) > -40.0)
-        .map(|w| w.windows(2).filter(|p| (p[0] < 0.0) != (p[1] < 0.0)).count() as f64 / 2.0 / 0.02)
-        .collect();
-    if estimates.is_empty() {
-        return 0.0;
-    }
-    estimates.sort_by(f64::total_cmp);
-    estimates[estimates.len() / 2]
-}
-
-/// Longest run (ms) of 5 ms windows under -40 dBFS after the first loud window.
-fn longest_dropout_ms(x: &[f32]) -> f64 {
-    let window = (RATE / 200) as usize;
-    let loud: Vec<bool> = x.chunks(window).map(|w| rms_db(w) > -40.0).collect();
-    let first = loud.iter().position(|l| *l).unwrap_or(loud.len());
-    let last = loud.iter().rposition(|l| *l).unwrap_or(0);
-    let (mut longest, mut run) = (0usize, 0usize);
-    for l in loud.iter().take(last + 1).skip(first) {
-        run = if *l { 0 } else { run + 1 };
-        longest = longest.max(run);
-    }
-    longest as f64 * 5.0
+    partyline_testkit::audio::record(pulse, "card_out.monitor", seconds).await
 }
 
 fn user(name: &str, input: u8, output: i32, token: &str) -> PlanUser {
@@ -220,21 +48,17 @@ async fn tone_through_janus_onto_the_output_channel() {
     require_namespace();
     let pulse = PulseServer::start();
     for sink in ["card_in", "card_in2", "card_out"] {
-        pulse.load_module(
-            "module-null-sink",
-            &format!("sink_name={sink} channels=8 rate={RATE} channel_map={CARD_MAP}"),
-        );
+        pulse.add_card(sink, RATE);
     }
-    let janus = Janus::start(ICE_IFACE);
-    prepare_janus(&janus, &["tok-a", "tok-b", "tok-c"], "x").await;
+    let janus = Janus::builder().ice_iface(ICE_IFACE).start();
+    for token in ["tok-a", "tok-b", "tok-c"] {
+        janus.add_token(token).await;
+    }
+    // Prebuffering 2, as control makes of jitterBufferMs 40.
+    janus.create_room("x", 2).await;
     let bus = Bus::start();
-    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", pulse.server_address())]);
-    let connection = bus.connect().await;
-    let proxy = BridgeProxy::builder(&connection)
-        .cache_properties(zbus::proxy::CacheProperties::No)
-        .build()
-        .await
-        .expect("proxy");
+    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+    let proxy = bus.bridge().await;
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
     let _other_tone = Tone::play(&pulse, "card_in2", 0, 600);
 

@@ -184,6 +184,12 @@ impl BridgeManager {
             tokio::select! {
                 Some(change) = owners.next() => {
                     let present = change.args().map(|a| a.new_owner().is_some()).unwrap_or(false);
+                    if present {
+                        // A new process: what a dead predecessor left in the rooms would block its joins.
+                        if let Err(e) = self.janus.kick_server_users().await {
+                            tracing::warn!(error = %e, "could not clear the rooms of a previous partyline-bridged");
+                        }
+                    }
                     self.appeared(&proxy, present).await;
                 }
                 Some(_) = changes.next() => self.refresh(&proxy).await,

@@ -355,6 +355,26 @@ impl Janus {
         Ok(user)
     }
 
+    /// Kicks every server audio user's participant out of its room. For a partyline-bridged
+    /// that just (re)appeared on the bus: a new process holds no participant, so any of these is
+    /// a leftover of a predecessor that died without leaving, which Janus keeps until its session
+    /// times out (60 s) and which makes the new process's joins fail ("User ID already exists").
+    pub async fn kick_server_users(&self) -> Result<(), JanusError> {
+        let config = self.config.current();
+        let at = self.link().await?;
+        for user in &config.server_audio_users {
+            let (identity, _) = self.server_user_credentials(user)?;
+            let secret = rooms::room_secret(self.admin_secret()?, &user.group);
+            let kick = AudioBridgeRequest::Kick { room: user.group.clone(), secret, id: identity.clone() };
+            match self.request(&config.janus.url, at, kick).await {
+                Ok(_) => tracing::info!(identity, "kicked the participant a previous partyline-bridged left behind"),
+                Err(e) if matches!(e.plugin_code(), Some(codes::NO_SUCH_USER | codes::NO_SUCH_ROOM)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// The participant id and standing token of a server audio user (derived, so that they
     /// are the same after a restart of control and bridged's branch is left alone).
     pub fn server_user_credentials(&self, user: &ServerAudioUser) -> Result<(String, String), JanusError> {

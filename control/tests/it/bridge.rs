@@ -6,32 +6,12 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::dbus::{Bridged, Bus};
+use partyline_testkit::dbus::{Bridged, Bus};
+use partyline_testkit::pulse::PulseServer;
+
 use crate::janus::Stack;
-use crate::pulse::PulseServer;
 
 const SOON: Duration = Duration::from_secs(10);
-
-async fn bridge_of(stack: &Stack) -> Value {
-    stack.control.get_json("/admin/stats").await.1["bridge"].clone()
-}
-
-/// Waits until bridged's status (through control) satisfies `check`.
-async fn bridge_becomes(stack: &Stack, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + SOON;
-    loop {
-        let bridge = bridge_of(stack).await;
-        if check(&bridge) {
-            return bridge;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}; bridge: {bridge}\ncontrol's log:\n{}",
-            stack.control.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn branch_names(bridge: &Value) -> Vec<String> {
     let mut names: Vec<String> = bridge["branches"]
@@ -50,7 +30,7 @@ async fn stack_on(bus: &Bus) -> Stack {
 async fn without_bridged_server_user_writes_are_refused_and_change_nothing() {
     let bus = Bus::start();
     let stack = stack_on(&bus).await;
-    bridge_becomes(&stack, "bridge absent", |b| b["state"] == "absent").await;
+    stack.bridge_becomes("bridge absent", SOON, |b| b["state"] == "absent").await;
     let before = stack.control.config_text();
     let user = json!({ "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1 });
     let (status, body) = stack.control.post_json("/admin/server-users", user).await;
@@ -71,7 +51,7 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     let pulse: Vec<(&str, &str)> = pulse.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let stack = stack_on(&bus).await;
     let mut bridged = Bridged::start(&bus, &pulse);
-    bridge_becomes(&stack, "bridged seen", |b| b["state"] != "absent" && b["state"] != "unknown").await;
+    stack.bridge_becomes("bridged seen", SOON, |b| b["state"] != "absent" && b["state"] != "unknown").await;
     let control = &stack.control;
     let card_devices = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out" });
     assert_eq!(control.post_json("/admin/audio/device", card_devices).await.0, StatusCode::OK);
@@ -99,7 +79,7 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     let (status, body) = control.delete("/admin/groups/foh").await;
     assert_eq!(status, StatusCode::CONFLICT, "a used group cannot go: {body}");
 
-    let bridge = bridge_becomes(&stack, "two branches", |b| branch_names(b) == ["Desk", "FOH mic"]).await;
+    let bridge = stack.bridge_becomes("two branches", SOON, |b| branch_names(b) == ["Desk", "FOH mic"]).await;
     let generation = bridge["generation"].as_u64().expect("generation");
     let (_, users) = control.get_json("/admin/users").await;
     let kinds: Vec<&str> =
@@ -110,16 +90,16 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
 
     let (status, body) = control.put_json("/admin/server-users/desk", json!({ "outputChannel": null })).await;
     assert_eq!((status, &body["serverUser"]["outputChannel"]), (StatusCode::OK, &Value::Null), "{body}");
-    bridge_becomes(&stack, "a new generation", |b| b["generation"].as_u64() > Some(generation)).await;
+    stack.bridge_becomes("a new generation", SOON, |b| b["generation"].as_u64() > Some(generation)).await;
 
     // A restarted bridged starts with nothing; control sends it the plan again.
     bridged.kill();
-    bridge_becomes(&stack, "bridge absent", |b| b["state"] == "absent").await;
+    stack.bridge_becomes("bridge absent", SOON, |b| b["state"] == "absent").await;
     let _bridged = Bridged::start(&bus, &pulse);
-    bridge_becomes(&stack, "plan re-sent", |b| branch_names(b) == ["Desk", "FOH mic"]).await;
+    stack.bridge_becomes("plan re-sent", SOON, |b| branch_names(b) == ["Desk", "FOH mic"]).await;
 
     assert_eq!(control.delete("/admin/server-users/foh-mic").await.0, StatusCode::OK);
-    bridge_becomes(&stack, "one branch", |b| branch_names(b) == ["Desk"]).await;
+    stack.bridge_becomes("one branch", SOON, |b| branch_names(b) == ["Desk"]).await;
     let on_disk = crate::support::parse_config(&control.config_text());
     assert_eq!(on_disk.server_audio_users.len(), 1);
     assert_eq!(on_disk.server_audio_users[0].output_channel, None);

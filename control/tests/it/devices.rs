@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::pulse::PulseServer;
 use crate::support::Control;
+use partyline_testkit::pulse::PulseServer;
 
 /// The sound card of the tests (design section 6): two 8-channel null sinks, one standing for the
 /// card's outputs and one whose monitor feeds a remapped source standing for its inputs.

@@ -6,7 +6,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::{Probe, Stack};
+use partyline_testkit::janus::Probe;
+
+use crate::janus::Stack;
 use crate::support::{Control, wait_for};
 
 /// Janus events arrive in milliseconds; the poll catches up within 2 s.

@@ -1,17 +1,18 @@
 //! Integration tests of `partyline-control`: the real binary, real files, real sockets.
 //! One test crate (rust-analyzer's layout) so the binary links once.
 
-mod dbus;
 mod janus;
-mod pulse;
 mod support;
 
 mod api;
+mod audio_path;
 mod bridge;
 mod concurrency;
 mod crash;
 mod devices;
+mod full_disk;
 mod groups;
+mod hostile;
 mod invariants;
 mod janus_link;
 mod openapi;

@@ -12,8 +12,8 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use crate::janus::Janus;
 use crate::support::{Control, LOOPBACK_PLAIN, http};
+use partyline_testkit::janus::Janus;
 
 /// What each file must be served as, and a piece of its content that proves it is the right one.
 const FILES: &[(&str, &str, &str)] = &[

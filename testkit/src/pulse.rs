@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+/// GStreamer's 7.1 order: bridged opens the card as 7.1 and card channel k is position k of
+/// this list (bridged/README.md, "Channel order"), so a test card has this channel map.
+pub const CARD_MAP: &str = "front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right";
+
 /// How long the server may take to answer its first `pactl info`.
 const START_DEADLINE: Duration = Duration::from_secs(10);
 /// Pause between two readiness probes (each probe is a `pactl` run of a few milliseconds).
@@ -61,7 +65,14 @@ impl PulseServer {
         stdout.trim().parse().unwrap_or_else(|_| panic!("module index from pactl: {stdout:?}"))
     }
 
-    fn pactl(&self, args: &[&str]) -> Output {
+    /// A null sink `name` shaped like the card bridged expects: 8 channels at `rate`, in
+    /// [`CARD_MAP`] order; its monitor is `NAME.monitor`. Returns the module index.
+    pub fn add_card(&self, name: &str, rate: u32) -> u32 {
+        self.load_module("module-null-sink", &format!("sink_name={name} channels=8 rate={rate} channel_map={CARD_MAP}"))
+    }
+
+    /// `pactl ARGS` on this server.
+    pub fn pactl(&self, args: &[&str]) -> Output {
         Command::new("pactl")
             .arg(format!("--server={}", self.address))
             .args(args)

@@ -1,0 +1,305 @@
+//! The audio benchmark of issue 4 (run by `bench/audio`, inside `scripts/netns-run`): release
+//! builds of partyline-control and partyline-bridged, a private PulseAudio card, Janus on `pl0`,
+//! a private bus; everything driven through control's API. Prints a markdown section.
+//!
+//!   bench_audio --control BIN --bridged BIN [--changes N] [--ticks-secs S] [--cpu-secs S] [--jitter-ms MS]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use partyline_testkit::audio::{CHANNELS, RATE, Tone, rms_db};
+use partyline_testkit::control::Control;
+use partyline_testkit::dbus::{Bridged, Bus, wait_status};
+use partyline_testkit::janus::Janus;
+use partyline_testkit::pulse::PulseServer;
+use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug)]
+struct Options {
+    control: PathBuf,
+    bridged: PathBuf,
+    changes: usize,
+    ticks_secs: f64,
+    cpu_secs: f64,
+    jitter_ms: u32,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        control: PathBuf::new(),
+        bridged: PathBuf::new(),
+        changes: 10,
+        ticks_secs: 20.0,
+        cpu_secs: 20.0,
+        jitter_ms: 40,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let value = pair.get(1).cloned().unwrap_or_default();
+        match pair[0].as_str() {
+            "--control" => o.control = value.into(),
+            "--bridged" => o.bridged = value.into(),
+            "--changes" => o.changes = value.parse().expect("--changes N"),
+            "--ticks-secs" => o.ticks_secs = value.parse().expect("--ticks-secs S"),
+            "--cpu-secs" => o.cpu_secs = value.parse().expect("--cpu-secs S"),
+            "--jitter-ms" => o.jitter_ms = value.parse().expect("--jitter-ms MS"),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    assert!(o.control.exists() && o.bridged.exists(), "--control and --bridged: the release binaries");
+    o
+}
+
+async fn call(control: &Control, method: Method, path: &str, body: Value, want: StatusCode) -> Value {
+    let (status, answer) = control.send(method, path, Some(body.clone())).await;
+    assert_eq!(status, want, "{path} {body} → {answer}");
+    answer
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn summary(values: &mut [f64]) -> String {
+    values.sort_by(f64::total_cmp);
+    format!(
+        "median {:.1}, p90 {:.1}, min {:.1}, max {:.1} (n = {})",
+        percentile(values, 50.0),
+        percentile(values, 90.0),
+        values.first().copied().unwrap_or(f64::NAN),
+        values.last().copied().unwrap_or(f64::NAN),
+        values.len()
+    )
+}
+
+/// Records channel `in_channel` of `card_in.monitor` and `out_channel` of `card_out.monitor`
+/// side by side (2 channels, F32LE) in one GStreamer pipeline: one clock, aligned by timestamp.
+fn record_both(pulse: &PulseServer, path: &std::path::Path, in_channel: usize, out_channel: usize) -> Child {
+    let pick = |k: usize| {
+        let row: Vec<String> =
+            (0..CHANNELS).map(|c| format!("(float){}", if c == k { "1.0" } else { "0.0" })).collect();
+        format!("mix-matrix=<<{}>>", row.join(","))
+    };
+    let card = format!("audio/x-raw,format=F32LE,channels=8,rate={RATE},channel-mask=(bitmask)0xc3f");
+    let mono = format!("audio/x-raw,format=F32LE,channels=1,rate={RATE},channel-mask=(bitmask)0x0");
+    let branch = |source: &str, k: usize| {
+        format!(
+            "pulsesrc device={source} buffer-time=20000 latency-time=10000 provide-clock=false ! {card} ! audioconvert {} ! {mono} ! queue ! mix.",
+            pick(k)
+        )
+    };
+    let pipeline = format!(
+        "audiointerleave name=mix latency=50000000 ! audio/x-raw,format=F32LE,channels=2 ! filesink location={} {} {}",
+        path.display(),
+        branch("card_in.monitor", in_channel),
+        branch("card_out.monitor", out_channel)
+    );
+    Command::new("gst-launch-1.0")
+        .arg("-q")
+        .args(pipeline.split_whitespace())
+        .env("PULSE_SERVER", pulse.server_address())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("gst-launch-1.0")
+}
+
+/// Onsets (s) of ticks in a mono signal: a 1 ms window over -30 dBFS after ≥ 100 ms of quiet.
+fn onsets(x: &[f32]) -> Vec<f64> {
+    let window = (RATE / 1000) as usize;
+    let mut result = Vec::new();
+    let mut quiet = 100usize;
+    for (i, w) in x.chunks_exact(window).enumerate() {
+        if rms_db(w) > -30.0 {
+            if quiet >= 100 {
+                result.push(i as f64 / 1000.0);
+            }
+            quiet = 0;
+        } else {
+            quiet += 1;
+        }
+    }
+    result
+}
+
+/// CPU (percent of one core) of `pid` over `secs`, from utime + stime in /proc/PID/stat.
+async fn cpu_percent(pid: u32, secs: f64) -> f64 {
+    let ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let after = &stat[stat.rfind(')').expect("comm") + 2..];
+        let fields: Vec<u64> = after.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+        fields[11] + fields[12]
+    };
+    let clk = 100.0; // getconf CLK_TCK on Linux
+    let (t0, c0) = (Instant::now(), ticks());
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let (c1, elapsed) = (ticks(), t0.elapsed().as_secs_f64());
+    (c1 - c0) as f64 / clk / elapsed * 100.0
+}
+
+fn status_kib(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB")?.trim().parse().ok()).unwrap_or(0)
+}
+
+fn branch_joined(bridge: &Value, name: &str) -> bool {
+    bridge["branches"].as_array().is_some_and(|v| v.iter().any(|b| b["name"] == name && b["state"] == "joined"))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let o = options();
+    require_namespace();
+    let pulse = PulseServer::start();
+    for card in ["card_in", "card_out"] {
+        pulse.add_card(card, RATE);
+    }
+    let bus = Bus::start();
+    let events_port = free_port();
+    let janus = Janus::builder()
+        .ice_iface(ICE_IFACE)
+        .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), "bench-event-secret")
+        .start();
+    let config = format!(
+        "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: bench-event-secret\n\
+         audio:\n  jitterBufferMs: {}\ngroups:\n  - name: X\nbridge:\n  iceAddresses: [{ICE_ADDRESS}]\nlogging:\n  level: warn\n",
+        janus.config_yaml(),
+        o.jitter_ms
+    );
+    let control =
+        Control::builder().binary(&o.control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address).start().await;
+    let pulse_address = pulse.server_address();
+    let bridged = Bridged::start_binary(&o.bridged, &bus, &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", "warn")]);
+    let proxy = bus.bridge().await;
+    partyline_testkit::wait_for("control sees Janus and bridged", WAIT, async || {
+        let (_, stats) = control.get_json("/admin/stats").await;
+        (stats["janus"]["state"] == "up" && stats["bridge"]["state"] == "idle").then_some(())
+    })
+    .await;
+    let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
+    call(&control, Method::POST, "/admin/audio/device", device, StatusCode::OK).await;
+
+    // A (input 0, no output) and B (input 1, output 1).
+    let a = json!({ "name": "A", "group": "x", "inputChannel": 0, "outputChannel": null });
+    let b = json!({ "name": "B", "group": "x", "inputChannel": 1, "outputChannel": 1 });
+    let first = Instant::now();
+    call(&control, Method::POST, "/admin/server-users", a, StatusCode::CREATED).await;
+    call(&control, Method::POST, "/admin/server-users", b, StatusCode::CREATED).await;
+    wait_status(&proxy, WAIT, "A and B joined", |s| {
+        s.branches.len() == 2 && s.branches.iter().all(|b| b.state == "joined")
+    })
+    .await;
+    let first_ms = first.elapsed().as_secs_f64() * 1000.0;
+
+    // 1. Config change → the new branch joined (media up), N times: POST a user, poll Status on
+    //    the bus every 2 ms; then DELETE it and wait until its branch is gone.
+    let mut api_ms = Vec::new();
+    let mut joined_ms = Vec::new();
+    let mut removed_ms = Vec::new();
+    for n in 0..o.changes {
+        let user = json!({ "name": format!("N{n}"), "group": "x", "inputChannel": 2, "outputChannel": 2 });
+        let started = Instant::now();
+        call(&control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
+        api_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        let name = format!("N{n}");
+        loop {
+            let status = proxy.status().await.expect("Status");
+            if status.branches.iter().any(|b| b.name == name && b.state == "joined") {
+                break;
+            }
+            assert!(started.elapsed() < WAIT, "N{n} never joined: {status:#?}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        joined_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        let started = Instant::now();
+        call(&control, Method::DELETE, &format!("/admin/server-users/n{n}"), Value::Null, StatusCode::OK).await;
+        wait_status(&proxy, WAIT, "N gone", |s| s.branches.len() == 2).await;
+        removed_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let (_, stats) = control.get_json("/admin/stats").await;
+    assert!(branch_joined(&stats["bridge"], "B"), "{stats}");
+
+    // 2. Tick latency card_in → A → room → B → card_out: ticks of 20 ms (1 kHz) every 300 ms
+    //    on input 0, both monitors recorded in one pipeline.
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("both.raw");
+    let mut recorder = record_both(&pulse, &path, 0, 1);
+    tokio::time::sleep(Duration::from_millis(500)).await; // the recorder's own start-up
+    let ticks = Tone::source(
+        &pulse,
+        "card_in",
+        &[0],
+        "audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=300000000 is-live=true",
+    );
+    tokio::time::sleep(Duration::from_secs_f64(o.ticks_secs)).await; // the measurement's length
+    drop(ticks);
+    tokio::time::sleep(Duration::from_millis(500)).await; // the last ticks through
+    let _ = recorder.kill();
+    let _ = recorder.wait();
+    let bytes = std::fs::read(&path).expect("recording");
+    let samples: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let input: Vec<f32> = samples.iter().step_by(2).copied().collect();
+    let output: Vec<f32> = samples.iter().skip(1).step_by(2).copied().collect();
+    let (in_onsets, out_onsets) = (onsets(&input), onsets(&output));
+    let mut latencies: Vec<f64> = in_onsets
+        .iter()
+        .filter_map(|t| out_onsets.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
+        .collect();
+    let matched = latencies.len();
+
+    // 3. CPU and RSS of bridged with 8 bidirectional users (a tone on every input).
+    call(&control, Method::DELETE, "/admin/server-users/a", Value::Null, StatusCode::OK).await;
+    call(&control, Method::DELETE, "/admin/server-users/b", Value::Null, StatusCode::OK).await;
+    let _tones = Tone::source(&pulse, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
+    for k in 0..8 {
+        let user = json!({ "name": format!("U{k}"), "group": "x", "inputChannel": k, "outputChannel": k });
+        call(&control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
+    }
+    wait_status(&proxy, WAIT, "8 users joined and receiving", |s| {
+        s.branches.len() == 8 && s.branches.iter().all(|b| b.state == "joined" && b.packets_received > 100)
+    })
+    .await;
+    let pid = bridged.pid();
+    let rss_before = status_kib(pid, "VmRSS:");
+    let cpu = cpu_percent(pid, o.cpu_secs).await;
+    let rss = status_kib(pid, "VmRSS:");
+    let hwm = status_kib(pid, "VmHWM:");
+    let threads = status_kib(pid, "Threads:");
+    let status = proxy.status().await.expect("Status");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+
+    println!(
+        "### Run (jitterBufferMs {}: room prebuffering {}, webrtcbin latency {} ms)\n",
+        o.jitter_ms,
+        (o.jitter_ms / 20).max(1),
+        o.jitter_ms
+    );
+    println!("- load average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    println!("- first plan (pipeline + A and B) POST → both joined: {first_ms:.0} ms");
+    println!("- config change (POST a server user) → API answered: {} ms", summary(&mut api_ms));
+    println!("- config change (POST a server user) → its branch joined (media up): {} ms", summary(&mut joined_ms));
+    println!("- DELETE a server user → its branch gone: {} ms", summary(&mut removed_ms));
+    println!(
+        "- tick latency card_in → Janus → card_out: {} ms; {matched} of {} ticks matched",
+        summary(&mut latencies),
+        in_onsets.len()
+    );
+    println!(
+        "- bridged with 8 bidirectional users at 48 kHz: CPU {cpu:.1} % of one core over {:.0} s; RSS {:.1} MiB (before {:.1} MiB, peak {:.1} MiB), {threads} threads; packets sent per branch {:?}",
+        o.cpu_secs,
+        rss as f64 / 1024.0,
+        rss_before as f64 / 1024.0,
+        hwm as f64 / 1024.0,
+        status.branches.iter().map(|b| b.packets_sent).collect::<Vec<_>>()
+    );
+    drop(bridged);
+}

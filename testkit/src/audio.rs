@@ -1,0 +1,215 @@
+//! Sound on the test card: a sine played into one channel of a null sink, a recording of every
+//! channel of a source, and what tests measure on it (level, frequency, longest dropout).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::pulse::{CARD_MAP, PulseServer};
+
+/// The card's rate in every test.
+pub const RATE: u32 = 48_000;
+/// Channels of the card.
+pub const CHANNELS: usize = 8;
+/// A window over -40 dBFS counts as sound in [`frequency`] and [`longest_dropout_ms`].
+pub const LOUD_DB: f64 = -40.0;
+
+/// A sine of `freq` Hz (amplitude 0.5) on one channel of a null sink (gst-launch, killed on drop).
+#[derive(Debug)]
+pub struct Tone(Child);
+
+impl Tone {
+    /// Plays into channel `channel` of the null sink `device`: its monitor `DEVICE.monitor`
+    /// carries the tone on that channel, silence on the others.
+    pub fn play(pulse: &PulseServer, device: &str, channel: usize, freq: u32) -> Tone {
+        Tone::source(pulse, device, &[channel], &format!("audiotestsrc freq={freq} is-live=true"))
+    }
+
+    /// Plays what the GStreamer element `source` (a live mono source with its properties,
+    /// e.g. `audiotestsrc wave=ticks is-live=true`) makes, at half its amplitude, into each of
+    /// `channels` of the null sink `device`.
+    pub fn source(pulse: &PulseServer, device: &str, channels: &[usize], source: &str) -> Tone {
+        let column: Vec<String> =
+            (0..CHANNELS).map(|c| format!("<(float){}>", if channels.contains(&c) { "0.5" } else { "0.0" })).collect();
+        let child = Command::new("gst-launch-1.0")
+            .arg("-q")
+            .args(source.split_whitespace())
+            .args(["!", &format!("audio/x-raw,format=F32LE,channels=1,rate={RATE}"), "!"])
+            .args(["audioconvert", &format!("mix-matrix=<{}>", column.join(",")), "!"])
+            .args([&format!("audio/x-raw,channels=8,channel-mask=(bitmask)0xc3f,rate={RATE}"), "!"])
+            .args(["pulsesink", &format!("device={device}"), "buffer-time=20000", "latency-time=10000"])
+            .env("PULSE_SERVER", pulse.server_address())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("gst-launch-1.0 (gstreamer1.0-tools)");
+        Tone(child)
+    }
+}
+
+impl Drop for Tone {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A recording (parecord, 10 ms latency) of every channel of `source`: raw F32, 8 channels in
+/// the card's order.
+#[derive(Debug)]
+pub struct Recording {
+    child: Child,
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Recording {
+    pub fn start(pulse: &PulseServer, source: &str) -> Recording {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("rec.raw");
+        let child = Command::new("parecord")
+            .arg(format!("--server={}", pulse.server_address()))
+            .arg(format!("--device={source}"))
+            .args(["--raw", "--format=float32le", "--channels=8", &format!("--channel-map={CARD_MAP}")])
+            .arg(format!("--rate={RATE}"))
+            .args(["--latency-msec=10"])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("parecord (pulseaudio-utils)");
+        Recording { child, path, _dir: dir }
+    }
+
+    /// Seconds recorded so far.
+    pub fn seconds(&self) -> f64 {
+        let bytes = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        bytes as f64 / (f64::from(RATE) * CHANNELS as f64 * 4.0)
+    }
+
+    /// The interleaved samples recorded so far (whole frames), while it keeps recording.
+    pub fn samples(&self) -> Vec<f32> {
+        let bytes = std::fs::read(&self.path).unwrap_or_default();
+        let frames = bytes.len() / (CHANNELS * 4);
+        bytes[..frames * CHANNELS * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    }
+
+    /// Waits (polling every 50 ms, at most `within`) until channel `k` carries a tone of `freq`
+    /// Hz ([`tone_start`]) at or after `from` seconds of the recording; returns when it started
+    /// (seconds of the recording). Panics naming `what` with the channel's last level and
+    /// frequency otherwise.
+    pub async fn wait_tone(&self, what: &str, k: usize, freq: f64, from: f64, within: Duration) -> f64 {
+        let deadline = Instant::now() + within;
+        loop {
+            let samples = self.samples();
+            if let Some(at) = tone_start(&samples, k, freq, from) {
+                return at;
+            }
+            if Instant::now() >= deadline {
+                let ch = channel(&samples, k);
+                let tail = &ch[ch.len().saturating_sub(RATE as usize / 2)..];
+                panic!(
+                    "waited {within:?} for {what}: channel {k} never carried {freq} Hz; its last 0.5 s: {:.1} dBFS, {:.0} Hz",
+                    rms_db(tail),
+                    frequency(tail)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits (polling, bounded) until at least `seconds` are recorded.
+    pub async fn wait_until(&self, seconds: f64) {
+        let deadline = Instant::now() + Duration::from_secs_f64(seconds + 10.0);
+        while self.seconds() < seconds {
+            assert!(Instant::now() < deadline, "parecord recorded only {:.2} s of {seconds} s", self.seconds());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits until `seconds` are recorded, stops, returns the interleaved samples.
+    pub async fn finish_after(mut self, seconds: f64) -> Vec<f32> {
+        self.wait_until(seconds).await;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let bytes = std::fs::read(&self.path).expect("recording");
+        bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `seconds` of every channel of `source`.
+pub async fn record(pulse: &PulseServer, source: &str, seconds: f64) -> Vec<f32> {
+    Recording::start(pulse, source).finish_after(seconds).await
+}
+
+/// Channel `k` of interleaved 8-channel samples.
+pub fn channel(samples: &[f32], k: usize) -> Vec<f32> {
+    samples.iter().skip(k).step_by(CHANNELS).copied().collect()
+}
+
+/// RMS level in dBFS (-100 for silence or nothing).
+pub fn rms_db(x: &[f32]) -> f64 {
+    if x.is_empty() {
+        return -100.0;
+    }
+    let power = x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / x.len() as f64;
+    (10.0 * power.log10()).max(-100.0)
+}
+
+/// Median over loud 20 ms windows of the zero-crossing frequency (a lost packet concealed by
+/// the decoder does not bias it); 0 without a loud window.
+pub fn frequency(x: &[f32]) -> f64 {
+    let window = (RATE / 50) as usize;
+    let mut estimates: Vec<f64> = x
+        .chunks_exact(window)
+        .filter(|w| rms_db(w) > LOUD_DB)
+        .map(|w| w.windows(2).filter(|p| (p[0] < 0.0) != (p[1] < 0.0)).count() as f64 / 2.0 / 0.02)
+        .collect();
+    if estimates.is_empty() {
+        return 0.0;
+    }
+    estimates.sort_by(f64::total_cmp);
+    estimates[estimates.len() / 2]
+}
+
+/// Longest run (ms) of 5 ms windows under [`LOUD_DB`] between the first and the last loud window.
+pub fn longest_dropout_ms(x: &[f32]) -> f64 {
+    let window = (RATE / 200) as usize;
+    let loud: Vec<bool> = x.chunks(window).map(|w| rms_db(w) > LOUD_DB).collect();
+    let first = loud.iter().position(|l| *l).unwrap_or(loud.len());
+    let last = loud.iter().rposition(|l| *l).unwrap_or(0);
+    let (mut longest, mut run) = (0usize, 0usize);
+    for l in loud.iter().take(last + 1).skip(first) {
+        run = if *l { 0 } else { run + 1 };
+        longest = longest.max(run);
+    }
+    longest as f64 * 5.0
+}
+
+/// The time (s) of the first loud 5 ms window, if any.
+pub fn first_loud_s(x: &[f32]) -> Option<f64> {
+    let window = (RATE / 200) as usize;
+    x.chunks(window).position(|w| rms_db(w) > LOUD_DB).map(|i| i as f64 * 0.005)
+}
+
+/// Where (seconds, a multiple of 20 ms, at or after `from`) channel `k` of interleaved samples
+/// starts carrying `freq` (± 30) Hz over -30 dBFS in every 20 ms window of 200 ms on end.
+pub fn tone_start(samples: &[f32], k: usize, freq: f64, from: f64) -> Option<f64> {
+    const SPAN: usize = 10;
+    let ch = channel(samples, k);
+    let window = (RATE / 50) as usize;
+    let loud: Vec<bool> = ch.chunks_exact(window).map(|w| rms_db(w) > -30.0).collect();
+    let first = (from / 0.02).ceil() as usize;
+    (first..loud.len().saturating_sub(SPAN - 1))
+        .find(|&i| {
+            loud[i..i + SPAN].iter().all(|l| *l)
+                && (frequency(&ch[i * window..(i + SPAN) * window]) - freq).abs() < 30.0
+        })
+        .map(|i| i as f64 * 0.02)
+}

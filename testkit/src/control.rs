@@ -1,0 +1,221 @@
+//! The real `partyline-control`, started on 127.0.0.1:0 in a temp directory, and a client for
+//! its API.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+/// The head of every test config: loopback, any free port, plain HTTP.
+pub const LOOPBACK_PLAIN: &str = "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:0\n  tls: false\n";
+
+#[derive(Debug, Default)]
+pub struct Builder {
+    config: Option<String>,
+    env: Vec<(String, String)>,
+    dir: Option<Arc<tempfile::TempDir>>,
+    binary: Option<PathBuf>,
+}
+
+impl Builder {
+    /// The config file's initial text (default: [`LOOPBACK_PLAIN`]); `None` leaves no file.
+    pub fn config(mut self, text: Option<&str>) -> Self {
+        self.config = text.map(str::to_owned);
+        self
+    }
+
+    /// The binary to run (default: the workspace's `partyline-control` next to the test).
+    pub fn binary(mut self, path: &Path) -> Self {
+        self.binary = Some(path.to_owned());
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Starts the binary and waits until it listens.
+    pub async fn start(self) -> Control {
+        let dir = self.dir.unwrap_or_else(|| Arc::new(tempfile::tempdir().expect("temp dir")));
+        let config_path = dir.path().join("partyline.yaml");
+        if let Some(text) = self.config.filter(|_| !config_path.exists()) {
+            std::fs::write(&config_path, text).expect("write config");
+        }
+        let binary = self.binary.unwrap_or_else(|| crate::binary("partyline-control"));
+        Control::spawn(binary, dir, config_path, self.env).await
+    }
+}
+
+/// A running control process; killed on drop.
+#[derive(Debug)]
+pub struct Control {
+    child: Child,
+    binary: PathBuf,
+    dir: Arc<tempfile::TempDir>,
+    config_path: PathBuf,
+    env: Vec<(String, String)>,
+    pub origin: String,
+    /// The loopback events listener (`http://127.0.0.1:PORT`).
+    pub events_origin: String,
+    pub token: String,
+    client: reqwest::Client,
+}
+
+impl Control {
+    pub fn builder() -> Builder {
+        Builder::default().config(Some(LOOPBACK_PLAIN))
+    }
+
+    /// A control with the default test config.
+    pub async fn start() -> Control {
+        Control::builder().start().await
+    }
+
+    async fn spawn(
+        binary: PathBuf,
+        dir: Arc<tempfile::TempDir>,
+        config_path: PathBuf,
+        env: Vec<(String, String)>,
+    ) -> Control {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("control.log"))
+            .expect("log file");
+        let mut child = Command::new(&binary)
+            .arg("--config")
+            .arg(&config_path)
+            .env_remove("PARTYLINE_ADMIN_TOKEN")
+            .env_remove("PARTYLINE_CONFIG")
+            .env_remove("RUST_LOG")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn partyline-control");
+        let stdout = child.stdout.take().expect("stdout");
+        // The ready line carries the origins; read it off the blocking pipe on a thread.
+        let ready = tokio::task::spawn_blocking(move || {
+            let line = BufReader::new(stdout).lines().next()?.ok()?;
+            let rest = line.strip_prefix("partyline-control listening on ")?;
+            let origin = rest.split_whitespace().next()?.to_owned();
+            let events = rest.split("events ").nth(1)?.trim_end_matches(')').to_owned();
+            Some((origin, events))
+        });
+        let ready = tokio::time::timeout(Duration::from_secs(20), ready).await;
+        let Ok(Ok(Some((origin, events_origin)))) = ready else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.path().join("control.log")).unwrap_or_default();
+            panic!("partyline-control did not start:\n{log}");
+        };
+        let token =
+            env.iter().find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN").map(|(_, v)| v.clone()).unwrap_or_else(|| {
+                std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned()
+            });
+        let client = crate::http();
+        Control { child, binary, dir, config_path, env, origin, events_origin, token, client }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// The config file's text now.
+    pub fn config_text(&self) -> String {
+        std::fs::read_to_string(&self.config_path).expect("read config")
+    }
+
+    /// What the process wrote to stderr so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("control.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (e.g. "KILL", "HUP") to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Kills the process with SIGKILL and waits until it is gone, so the files it had open are
+    /// as the crash left them. [`Control::restart`] may follow.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills the process with SIGKILL and starts a new one on the same directory.
+    pub async fn restart(mut self) -> Control {
+        self.kill();
+        let (binary, dir) = (self.binary.clone(), Arc::clone(&self.dir));
+        let (config_path, env) = (self.config_path.clone(), self.env.clone());
+        drop(self);
+        Control::spawn(binary, dir, config_path, env).await
+    }
+
+    /// A URL on the events listener.
+    pub fn events_url(&self, path: &str) -> String {
+        format!("{}{path}", self.events_origin)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/api{path}", self.origin)
+    }
+
+    /// A request to `{origin}/api{path}` with the admin token.
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, self.url(path)).bearer_auth(&self.token)
+    }
+
+    /// Sends a request (JSON body if given) and returns the status and the JSON body.
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.request(method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        crate::read(request.send().await.expect("request sent")).await
+    }
+
+    pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Method::GET, path, None).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.send(Method::DELETE, path, None).await
+    }
+
+    /// The group ids the API lists.
+    pub async fn group_ids(&self) -> Vec<String> {
+        let (status, body) = self.get_json("/admin/groups").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["groups"].as_array().expect("groups").iter().map(|g| g["id"].as_str().expect("id").to_owned()).collect()
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

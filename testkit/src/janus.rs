@@ -1,0 +1,293 @@
+//! A private, real Janus instance (`scripts/janus-instance`) in a temp dir, on free ports,
+//! configured from `packaging/janus/`, and a raw JSON client of its APIs ([`Probe`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+/// Basic-auth user of the event handler's posts in tests.
+pub const EVENT_USER: &str = "janus";
+
+fn script() -> PathBuf {
+    crate::repo_path("scripts/janus-instance")
+}
+
+/// A unique transaction id or token suffix.
+fn unique() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// How a [`Janus`] is started.
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    event_url: Option<String>,
+    event_pass: String,
+    ice_iface: Option<String>,
+}
+
+impl Builder {
+    /// Janus posts its events to `url` with basic auth ([`EVENT_USER`], `pass`).
+    pub fn events(mut self, url: &str, pass: &str) -> Builder {
+        self.event_url = Some(url.to_owned());
+        pass.clone_into(&mut self.event_pass);
+        self
+    }
+
+    /// ICE only on `iface` (`nat: ice_enforce_list`): [`crate::ICE_IFACE`] for media tests.
+    pub fn ice_iface(mut self, iface: &str) -> Builder {
+        self.ice_iface = Some(iface.to_owned());
+        self
+    }
+
+    pub fn start(self) -> Janus {
+        let mut janus = Janus { dir: tempfile::tempdir().expect("dir"), options: self, values: HashMap::new() };
+        janus.run_start(&[]);
+        janus
+    }
+}
+
+/// A running Janus; stopped on drop.
+#[derive(Debug)]
+pub struct Janus {
+    dir: tempfile::TempDir,
+    options: Builder,
+    values: HashMap<String, String>,
+}
+
+impl Janus {
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Starts Janus without an event handler.
+    pub fn start() -> Janus {
+        Janus::builder().start()
+    }
+
+    /// Starts Janus posting its events to `event_url` with basic auth ([`EVENT_USER`], `event_pass`).
+    pub fn start_with_events(event_url: &str, event_pass: &str) -> Janus {
+        Janus::builder().events(event_url, event_pass).start()
+    }
+
+    fn run_start(&mut self, fixed: &[(&str, String)]) {
+        let mut command = Command::new(script());
+        command.arg("start").arg(self.dir.path());
+        for (flag, value) in fixed {
+            command.arg(flag).arg(value);
+        }
+        if let Some(url) = &self.options.event_url {
+            command.args(["--event-url", url, "--event-user", EVENT_USER, "--event-pass", &self.options.event_pass]);
+        }
+        if let Some(iface) = &self.options.ice_iface {
+            command.args(["--ice-iface", iface]);
+        }
+        let output = command.output().expect("run janus-instance");
+        assert!(output.status.success(), "janus-instance start failed:\n{}", String::from_utf8_lossy(&output.stderr));
+        let env = std::fs::read_to_string(self.dir.path().join("instance.env")).expect("instance.env");
+        self.values = env
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.trim_matches('\'').to_owned()))
+            .collect();
+    }
+
+    /// A value of the instance's `instance.env` (`JANUS_HTTP_PORT`, …).
+    pub fn value(&self, key: &str) -> &str {
+        self.values.get(key).unwrap_or_else(|| panic!("{key} in instance.env"))
+    }
+
+    pub fn url(&self) -> &str {
+        self.value("JANUS_URL")
+    }
+
+    pub fn admin_url(&self) -> &str {
+        self.value("JANUS_ADMIN_URL")
+    }
+
+    pub fn ws_url(&self) -> &str {
+        self.value("JANUS_WS_URL")
+    }
+
+    pub fn admin_secret(&self) -> &str {
+        self.value("JANUS_ADMIN_SECRET")
+    }
+
+    pub fn room_admin_key(&self) -> &str {
+        self.value("JANUS_ROOM_ADMIN_KEY")
+    }
+
+    /// The event handler's password (what control's `janus.eventSecret` must be).
+    pub fn event_pass(&self) -> &str {
+        &self.options.event_pass
+    }
+
+    /// The `janus:` section of a control config pointing at this instance.
+    pub fn config_yaml(&self) -> String {
+        format!(
+            "janus:\n  url: {}\n  adminUrl: {}\n  wsUrl: {}\n  adminSecret: {}\n  roomAdminKey: {}\n",
+            self.url(),
+            self.admin_url(),
+            self.ws_url(),
+            self.admin_secret(),
+            self.room_admin_key()
+        )
+    }
+
+    /// Stops Janus (SIGTERM, waits for it to exit).
+    pub fn stop(&self) {
+        let output = Command::new(script()).arg("stop").arg(self.dir.path()).output().expect("run janus-instance");
+        assert!(output.status.success(), "janus-instance stop failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    }
+
+    /// Starts Janus again on the same ports and secrets, with the same events and ICE settings
+    /// (rooms and tokens are gone: they live in Janus's memory only).
+    pub fn restart(&mut self) {
+        self.stop();
+        let fixed = [
+            ("--http-port", self.value("JANUS_HTTP_PORT").to_owned()),
+            ("--admin-port", self.value("JANUS_ADMIN_PORT").to_owned()),
+            ("--ws-port", self.value("JANUS_WS_PORT").to_owned()),
+            ("--admin-secret", self.admin_secret().to_owned()),
+            ("--room-admin-key", self.room_admin_key().to_owned()),
+        ];
+        self.run_start(&fixed);
+    }
+
+    /// A request to the admin API (`admin_secret` and `transaction` added).
+    pub async fn admin(&self, mut body: Value) -> Value {
+        body["transaction"] = json!(unique());
+        body["admin_secret"] = json!(self.admin_secret());
+        let response = crate::http().post(self.admin_url()).json(&body).send().await.expect("Janus admin API");
+        response.json().await.expect("JSON from the admin API")
+    }
+
+    /// Registers `token` for the AudioBridge (stored-token auth).
+    pub async fn add_token(&self, token: &str) {
+        let answer =
+            self.admin(json!({"janus": "add_token", "token": token, "plugins": ["janus.plugin.audiobridge"]})).await;
+        assert_eq!(answer["janus"], "success", "add_token: {answer}");
+    }
+
+    /// Creates AudioBridge room `room` at 48 kHz with `prebuffering` packets (what control
+    /// makes of `audio.jitterBufferMs`: 40 ms → 2), through a probe of the test's own.
+    pub async fn create_room(&self, room: &str, prebuffering: u32) {
+        let probe = Probe::admin(self).await;
+        let created = probe
+            .audiobridge(json!({"request": "create", "admin_key": self.room_admin_key(), "room": room,
+                                "sampling_rate": 48000, "default_prebuffering": prebuffering,
+                                "secret": "room-secret", "permanent": false}))
+            .await
+            .unwrap_or_else(|code| panic!("create room {room}: Janus error {code}"));
+        assert_eq!(created["audiobridge"], "created", "{created}");
+        let _ = probe.destroy().await;
+    }
+}
+
+impl Drop for Janus {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).arg("stop").arg(self.dir.path()).output();
+    }
+}
+
+/// A Janus API client of the test's own, speaking raw JSON (what a browser's janus.js sends):
+/// one session with a handle on the AudioBridge.
+#[derive(Debug)]
+pub struct Probe {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    session: u64,
+    handle: u64,
+}
+
+/// What a Janus request answered: the whole JSON, or Janus's error code.
+pub type Answer = Result<Value, i64>;
+
+impl Probe {
+    /// A session with a handle on the AudioBridge, using `token`.
+    pub async fn open(janus: &Janus, token: &str) -> Result<Probe, i64> {
+        let http = crate::http();
+        let mut probe = Probe { http, url: janus.url().to_owned(), token: token.to_owned(), session: 0, handle: 0 };
+        probe.session = probe.call("", json!({"janus": "create"})).await?["data"]["id"].as_u64().expect("id");
+        let attach = json!({"janus": "attach", "plugin": "janus.plugin.audiobridge"});
+        probe.handle = probe.call(&format!("/{}", probe.session), attach).await?["data"]["id"].as_u64().expect("id");
+        Ok(probe)
+    }
+
+    /// A probe with a fresh token added through the admin API.
+    pub async fn admin(janus: &Janus) -> Probe {
+        let token = format!("probe-{}", unique());
+        janus.add_token(&token).await;
+        Probe::open(janus, &token).await.expect("probe session")
+    }
+
+    async fn call(&self, path: &str, mut body: Value) -> Answer {
+        body["transaction"] = json!(unique());
+        body["token"] = json!(self.token);
+        let answer: Value = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .json(&body)
+            .send()
+            .await
+            .expect("Janus reachable")
+            .json()
+            .await
+            .expect("json");
+        match answer["janus"].as_str() {
+            Some("error") => Err(answer["error"]["code"].as_i64().unwrap_or(-1)),
+            _ => Ok(answer),
+        }
+    }
+
+    /// An AudioBridge request; plugin errors are `Err(error_code)`.
+    pub async fn audiobridge(&self, body: Value) -> Answer {
+        let answer =
+            self.call(&format!("/{}/{}", self.session, self.handle), json!({"janus": "message", "body": body})).await?;
+        let data = answer["plugindata"]["data"].clone();
+        match data["error_code"].as_i64() {
+            Some(code) => Err(code),
+            None => Ok(data),
+        }
+    }
+
+    /// The room ids Janus has.
+    pub async fn rooms(&self) -> Vec<String> {
+        let list = self.audiobridge(json!({"request": "list"})).await.expect("list");
+        let mut rooms: Vec<String> = list["list"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|r| r["room"].as_str().expect("room").to_owned())
+            .collect();
+        rooms.sort();
+        rooms
+    }
+
+    /// The participant ids of `room` (`Err` with 485 for no such room).
+    pub async fn participants(&self, room: &str) -> Result<Vec<String>, i64> {
+        let answer = self.audiobridge(json!({"request": "listparticipants", "room": room})).await?;
+        Ok(answer["participants"]
+            .as_array()
+            .expect("participants")
+            .iter()
+            .map(|p| p["id"].as_str().expect("id").to_owned())
+            .collect())
+    }
+
+    /// Joins `room` as `id` (signalling only: no PeerConnection). Janus answers `ack`; the
+    /// participant is in the room once `listparticipants` shows it.
+    pub async fn join(&self, room: &str, id: &str, display: &str) -> Answer {
+        let body = json!({"request": "join", "room": room, "id": id, "display": display, "muted": true});
+        self.call(&format!("/{}/{}", self.session, self.handle), json!({"janus": "message", "body": body})).await
+    }
+
+    /// Ends the session (the participant leaves its room).
+    pub async fn destroy(&self) -> Answer {
+        self.call(&format!("/{}", self.session), json!({"janus": "destroy"})).await
+    }
+}

@@ -1,0 +1,90 @@
+//! partyline's test harnesses, one copy for every crate's tests (and `bench/audio`): a private
+//! PulseAudio whose null sinks are the sound card ([`pulse`]), a private D-Bus bus and the real
+//! `partyline-bridged` on it ([`dbus`]), a private Janus ([`janus`]), the real
+//! `partyline-control` ([`control`]), tones and their measurement ([`audio`]), and the small
+//! helpers below.
+
+pub mod audio;
+pub mod control;
+pub mod dbus;
+pub mod janus;
+pub mod pulse;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// The non-loopback interface of the network namespace media tests run in (DESIGN §6).
+pub const ICE_IFACE: &str = "pl0";
+/// Its address, given to bridged's ICE agent (`bridge.iceAddresses`).
+pub const ICE_ADDRESS: &str = "10.77.0.1";
+
+/// Fails, naming the way out, unless this runs inside a network namespace holding
+/// [`ICE_IFACE`] (`scripts/netns-run`): Janus offers no loopback ICE candidate, so media needs it.
+pub fn require_namespace() {
+    assert!(
+        Path::new("/sys/class/net").join(ICE_IFACE).exists(),
+        "interface {ICE_IFACE} is missing: media tests run inside a network namespace holding {ICE_IFACE} \
+         ({ICE_ADDRESS}/24); run them with `scripts/netns-run cargo test …` (DESIGN §6)"
+    );
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn wait_for<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A port nobody listens on now (for a listener that must be known before it starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// An HTTP client for tests. reqwest is built without a bundled crypto provider (ring is the
+/// one this workspace uses), so install it first. No proxy: everything tests talk to is local.
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).no_proxy().build().expect("client")
+}
+
+/// The status and JSON body of a response (`Value::Null` for an empty body; panics on non-JSON).
+pub async fn read(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().await.expect("body");
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("non-JSON body ({e}) with {status}: {text}"))
+    };
+    (status, body)
+}
+
+/// A binary of this workspace next to the running test or example (`target/PROFILE/NAME`: the
+/// test binaries live in `target/PROFILE/deps`, examples in `target/PROFILE/examples`).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the running executable");
+    let mut dir = exe.parent().expect("its folder").to_path_buf();
+    if dir.ends_with("deps") || dir.ends_with("examples") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it (`cargo test --workspace --no-run` builds both daemons)",
+        path.display()
+    );
+    path
+}
+
+/// A file of the repository (`scripts/janus-instance`, …).
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(relative)
+}
