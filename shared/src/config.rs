@@ -448,7 +448,16 @@ pub fn check_name_chars(name: &str) -> Result<(), String> {
     if name.chars().any(char::is_control) {
         return Err("contains a control character".into());
     }
+    if name.chars().any(is_invisible_format) {
+        return Err("contains an invisible formatting character (bidi override, zero-width)".into());
+    }
     Ok(())
+}
+
+/// Characters that change how a name is shown without being seen (`Stage\u{202E}Left`
+/// displays reversed): bidi controls, zero-width characters, the byte-order mark.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// Checks a name that must yield a non-empty id.

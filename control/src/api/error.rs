@@ -1,7 +1,7 @@
 //! One error type for every route, one JSON shape: `{"error": "…", "code": "…"}`.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -134,6 +134,16 @@ fn json_problem(rejection: &JsonRejection) -> String {
         .or_else(|| text.strip_prefix("Failed to parse the request body as JSON: "))
         .unwrap_or(&text);
     format!("invalid JSON body: {detail}")
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        let text = rejection.body_text();
+        if rejection.status().is_server_error() {
+            return ApiError::Internal(text);
+        }
+        ApiError::BadRequest(format!("invalid path: {}", text.strip_prefix("Invalid URL: ").unwrap_or(&text)))
+    }
 }
 
 impl From<QueryRejection> for ApiError {

@@ -11,6 +11,11 @@ use super::ApiError;
 #[from_request(via(axum::Json), rejection(ApiError))]
 pub struct ApiJson<T>(pub T);
 
+/// `axum::extract::Path` with the API's error body (e.g. an id that is not UTF-8).
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
 /// `axum::extract::Query` with the API's error body.
 #[derive(Debug, FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]

@@ -1,7 +1,7 @@
 //! `/api/admin/groups`: the party lines.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use partyline_shared::Config;
 use partyline_shared::config::{Bitrate, Group};
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::extract::present;
-use super::{ApiError, ApiJson, AppState, ErrorBody};
+use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::config;
 
 /// A group as the API shows it: its id is derived from its name.
@@ -105,7 +105,7 @@ pub async fn create(
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateGroup>,
 ) -> Result<Json<GroupChanged>, ApiError> {
     let what = format!("update group {id:?}");
@@ -122,7 +122,10 @@ pub async fn update(
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = GroupDeleted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Server audio users use the group", body = ErrorBody)))]
-pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<GroupDeleted>, ApiError> {
+pub async fn delete(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<GroupDeleted>, ApiError> {
     let what = format!("delete group {id:?}");
     let group = state.config.update(what, move |c| config::delete_group(c, &id)).await?;
     Ok(Json(GroupDeleted { message: format!("Group {:?} deleted", group.name), id: group.id() }))

@@ -21,13 +21,14 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use error::{ApiError, ErrorBody};
-pub use extract::{ApiJson, ApiQuery};
+pub use extract::{ApiJson, ApiPath, ApiQuery};
 
 use crate::bridge::BridgeManager;
 use crate::config::ConfigManager;
@@ -37,6 +38,8 @@ use crate::secrets::AdminToken;
 
 /// Largest request body accepted, in bytes.
 pub const BODY_LIMIT: usize = 64 * 1024;
+/// Longest wait for a request body to arrive.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What every handler can reach.
 #[derive(Debug, Clone)]
@@ -138,6 +141,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        // A client announcing a body it never sends must not hold a connection forever.
+        .layer(RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(middleware::from_fn_with_state(state.clone(), require_admin))
         .layer(middleware::from_fn(log_refusals))
         .with_state(state)

@@ -1,14 +1,14 @@
 //! `/api/admin/server-users`: sound-card channels bridged into groups by partyline-bridged.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use partyline_shared::config::{Channel, ServerAudioUser};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::extract::present;
-use super::{ApiError, ApiJson, AppState, ErrorBody};
+use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::config::{self, ServerUserFields};
 
 /// A server audio user as the API shows it.
@@ -131,7 +131,7 @@ pub async fn create(
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateServerUser>,
 ) -> Result<Json<ServerUserChanged>, ApiError> {
     state.require_bridge()?;
@@ -160,7 +160,7 @@ pub async fn update(
         (status = 503, body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ServerUserDeleted>, ApiError> {
     state.require_bridge()?;
     let what = format!("delete server audio user {id:?}");

@@ -2,7 +2,7 @@
 //! forced disconnects (`/api/admin/users`), and Janus's event posts (internal listener).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use base64::Engine as _;
 use partyline_shared::config::{MAX_NAME_CHARS, check_name_chars};
@@ -10,7 +10,7 @@ use partyline_shared::janus::HandlerEvent;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{ApiError, ApiJson, AppState, ErrorBody};
+use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::janus::{DisconnectError, JanusError};
 use crate::users::UserView;
 
@@ -42,7 +42,7 @@ pub struct UserDisconnected {
         (status = 503, description = "Janus is unreachable; the user was not disconnected", body = ErrorBody)))]
 pub async fn disconnect(
     State(state): State<AppState>,
-    Path(identity): Path<String>,
+    ApiPath(identity): ApiPath<String>,
 ) -> Result<Json<UserDisconnected>, ApiError> {
     let user = state.janus.disconnect(&identity, "disconnected by the admin", "admin").await.map_err(|e| match e {
         DisconnectError::NotFound(_) => ApiError::NotFound(e.to_string()),

@@ -56,6 +56,9 @@ pub struct JanusHttp {
 
 impl JanusHttp {
     pub fn new() -> Self {
+        // reqwest needs a process-wide TLS provider; the binary installs ring at start, and
+        // this covers embedders (the fuzz harness). An error means one is already installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .no_proxy()

@@ -17,6 +17,8 @@ const CREATE_CASES: &[(&str, u16, &str)] = &[
     ("upper", 409, ""),
     ("A-B", 409, ""),
     ("x\u{0007}bell", 400, ""),
+    ("Stage\u{202E}Left", 400, ""),
+    ("zero\u{200B}width", 400, ""),
 ];
 
 #[tokio::test]
