@@ -1,8 +1,7 @@
-//! Media end to end: a private PulseAudio as the sound card, a real Janus, the real bridged.
-//! Needs root and must run inside a network namespace holding `pl0` (DESIGN §6: Janus offers
-//! no loopback candidate), e.g.
-//! `ip netns exec NS cargo test -p partyline-bridged --test media` after
-//! `ip netns exec NS sh -c 'ip link set lo up; ip link add pl0 type ifb; ip addr add 10.77.0.1/24 dev pl0; ip link set pl0 up'`.
+//! Media end to end: a private PulseAudio as the sound card, a real Janus, the real bridged
+//! (harnesses: `partyline-testkit`). Needs root and must run inside a network namespace holding
+//! `pl0` (DESIGN §6: Janus offers no loopback candidate):
+//! `scripts/netns-run cargo test -p partyline-bridged --test media`.
 
 use std::time::{Duration, Instant};
 

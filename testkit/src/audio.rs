@@ -37,7 +37,10 @@ impl Tone {
             .args(["!", &format!("audio/x-raw,format=F32LE,channels=1,rate={RATE}"), "!"])
             .args(["audioconvert", &format!("mix-matrix=<{}>", column.join(",")), "!"])
             .args([&format!("audio/x-raw,channels=8,channel-mask=(bitmask)0xc3f,rate={RATE}"), "!"])
-            .args(["pulsesink", &format!("device={device}"), "buffer-time=20000", "latency-time=10000"])
+            // 100 ms of buffer: what is measured starts at the card (the sink's monitor), so the
+            // player's own latency does not count, and a starved player (a busy machine) would
+            // put gaps into the input that a test would then blame on the bridge.
+            .args(["pulsesink", &format!("device={device}"), "buffer-time=100000", "latency-time=20000"])
             .env("PULSE_SERVER", pulse.server_address())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
