@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { after, before, describe, test } from 'node:test';
-import { Control, Person, launchBrowser, report, waitFor } from './harness.mjs';
+import { after, before, describe } from 'node:test';
+import { Control, Person, launchBrowser, report, trackedTests, waitFor } from './harness.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SHOTS = join(ROOT, 'target', 'ui-screenshots');
@@ -24,15 +24,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
   let page; // the admin's desktop page, logged in by the first test
   const contexts = [];
   const people = [];
-  let started = 0;
-  let passed = 0;
-
-  const check = (name, fn) =>
-    test(name, { timeout: 30_000 }, async (t) => {
-      started += 1;
-      await fn(t);
-      passed += 1;
-    });
+  const { check, failed } = trackedTests();
 
   /** A new browser context on /admin (not logged in), page errors reported and collected. */
   async function open(options = {}) {
@@ -119,7 +111,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
   });
 
   after(async () => {
-    if (control && passed < started) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
     await Promise.all(people.map((p) => p.close()));
     await Promise.all(contexts.map((c) => c.close().catch(() => {})));
     await browser?.close();

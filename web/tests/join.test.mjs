@@ -2,8 +2,8 @@
 // hearing each other, being kicked, leaving. Run by scripts/test-browser (see README.md here).
 
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { Control, Person, launchBrowser, report, since, waitFor } from './harness.mjs';
+import { after, before, describe } from 'node:test';
+import { Control, Person, launchBrowser, report, since, trackedTests, waitFor } from './harness.mjs';
 
 /** A level this far above digital silence (-100) is sound; the fake microphone beeps near -20. */
 const SOUND_DB = -50;
@@ -16,14 +16,7 @@ describe('join page', { timeout: 120_000 }, () => {
   const people = [];
 
   // On a failure (or a timeout), the after hook prints the servers' logs.
-  let started = 0;
-  let passed = 0;
-  const check = (name, fn) =>
-    test(name, { timeout: 30_000 }, async (t) => {
-      started += 1;
-      await fn(t);
-      passed += 1;
-    });
+  const { check, failed } = trackedTests();
 
   const person = async (name) => {
     const p = await Person.open(browser, control.origin, name);
@@ -43,7 +36,7 @@ describe('join page', { timeout: 120_000 }, () => {
   });
 
   after(async () => {
-    if (control && passed < started) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
     await Promise.all(people.map((p) => p.close()));
     await browser?.close();
     await control?.stop();
