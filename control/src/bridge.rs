@@ -15,6 +15,7 @@ use partyline_shared::Config;
 use partyline_shared::bridge::{BUS_NAME, BridgeProxy, BusChoice, NO_OUTPUT, Plan, PlanUser, Status};
 use serde::Serialize;
 use tokio::sync::Notify;
+use tokio::sync::broadcast::error::TryRecvError;
 
 use crate::config::ConfigManager;
 use crate::janus::{Janus, JanusError};
@@ -179,16 +180,22 @@ impl BridgeManager {
         tracing::info!(bus = %self.bus, "following partyline-bridged on D-Bus");
         let bus_name = zbus::names::BusName::try_from(BUS_NAME).map_err(zbus::Error::from)?;
         let present = dbus.name_has_owner(bus_name).await.unwrap_or(false);
+        // A bridged without a plan holds no participant either: it may have been restarted
+        // while control was away, after a predecessor died in the rooms.
+        if present && proxy.status().await.is_ok_and(|s| s.generation == 0) {
+            self.clear_leftovers().await;
+        }
         self.appeared(&proxy, present).await;
+        // An interval, not a sleep in the select: a sleep would restart at every other event,
+        // and a steady stream of them (config writes, log lines) would starve the refresh.
+        let mut refresh = tokio::time::interval(REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 Some(change) = owners.next() => {
                     let present = change.args().map(|a| a.new_owner().is_some()).unwrap_or(false);
                     if present {
-                        // A new process: what a dead predecessor left in the rooms would block its joins.
-                        if let Err(e) = self.janus.kick_server_users().await {
-                            tracing::warn!(error = %e, "could not clear the rooms of a previous partyline-bridged");
-                        }
+                        self.clear_leftovers().await;
                     }
                     self.appeared(&proxy, present).await;
                 }
@@ -198,15 +205,26 @@ impl BridgeManager {
                     if matches!(event, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
                         return Ok(());
                     }
+                    // The plan is built from the config as it is now: one push covers every
+                    // write so far.
+                    while !matches!(events.try_recv(), Err(TryRecvError::Empty | TryRecvError::Closed)) {}
                     self.push(&proxy, false).await;
                 }
                 () = self.wake.notified() => self.push(&proxy, false).await,
-                () = tokio::time::sleep(REFRESH) => {
+                _ = refresh.tick() => {
                     // Also retries a push that failed (Janus secrets arriving, a refused plan).
                     self.push(&proxy, false).await;
                     self.refresh(&proxy).await;
                 }
             }
+        }
+    }
+
+    /// Before a plan goes to a bridged that holds no participant (a new process): what a dead
+    /// predecessor left in the rooms would block its joins until Janus times it out.
+    async fn clear_leftovers(&self) {
+        if let Err(e) = self.janus.kick_server_users().await {
+            tracing::warn!(error = %e, "could not clear the rooms of a previous partyline-bridged");
         }
     }
 

@@ -159,11 +159,18 @@ impl Control {
 
     /// Kills the process with SIGKILL and starts a new one on the same directory.
     pub async fn restart(mut self) -> Control {
+        self.respawn().await;
+        self
+    }
+
+    /// [`Control::restart`] in place, for a control held in a struct: SIGKILL (a no-op after
+    /// [`Control::kill`]), then a new process on the same config file and state dir, returning
+    /// once it listens.
+    pub async fn respawn(&mut self) {
         self.kill();
         let (binary, dir) = (self.binary.clone(), Arc::clone(&self.dir));
         let (config_path, env) = (self.config_path.clone(), self.env.clone());
-        drop(self);
-        Control::spawn(binary, dir, config_path, env).await
+        *self = Control::spawn(binary, dir, config_path, env).await;
     }
 
     /// A URL on the events listener.

@@ -143,6 +143,29 @@ impl Janus {
         assert!(output.status.success(), "janus-instance stop failed:\n{}", String::from_utf8_lossy(&output.stderr));
     }
 
+    /// Kills Janus with SIGKILL, as a crash would (no `shutdown` event, no session closed), and
+    /// waits until it is gone. [`Janus::restart`] may follow.
+    pub fn kill(&self) {
+        let pid = std::fs::read_to_string(self.dir.path().join("janus.pid")).expect("janus.pid");
+        let pid = pid.trim();
+        let status = Command::new("kill").arg("-KILL").arg(pid).status().expect("kill");
+        assert!(status.success(), "kill -KILL {pid} failed");
+        // Not our child: gone once /proc shows no process, or only a zombie nobody reaped yet.
+        let stat = std::path::Path::new("/proc").join(pid).join("stat");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let state = std::fs::read_to_string(&stat).ok().and_then(|s| {
+                let after_name = s.rsplit_once(')')?.1.to_owned();
+                after_name.split_whitespace().next().map(str::to_owned)
+            });
+            if state.is_none_or(|s| s == "Z" || s == "X") {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "Janus (pid {pid}) still running 10 s after SIGKILL");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// Starts Janus again on the same ports and secrets, with the same events and ICE settings
     /// (rooms and tokens are gone: they live in Janus's memory only).
     pub fn restart(&mut self) {

@@ -10,6 +10,7 @@ mod bridge;
 mod concurrency;
 mod crash;
 mod devices;
+mod faults;
 mod full_disk;
 mod groups;
 mod hostile;
