@@ -20,6 +20,7 @@ use partyline_shared::janus::{AudioBridgeRequest, JanusEvent, RoomSpec, codes};
 use partyline_shared::slugify;
 use serde::Serialize;
 use tokio::sync::Notify;
+use tokio::sync::broadcast::error::TryRecvError;
 
 pub use client::{Handle, JanusError, JanusHttp};
 
@@ -131,6 +132,9 @@ impl Janus {
                     if matches!(event, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
                         return;
                     }
+                    // One pass covers every write so far: a burst of writes costs one pass
+                    // against Janus, not one each.
+                    while !matches!(events.try_recv(), Err(TryRecvError::Empty | TryRecvError::Closed)) {}
                 }
             }
         }

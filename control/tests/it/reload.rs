@@ -72,17 +72,17 @@ async fn hand_edits_by_rename_and_in_place_are_picked_up() {
     assert_eq!(names, ["Saved By Rename", "Saved In Place", "Made After"]);
 }
 
-/// The config is a symlink into a subdirectory, so edits of its target happen outside the
-/// watched directory: only SIGHUP can bring them in.
+/// The config file also has a hard link in another directory, and the edit is made through
+/// it: the directory watch sees events of the names in its own directory only, so only SIGHUP
+/// can bring this edit in.
 #[tokio::test]
 async fn sighup_reloads_an_edit_the_file_watch_cannot_see() {
     let control = Control::start().await;
-    let target = control.dir().join("real").join("partyline.yaml");
-    std::fs::create_dir(target.parent().expect("parent")).expect("mkdir");
-    std::fs::write(&target, hand_written("  - name: Before\n")).expect("write target");
-    let link = control.dir().join("link.tmp");
-    std::os::unix::fs::symlink(&target, &link).expect("symlink");
-    std::fs::rename(&link, control.config_path()).expect("replace the config by the symlink");
+    std::fs::write(control.config_path(), hand_written("  - name: Before\n")).expect("write config");
+    let elsewhere = control.dir().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    let target = elsewhere.join("alias.yaml");
+    std::fs::hard_link(control.config_path(), &target).expect("hard link");
     // Restart so that no watch event of the set-up is still pending.
     let control = control.restart().await;
     assert_eq!(control.group_ids().await, ["before"]);
