@@ -168,7 +168,7 @@ impl Janus {
         for spec in plan.recreate.iter().chain(&plan.create) {
             self.create_room(config, at, spec, plan.recreate.contains(spec)).await?;
         }
-        self.sync_server_users(config).await?;
+        self.sync_server_users(config, at).await?;
         let participants = self.reconcile_participants(config, at, &desired).await?;
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.rooms = desired.len();
@@ -344,14 +344,7 @@ impl Janus {
         let config = self.config.current();
         if user.state == UserState::Connected {
             let at = self.link().await?;
-            let secret = rooms::room_secret(self.admin_secret()?, &user.group_id);
-            let kick = AudioBridgeRequest::Kick { room: user.group_id.clone(), secret, id: user.identity.clone() };
-            match self.request(&config.janus.url, at, kick).await {
-                Err(e) if !matches!(e.plugin_code(), Some(codes::NO_SUCH_USER | codes::NO_SUCH_ROOM)) => {
-                    return Err(e.into());
-                }
-                _ => {}
-            }
+            self.kick(&config, at, &user.group_id, &user.identity).await?;
         }
         self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, &user.token).await?;
         self.users.remove(identity);
@@ -368,15 +361,23 @@ impl Janus {
         let at = self.link().await?;
         for user in &config.server_audio_users {
             let (identity, _) = self.server_user_credentials(user)?;
-            let secret = rooms::room_secret(self.admin_secret()?, &user.group);
-            let kick = AudioBridgeRequest::Kick { room: user.group.clone(), secret, id: identity.clone() };
-            match self.request(&config.janus.url, at, kick).await {
-                Ok(_) => tracing::info!(identity, "kicked the participant a previous partyline-bridged left behind"),
-                Err(e) if matches!(e.plugin_code(), Some(codes::NO_SUCH_USER | codes::NO_SUCH_ROOM)) => {}
-                Err(e) => return Err(e),
+            if self.kick(&config, at, &user.group, &identity).await? {
+                tracing::info!(identity, "kicked the participant a previous partyline-bridged left behind");
             }
         }
         Ok(())
+    }
+
+    /// Kicks `identity` out of `room` with the room's secret; whether it was there. A
+    /// participant or room already gone is not an error.
+    async fn kick(&self, config: &Config, at: Handle, room: &str, identity: &str) -> Result<bool, JanusError> {
+        let secret = rooms::room_secret(self.admin_secret()?, room);
+        let kick = AudioBridgeRequest::Kick { room: room.to_owned(), secret, id: identity.to_owned() };
+        match self.request(&config.janus.url, at, kick).await {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.plugin_code(), Some(codes::NO_SUCH_USER | codes::NO_SUCH_ROOM)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The participant id and standing token of a server audio user (derived, so that they
@@ -387,7 +388,10 @@ impl Janus {
     }
 
     /// Keeps the registry's server audio users (and their Janus tokens) in step with the config.
-    async fn sync_server_users(&self, config: &Config) -> Result<(), JanusError> {
+    /// A removed one is also kicked: its token is revoked now, so bridged's own leave (which
+    /// needs the token) may be refused, and its participant would then block a user of the same
+    /// name from joining until Janus times the session out.
+    async fn sync_server_users(&self, config: &Config, at: Handle) -> Result<(), JanusError> {
         let mut identities = Vec::new();
         for user in &config.server_audio_users {
             let (identity, token) = self.server_user_credentials(user)?;
@@ -398,6 +402,9 @@ impl Janus {
         }
         for gone in self.users.take_servers_except(&identities) {
             tracing::info!(identity = gone.identity, "server audio user removed");
+            if let Err(e) = self.kick(config, at, &gone.group_id, &gone.identity).await {
+                tracing::warn!(identity = gone.identity, error = %e, "could not kick a removed server audio user");
+            }
             self.revoke(&gone).await;
         }
         Ok(())
