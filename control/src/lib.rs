@@ -8,6 +8,7 @@
 pub mod api;
 pub mod bridge;
 pub mod config;
+pub mod crew_store;
 pub mod devices;
 pub mod janus;
 pub mod janus_proxy;

@@ -21,6 +21,7 @@ use crate::config::{self, ConfigManager};
 use crate::janus::Janus;
 use crate::logring::LogRing;
 use crate::secrets::{self, AdminToken};
+use crate::users::Users;
 use crate::{Cli, tls};
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
@@ -66,7 +67,10 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
 
     let janus_secrets = secrets::JanusSecrets::resolve(&state_dir, &initial)
         .with_context(|| format!("cannot read the Janus secrets in {}", state_dir.display()))?;
-    let janus = Janus::new(Arc::clone(&config), janus_secrets)?;
+    // The crew as the previous process left it (crew.json); Janus's reconciliation then
+    // confirms who is still connected and expires unused tokens.
+    let users = Users::restore(&state_dir);
+    let janus = Janus::with_users(Arc::clone(&config), janus_secrets, users)?;
     let events_listener = TcpListener::bind(initial.server.events_listen)
         .await
         .with_context(|| format!("cannot listen on {} (server.eventsListen)", initial.server.events_listen))?;

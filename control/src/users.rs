@@ -3,20 +3,28 @@
 //! A user is registered `pending` when a token is issued, becomes `connected` when Janus says
 //! it joined its group's room, and is removed when it leaves, is disconnected, or never used
 //! its token. Every transition is one log line. Tokens are never logged.
+//!
+//! With a [`CrewStore`] (control's registry: [`Users::restore`]), every change of a crew member
+//! is written to the state directory before the change is visible, and the crew comes back as it
+//! was after a restart of control; Janus's reconciliation then confirms who is still connected.
+//! Server audio users are never stored: they are derived from the config.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+
+use crate::crew_store::{CrewRecord, CrewStore};
 
 /// A token never used for this long is revoked.
 pub const UNUSED_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 60);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UserState {
     /// Holds a token, not (yet) in its room.
@@ -45,7 +53,10 @@ pub struct User {
     pub token: String,
     pub kind: UserKind,
     pub state: UserState,
+    /// When the token was issued: monotonic, for its lifetime…
     issued: Instant,
+    /// …and wall clock, for the file (an `Instant` does not survive the process).
+    issued_at: OffsetDateTime,
     pub connected_at: Option<OffsetDateTime>,
     pub last_activity: OffsetDateTime,
 }
@@ -78,17 +89,119 @@ impl User {
             last_activity: format(self.last_activity),
         }
     }
+
+    fn record(&self) -> CrewRecord {
+        CrewRecord {
+            identity: self.identity.clone(),
+            username: self.username.clone(),
+            group_id: self.group_id.clone(),
+            token: self.token.clone(),
+            state: self.state,
+            issued_at_unix_ns: unix_ns(self.issued_at),
+            connected_at_unix_ns: self.connected_at.map(unix_ns),
+            last_activity_unix_ns: unix_ns(self.last_activity),
+        }
+    }
+
+    /// A stored crew member; `None` if a time is out of range.
+    fn from_record(record: CrewRecord, now: OffsetDateTime) -> Option<User> {
+        let time = |ns: i64| OffsetDateTime::from_unix_timestamp_nanos(ns.into()).ok();
+        let issued_at = time(record.issued_at_unix_ns)?;
+        let connected_at = match record.connected_at_unix_ns {
+            Some(ns) => Some(time(ns)?),
+            None => None,
+        };
+        // The token's age by the wall clock (none if the clock went back), as an `Instant` in
+        // the past; capped, since anything past the lifetime is expired anyway (and `Instant`
+        // then stays far from its limits: the fallback to now is never taken in practice).
+        let age = Duration::try_from(now - issued_at).unwrap_or(Duration::ZERO).min(2 * UNUSED_TOKEN_LIFETIME);
+        Some(User {
+            identity: record.identity,
+            username: record.username,
+            group_id: record.group_id,
+            token: record.token,
+            kind: UserKind::Crew,
+            state: record.state,
+            issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
+            issued_at,
+            connected_at,
+            last_activity: time(record.last_activity_unix_ns)?,
+        })
+    }
+}
+
+fn unix_ns(t: OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos()).unwrap_or(i64::MAX)
 }
 
 #[derive(Debug, Default)]
 pub struct Users {
     by_identity: Mutex<HashMap<String, User>>,
     total_connections: AtomicU64,
+    /// Where the crew is kept across restarts; none in unit tests.
+    store: Option<CrewStore>,
+}
+
+/// The registry, locked; [`Registry::crew_changed`] writes the crew to the store (if any) while
+/// the lock is held, so that writes land in the order of the changes.
+struct Registry<'a> {
+    users: std::sync::MutexGuard<'a, HashMap<String, User>>,
+    store: Option<&'a CrewStore>,
+}
+
+impl Registry<'_> {
+    fn crew_changed(&self) {
+        if let Some(store) = self.store {
+            let crew: Vec<CrewRecord> =
+                self.users.values().filter(|u| u.kind == UserKind::Crew).map(User::record).collect();
+            store.save(&crew);
+        }
+    }
+}
+
+impl std::ops::Deref for Registry<'_> {
+    type Target = HashMap<String, User>;
+    fn deref(&self) -> &Self::Target {
+        &self.users
+    }
+}
+
+impl std::ops::DerefMut for Registry<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.users
+    }
 }
 
 impl Users {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, User>> {
-        self.by_identity.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The registry with its crew kept in `state_dir` (`crew.json`): the crew stored there
+    /// comes back as it was (a pending token's lifetime still counts from its issue).
+    pub fn restore(state_dir: &Path) -> Users {
+        let (store, records) = CrewStore::open(state_dir);
+        let now = OffsetDateTime::now_utc();
+        let mut users = HashMap::new();
+        for record in records {
+            let identity = record.identity.clone();
+            let Some(user) = User::from_record(record, now) else {
+                tracing::warn!(identity, file = %store.path().display(), "stored crew member with a time out of range: dropped");
+                continue;
+            };
+            tracing::info!(
+                identity,
+                username = user.username,
+                group = user.group_id,
+                state = ?user.state,
+                "user restored"
+            );
+            users.insert(identity, user);
+        }
+        if !users.is_empty() {
+            tracing::info!(count = users.len(), file = %store.path().display(), "crew members restored");
+        }
+        Users { by_identity: Mutex::new(users), total_connections: AtomicU64::new(0), store: Some(store) }
+    }
+
+    fn lock(&self) -> Registry<'_> {
+        Registry { users: self.by_identity.lock().unwrap_or_else(PoisonError::into_inner), store: self.store.as_ref() }
     }
 
     /// Registers a new pending crew member.
@@ -112,6 +225,7 @@ impl Users {
     }
 
     fn insert(&self, identity: String, username: String, group_id: String, token: String, kind: UserKind) -> User {
+        let now = OffsetDateTime::now_utc();
         let user = User {
             identity: identity.clone(),
             username,
@@ -120,11 +234,16 @@ impl Users {
             kind,
             state: UserState::Pending,
             issued: Instant::now(),
+            issued_at: now,
             connected_at: None,
-            last_activity: OffsetDateTime::now_utc(),
+            last_activity: now,
         };
         tracing::info!(identity, username = user.username, group = user.group_id, ?kind, "user registered (pending)");
-        self.lock().insert(identity, user.clone());
+        let mut users = self.lock();
+        let replaced = users.insert(identity, user.clone());
+        if kind == UserKind::Crew || replaced.is_some_and(|u| u.kind == UserKind::Crew) {
+            users.crew_changed();
+        }
         user
     }
 
@@ -142,6 +261,9 @@ impl Users {
             user.last_activity = now;
             self.total_connections.fetch_add(1, Ordering::Relaxed);
             tracing::info!(identity = id, username = user.username, group = room, "user connected");
+            if user.kind == UserKind::Crew {
+                users.crew_changed();
+            }
         }
         true
     }
@@ -154,7 +276,11 @@ impl Users {
         let user = users.get_mut(id).filter(|u| u.group_id == room && u.state == UserState::Connected)?;
         tracing::info!(identity = id, username = user.username, group = room, why, "user left");
         match user.kind {
-            UserKind::Crew => users.remove(id),
+            UserKind::Crew => {
+                let gone = users.remove(id);
+                users.crew_changed();
+                gone
+            }
             UserKind::Server => {
                 user.state = UserState::Pending;
                 user.last_activity = OffsetDateTime::now_utc();
@@ -165,7 +291,12 @@ impl Users {
 
     /// Removes a user (disconnect by the admin, group gone); the caller logs why.
     pub fn remove(&self, identity: &str) -> Option<User> {
-        self.lock().remove(identity)
+        let mut users = self.lock();
+        let gone = users.remove(identity);
+        if gone.as_ref().is_some_and(|u| u.kind == UserKind::Crew) {
+            users.crew_changed();
+        }
+        gone
     }
 
     pub fn get(&self, identity: &str) -> Option<User> {
@@ -187,7 +318,11 @@ impl Users {
             .filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending && u.issued.elapsed() > lifetime)
             .map(|u| u.identity.clone())
             .collect();
-        expired.iter().filter_map(|id| users.remove(id)).collect()
+        let expired: Vec<User> = expired.iter().filter_map(|id| users.remove(id)).collect();
+        if !expired.is_empty() {
+            users.crew_changed();
+        }
+        expired
     }
 
     /// Removes and returns the crew members of groups not in `groups`.
@@ -203,7 +338,11 @@ impl Users {
     fn take_where(&self, doomed: impl Fn(&User) -> bool) -> Vec<User> {
         let mut users = self.lock();
         let gone: Vec<String> = users.values().filter(|u| doomed(u)).map(|u| u.identity.clone()).collect();
-        gone.iter().filter_map(|id| users.remove(id)).collect()
+        let gone: Vec<User> = gone.iter().filter_map(|id| users.remove(id)).collect();
+        if gone.iter().any(|u| u.kind == UserKind::Crew) {
+            users.crew_changed();
+        }
+        gone
     }
 
     /// Connected users of `room` that are not among `present` (a missed `left` event).
@@ -271,5 +410,44 @@ mod tests {
         users.register("d".into(), "D".into(), "g2".into(), "t4".into());
         let gone = users.take_outside(&["g1".to_owned()]);
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
+    }
+
+    /// The crew as `GET /admin/users` shows it, with tokens.
+    fn crew(users: &Users) -> Vec<(serde_json::Value, String)> {
+        let crew = users.list().into_iter().filter(|u| u.kind == UserKind::Crew);
+        crew.map(|u| (serde_json::to_value(u.view()).expect("json"), u.token)).collect()
+    }
+
+    #[test]
+    fn the_crew_is_restored_and_server_users_are_not_stored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let users = Users::restore(dir.path());
+        users.register("alice-1".into(), "Alice".into(), "stage".into(), "t1".into());
+        users.register("bob-2".into(), "Bob".into(), "stage".into(), "t2".into());
+        users.register("carol-3".into(), "Carol".into(), "stage".into(), "t3".into());
+        assert!(users.upsert_server("server-foh", "FOH", "stage", "t4"));
+        assert!(users.joined("stage", "alice-1"));
+        assert!(users.joined("stage", "carol-3"));
+        assert!(users.left("stage", "carol-3", "test").is_some());
+
+        let again = Users::restore(dir.path());
+        assert_eq!(crew(&again), crew(&users), "as it was, times to the nanosecond");
+        assert_eq!(again.list().len(), 2, "no server audio user");
+        assert!(again.take_expired(UNUSED_TOKEN_LIFETIME).is_empty(), "a fresh token is not expired");
+        assert!(again.remove("bob-2").is_some());
+        assert_eq!(crew(&Users::restore(dir.path())), crew(&again));
+    }
+
+    #[test]
+    fn a_pending_token_keeps_its_age_across_a_restore() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Users::restore(dir.path()).register("alice-1".into(), "Alice".into(), "stage".into(), "t1".into());
+        let (store, mut stored) = CrewStore::open(dir.path());
+        stored[0].issued_at_unix_ns -= 9 * 60 * 1_000_000_000;
+        store.save(&stored);
+        let users = Users::restore(dir.path());
+        assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty(), "9 min old: 1 min left");
+        assert_eq!(users.take_expired(Duration::from_secs(8 * 60)).len(), 1, "older than 8 min");
+        assert!(Users::restore(dir.path()).list().is_empty(), "the expiry is stored");
     }
 }

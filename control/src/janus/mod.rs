@@ -80,6 +80,12 @@ pub enum DisconnectError {
 
 impl Janus {
     pub fn new(config: Arc<ConfigManager>, secrets: JanusSecrets) -> std::io::Result<Arc<Janus>> {
+        Janus::with_users(config, secrets, Users::default())
+    }
+
+    /// [`Janus::new`] with a registry of users already made (control's: restored from the
+    /// state directory, see [`Users::restore`]).
+    pub fn with_users(config: Arc<ConfigManager>, secrets: JanusSecrets, users: Users) -> std::io::Result<Arc<Janus>> {
         let state =
             if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() { "unknown" } else { "unconfigured" };
         Ok(Arc::new(Janus {
@@ -90,7 +96,7 @@ impl Janus {
             link: tokio::sync::Mutex::new(None),
             created: Mutex::new(HashMap::new()),
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
-            users: Users::default(),
+            users,
             wake: Notify::new(),
         }))
     }

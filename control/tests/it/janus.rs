@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use partyline_testkit::janus::Janus;
+use partyline_testkit::janus::{Janus, Probe};
 use partyline_testkit::{free_port, wait_for};
 use serde_json::Value;
 
@@ -78,4 +78,13 @@ impl Stack {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Waits until Janus refuses `token`. control revokes a token just after it drops its user from
+/// the list, so a user gone from the list may still hold a valid token for a moment.
+pub async fn becomes_revoked(janus: &Janus, whose: &str, token: &str) {
+    wait_for(&format!("{whose} token revoked"), Duration::from_secs(10), async || {
+        (Probe::open(janus, token).await.err() == Some(403)).then_some(())
+    })
+    .await;
 }

@@ -19,4 +19,5 @@ mod janus_link;
 mod openapi;
 mod persistence;
 mod reload;
+mod restart;
 mod web;

@@ -1,0 +1,252 @@
+//! The crew part of the users registry on disk: `crew.json` in the state directory, so that a
+//! restart of control (upgrade, crash, SIGKILL) keeps who holds a token and who is connected.
+//! Server audio users are not stored: they are derived from the config.
+//!
+//! The file is rewritten whole on every change of a crew member (it is small: one record per
+//! crew member), atomically: a temp file in the same directory, mode 0600 (it holds tokens),
+//! renamed over the old one. There is no fsync: the file only matters while Janus, a process on
+//! the same machine, still holds the tokens in its memory, and whatever loses the page cache
+//! (power loss, kernel crash) loses Janus's tokens too; a process crash, the case this file is
+//! for, keeps the page cache. Without fsync a write is a few tens of microseconds, so it is done
+//! in line, under the registry's lock: what the API shows is what is on disk.
+//!
+//! A file that cannot be read or parsed never stops start-up: the error is logged naming the
+//! file (never its contents: it holds tokens), the file is renamed to `crew.json.bad` for
+//! inspection, and control starts with no crew.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::users::UserState;
+
+/// The file's name in the state directory.
+pub const FILE_NAME: &str = "crew.json";
+/// What an unreadable file is renamed to.
+pub const BAD_FILE_NAME: &str = "crew.json.bad";
+const TEMP_FILE_NAME: &str = "crew.json.tmp";
+const FILE_MODE: u32 = 0o600;
+const VERSION: u32 = 1;
+
+/// One crew member as stored. Times are Unix time in nanoseconds (exact, and `time` needs no
+/// parser for them). Its `Debug` leaves the token out.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CrewRecord {
+    pub identity: String,
+    pub username: String,
+    pub group_id: String,
+    pub token: String,
+    pub state: UserState,
+    /// When the token was issued (wall clock): a pending token's lifetime counts from it.
+    pub issued_at_unix_ns: i64,
+    pub connected_at_unix_ns: Option<i64>,
+    pub last_activity_unix_ns: i64,
+}
+
+impl std::fmt::Debug for CrewRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrewRecord")
+            .field("identity", &self.identity)
+            .field("username", &self.username)
+            .field("group_id", &self.group_id)
+            .field("token", &"********")
+            .field("state", &self.state)
+            .field("issued_at_unix_ns", &self.issued_at_unix_ns)
+            .field("connected_at_unix_ns", &self.connected_at_unix_ns)
+            .field("last_activity_unix_ns", &self.last_activity_unix_ns)
+            .finish()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CrewFile {
+    version: u32,
+    crew: Vec<CrewRecord>,
+}
+
+/// Writes `crew.json`; see the module's documentation.
+#[derive(Debug)]
+pub struct CrewStore {
+    path: PathBuf,
+    temp: PathBuf,
+    /// The last write failed (logged once per failure streak, not once per change).
+    failing: AtomicBool,
+}
+
+impl CrewStore {
+    /// The store in `dir` and the crew it holds. Never fails: a missing file is an empty crew;
+    /// an unreadable one is logged, moved aside, and an empty crew.
+    pub fn open(dir: &Path) -> (CrewStore, Vec<CrewRecord>) {
+        let store =
+            CrewStore { path: dir.join(FILE_NAME), temp: dir.join(TEMP_FILE_NAME), failing: AtomicBool::new(false) };
+        let crew = match store.read() {
+            Ok(crew) => crew,
+            Err(why) => {
+                store.set_aside(&why);
+                Vec::new()
+            }
+        };
+        (store, crew)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> Result<Vec<CrewRecord>, String> {
+        let bytes = match fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("cannot read it: {e}")),
+        };
+        // serde_json's messages may quote the file's contents (a token): say only where and
+        // what kind of error it is.
+        let file: CrewFile = serde_json::from_slice(&bytes).map_err(|e| {
+            let kind = match e.classify() {
+                serde_json::error::Category::Io => "an I/O error",
+                serde_json::error::Category::Syntax => "not JSON",
+                serde_json::error::Category::Data => "JSON of the wrong shape",
+                serde_json::error::Category::Eof => "truncated JSON",
+            };
+            format!("{kind} at line {} column {}", e.line(), e.column())
+        })?;
+        if file.version != VERSION {
+            return Err(format!("version {} (this control reads version {VERSION})", file.version));
+        }
+        Ok(file.crew)
+    }
+
+    fn set_aside(&self, why: &str) {
+        let bad = self.path.with_file_name(BAD_FILE_NAME);
+        match fs::rename(&self.path, &bad) {
+            Ok(()) => tracing::error!(
+                file = %self.path.display(),
+                kept_as = %bad.display(),
+                "the crew registry file is unreadable ({why}): starting with no crew members; \
+                 the file is kept aside. Tokens it held stay valid in Janus until Janus restarts"
+            ),
+            Err(e) => tracing::error!(
+                file = %self.path.display(),
+                error = %e,
+                "the crew registry file is unreadable ({why}) and cannot be moved aside: starting with \
+                 no crew members; the next change of a crew member overwrites it"
+            ),
+        }
+    }
+
+    /// Replaces the file with `crew`. A failure is logged (the registry in memory stays right;
+    /// only a restart would lose it).
+    pub fn save(&self, crew: &[CrewRecord]) {
+        match self.write(crew) {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(file = %self.path.display(), "the crew registry file is written again");
+                }
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&self.temp);
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        file = %self.path.display(),
+                        error = %e,
+                        "cannot write the crew registry file: a restart of control would forget crew members \
+                         (logged once until a write succeeds)"
+                    );
+                }
+            }
+        }
+    }
+
+    fn write(&self, crew: &[CrewRecord]) -> io::Result<()> {
+        let file = CrewFile { version: VERSION, crew: crew.to_vec() };
+        let mut bytes = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+        // A temp file left by a crash is simply replaced; its mode is set again in case it
+        // was created otherwise.
+        let mut temp =
+            fs::OpenOptions::new().write(true).create(true).truncate(true).mode(FILE_MODE).open(&self.temp)?;
+        temp.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+        temp.write_all(&bytes)?;
+        drop(temp);
+        fs::rename(&self.temp, &self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(identity: &str, state: UserState) -> CrewRecord {
+        CrewRecord {
+            identity: identity.into(),
+            username: "Alice".into(),
+            group_id: "stage".into(),
+            token: "secret-token".into(),
+            state,
+            issued_at_unix_ns: 1_700_000_000_123_456_789,
+            connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),
+            last_activity_unix_ns: 1_700_000_002_000_000_000,
+        }
+    }
+
+    #[test]
+    fn round_trip_with_mode_0600() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, crew) = CrewStore::open(dir.path());
+        assert!(crew.is_empty(), "no file: no crew");
+        store.save(&[record("a-1", UserState::Pending), record("b-2", UserState::Connected)]);
+        let mode = fs::metadata(store.path()).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(!dir.path().join(TEMP_FILE_NAME).exists());
+        let (_, crew) = CrewStore::open(dir.path());
+        let got: Vec<_> = crew.iter().map(|r| (r.identity.as_str(), r.state, r.connected_at_unix_ns)).collect();
+        assert_eq!(
+            got,
+            [("a-1", UserState::Pending, None), ("b-2", UserState::Connected, Some(1_700_000_001_000_000_001))]
+        );
+        assert_eq!(crew[0].issued_at_unix_ns, 1_700_000_000_123_456_789);
+    }
+
+    #[test]
+    fn an_unreadable_file_is_set_aside() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cases: [&[u8]; 4] = [
+            b"\x00\xffgarbage",
+            b"{\"version\":1,\"crew\":[",
+            b"{\"version\":1,\"crew\":[{\"identity\":\"x\",\"state\":\"secret-token\"}]}",
+            b"{\"version\":99,\"crew\":[]}",
+        ];
+        for bytes in cases {
+            let path = dir.path().join(FILE_NAME);
+            fs::write(&path, bytes).expect("write");
+            let (store, crew) = CrewStore::open(dir.path());
+            assert!(crew.is_empty());
+            assert!(!path.exists(), "moved aside");
+            assert_eq!(fs::read(dir.path().join(BAD_FILE_NAME)).expect("kept"), bytes);
+            store.save(&[]);
+            assert!(CrewStore::open(dir.path()).1.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = CrewStore::open(dir.path());
+        store.save(&[record("a-1", UserState::Pending)]);
+        // A directory where the temp file goes makes the write fail.
+        fs::create_dir(dir.path().join(TEMP_FILE_NAME)).expect("mkdir");
+        store.save(&[]);
+        assert!(store.failing.load(Ordering::Relaxed));
+        assert_eq!(CrewStore::open(dir.path()).1.len(), 1);
+        fs::remove_dir(dir.path().join(TEMP_FILE_NAME)).expect("rmdir");
+        store.save(&[]);
+        assert!(!store.failing.load(Ordering::Relaxed));
+        assert!(CrewStore::open(dir.path()).1.is_empty());
+    }
+}
