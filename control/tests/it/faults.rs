@@ -29,7 +29,7 @@ use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::janus::{Stack, becomes_revoked};
+use crate::janus::{Stack, becomes_revoked, user_state};
 use crate::support::{Control, http, parse_config, wait_for};
 
 /// A join takes well under a second with a release build; debug builds on a busy machine are
@@ -257,15 +257,6 @@ async fn logs(control: &Control) -> Vec<Value> {
     let (status, body) = control.get_json("/admin/logs?level=debug&limit=1000").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body["logs"].as_array().expect("logs").clone()
-}
-
-async fn user_state(control: &Control, identity: &str) -> Option<String> {
-    let (_, body) = control.get_json("/admin/users").await;
-    body["users"]
-        .as_array()?
-        .iter()
-        .find(|u| u["identity"] == identity)
-        .map(|u| u["state"].as_str().unwrap_or_default().to_owned())
 }
 
 /// A and B, as control's users registry shows them: connected.

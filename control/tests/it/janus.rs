@@ -88,3 +88,13 @@ pub async fn becomes_revoked(janus: &Janus, whose: &str, token: &str) {
     })
     .await;
 }
+
+/// The state (`pending`, `connected`) of the user `identity` in `GET /admin/users`, if listed.
+pub async fn user_state(control: &Control, identity: &str) -> Option<String> {
+    let (_, body) = control.get_json("/admin/users").await;
+    body["users"]
+        .as_array()?
+        .iter()
+        .find(|u| u["identity"] == identity)
+        .map(|u| u["state"].as_str().unwrap_or_default().to_owned())
+}

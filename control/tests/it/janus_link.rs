@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use partyline_testkit::janus::Probe;
 
-use crate::janus::{Stack, becomes_revoked};
+use crate::janus::{Stack, becomes_revoked, user_state};
 use crate::support::{Control, wait_for};
 
 /// Janus events arrive in milliseconds; the poll catches up within 2 s.
@@ -22,15 +22,6 @@ async fn rooms_become(probe: &Probe, want: &[&str]) {
 
 async fn issue(control: &Control, username: &str, group: &str) -> (StatusCode, Value) {
     control.post_json("/token", json!({ "username": username, "groupId": group })).await
-}
-
-async fn user_state(control: &Control, identity: &str) -> Option<String> {
-    let (_, body) = control.get_json("/admin/users").await;
-    body["users"]
-        .as_array()?
-        .iter()
-        .find(|u| u["identity"] == identity)
-        .map(|u| u["state"].as_str().unwrap_or("").to_owned())
 }
 
 #[tokio::test]
