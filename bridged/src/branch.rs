@@ -2,9 +2,12 @@
 //! joined to its Janus AudioBridge room, and the task that joins, watches and rejoins.
 //!
 //! ```text
-//! tee ─ queue ! audioconvert mix-matrix (input channel) ! level ! audioresample ! opusenc ! rtpopuspay ─ webrtcbin
-//! webrtcbin ─ rtpopusdepay ! opusdec ! audioresample ! audioconvert mix-matrix (output channel) ─ audiomixer
+//! tee ─ queue ! audioconvert mix-matrix (input channel, F32 → S16) ! level [! audioresample] ! opusenc ! rtpopuspay ─ webrtcbin
+//! webrtcbin ─ rtpopusdepay ! opusdec (mono) [! audioresample] ! audioconvert mix-matrix (output channel, S16 → F32) ─ audiomixer
 //! ```
+//!
+//! One audioconvert per direction does both the channel routing and the sample format; the
+//! resamplers are there only when the card does not run at Opus's 48 kHz.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::janus::{Session, plugin_error};
+use crate::janus::{JanusError, Session, plugin_error};
 use crate::pipeline::{Base, raw_caps};
 use crate::plan::CHANNELS;
 use crate::state::{BranchStats, Shared, Tap};
@@ -27,16 +30,55 @@ use crate::state::{BranchStats, Shared, Tap};
 /// First and last pause between two attempts.
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// control registers a user's Janus token and sends bridged the plan naming that user at the
+/// same time, on two tasks of its own: the first `create` can reach Janus a few milliseconds
+/// before the token does and be refused (403). Such a refusal is retried after short pauses
+/// (doubling from `TOKEN_RETRY_MIN`) for `TOKEN_GRACE` before it counts as a failure, so a new
+/// user joins in ~100 ms instead of after the first 500 ms backoff (before this, 9 of 10 joins
+/// in `bench/audio` took that backoff).
+const TOKEN_GRACE: Duration = Duration::from_secs(2);
+const TOKEN_RETRY_MIN: Duration = Duration::from_millis(5);
+const TOKEN_RETRY_MAX: Duration = Duration::from_millis(100);
+/// Janus's code for a request with an unknown token (JANUS_ERROR_UNAUTHORIZED).
+const UNAUTHORIZED: i64 = 403;
 /// Janus drops a session after 60 s without a request.
 const KEEPALIVE: Duration = Duration::from_secs(25);
 /// How long each step of a join may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Opus frame (ms): the AudioBridge mixes 20 ms frames.
 const OPUS_FRAME_MS: &str = "20";
+/// Opus's rate (RTP clock and the encoder's input).
+const OPUS_RATE: u32 = 48_000;
 /// RTP payload type of Opus in the offer.
 const OPUS_PT: u32 = 111;
 /// RFC 6464 client-to-mixer audio level.
 const AUDIO_LEVEL_URI: &str = "urn:ietf:params:rtp-hdrext:ssrc-audio-level";
+
+/// The stages of one join, timed from the start of the attempt: `debug` lines
+/// (`RUST_LOG=partyline_bridged=debug`) that show where a join's time goes.
+#[derive(Debug, Clone)]
+struct Stages {
+    user: Arc<str>,
+    started: Instant,
+}
+
+impl Stages {
+    fn new(user: &str) -> Stages {
+        Stages { user: user.into(), started: Instant::now() }
+    }
+
+    fn mark(&self, stage: &str) {
+        tracing::debug!(
+            "{}: join stage at {:.1} ms: {stage}",
+            self.user,
+            self.started.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+
+    fn elapsed_ms(&self) -> u128 {
+        self.started.elapsed().as_millis()
+    }
+}
 
 /// What every branch of one plan shares.
 #[derive(Debug, Clone)]
@@ -104,11 +146,27 @@ async fn attempt(
     joined: &mut bool,
 ) -> anyhow::Result<()> {
     context.shared.branch_state(&user.name, "connecting", "", None);
-    let session = tokio::select! {
-        () = cancel.cancelled() => return Ok(()),
-        session = Session::open(&context.http, &context.janus_url, &user.token) => session?,
+    let stages = Stages::new(&user.name);
+    let mut pause = TOKEN_RETRY_MIN;
+    let session = loop {
+        let opened = tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            opened = Session::open(&context.http, &context.janus_url, &user.token) => opened,
+        };
+        match opened {
+            Err(JanusError::Refused { code: UNAUTHORIZED, .. }) if stages.started.elapsed() < TOKEN_GRACE => {
+                stages.mark("token not known to Janus yet");
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(TOKEN_RETRY_MAX);
+            }
+            opened => break opened?,
+        }
     };
-    let outcome = joined_session(context, user, stats, cancel, &session, joined).await;
+    stages.mark("Janus session and handle");
+    let outcome = joined_session(context, user, stats, cancel, &session, joined, &stages).await;
     // Leave the room: a session destroyed is a participant gone (best effort, bounded).
     let _ = tokio::time::timeout(Duration::from_secs(2), session.destroy()).await;
     outcome
@@ -121,6 +179,7 @@ async fn joined_session(
     cancel: &CancellationToken,
     session: &Session,
     joined: &mut bool,
+    stages: &Stages,
 ) -> anyhow::Result<()> {
     let exists = session.request(json!({"request": "exists", "room": user.room})).await?;
     if exists["exists"] != true {
@@ -139,11 +198,24 @@ async fn joined_session(
         }
     });
     let (faults_tx, mut faults) = mpsc::unbounded_channel();
-    let built = Bin::build(context, user, stats.clone(), faults_tx);
+    stages.mark("room exists");
+    let built = Bin::build(context, user, stats.clone(), faults_tx, stages);
     let outcome = match built {
         Ok((bin, rtc)) => {
-            let outcome =
-                negotiate_and_watch(context, user, cancel, session, &bin, rtc, &mut events, &mut faults, joined).await;
+            stages.mark("bin built and plugged in");
+            let outcome = negotiate_and_watch(
+                context,
+                user,
+                cancel,
+                session,
+                &bin,
+                rtc,
+                &mut events,
+                &mut faults,
+                joined,
+                stages,
+            )
+            .await;
             bin.remove(context);
             outcome
         }
@@ -164,17 +236,18 @@ async fn negotiate_and_watch(
     events: &mut mpsc::UnboundedReceiver<Result<Vec<Value>, crate::janus::JanusError>>,
     faults: &mut mpsc::UnboundedReceiver<String>,
     joined: &mut bool,
+    stages: &Stages,
 ) -> anyhow::Result<()> {
-    let started = Instant::now();
     let offer = tokio::select! {
         () = cancel.cancelled() => return Ok(()),
-        offer = tokio::time::timeout(STEP_TIMEOUT, make_offer(&bin.webrtc, &mut rtc)) => {
+        offer = tokio::time::timeout(STEP_TIMEOUT, make_offer(&bin.webrtc, &mut rtc, stages)) => {
             offer.map_err(|_| anyhow!("webrtcbin made no offer within {STEP_TIMEOUT:?}"))??
         }
     };
     let join = json!({"request": "join", "room": user.room, "id": user.identity, "display": user.name,
                       "bitrate": user.bitrate_kbps * 1000, "muted": false});
     let transaction = session.send(join, Some(json!({"type": "offer", "sdp": offer}))).await?;
+    stages.mark("join with the offer acknowledged by Janus");
 
     // The answer comes on the long poll with the `joined` event of our transaction.
     let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
@@ -200,7 +273,9 @@ async fn negotiate_and_watch(
             break answer;
         }
     };
+    stages.mark("Janus's answer received");
     set_answer(&bin.webrtc, &answer).await?;
+    stages.mark("answer set as remote description");
     *joined = true;
     context.shared.branch_state(&user.name, "connecting", &user.identity, None);
 
@@ -217,9 +292,12 @@ async fn negotiate_and_watch(
             fault = faults.recv() => return Err(anyhow!("pipeline: {}", fault.unwrap_or_default())),
             batch = events.recv() => {
                 for event in batch.ok_or_else(|| anyhow!("the long poll ended"))?? {
+                    if let Some(kind @ ("webrtcup" | "media")) = event["janus"].as_str() {
+                        stages.mark(&format!("Janus event {kind}"));
+                    }
                     if event["janus"] == "webrtcup" && !media_up {
                         media_up = true;
-                        tracing::info!("{} joined room {} (media up in {} ms)", user.name, user.room, started.elapsed().as_millis());
+                        tracing::info!("{} joined room {} (media up in {} ms)", user.name, user.room, stages.elapsed_ms());
                         context.shared.branch_state(&user.name, "joined", &user.identity, Some(""));
                     }
                     check_event(&event, &user.identity)?;
@@ -261,7 +339,11 @@ enum RtcEvent {
 /// Creates the offer, sets it as local description and waits until ICE gathering is over, so
 /// the offer carries every candidate (host candidates only: gathering takes milliseconds, and
 /// one `join` replaces a trickle of requests). Returns the SDP text.
-async fn make_offer(webrtc: &gst::Element, rtc: &mut mpsc::UnboundedReceiver<RtcEvent>) -> anyhow::Result<String> {
+async fn make_offer(
+    webrtc: &gst::Element,
+    rtc: &mut mpsc::UnboundedReceiver<RtcEvent>,
+    stages: &Stages,
+) -> anyhow::Result<String> {
     // webrtcbin asks once its transceiver is ready.
     loop {
         match rtc.recv().await {
@@ -270,6 +352,7 @@ async fn make_offer(webrtc: &gst::Element, rtc: &mut mpsc::UnboundedReceiver<Rtc
             None => return Err(anyhow!("webrtcbin went away")),
         }
     }
+    stages.mark("negotiation needed");
     let (promise, reply) = gst::Promise::new_future();
     webrtc.emit_by_name::<()>("create-offer", &[&None::<gst::Structure>, &promise]);
     let reply =
@@ -278,12 +361,30 @@ async fn make_offer(webrtc: &gst::Element, rtc: &mut mpsc::UnboundedReceiver<Rtc
         return Err(anyhow!("create-offer: {error}"));
     }
     let offer = reply.get::<gst_webrtc::WebRTCSessionDescription>("offer").context("create-offer")?;
+    stages.mark("offer created");
     webrtc.emit_by_name::<()>("set-local-description", &[&offer, &None::<gst::Promise>]);
+    // The DTLS transport exists once the local description is set.
+    if let Some(transceiver) =
+        webrtc.emit_by_name::<Option<gst_webrtc::WebRTCRTPTransceiver>>("get-transceiver", &[&0i32])
+        && let Some(sender) = transceiver.sender()
+        && let Some(dtls) = sender.transport()
+    {
+        let timing = stages.clone();
+        dtls.connect_notify(Some("state"), move |dtls, _| {
+            timing.mark(&format!("DTLS state {:?}", dtls.property::<gst_webrtc::WebRTCDTLSTransportState>("state")));
+        });
+    }
     let mut candidates = Vec::new();
     loop {
         match rtc.recv().await {
-            Some(RtcEvent::Candidate(candidate)) => candidates.push(candidate),
-            Some(RtcEvent::GatheringComplete) => break,
+            Some(RtcEvent::Candidate(candidate)) => {
+                stages.mark(&format!("local candidate {candidate}"));
+                candidates.push(candidate);
+            }
+            Some(RtcEvent::GatheringComplete) => {
+                stages.mark("ICE gathering complete");
+                break;
+            }
             Some(RtcEvent::NegotiationNeeded) => {}
             None => return Err(anyhow!("webrtcbin went away")),
         }
@@ -339,6 +440,16 @@ fn caps_filter(caps: &gst::Caps) -> anyhow::Result<gst::Element> {
     Ok(gst::ElementFactory::make("capsfilter").property("caps", caps).build()?)
 }
 
+/// `audio/x-raw` S16 mono at `rate`: what Opus takes and gives.
+fn s16_mono(rate: u32) -> gst::Caps {
+    gst::Caps::builder("audio/x-raw")
+        .field("format", "S16LE")
+        .field("layout", "interleaved")
+        .field("rate", i32::try_from(rate).unwrap_or(48_000))
+        .field("channels", 1i32)
+        .build()
+}
+
 /// A `mix-matrix` of `rows` × `columns` with a single 1.0 at (`row`, `column`).
 fn selector(rows: u32, columns: u32, row: u32, column: u32) -> gst::Array {
     gst::Array::new(
@@ -366,6 +477,7 @@ impl Bin {
         user: &PlanUser,
         stats: Arc<BranchStats>,
         faults: mpsc::UnboundedSender<String>,
+        stages: &Stages,
     ) -> anyhow::Result<(Bin, mpsc::UnboundedReceiver<RtcEvent>)> {
         let rate = context.base.rate;
         let name = format!("branch:{}", user.name);
@@ -378,24 +490,25 @@ impl Bin {
             .property("max-size-time", gst::ClockTime::from_mseconds(60).nseconds())
             .property_from_str("leaky", "downstream")
             .build()?;
+        // One audioconvert picks the input channel and converts F32 to the encoder's S16 in the
+        // same pass (no dither: it costs a random number per sample and is inaudible at 16
+        // bits on speech).
         let pick = gst::ElementFactory::make("audioconvert")
             .property("mix-matrix", selector(1, u32::from(CHANNELS), 0, u32::from(user.input_channel)))
+            .property_from_str("dithering", "none")
             .build()?;
-        let mono = caps_filter(&raw_caps(rate, 1))?;
+        let mono = caps_filter(&s16_mono(rate))?;
         let level = gst::ElementFactory::make("level")
             .property("interval", gst::ClockTime::from_mseconds(100).nseconds())
             .property("post-messages", true)
             .property("audio-level-meta", true)
             .build()?;
-        let resample = element("audioresample")?;
-        let to_s16 = element("audioconvert")?;
-        let opus_caps = caps_filter(
-            &gst::Caps::builder("audio/x-raw")
-                .field("format", "S16LE")
-                .field("rate", 48_000i32)
-                .field("channels", 1i32)
-                .build(),
-        )?;
+        // Opus takes 48 kHz: a resampler only for cards at another rate.
+        let mut send = vec![queue.clone(), pick, mono, level];
+        if rate != OPUS_RATE {
+            send.push(element("audioresample")?);
+            send.push(caps_filter(&s16_mono(OPUS_RATE))?);
+        }
         let encoder = gst::ElementFactory::make("opusenc")
             .property("bitrate", i32::try_from(user.bitrate_kbps * 1000).unwrap_or(64_000))
             .property_from_str("frame-size", OPUS_FRAME_MS)
@@ -412,8 +525,10 @@ impl Bin {
             .property("latency", context.latency_ms)
             .build()
             .context("GStreamer element webrtcbin is missing (gstreamer1.0-plugins-bad, gstreamer1.0-nice)")?;
-        bin.add_many([&queue, &pick, &mono, &level, &resample, &to_s16, &opus_caps, &encoder, &payloader, &webrtc])?;
-        gst::Element::link_many([&queue, &pick, &mono, &level, &resample, &to_s16, &opus_caps, &encoder, &payloader])?;
+        send.extend([encoder, payloader.clone()]);
+        bin.add_many(&send)?;
+        bin.add(&webrtc)?;
+        gst::Element::link_many(&send)?;
         let send_pad = webrtc.request_pad_simple("sink_%u").ok_or_else(|| anyhow!("webrtcbin gave no sink pad"))?;
         let pay_src = payloader.static_pad("src").ok_or_else(|| anyhow!("rtpopuspay without src pad"))?;
         pay_src.link(&send_pad)?;
@@ -448,15 +563,21 @@ impl Bin {
             Some(channel) => {
                 let depay = element("rtpopusdepay")?;
                 let decoder = gst::ElementFactory::make("opusdec").property("plc", true).build()?;
-                let convert = element("audioconvert")?;
-                let resample = element("audioresample")?;
-                let mono = caps_filter(&raw_caps(rate, 1))?;
+                // The decoder downmixes to mono itself; then, for cards not at 48 kHz, a
+                // resampler; then one audioconvert converts S16 to F32 and places the mono
+                // signal on the output channel in the same pass.
+                let mut receive = vec![depay.clone(), decoder, caps_filter(&s16_mono(OPUS_RATE))?];
+                if rate != OPUS_RATE {
+                    receive.push(element("audioresample")?);
+                    receive.push(caps_filter(&s16_mono(rate))?);
+                }
                 let place = gst::ElementFactory::make("audioconvert")
                     .property("mix-matrix", selector(u32::from(CHANNELS), 1, u32::from(channel), 0))
                     .build()?;
                 let card = caps_filter(&raw_caps(rate, u32::from(CHANNELS)))?;
-                bin.add_many([&depay, &decoder, &convert, &resample, &mono, &place, &card])?;
-                gst::Element::link_many([&depay, &decoder, &convert, &resample, &mono, &place, &card])?;
+                receive.extend([place, card.clone()]);
+                bin.add_many(&receive)?;
+                gst::Element::link_many(&receive)?;
                 let depay_sink = depay.static_pad("sink").ok_or_else(|| anyhow!("depayloader without sink"))?;
                 count_packets(&depay_sink, &stats, false);
                 let card_src = card.static_pad("src").ok_or_else(|| anyhow!("capsfilter without src"))?;
@@ -500,6 +621,16 @@ impl Bin {
                 let _ = tx.send(RtcEvent::Candidate(candidate));
             }
             None
+        });
+        let timing = stages.clone();
+        webrtc.connect_notify(Some("ice-connection-state"), move |webrtc, _| {
+            let state = webrtc.property::<gst_webrtc::WebRTCICEConnectionState>("ice-connection-state");
+            timing.mark(&format!("ICE connection state {state:?}"));
+        });
+        let timing = stages.clone();
+        webrtc.connect_notify(Some("connection-state"), move |webrtc, _| {
+            let state = webrtc.property::<gst_webrtc::WebRTCPeerConnectionState>("connection-state");
+            timing.mark(&format!("peer connection state {state:?} (ICE and DTLS)"));
         });
         webrtc.connect_notify(Some("ice-gathering-state"), move |webrtc, _| {
             let state = webrtc.property::<gst_webrtc::WebRTCICEGatheringState>("ice-gathering-state");

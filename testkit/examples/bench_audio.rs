@@ -3,6 +3,10 @@
 //! a private bus; everything driven through control's API. Prints a markdown section.
 //!
 //!   bench_audio --control BIN --bridged BIN [--changes N] [--ticks-secs S] [--cpu-secs S] [--jitter-ms MS]
+//!               [--bridged-log PATH]
+//!
+//! `--bridged-log PATH` keeps bridged's log there; its filter is `BRIDGED_LOG` (default `warn`),
+//! e.g. `BRIDGED_LOG=partyline_bridged=debug` for the timed stages of every join.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -27,6 +31,7 @@ struct Options {
     ticks_secs: f64,
     cpu_secs: f64,
     jitter_ms: u32,
+    bridged_log: Option<PathBuf>,
 }
 
 fn options() -> Options {
@@ -37,6 +42,7 @@ fn options() -> Options {
         ticks_secs: 20.0,
         cpu_secs: 20.0,
         jitter_ms: 40,
+        bridged_log: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -48,6 +54,7 @@ fn options() -> Options {
             "--ticks-secs" => o.ticks_secs = value.parse().expect("--ticks-secs S"),
             "--cpu-secs" => o.cpu_secs = value.parse().expect("--cpu-secs S"),
             "--jitter-ms" => o.jitter_ms = value.parse().expect("--jitter-ms MS"),
+            "--bridged-log" => o.bridged_log = Some(value.into()),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -148,7 +155,8 @@ async fn cpu_percent(pid: u32, secs: f64) -> f64 {
 
 fn status_kib(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB")?.trim().parse().ok()).unwrap_or(0)
+    // "VmRSS:  53000 kB", "Threads:  41": the number, without its unit if it has one.
+    status.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok()).unwrap_or(0)
 }
 
 fn branch_joined(bridge: &Value, name: &str) -> bool {
@@ -178,7 +186,9 @@ async fn main() {
     let control =
         Control::builder().binary(&o.control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address).start().await;
     let pulse_address = pulse.server_address();
-    let bridged = Bridged::start_binary(&o.bridged, &bus, &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", "warn")]);
+    let log_filter = std::env::var("BRIDGED_LOG").unwrap_or_else(|_| "warn".into());
+    let bridged =
+        Bridged::start_binary(&o.bridged, &bus, &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", &log_filter)]);
     let proxy = bus.bridge().await;
     partyline_testkit::wait_for("control sees Janus and bridged", WAIT, async || {
         let (_, stats) = control.get_json("/admin/stats").await;
@@ -301,5 +311,8 @@ async fn main() {
         hwm as f64 / 1024.0,
         status.branches.iter().map(|b| b.packets_sent).collect::<Vec<_>>()
     );
+    if let Some(path) = &o.bridged_log {
+        std::fs::write(path, bridged.log()).expect("--bridged-log");
+    }
     drop(bridged);
 }
