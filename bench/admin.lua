@@ -107,7 +107,7 @@ function done(summary, latency, requests)
    local write_count = 0
    for _, thread in ipairs(threads) do write_count = write_count + (thread:get("writes") or 0) end
    io.write(string.format(
-      "BENCH requests=%d duration_us=%d rps=%.1f mean_us=%.0f p50_us=%d p90_us=%d p99_us=%d p999_us=%d max_us=%d errors=%d status_errors=%d writes=%d\n",
+      "BENCH requests=%d duration_us=%d rps=%.1f mean_us=%.0f p50_us=%d p90_us=%d p99_us=%d p999_us=%d max_us=%d errors=%d status_errors=%d puts=%d\n",
       summary.requests, summary.duration, summary.requests / seconds, latency.mean,
       latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9),
       latency.max, errors, e.status, write_count))

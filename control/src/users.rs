@@ -44,7 +44,8 @@ pub enum UserKind {
     Server,
 }
 
-#[derive(Debug, Clone)]
+/// A registered user. Its `Debug` leaves the token out (secrets never reach logs).
+#[derive(Clone)]
 pub struct User {
     /// Its participant id in the room (unique): the slug of the name plus random hex.
     pub identity: String,
@@ -59,6 +60,22 @@ pub struct User {
     issued_at: OffsetDateTime,
     pub connected_at: Option<OffsetDateTime>,
     pub last_activity: OffsetDateTime,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("identity", &self.identity)
+            .field("username", &self.username)
+            .field("group_id", &self.group_id)
+            .field("token", &"********")
+            .field("kind", &self.kind)
+            .field("state", &self.state)
+            .field("issued_at", &self.issued_at)
+            .field("connected_at", &self.connected_at)
+            .field("last_activity", &self.last_activity)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A user as `GET /admin/users` shows it.
@@ -384,6 +401,14 @@ mod tests {
         assert!(users.left("stage", "alice-1", "test").is_some());
         assert_eq!(users.active_connections(), 0);
         assert!(users.list().is_empty());
+    }
+
+    #[test]
+    fn debug_output_leaves_the_token_out() {
+        let users = Users::default();
+        let user = users.register("alice-1".into(), "Alice".into(), "stage".into(), "s3cr3t-token".into());
+        let shown = format!("{user:?}");
+        assert!(shown.contains("alice-1") && !shown.contains("s3cr3t-token"), "{shown}");
     }
 
     #[test]

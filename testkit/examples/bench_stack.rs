@@ -297,7 +297,7 @@ async fn load(o: &Options, stack: &Stack) -> bool {
         ms("p99_us"),
         ms("p999_us"),
         ms("max_us"),
-        field("writes")
+        field("puts")
     );
     println!("\n| process | RSS MiB before → after | open files before → after | threads before → after |");
     println!("|---|---|---|---|");
