@@ -10,6 +10,7 @@ use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
 
 use crate::janus::Stack;
+use crate::support::wait_for;
 
 const SOON: Duration = Duration::from_secs(10);
 
@@ -81,10 +82,14 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
 
     let bridge = stack.bridge_becomes("two branches", SOON, |b| branch_names(b) == ["Desk", "FOH mic"]).await;
     let generation = bridge["generation"].as_u64().expect("generation");
-    let (_, users) = control.get_json("/admin/users").await;
-    let kinds: Vec<&str> =
-        users["users"].as_array().expect("users").iter().filter_map(|u| u["kind"].as_str()).collect();
-    assert_eq!(kinds, ["server", "server"], "{users}");
+    // Listed once control's reconciliation with Janus has registered their tokens.
+    wait_for("both listed as server users", SOON, async || {
+        let (_, users) = control.get_json("/admin/users").await;
+        let kinds: Vec<String> =
+            users["users"].as_array()?.iter().filter_map(|u| u["kind"].as_str().map(str::to_owned)).collect();
+        (kinds == ["server", "server"]).then_some(())
+    })
+    .await;
     let (status, body) = control.delete("/admin/users/server-desk").await;
     assert_eq!(status, StatusCode::CONFLICT, "server audio users follow the config: {body}");
 
