@@ -13,11 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use partyline_testkit::audio::{CHANNELS, RATE, Tone, rms_db};
+use partyline_testkit::bench::BenchStack;
 use partyline_testkit::control::Control;
-use partyline_testkit::dbus::{Bridged, Bus, wait_status};
-use partyline_testkit::janus::Janus;
+use partyline_testkit::dbus::wait_status;
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -166,44 +165,18 @@ fn branch_joined(bridge: &Value, name: &str) -> bool {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let o = options();
-    require_namespace();
-    let pulse = PulseServer::start();
-    for card in ["card_in", "card_out"] {
-        pulse.add_card(card, RATE);
-    }
-    let bus = Bus::start();
-    let events_port = free_port();
-    let janus = Janus::builder()
-        .ice_iface(ICE_IFACE)
-        .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), "bench-event-secret")
-        .start();
-    let config = format!(
-        "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: bench-event-secret\n\
-         audio:\n  jitterBufferMs: {}\ngroups:\n  - name: X\nbridge:\n  iceAddresses: [{ICE_ADDRESS}]\nlogging:\n  level: warn\n",
-        janus.config_yaml(),
-        o.jitter_ms
-    );
-    let control =
-        Control::builder().binary(&o.control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address).start().await;
-    let pulse_address = pulse.server_address();
     let log_filter = std::env::var("BRIDGED_LOG").unwrap_or_else(|_| "warn".into());
-    let bridged =
-        Bridged::start_binary(&o.bridged, &bus, &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", &log_filter)]);
-    let proxy = bus.bridge().await;
-    partyline_testkit::wait_for("control sees Janus and bridged", WAIT, async || {
-        let (_, stats) = control.get_json("/admin/stats").await;
-        (stats["janus"]["state"] == "up" && stats["bridge"]["state"] == "idle").then_some(())
-    })
-    .await;
-    let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
-    call(&control, Method::POST, "/admin/audio/device", device, StatusCode::OK).await;
+    let sections = format!("audio:\n  jitterBufferMs: {}\ngroups:\n  - name: X\n", o.jitter_ms);
+    let stack = BenchStack::start(&o.control, &o.bridged, &sections, &log_filter).await;
+    let (control, bridged, pulse) = (&stack.control, &stack.bridged, &stack.pulse);
+    let proxy = stack.bus.bridge().await;
 
     // A (input 0, no output) and B (input 1, output 1).
     let a = json!({ "name": "A", "group": "x", "inputChannel": 0, "outputChannel": null });
     let b = json!({ "name": "B", "group": "x", "inputChannel": 1, "outputChannel": 1 });
     let first = Instant::now();
-    call(&control, Method::POST, "/admin/server-users", a, StatusCode::CREATED).await;
-    call(&control, Method::POST, "/admin/server-users", b, StatusCode::CREATED).await;
+    call(control, Method::POST, "/admin/server-users", a, StatusCode::CREATED).await;
+    call(control, Method::POST, "/admin/server-users", b, StatusCode::CREATED).await;
     wait_status(&proxy, WAIT, "A and B joined", |s| {
         s.branches.len() == 2 && s.branches.iter().all(|b| b.state == "joined")
     })
@@ -218,7 +191,7 @@ async fn main() {
     for n in 0..o.changes {
         let user = json!({ "name": format!("N{n}"), "group": "x", "inputChannel": 2, "outputChannel": 2 });
         let started = Instant::now();
-        call(&control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
+        call(control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
         api_ms.push(started.elapsed().as_secs_f64() * 1000.0);
         let name = format!("N{n}");
         loop {
@@ -231,7 +204,7 @@ async fn main() {
         }
         joined_ms.push(started.elapsed().as_secs_f64() * 1000.0);
         let started = Instant::now();
-        call(&control, Method::DELETE, &format!("/admin/server-users/n{n}"), Value::Null, StatusCode::OK).await;
+        call(control, Method::DELETE, &format!("/admin/server-users/n{n}"), Value::Null, StatusCode::OK).await;
         wait_status(&proxy, WAIT, "N gone", |s| s.branches.len() == 2).await;
         removed_ms.push(started.elapsed().as_secs_f64() * 1000.0);
     }
@@ -242,10 +215,10 @@ async fn main() {
     //    on input 0, both monitors recorded in one pipeline.
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("both.raw");
-    let mut recorder = record_both(&pulse, &path, 0, 1);
+    let mut recorder = record_both(pulse, &path, 0, 1);
     tokio::time::sleep(Duration::from_millis(500)).await; // the recorder's own start-up
     let ticks = Tone::source(
-        &pulse,
+        pulse,
         "card_in",
         &[0],
         "audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=300000000 is-live=true",
@@ -267,12 +240,12 @@ async fn main() {
     let matched = latencies.len();
 
     // 3. CPU and RSS of bridged with 8 bidirectional users (a tone on every input).
-    call(&control, Method::DELETE, "/admin/server-users/a", Value::Null, StatusCode::OK).await;
-    call(&control, Method::DELETE, "/admin/server-users/b", Value::Null, StatusCode::OK).await;
-    let _tones = Tone::source(&pulse, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
+    call(control, Method::DELETE, "/admin/server-users/a", Value::Null, StatusCode::OK).await;
+    call(control, Method::DELETE, "/admin/server-users/b", Value::Null, StatusCode::OK).await;
+    let _tones = Tone::source(pulse, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
     for k in 0..8 {
         let user = json!({ "name": format!("U{k}"), "group": "x", "inputChannel": k, "outputChannel": k });
-        call(&control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
+        call(control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
     }
     wait_status(&proxy, WAIT, "8 users joined and receiving", |s| {
         s.branches.len() == 8 && s.branches.iter().all(|b| b.state == "joined" && b.packets_received > 100)
@@ -314,5 +287,4 @@ async fn main() {
     if let Some(path) = &o.bridged_log {
         std::fs::write(path, bridged.log()).expect("--bridged-log");
     }
-    drop(bridged);
 }

@@ -23,12 +23,11 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use partyline_testkit::audio::{RATE, Tone};
+use partyline_testkit::audio::Tone;
+use partyline_testkit::bench::BenchStack;
 use partyline_testkit::control::Control;
-use partyline_testkit::dbus::{Bridged, Bus, wait_status};
+use partyline_testkit::dbus::wait_status;
 use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -77,55 +76,23 @@ fn options() -> Options {
     o
 }
 
-/// Everything of one run; stopped in reverse order on drop.
-struct Stack {
-    control: Control,
-    bridged: Bridged,
-    janus: Janus,
-    pulse: PulseServer,
-    _bus: Bus,
-}
-
-async fn start_stack(o: &Options) -> Stack {
-    let pulse = PulseServer::start();
-    for card in ["card_in", "card_out"] {
-        pulse.add_card(card, RATE);
-    }
-    let bus = Bus::start();
-    let events_port = free_port();
-    let janus = Janus::builder()
-        .ice_iface(ICE_IFACE)
-        .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), "bench-event-secret")
-        .start();
-    // Group x carries the 8 server users; the other groups take the load's writes (their rooms
-    // are edited in Janus, the bridge's plan does not change) and the soak's crew users.
-    let config = format!(
-        "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: bench-event-secret\n\
-         groups:\n  - name: X\n  - name: Lighting\n  - name: Video\n  - name: Stage Left\n  - name: Stage Right\n\
-         bridge:\n  iceAddresses: [{ICE_ADDRESS}]\nlogging:\n  level: warn\n",
-        janus.config_yaml(),
-    );
-    let control =
-        Control::builder().binary(&o.control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address).start().await;
-    let pulse_address = pulse.server_address();
-    let bridged = Bridged::start_binary(&o.bridged, &bus, &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", "warn")]);
-    partyline_testkit::wait_for("control sees Janus and bridged", WAIT, async || {
-        let (_, stats) = control.get_json("/admin/stats").await;
-        (stats["janus"]["state"] == "up" && stats["bridge"]["state"] == "idle").then_some(())
-    })
-    .await;
-    let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
-    call(&control, Method::POST, "/admin/audio/device", device, StatusCode::OK).await;
+/// Starts the stack with the 8 server users joined. Group x carries them; the other groups take
+/// the load's writes (their rooms are edited in Janus, the bridge's plan does not change) and the
+/// soak's crew users.
+async fn start_stack(o: &Options) -> BenchStack {
+    let groups =
+        "groups:\n  - name: X\n  - name: Lighting\n  - name: Video\n  - name: Stage Left\n  - name: Stage Right\n";
+    let stack = BenchStack::start(&o.control, &o.bridged, groups, "warn").await;
     for k in 0..USERS {
         let user = json!({ "name": format!("U{k}"), "group": "x", "inputChannel": k, "outputChannel": k });
-        call(&control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
+        call(&stack.control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
     }
-    let proxy = bus.bridge().await;
+    let proxy = stack.bus.bridge().await;
     wait_status(&proxy, WAIT, "8 users joined and receiving", |s| {
         s.branches.len() == USERS && s.branches.iter().all(|b| b.state == "joined" && b.packets_received > 100)
     })
     .await;
-    Stack { control, bridged, janus, pulse, _bus: bus }
+    stack
 }
 
 async fn call(control: &Control, method: Method, path: &str, body: Value, want: StatusCode) -> Value {
@@ -201,7 +168,6 @@ fn machine_line() -> String {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let o = options();
-    require_namespace();
     let machine = machine_line();
     let stack = start_stack(&o).await;
     let tones = Tone::source(&stack.pulse, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
@@ -224,7 +190,7 @@ async fn main() {
 }
 
 /// The three processes, named, for tables.
-fn processes(stack: &Stack) -> [(&'static str, u32); 3] {
+fn processes(stack: &BenchStack) -> [(&'static str, u32); 3] {
     [
         ("partyline-control", stack.control.pid()),
         ("partyline-bridged", stack.bridged.pid()),
@@ -238,7 +204,7 @@ async fn packets_received(control: &Control) -> Vec<u64> {
     branches.iter().filter(|b| b["state"] == "joined").map(|b| b["packetsReceived"].as_u64().unwrap_or(0)).collect()
 }
 
-async fn load(o: &Options, stack: &Stack) -> bool {
+async fn load(o: &Options, stack: &BenchStack) -> bool {
     let procs = processes(stack);
     // At rest with the 8 users: CPU over 20 s.
     let rest_secs = 20.0;
@@ -334,7 +300,7 @@ struct Sample {
     crew: usize,
 }
 
-async fn sample(stack: &Stack, started: Instant, crew: usize) -> Sample {
+async fn sample(stack: &BenchStack, started: Instant, crew: usize) -> Sample {
     let usage = processes(stack).iter().map(|(_, pid)| usage(*pid)).collect();
     let (sessions, handles) = janus_handles(&stack.janus).await;
     Sample { at_s: started.elapsed().as_secs(), usage, sessions, handles, crew }
@@ -345,7 +311,7 @@ struct Crew {
     probe: Probe,
 }
 
-async fn join_crew(stack: &Stack, n: u64) -> Option<Crew> {
+async fn join_crew(stack: &BenchStack, n: u64) -> Option<Crew> {
     let groups = ["lighting", "video", "stage-left", "stage-right"];
     let group = groups[n as usize % groups.len()];
     let (status, body) =
@@ -381,7 +347,7 @@ async fn change_config(control: &Control, n: u64) -> bool {
     status.is_success()
 }
 
-async fn soak(o: &Options, stack: &Stack) -> bool {
+async fn soak(o: &Options, stack: &BenchStack) -> bool {
     let started = Instant::now();
     let churn = Duration::from_secs(o.secs);
     let mut crew: VecDeque<Crew> = VecDeque::new();

@@ -5,6 +5,7 @@
 //! helpers below.
 
 pub mod audio;
+pub mod bench;
 pub mod control;
 pub mod dbus;
 pub mod janus;

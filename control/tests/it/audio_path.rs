@@ -18,23 +18,13 @@ use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::Stack;
+use crate::janus::{Stack, branch, joined};
 
 /// A join takes well under a second with a release build; debug builds on a busy machine
 /// are slower, and a retry after a fault waits for bridged's backoff (≤ 5 s).
 const JOIN: Duration = Duration::from_secs(15);
 /// The longest gap A → B may show while a third user is added (two Opus packets).
 const MAX_GAP_MS: f64 = 40.0;
-
-fn branch<'a>(bridge: &'a Value, name: &str) -> Option<&'a Value> {
-    bridge["branches"].as_array()?.iter().find(|b| b["name"] == name)
-}
-
-/// Every branch of `names` joined (and no other branch).
-fn joined(bridge: &Value, names: &[&str]) -> bool {
-    let count = bridge["branches"].as_array().map_or(0, Vec::len);
-    count == names.len() && names.iter().all(|n| branch(bridge, n).is_some_and(|b| b["state"] == "joined"))
-}
 
 /// B joined and receiving the room's mix.
 fn b_receives(bridge: &Value) -> bool {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
 
-use crate::janus::Stack;
+use crate::janus::{Stack, joined};
 use crate::support::wait_for;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -102,7 +102,7 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     stack.bridge_becomes("bridge absent", SOON, |b| b["state"] == "absent").await;
     let _bridged = Bridged::start(&bus, &pulse);
     stack.bridge_becomes("plan re-sent", SOON, |b| branch_names(b) == ["Desk", "FOH mic"]).await;
-    stack.bridge_becomes("both joined", SOON, |b| all_joined(b, 2)).await;
+    stack.bridge_becomes("both joined", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
 
     assert_eq!(control.delete("/admin/server-users/foh-mic").await.0, StatusCode::OK);
     stack.bridge_becomes("one branch", SOON, |b| branch_names(b) == ["Desk"]).await;
@@ -114,10 +114,5 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     // (Janus would keep one whose leave was refused until its session times out, 60 s).
     let foh = json!({ "name": "FOH mic", "group": "foh", "inputChannel": 2 });
     assert_eq!(control.post_json("/admin/server-users", foh).await.0, StatusCode::CREATED);
-    stack.bridge_becomes("FOH mic joined again", SOON, |b| all_joined(b, 2)).await;
-}
-
-/// `count` branches, every one joined to its room.
-fn all_joined(bridge: &Value, count: usize) -> bool {
-    bridge["branches"].as_array().is_some_and(|b| b.len() == count && b.iter().all(|b| b["state"] == "joined"))
+    stack.bridge_becomes("FOH mic joined again", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
 }

@@ -29,7 +29,7 @@ use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::janus::{Stack, becomes_revoked, user_state};
+use crate::janus::{Stack, becomes_revoked, joined, user_state};
 use crate::support::{Control, http, parse_config, wait_for};
 
 /// A join takes well under a second with a release build; debug builds on a busy machine are
@@ -47,16 +47,9 @@ const TONE_HZ: f64 = 1000.0;
 /// while control was down as across its restart: this bound catches a path that stalls.
 const MAX_GAP_MS: f64 = 1000.0;
 
-fn branch<'a>(bridge: &'a Value, name: &str) -> Option<&'a Value> {
-    bridge["branches"].as_array()?.iter().find(|b| b["name"] == name)
-}
-
 /// bridged running with A and B (and no other branch) joined.
 fn a_and_b_joined(bridge: &Value) -> bool {
-    let count = bridge["branches"].as_array().map_or(0, Vec::len);
-    bridge["state"] == "running"
-        && count == 2
-        && ["A", "B"].iter().all(|n| branch(bridge, n).is_some_and(|b| b["state"] == "joined"))
+    bridge["state"] == "running" && joined(bridge, &["A", "B"])
 }
 
 /// The tone stack: group X with A (input 0 → X) and B (X → output 1), the tone flowing.

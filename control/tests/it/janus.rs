@@ -98,3 +98,14 @@ pub async fn user_state(control: &Control, identity: &str) -> Option<String> {
         .find(|u| u["identity"] == identity)
         .map(|u| u["state"].as_str().unwrap_or_default().to_owned())
 }
+
+/// The branch called `name` in bridged's status as control shows it.
+pub fn branch<'a>(bridge: &'a Value, name: &str) -> Option<&'a Value> {
+    bridge["branches"].as_array()?.iter().find(|b| b["name"] == name)
+}
+
+/// Every branch of `names` joined (and no other branch).
+pub fn joined(bridge: &Value, names: &[&str]) -> bool {
+    let count = bridge["branches"].as_array().map_or(0, Vec::len);
+    count == names.len() && names.iter().all(|n| branch(bridge, n).is_some_and(|b| b["state"] == "joined"))
+}

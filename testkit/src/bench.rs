@@ -1,0 +1,66 @@
+//! The whole stack the benchmarks drive (`examples/bench_audio.rs`, `examples/bench_stack.rs`):
+//! a private PulseAudio card (`card_in`, `card_out`), a private bus, Janus on [`ICE_IFACE`]
+//! posting its events to control, the given control and bridged binaries, and the card chosen
+//! through control's API. Inside a network namespace ([`require_namespace`]).
+
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::audio::RATE;
+use crate::control::Control;
+use crate::dbus::{Bridged, Bus};
+use crate::janus::Janus;
+use crate::pulse::PulseServer;
+use crate::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
+
+const EVENT_SECRET: &str = "bench-event-secret";
+
+/// Everything of one benchmark run; dropped (stopped) field by field, control first.
+#[derive(Debug)]
+pub struct BenchStack {
+    pub control: Control,
+    pub bridged: Bridged,
+    pub janus: Janus,
+    pub pulse: PulseServer,
+    pub bus: Bus,
+}
+
+impl BenchStack {
+    /// Starts it all; `sections` is appended to control's config (e.g. `audio:` and `groups:`),
+    /// `bridged_log` is bridged's `RUST_LOG`.
+    pub async fn start(control: &Path, bridged: &Path, sections: &str, bridged_log: &str) -> BenchStack {
+        require_namespace();
+        let pulse = PulseServer::start();
+        for card in ["card_in", "card_out"] {
+            pulse.add_card(card, RATE);
+        }
+        let bus = Bus::start();
+        let events_port = free_port();
+        let janus = Janus::builder()
+            .ice_iface(ICE_IFACE)
+            .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
+            .start();
+        let config = format!(
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: {EVENT_SECRET}\n\
+             bridge:\n  iceAddresses: [{ICE_ADDRESS}]\nlogging:\n  level: warn\n{sections}",
+            janus.config_yaml(),
+        );
+        let control =
+            Control::builder().binary(control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address).start().await;
+        let pulse_address = pulse.server_address();
+        let bridged =
+            Bridged::start_binary(bridged, &bus, &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", bridged_log)]);
+        wait_for("control sees Janus and bridged", Duration::from_secs(30), async || {
+            let (_, stats) = control.get_json("/admin/stats").await;
+            (stats["janus"]["state"] == "up" && stats["bridge"]["state"] == "idle").then_some(())
+        })
+        .await;
+        let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
+        let (status, body) = control.send(Method::POST, "/admin/audio/device", Some(device)).await;
+        assert!(status.is_success(), "POST /admin/audio/device: {status} {body}");
+        BenchStack { control, bridged, janus, pulse, bus }
+    }
+}
