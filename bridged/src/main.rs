@@ -95,3 +95,23 @@ async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine
     tracing::info!("stopped");
     Ok(())
 }
+
+/// The man page `packaging/man/partyline-bridged.8` (installed gzipped by the package) is
+/// rendered from [`Args`]: this test fails when it is stale, and `UPDATE_EXPECT=1` rewrites it.
+#[cfg(test)]
+mod man_page {
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn matches_the_command_line() {
+        let mut command = super::Args::command();
+        command.build(); // adds -V/--version while the version is still set
+        // Neither version nor date in the page: it changes only when the command line does. The
+        // empty date is quoted, else .TH's next argument (the source) would take its place.
+        let man = clap_mangen::Man::new(command.version(None)).section("8").date("\"\"").source("partyline");
+        let mut page = Vec::new();
+        man.render(&mut page).expect("render the man page");
+        let page = String::from_utf8(page).expect("UTF-8");
+        expect_test::expect_file!["../../packaging/man/partyline-bridged.8"].assert_eq(&page);
+    }
+}
