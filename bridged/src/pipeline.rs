@@ -6,9 +6,10 @@
 //! pulsesrc ! F32 8ch ! tee ─┬─ branch A (request pad) …
 //!                           └─ branch B …
 //! audiotestsrc wave=silence ! F32 8ch ─┐
-//! branch B's mix on channel k ─────────┴─ audiomixer ! F32 8ch ! pulsesink
+//! branch B's mix on channel k ─────────┴─ audiomixer ! F32 8ch ! capssetter (unpositioned) ! pulsesink
 //! ```
 
+use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,10 +108,21 @@ fn internal_name(device: &gst::Device) -> Option<String> {
 
 /// GStreamer's 7.1 layout, in its canonical order: front-left, front-right, front-center, lfe,
 /// rear-left, rear-right, side-left, side-right. The card's channels are numbers, not speakers,
-/// but pulsesrc/pulsesink refuse unpositioned channels (GStreamer 1.22 maps them to an invalid
-/// PulseAudio position): card channel k is position k of this list, so a device whose
-/// PulseAudio channel map is this list in this order keeps every index (README).
+/// but GStreamer 1.22 needs positions: pulsesrc maps unpositioned channels to no PulseAudio
+/// position and, for more than 6 channels, fails to create its stream ("Invalid argument"), and
+/// audioconvert fixates an unpositioned 8-channel output back to this layout. So inside the
+/// pipeline card channel k is position k of this list; on capture PulseAudio matches these
+/// positions by name against the device's (README, "Channel order"); playback drops them
+/// ([`PLAYBACK_CAPS`]).
 const CARD_CHANNEL_MASK: u64 = 0xc3f;
+
+/// What the playback's caps become just before pulsesink: the same samples, unpositioned. For
+/// unpositioned caps pulsesink 1.22 creates its stream without a channel map, and PulseAudio
+/// then gives the stream the sink's own map, so it copies output channel k to the device's
+/// channel k whatever that map is (`aux0…aux7`, 7.1 in ALSA's order, …). With the 7.1 positions
+/// PulseAudio would match names instead: silence on an `aux` device, channels swapped on a 7.1
+/// device in another order. A `capssetter` only rewrites the caps: no copy, no remap.
+const PLAYBACK_CAPS: &str = "audio/x-raw, channel-mask=(bitmask)0x0";
 
 /// `audio/x-raw` F32 interleaved at `rate`, mono or the card's 8 channels.
 pub fn raw_caps(rate: u32, channels: u32) -> gst::Caps {
@@ -190,13 +202,17 @@ impl Base {
         if !plan.output_device.is_empty() {
             sink.set_property("device", &plan.output_device);
         }
+        let mut playback = vec![silence, silence_caps, mixer.clone(), mix_caps];
         if server == Server::Pulse {
             sink.set_property("client-name", "partyline-bridged");
+            playback.push(unposition()?);
         }
+        playback.push(sink);
 
-        pipeline.add_many([&src, &capture_caps, &tee, &silence, &silence_caps, &mixer, &mix_caps, &sink])?;
+        pipeline.add_many([&src, &capture_caps, &tee])?;
+        pipeline.add_many(&playback)?;
         gst::Element::link_many([&src, &capture_caps, &tee])?;
-        gst::Element::link_many([&silence, &silence_caps, &mixer, &mix_caps, &sink])?;
+        gst::Element::link_many(&playback)?;
 
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         if let Err(error) = pipeline.set_state(gst::State::Playing) {
@@ -220,6 +236,19 @@ impl Base {
         let _ = self.pipeline.set_state(gst::State::Null);
         self.bus_task.abort();
     }
+}
+
+/// The `capssetter` that makes the playback's caps [`PLAYBACK_CAPS`]. PulseAudio only: the
+/// remapping by name it avoids is PulseAudio's.
+fn unposition() -> anyhow::Result<gst::Element> {
+    let caps = gst::Caps::from_str(PLAYBACK_CAPS).context("PLAYBACK_CAPS")?;
+    gst::ElementFactory::make("capssetter")
+        .name("playback-unpositioned")
+        .property("caps", &caps)
+        .property("join", true)
+        .property("replace", false)
+        .build()
+        .context("GStreamer element capssetter is missing (gstreamer1.0-plugins-good)")
 }
 
 fn first_error_peek(bus: &gst::Bus) -> bool {

@@ -3,13 +3,14 @@
 //! `pl0` (DESIGN §6: Janus offers no loopback candidate):
 //! `scripts/netns-run cargo test -p partyline-bridged --test media`.
 
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BridgeProxy, NO_OUTPUT, Plan, PlanUser, Status};
 use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
-use partyline_testkit::pulse::PulseServer;
+use partyline_testkit::pulse::{AUX_MAP, PulseServer};
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
 const RATE: u32 = partyline_testkit::audio::RATE;
@@ -146,6 +147,84 @@ async fn tone_through_janus_onto_the_output_channel() {
             Instant::now() < deadline,
             "after the device change channel 1 is at {freq:.0} Hz, {level:.1} dBFS, not 600 Hz"
         );
+    }
+    drop(bridged);
+}
+
+/// `seconds` of the 8 channels of `source` as the device numbers them: parecord with the
+/// device's own map `map`, so PulseAudio copies by index (testkit's recorder assumes the 7.1
+/// test map, under which an `aux` device records as silence).
+async fn record_with_map(pulse: &PulseServer, source: &str, map: &str, seconds: f64) -> Vec<f32> {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("rec.raw");
+    let mut child = Command::new("parecord")
+        .arg(format!("--server={}", pulse.server_address()))
+        .arg(format!("--device={source}"))
+        .args(["--raw", "--format=float32le", "--channels=8", &format!("--channel-map={map}")])
+        .arg(format!("--rate={RATE}"))
+        .args(["--latency-msec=10"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("parecord (pulseaudio-utils)");
+    let bytes = (seconds * f64::from(RATE)) as u64 * 8 * 4;
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds + 10.0);
+    while std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) < bytes {
+        assert!(Instant::now() < deadline, "parecord did not record {seconds} s of {source}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let data = std::fs::read(&path).expect("recording");
+    data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// A playback device whose PulseAudio channel map is `aux0…aux7` (ALSA's multichannel and
+/// pro-audio profiles): output channel 5 lands on the device's channel 5, not on silence
+/// (PulseAudio matches positions by name, and the 7.1 positions bridged uses inside its
+/// pipeline name none of the device's channels; README, "Channel order").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_channel_is_the_device_channel_on_an_aux_card() {
+    require_namespace();
+    let pulse = PulseServer::start();
+    pulse.add_card("card_in", RATE);
+    pulse.add_card_with_map("card_out", RATE, AUX_MAP);
+    let janus = Janus::builder().ice_iface(ICE_IFACE).start();
+    for token in ["tok-a", "tok-b"] {
+        janus.add_token(token).await;
+    }
+    janus.create_room("x", 2).await;
+    let bus = Bus::start();
+    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+    let proxy = bus.bridge().await;
+    let _tone = Tone::play(&pulse, "card_in", 0, 1000);
+
+    let plan = Plan {
+        input_device: "card_in.monitor".into(),
+        output_device: "card_out".into(),
+        device_sample_rate: RATE,
+        janus_url: janus.url().into(),
+        ice_addresses: vec![ICE_ADDRESS.into()],
+        latency_ms: 40,
+        users: vec![user("a", 0, NO_OUTPUT, "tok-a"), user("b", 1, 5, "tok-b")],
+    };
+    apply_and_wait(&proxy, &plan, "A and B joined").await;
+    wait_status(&proxy, JOIN_WAIT, "B receives", |s| {
+        s.branches.iter().any(|br| br.name == "b" && br.packets_received > 50)
+            && s.branches.iter().any(|br| br.name == "a" && br.input_level_db > -20.0)
+    })
+    .await;
+    let samples = record_with_map(&pulse, "card_out.monitor", AUX_MAP, 1.5).await;
+    let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
+    println!("aux card, dBFS per device channel: {}", levels.join(", "));
+    let out5 = channel(&samples, 5);
+    let tail = &out5[out5.len() / 3..];
+    let (level, freq) = (rms_db(tail), frequency(tail));
+    assert!(level > -30.0, "device channel 5 is {level:.1} dBFS: no tone ({}){}", levels.join(", "), bridged.log());
+    assert!((freq - 1000.0).abs() < 30.0, "device channel 5 at {freq:.0} Hz, not 1000 Hz");
+    for k in [0, 1, 2, 3, 4, 6, 7] {
+        let level = rms_db(&channel(&samples, k));
+        assert!(level < -60.0, "device channel {k} should be silent, is {level:.1} dBFS");
     }
     drop(bridged);
 }

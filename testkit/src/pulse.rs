@@ -12,6 +12,10 @@ use tempfile::TempDir;
 /// this list (bridged/README.md, "Channel order"), so a test card has this channel map.
 pub const CARD_MAP: &str = "front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right";
 
+/// The map of a pro multichannel card (ALSA's "multichannel" and "pro-audio" profiles): channels
+/// without positions. bridged's playback puts output channel k on its channel k all the same.
+pub const AUX_MAP: &str = "aux0,aux1,aux2,aux3,aux4,aux5,aux6,aux7";
+
 /// How long the server may take to answer its first `pactl info`.
 const START_DEADLINE: Duration = Duration::from_secs(10);
 /// Pause between two readiness probes (each probe is a `pactl` run of a few milliseconds).
@@ -68,7 +72,12 @@ impl PulseServer {
     /// A null sink `name` shaped like the card bridged expects: 8 channels at `rate`, in
     /// [`CARD_MAP`] order; its monitor is `NAME.monitor`. Returns the module index.
     pub fn add_card(&self, name: &str, rate: u32) -> u32 {
-        self.load_module("module-null-sink", &format!("sink_name={name} channels=8 rate={rate} channel_map={CARD_MAP}"))
+        self.add_card_with_map(name, rate, CARD_MAP)
+    }
+
+    /// [`PulseServer::add_card`] with the channel map `map` (8 positions, e.g. [`AUX_MAP`]).
+    pub fn add_card_with_map(&self, name: &str, rate: u32, map: &str) -> u32 {
+        self.load_module("module-null-sink", &format!("sink_name={name} channels=8 rate={rate} channel_map={map}"))
     }
 
     /// `pactl ARGS` on this server.
