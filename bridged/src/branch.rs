@@ -47,6 +47,12 @@ const KEEPALIVE: Duration = Duration::from_secs(25);
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Opus frame (ms): the AudioBridge mixes 20 ms frames.
 const OPUS_FRAME_MS: &str = "20";
+/// Janus's prebuffering of a branch's audio, in packets, for `latency_ms` of buffering: the
+/// room's default is sized for the crew's network, a branch is next to Janus. Janus mixes a
+/// participant once it holds prebuffer + 1 packets, and 0 would drop everything (DESIGN §6).
+fn prebuffer_packets(latency_ms: u32) -> u32 {
+    (latency_ms / 20).max(1)
+}
 /// Opus's rate (RTP clock and the encoder's input).
 const OPUS_RATE: u32 = 48_000;
 /// RTP payload type of Opus in the offer.
@@ -245,7 +251,8 @@ async fn negotiate_and_watch(
         }
     };
     let join = json!({"request": "join", "room": user.room, "id": user.identity, "display": user.name,
-                      "bitrate": user.bitrate_kbps * 1000, "muted": false});
+                      "bitrate": user.bitrate_kbps * 1000, "muted": false,
+                      "prebuffer": prebuffer_packets(context.latency_ms)});
     let transaction = session.send(join, Some(json!({"type": "offer", "sdp": offer}))).await?;
     stages.mark("join with the offer acknowledged by Janus");
 

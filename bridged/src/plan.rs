@@ -78,13 +78,14 @@ pub fn diff(old: Option<&Plan>, new: &Plan) -> Change {
     if old == new {
         return Change::Nothing;
     }
-    let card = |p: &Plan| (p.input_device.clone(), p.output_device.clone(), p.device_sample_rate);
+    // The mixer's latency follows `latency_ms`: a change of it rebuilds the card side too.
+    let card = |p: &Plan| (p.input_device.clone(), p.output_device.clone(), p.device_sample_rate, p.latency_ms);
     // A pipeline exists only while there are users.
     if card(old) != card(new) || old.users.is_empty() != new.users.is_empty() {
         return Change::Rebuild;
     }
     // Settings every branch uses: every branch is rebuilt, the card is kept.
-    let every_branch = |p: &Plan| (p.janus_url.clone(), p.ice_addresses.clone(), p.latency_ms);
+    let every_branch = |p: &Plan| (p.janus_url.clone(), p.ice_addresses.clone());
     let all_changed = every_branch(old) != every_branch(new);
     let before: BTreeMap<&str, &PlanUser> = old.users.iter().map(|u| (u.name.as_str(), u)).collect();
     let after: BTreeMap<&str, &PlanUser> = new.users.iter().map(|u| (u.name.as_str(), u)).collect();
@@ -171,8 +172,9 @@ mod tests {
         );
         assert_eq!(diff(Some(&one), &Plan { input_device: "other".into(), ..one.clone() }), Change::Rebuild);
         assert_eq!(diff(Some(&one), &Plan { device_sample_rate: 44_100, ..one.clone() }), Change::Rebuild);
+        assert_eq!(diff(Some(&one), &Plan { latency_ms: 60, ..one.clone() }), Change::Rebuild);
         assert_eq!(
-            diff(Some(&one), &Plan { latency_ms: 60, ..one.clone() }),
+            diff(Some(&one), &Plan { janus_url: "http://127.0.0.1:1/janus".into(), ..one.clone() }),
             Change::Branches { added: vec![], changed: vec![a, b], removed: vec![] }
         );
         assert_eq!(diff(Some(&one), &plan(vec![])), Change::Rebuild);

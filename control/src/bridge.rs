@@ -105,7 +105,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         device_sample_rate: device.sample_rate.get(),
         janus_url: config.janus.url.clone(),
         ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
-        latency_ms: config.audio.jitter_buffer_ms.get(),
+        latency_ms: config.bridge.jitter_buffer_ms.get(),
         users,
     })
 }

@@ -36,7 +36,8 @@ pub struct Plan {
     /// Local addresses ICE may use towards Janus (on loopback setups Janus offers none on
     /// `lo`, so the venue interface's address goes here); empty: libnice's own choice.
     pub ice_addresses: Vec<String>,
-    /// Target end-to-end buffering of the receive side, in ms (jitter buffer).
+    /// Buffering of every branch, each way, in ms: Janus's prebuffering of what a branch sends
+    /// (in 20 ms packets, at least one) and the jitter buffer of the room's mix it receives.
     pub latency_ms: u32,
     pub users: Vec<PlanUser>,
 }

@@ -303,13 +303,24 @@ impl ServerAudioUser {
 }
 
 /// `bridge:` how control drives bridged.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct BridgeConfig {
     /// Local addresses bridged's ICE may use towards Janus; empty: every usable interface.
     /// Needed where Janus is reached over an interface libnice would not pick on its own.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ice_addresses: Vec<std::net::IpAddr>,
+    /// Buffering of the server audio users, each way: Janus's prebuffering of their input (in
+    /// 20 ms packets) and bridged's jitter buffer for their room's mix. Separate from
+    /// `audio.jitterBufferMs`, which sizes the crew's buffers for a venue network: bridged
+    /// and Janus share a host, where one packet is enough.
+    pub jitter_buffer_ms: JitterBufferMs,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        Self { ice_addresses: Vec::new(), jitter_buffer_ms: JitterBufferMs(20) }
+    }
 }
 
 /// `logging:`

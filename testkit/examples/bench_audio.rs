@@ -2,7 +2,7 @@
 //! builds of partyline-control and partyline-bridged, a private PulseAudio card, Janus on `pl0`,
 //! a private bus; everything driven through control's API. Prints a markdown section.
 //!
-//!   bench_audio --control BIN --bridged BIN [--changes N] [--ticks-secs S] [--cpu-secs S] [--jitter-ms MS]
+//!   bench_audio --control BIN --bridged BIN [--changes N] [--ticks-secs S] [--cpu-secs S] [--jitter-ms MS (bridge.jitterBufferMs)]
 //!               [--bridged-log PATH]
 //!
 //! `--bridged-log PATH` keeps bridged's log there; its filter is `BRIDGED_LOG` (default `warn`),
@@ -40,7 +40,7 @@ fn options() -> Options {
         changes: 10,
         ticks_secs: 20.0,
         cpu_secs: 20.0,
-        jitter_ms: 40,
+        jitter_ms: 20,
         bridged_log: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -166,8 +166,7 @@ fn branch_joined(bridge: &Value, name: &str) -> bool {
 async fn main() {
     let o = options();
     let log_filter = std::env::var("BRIDGED_LOG").unwrap_or_else(|_| "warn".into());
-    let sections = format!("audio:\n  jitterBufferMs: {}\ngroups:\n  - name: X\n", o.jitter_ms);
-    let stack = BenchStack::start(&o.control, &o.bridged, &sections, &log_filter).await;
+    let stack = BenchStack::start(&o.control, &o.bridged, "groups:\n  - name: X\n", o.jitter_ms, &log_filter).await;
     let (control, bridged, pulse) = (&stack.control, &stack.bridged, &stack.pulse);
     let proxy = stack.bus.bridge().await;
 
@@ -261,7 +260,7 @@ async fn main() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
     println!(
-        "### Run (jitterBufferMs {}: room prebuffering {}, webrtcbin latency {} ms)\n",
+        "### Run (bridge.jitterBufferMs {}: Janus prebuffering of the server users {} packet(s), webrtcbin latency {} ms)\n",
         o.jitter_ms,
         (o.jitter_ms / 20).max(1),
         o.jitter_ms

@@ -82,7 +82,7 @@ fn options() -> Options {
 async fn start_stack(o: &Options) -> BenchStack {
     let groups =
         "groups:\n  - name: X\n  - name: Lighting\n  - name: Video\n  - name: Stage Left\n  - name: Stage Right\n";
-    let stack = BenchStack::start(&o.control, &o.bridged, groups, "warn").await;
+    let stack = BenchStack::start(&o.control, &o.bridged, groups, 20, "warn").await;
     for k in 0..USERS {
         let user = json!({ "name": format!("U{k}"), "group": "x", "inputChannel": k, "outputChannel": k });
         call(&stack.control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;

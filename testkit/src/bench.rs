@@ -30,8 +30,14 @@ pub struct BenchStack {
 
 impl BenchStack {
     /// Starts it all; `sections` is appended to control's config (e.g. `audio:` and `groups:`),
-    /// `bridged_log` is bridged's `RUST_LOG`.
-    pub async fn start(control: &Path, bridged: &Path, sections: &str, bridged_log: &str) -> BenchStack {
+    /// `bridge_jitter_ms` is `bridge.jitterBufferMs`, `bridged_log` is bridged's `RUST_LOG`.
+    pub async fn start(
+        control: &Path,
+        bridged: &Path,
+        sections: &str,
+        bridge_jitter_ms: u32,
+        bridged_log: &str,
+    ) -> BenchStack {
         require_namespace();
         let pulse = PulseServer::start();
         for card in ["card_in", "card_out"] {
@@ -45,7 +51,7 @@ impl BenchStack {
             .start();
         let config = format!(
             "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: {EVENT_SECRET}\n\
-             bridge:\n  iceAddresses: [{ICE_ADDRESS}]\nlogging:\n  level: warn\n{sections}",
+             bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n  jitterBufferMs: {bridge_jitter_ms}\nlogging:\n  level: warn\n{sections}",
             janus.config_yaml(),
         );
         let control =
