@@ -30,17 +30,6 @@ use crate::state::{BranchStats, Shared, Tap};
 /// First and last pause between two attempts.
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// control registers a user's Janus token and sends bridged the plan naming that user at the
-/// same time, on two tasks of its own: the first `create` can reach Janus a few milliseconds
-/// before the token does and be refused (403). Such a refusal is retried after short pauses
-/// (doubling from `TOKEN_RETRY_MIN`) for `TOKEN_GRACE` before it counts as a failure, so a new
-/// user joins in ~100 ms instead of after the first 500 ms backoff (before this, 9 of 10 joins
-/// in `bench/audio` took that backoff).
-const TOKEN_GRACE: Duration = Duration::from_secs(2);
-const TOKEN_RETRY_MIN: Duration = Duration::from_millis(5);
-const TOKEN_RETRY_MAX: Duration = Duration::from_millis(100);
-/// Janus's code for a request with an unknown token (JANUS_ERROR_UNAUTHORIZED).
-const UNAUTHORIZED: i64 = 403;
 /// Janus drops a session after 60 s without a request.
 const KEEPALIVE: Duration = Duration::from_secs(25);
 /// How long each step of a join may take.
@@ -153,23 +142,11 @@ async fn attempt(
 ) -> anyhow::Result<()> {
     context.shared.branch_state(&user.name, "connecting", "", None);
     let stages = Stages::new(&user.name);
-    let mut pause = TOKEN_RETRY_MIN;
-    let session = loop {
-        let opened = tokio::select! {
-            () = cancel.cancelled() => return Ok(()),
-            opened = Session::open(&context.http, &context.janus_url, &user.token) => opened,
-        };
-        match opened {
-            Err(JanusError::Refused { code: UNAUTHORIZED, .. }) if stages.started.elapsed() < TOKEN_GRACE => {
-                stages.mark("token not known to Janus yet");
-                tokio::select! {
-                    () = cancel.cancelled() => return Ok(()),
-                    () = tokio::time::sleep(pause) => {}
-                }
-                pause = (pause * 2).min(TOKEN_RETRY_MAX);
-            }
-            opened => break opened?,
-        }
+    // control registers a user's token with Janus before bridged hears of the user, so a
+    // refusal here is a real failure (Janus restarted and not yet told, a revoked token).
+    let session = tokio::select! {
+        () = cancel.cancelled() => return Ok(()),
+        opened = Session::open(&context.http, &context.janus_url, &user.token) => opened?,
     };
     stages.mark("Janus session and handle");
     let outcome = joined_session(context, user, stats, cancel, &session, joined, &stages).await;
@@ -239,7 +216,7 @@ async fn negotiate_and_watch(
     session: &Session,
     bin: &Bin,
     mut rtc: mpsc::UnboundedReceiver<RtcEvent>,
-    events: &mut mpsc::UnboundedReceiver<Result<Vec<Value>, crate::janus::JanusError>>,
+    events: &mut mpsc::UnboundedReceiver<Result<Vec<Value>, JanusError>>,
     faults: &mut mpsc::UnboundedReceiver<String>,
     joined: &mut bool,
     stages: &Stages,

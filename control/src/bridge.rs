@@ -246,7 +246,14 @@ impl BridgeManager {
         if !self.is_present() {
             return;
         }
-        let plan = match build_plan(&self.config.current(), &self.janus) {
+        let config = self.config.current();
+        // A new server audio user's token goes to Janus before bridged hears of the user:
+        // otherwise its first request races the reconcile pass and is refused. Janus down:
+        // the plan goes anyway, bridged retries its joins.
+        if let Err(e) = self.janus.admit_server_users(&config).await {
+            tracing::debug!(error = %e, "server audio users' tokens not registered before the plan");
+        }
+        let plan = match build_plan(&config, &self.janus) {
             Ok(plan) => plan,
             Err(e) => {
                 self.set_view(BridgeView::without_bridge("unconfigured", e.to_string()));

@@ -64,6 +64,9 @@ pub struct Janus {
     created: Mutex<HashMap<String, RoomSpec>>,
     status: Mutex<JanusStatus>,
     pub users: Users,
+    /// Held while server audio users' tokens are registered, so that whoever comes second
+    /// (the reconcile pass or a plan push) waits until Janus has them.
+    admitting: tokio::sync::Mutex<()>,
     wake: Notify,
 }
 
@@ -97,6 +100,7 @@ impl Janus {
             created: Mutex::new(HashMap::new()),
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
             users,
+            admitting: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
         }))
     }
@@ -395,11 +399,11 @@ impl Janus {
         Ok((format!("server-{id}"), derive(self.admin_secret()?, &format!("partyline server user token:{id}"))))
     }
 
-    /// Keeps the registry's server audio users (and their Janus tokens) in step with the config.
-    /// A removed one is also kicked: its token is revoked now, so bridged's own leave (which
-    /// needs the token) may be refused, and its participant would then block a user of the same
-    /// name from joining until Janus times the session out.
-    async fn sync_server_users(&self, config: &Config, at: Handle) -> Result<(), JanusError> {
+    /// Registers the server audio users of `config` and their Janus tokens (those not registered
+    /// yet); returns their identities. The BridgeManager calls it before it hands bridged a plan,
+    /// so that a new user's first request to Janus is never refused for an unknown token.
+    pub async fn admit_server_users(&self, config: &Config) -> Result<Vec<String>, JanusError> {
+        let _admitting = self.admitting.lock().await;
         let mut identities = Vec::new();
         for user in &config.server_audio_users {
             let (identity, token) = self.server_user_credentials(user)?;
@@ -408,6 +412,15 @@ impl Janus {
             }
             identities.push(identity);
         }
+        Ok(identities)
+    }
+
+    /// Keeps the registry's server audio users (and their Janus tokens) in step with the config.
+    /// A removed one is also kicked: its token is revoked now, so bridged's own leave (which
+    /// needs the token) may be refused, and its participant would then block a user of the same
+    /// name from joining until Janus times the session out.
+    async fn sync_server_users(&self, config: &Config, at: Handle) -> Result<(), JanusError> {
+        let identities = self.admit_server_users(config).await?;
         for gone in self.users.take_servers_except(&identities) {
             tracing::info!(identity = gone.identity, "server audio user removed");
             if let Err(e) = self.kick(config, at, &gone.group_id, &gone.identity).await {
