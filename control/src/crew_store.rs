@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::secrets::SecretValue;
 use crate::users::UserState;
 
 /// The file's name in the state directory.
@@ -33,34 +34,19 @@ const FILE_MODE: u32 = 0o600;
 const VERSION: u32 = 1;
 
 /// One crew member as stored. Times are Unix time in nanoseconds (exact, and `time` needs no
-/// parser for them). Its `Debug` leaves the token out.
-#[derive(Clone, Serialize, Deserialize)]
+/// parser for them). Its `Debug` leaves the token out (a [`SecretValue`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CrewRecord {
     pub identity: String,
     pub username: String,
     pub group_id: String,
-    pub token: String,
+    pub token: SecretValue,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
     pub connected_at_unix_ns: Option<i64>,
     pub last_activity_unix_ns: i64,
-}
-
-impl std::fmt::Debug for CrewRecord {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CrewRecord")
-            .field("identity", &self.identity)
-            .field("username", &self.username)
-            .field("group_id", &self.group_id)
-            .field("token", &"********")
-            .field("state", &self.state)
-            .field("issued_at_unix_ns", &self.issued_at_unix_ns)
-            .field("connected_at_unix_ns", &self.connected_at_unix_ns)
-            .field("last_activity_unix_ns", &self.last_activity_unix_ns)
-            .finish()
-    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -187,7 +173,7 @@ mod tests {
             identity: identity.into(),
             username: "Alice".into(),
             group_id: "stage".into(),
-            token: "secret-token".into(),
+            token: SecretValue::new("secret-token".into()),
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),
@@ -211,6 +197,50 @@ mod tests {
             [("a-1", UserState::Pending, None), ("b-2", UserState::Connected, Some(1_700_000_001_000_000_001))]
         );
         assert_eq!(crew[0].issued_at_unix_ns, 1_700_000_000_123_456_789);
+    }
+
+    /// The file as it was written before tokens became `SecretValue`s: a plain string each.
+    #[test]
+    fn the_file_format_is_unchanged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = CrewStore::open(dir.path());
+        store.save(&[record("a-1", UserState::Pending), record("b-2", UserState::Connected)]);
+        let text = fs::read_to_string(store.path()).expect("read");
+        let expected = r#"{
+  "version": 1,
+  "crew": [
+    {
+      "identity": "a-1",
+      "username": "Alice",
+      "groupId": "stage",
+      "token": "secret-token",
+      "state": "pending",
+      "issuedAtUnixNs": 1700000000123456789,
+      "connectedAtUnixNs": null,
+      "lastActivityUnixNs": 1700000002000000000
+    },
+    {
+      "identity": "b-2",
+      "username": "Alice",
+      "groupId": "stage",
+      "token": "secret-token",
+      "state": "connected",
+      "issuedAtUnixNs": 1700000000123456789,
+      "connectedAtUnixNs": 1700000001000000001,
+      "lastActivityUnixNs": 1700000002000000000
+    }
+  ]
+}
+"#;
+        assert_eq!(text, expected);
+        let (_, crew) = CrewStore::open(dir.path());
+        assert_eq!(crew[1].token.expose(), "secret-token", "read back as the plain string");
+    }
+
+    #[test]
+    fn debug_output_leaves_the_token_out() {
+        let shown = format!("{:?}", record("a-1", UserState::Pending));
+        assert!(shown.contains("a-1") && !shown.contains("secret-token"), "{shown}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use partyline_shared::config::{Config, Secret};
+use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 /// Where one secret may be found.
@@ -54,8 +55,10 @@ pub enum SecretSource {
     Generated(PathBuf),
 }
 
-/// A secret value compared in constant time.
-#[derive(Clone, PartialEq, Eq)]
+/// A secret value compared in constant time. Its `Debug` is redacted; it is (de)serialized as
+/// the plain string (for files that must hold it, such as `crew.json`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct SecretValue(String);
 
 impl std::fmt::Debug for SecretValue {

@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::crew_store::{CrewRecord, CrewStore};
+use crate::secrets::SecretValue;
 
 /// A token never used for this long is revoked.
 pub const UNUSED_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 60);
@@ -44,14 +45,15 @@ pub enum UserKind {
     Server,
 }
 
-/// A registered user. Its `Debug` leaves the token out (secrets never reach logs).
-#[derive(Clone)]
+/// A registered user. Its `Debug` leaves the token out (a [`SecretValue`]: secrets never reach
+/// logs).
+#[derive(Debug, Clone)]
 pub struct User {
     /// Its participant id in the room (unique): the slug of the name plus random hex.
     pub identity: String,
     pub username: String,
     pub group_id: String,
-    pub token: String,
+    pub token: SecretValue,
     pub kind: UserKind,
     pub state: UserState,
     /// When the token was issued: monotonic, for its lifetime…
@@ -60,22 +62,6 @@ pub struct User {
     issued_at: OffsetDateTime,
     pub connected_at: Option<OffsetDateTime>,
     pub last_activity: OffsetDateTime,
-}
-
-impl std::fmt::Debug for User {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("User")
-            .field("identity", &self.identity)
-            .field("username", &self.username)
-            .field("group_id", &self.group_id)
-            .field("token", &"********")
-            .field("kind", &self.kind)
-            .field("state", &self.state)
-            .field("issued_at", &self.issued_at)
-            .field("connected_at", &self.connected_at)
-            .field("last_activity", &self.last_activity)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A user as `GET /admin/users` shows it.
@@ -233,7 +219,8 @@ impl Users {
             if user.group_id != group_id {
                 user.state = UserState::Pending;
             }
-            (user.username, user.group_id, user.token) = (name.to_owned(), group_id.to_owned(), token.to_owned());
+            (user.username, user.group_id, user.token) =
+                (name.to_owned(), group_id.to_owned(), SecretValue::new(token.to_owned()));
             return false;
         }
         drop(users);
@@ -247,7 +234,7 @@ impl Users {
             identity: identity.clone(),
             username,
             group_id,
-            token,
+            token: SecretValue::new(token),
             kind,
             state: UserState::Pending,
             issued: Instant::now(),
@@ -379,7 +366,8 @@ impl Users {
         self.total_connections.load(Ordering::Relaxed)
     }
 
-    pub fn tokens(&self) -> Vec<String> {
+    /// Every registered user's token (crew and server audio users), for Janus.
+    pub fn tokens(&self) -> Vec<SecretValue> {
         self.lock().values().map(|u| u.token.clone()).collect()
     }
 }
@@ -438,7 +426,7 @@ mod tests {
     }
 
     /// The crew as `GET /admin/users` shows it, with tokens.
-    fn crew(users: &Users) -> Vec<(serde_json::Value, String)> {
+    fn crew(users: &Users) -> Vec<(serde_json::Value, SecretValue)> {
         let crew = users.list().into_iter().filter(|u| u.kind == UserKind::Crew);
         crew.map(|u| (serde_json::to_value(u.view()).expect("json"), u.token)).collect()
     }

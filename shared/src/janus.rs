@@ -112,8 +112,8 @@ pub mod codes {
     pub const NO_SUCH_ROOM: i64 = 485;
     /// AudioBridge: the room already exists.
     pub const ROOM_EXISTS: i64 = 486;
-    /// AudioBridge: no such participant.
-    pub const NO_SUCH_USER: i64 = 487;
+    /// AudioBridge: no such participant (487 is "not joined").
+    pub const NO_SUCH_USER: i64 = 492;
 }
 
 #[derive(Debug, Clone, Deserialize)]

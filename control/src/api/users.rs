@@ -99,7 +99,8 @@ pub async fn token(
         url: janus_websocket_url(&headers, state.tls),
         room_name: user.group_id,
         participant_identity: user.identity,
-        token: user.token,
+        // Handed out to the crew member who asked for it (and only here).
+        token: user.token.expose().to_owned(),
     }))
 }
 

@@ -204,7 +204,7 @@ impl Janus {
         self.http.add_token(admin, admin_secret, &self.own_token).await?;
         let at = self.http.open(api, &self.own_token).await?;
         for token in self.users.tokens() {
-            self.http.add_token(admin, admin_secret, &token).await?;
+            self.http.add_token(admin, admin_secret, token.expose()).await?;
         }
         let version = self.http.info(api).await.ok().and_then(|i| i["version_string"].as_str().map(str::to_owned));
         tracing::info!(url = api, version = version.as_deref().unwrap_or("?"), "connected to Janus");
@@ -358,7 +358,7 @@ impl Janus {
             let at = self.link().await?;
             self.kick(&config, at, &user.group_id, &user.identity).await?;
         }
-        self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, &user.token).await?;
+        self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, user.token.expose()).await?;
         self.users.remove(identity);
         tracing::warn!(identity, username = user.username, group = user.group_id, by, why, "user disconnected");
         Ok(user)
@@ -371,10 +371,15 @@ impl Janus {
     pub async fn kick_server_users(&self) -> Result<(), JanusError> {
         let config = self.config.current();
         let at = self.link().await?;
+        // One failure must not spare the others: each leftover blocks its own user.
         for user in &config.server_audio_users {
             let (identity, _) = self.server_user_credentials(user)?;
-            if self.kick(&config, at, &user.group, &identity).await? {
-                tracing::info!(identity, "kicked the participant a previous partyline-bridged left behind");
+            match self.kick(&config, at, &user.group, &identity).await {
+                Ok(true) => tracing::info!(identity, "kicked the participant a previous partyline-bridged left behind"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(identity, error = %e, "could not kick a previous partyline-bridged's participant");
+                }
             }
         }
         Ok(())
@@ -458,7 +463,7 @@ impl Janus {
     async fn revoke(&self, user: &User) {
         let config = self.config.current();
         let Ok(secret) = self.admin_secret() else { return };
-        if let Err(e) = self.http.remove_token(&config.janus.admin_url, secret, &user.token).await {
+        if let Err(e) = self.http.remove_token(&config.janus.admin_url, secret, user.token.expose()).await {
             tracing::warn!(identity = user.identity, error = %e, "cannot revoke the token");
         }
     }

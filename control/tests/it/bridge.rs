@@ -10,7 +10,6 @@ use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
 
 use crate::janus::{Stack, joined};
-use crate::support::wait_for;
 
 const SOON: Duration = Duration::from_secs(10);
 
@@ -82,14 +81,17 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
 
     let bridge = stack.bridge_becomes("two branches", SOON, |b| branch_names(b) == ["Desk", "FOH mic"]).await;
     let generation = bridge["generation"].as_u64().expect("generation");
-    // Listed once control's reconciliation with Janus has registered their tokens.
-    wait_for("both listed as server users", SOON, async || {
-        let (_, users) = control.get_json("/admin/users").await;
-        let kinds: Vec<String> =
-            users["users"].as_array()?.iter().filter_map(|u| u["kind"].as_str().map(str::to_owned)).collect();
-        (kinds == ["server", "server"]).then_some(())
-    })
-    .await;
+    // Their tokens were registered (and so they are listed) before bridged heard of them.
+    let (_, users) = control.get_json("/admin/users").await;
+    let kinds: Vec<&str> =
+        users["users"].as_array().expect("users").iter().filter_map(|u| u["kind"].as_str()).collect();
+    assert_eq!(kinds, ["server", "server"], "{users}");
+    // …so their first request to Janus was not refused: no join was retried.
+    stack.bridge_becomes("both joined", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
+    let (_, logs) = control.get_json("/admin/logs?level=warn&limit=1000").await;
+    let retries: Vec<&Value> =
+        logs["logs"].as_array().expect("logs").iter().filter(|e| e.to_string().contains("retrying in")).collect();
+    assert!(retries.is_empty(), "a join was retried: {retries:?}");
     let (status, body) = control.delete("/admin/users/server-desk").await;
     assert_eq!(status, StatusCode::CONFLICT, "server audio users follow the config: {body}");
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use partyline_testkit::janus::Probe;
+use partyline_shared::janus::codes;
+use partyline_testkit::janus::{Janus, Probe};
 
 use crate::janus::{Stack, becomes_revoked, user_state};
 use crate::support::{Control, wait_for};
@@ -181,4 +182,22 @@ async fn the_event_endpoint_needs_the_secret() {
     let response =
         http.post(&url).basic_auth("janus", Some("test-event-secret")).json(&event).send().await.expect("sent");
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
+}
+
+/// The AudioBridge error codes control acts on are the ones Janus sends. (A wrong one, 487 for
+/// "no such user", made the kick of a participant already gone an error: a disconnect failed,
+/// and clearing a dead bridged's leftovers stopped at the first absent one.)
+#[tokio::test]
+async fn the_error_codes_control_acts_on_are_janus_s() {
+    let janus = Janus::start();
+    janus.create_room("coded", 1).await;
+    let probe = Probe::admin(&janus).await;
+    let cases = [
+        (json!({"request": "kick", "room": "coded", "secret": "room-secret", "id": "nobody"}), codes::NO_SUCH_USER),
+        (json!({"request": "listparticipants", "room": "nowhere"}), codes::NO_SUCH_ROOM),
+        (json!({"request": "create", "admin_key": janus.room_admin_key(), "room": "coded"}), codes::ROOM_EXISTS),
+    ];
+    for (request, code) in cases {
+        assert_eq!(probe.audiobridge(request.clone()).await.err(), Some(code), "{request}");
+    }
 }
