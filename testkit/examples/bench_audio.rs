@@ -237,6 +237,9 @@ async fn main() {
         .filter_map(|t| out_onsets.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
         .collect();
     let matched = latencies.len();
+    // A tick's latency moves by a whole 20 ms frame when one is dropped (Janus trims a queue
+    // that grew past twice its prebuffering) or when one is missing (a queue ran dry).
+    let slips = latencies.windows(2).filter(|w| (w[1] - w[0]).abs() >= 15.0).count();
 
     // 3. CPU and RSS of bridged with 8 bidirectional users (a tone on every input).
     call(control, Method::DELETE, "/admin/server-users/a", Value::Null, StatusCode::OK).await;
@@ -271,7 +274,7 @@ async fn main() {
     println!("- config change (POST a server user) → its branch joined (media up): {} ms", summary(&mut joined_ms));
     println!("- DELETE a server user → its branch gone: {} ms", summary(&mut removed_ms));
     println!(
-        "- tick latency card_in → Janus → card_out: {} ms; {matched} of {} ticks matched",
+        "- tick latency card_in → Janus → card_out: {} ms; {matched} of {} ticks matched; {slips} step(s) of ≥ 15 ms between consecutive ticks (a 20 ms frame dropped or missing)",
         summary(&mut latencies),
         in_onsets.len()
     );
