@@ -20,8 +20,10 @@ use tokio::sync::broadcast::error::TryRecvError;
 use crate::config::ConfigManager;
 use crate::janus::{Janus, JanusError};
 
-/// How often the status is refreshed without a signal, and the retry pace without a bus.
-const REFRESH: Duration = Duration::from_secs(5);
+/// How often the status is refreshed without a signal (bridged signals state changes only; the
+/// branches' packet counters and input levels move all the time, and `/admin/stats` shows them
+/// at most this old), and the retry pace of a refused plan and of a missing bus.
+const REFRESH: Duration = Duration::from_secs(1);
 
 /// bridged as `/admin/stats` shows it.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
 
-use crate::janus::{Stack, joined};
+use crate::janus::{Stack, branch, joined};
 
 const SOON: Duration = Duration::from_secs(10);
 
@@ -87,7 +87,11 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
         users["users"].as_array().expect("users").iter().filter_map(|u| u["kind"].as_str()).collect();
     assert_eq!(kinds, ["server", "server"], "{users}");
     // …so their first request to Janus was not refused: no join was retried.
-    stack.bridge_becomes("both joined", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
+    let bridge = stack.bridge_becomes("both joined", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
+    // The counters shown move while the media flows (bridged signals state changes only).
+    let sent = |b: &Value| branch(b, "Desk").and_then(|d| d["packetsSent"].as_u64()).unwrap_or(0);
+    let before = sent(&bridge);
+    stack.bridge_becomes("Desk's packet counter moving", Duration::from_secs(2), |b| sent(b) > before).await;
     let (_, logs) = control.get_json("/admin/logs?level=warn&limit=1000").await;
     let retries: Vec<&Value> =
         logs["logs"].as_array().expect("logs").iter().filter(|e| e.to_string().contains("retrying in")).collect();
