@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use partyline_shared::bridge::CARD_CHANNEL_MAP;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -34,6 +35,35 @@ pub struct DeviceEntry {
     pub sample_rate: u32,
     /// The sound server's default device for this direction.
     pub is_default: bool,
+    /// The device's PulseAudio channel map as `pactl` prints it (comma-separated position names,
+    /// channel 0 first), e.g. `aux0,aux1,aux2,aux3,aux4,aux5,aux6,aux7`; `null` when unknown
+    /// (ALSA and built-in listings, or a sound server that did not say).
+    #[schema(example = "front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right")]
+    pub channel_map: Option<String>,
+    /// Inputs only: set when the channel map is known and is not partyline's card order
+    /// (`front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right`, or
+    /// its first channels for a device with fewer, or mono).
+    /// Capturing from such a source, card inputs are silent or not the device's channels; the
+    /// note says so and how to fix it. `null` for outputs (playback keeps every channel
+    /// whatever the map), for inputs in card order, and when the map is unknown.
+    pub note: Option<String>,
+}
+
+/// The note of an input device whose channel map is `map` (see [`DeviceEntry::note`]). Card
+/// input k is the device's channel k when the device's channels are the first ones of the card's,
+/// in order (a stereo source: front-left, front-right), or when it is mono (PulseAudio feeds it to
+/// the front channels, so input 0 carries it).
+fn input_note(map: &str) -> Option<String> {
+    let names: Vec<&str> = map.split(',').collect();
+    let card: Vec<&str> = CARD_CHANNEL_MAP.split(',').collect();
+    let keeps_numbers = map == "mono" || card.get(..names.len()) == Some(&names[..]);
+    (!keeps_numbers).then(|| {
+        format!(
+            "its channel map ({map}) is not partyline's card order ({CARD_CHANNEL_MAP}): card inputs \
+             will be silent or swapped; put a remap source with partyline's order in front of it \
+             (bridged/README.md, \"Channel order\")"
+        )
+    })
 }
 
 /// Every device found, and where the list came from.
@@ -59,6 +89,8 @@ fn fallback_listing(platform: &str) -> DeviceListing {
         channels: UNKNOWN_CHANNELS,
         sample_rate: UNKNOWN_SAMPLE_RATE,
         is_default: true,
+        channel_map: None,
+        note: None,
     };
     DeviceListing {
         inputs: vec![entry("Input: default device")],
@@ -109,7 +141,7 @@ mod pulse {
     use anyhow::{Context as _, bail};
     use tokio::process::Command;
 
-    use super::{DeviceEntry, DeviceListing, UNKNOWN_CHANNELS, UNKNOWN_SAMPLE_RATE};
+    use super::{DeviceEntry, DeviceListing, UNKNOWN_CHANNELS, UNKNOWN_SAMPLE_RATE, input_note};
 
     /// A row of `pactl list short sources|sinks`.
     #[derive(Debug, Clone, PartialEq)]
@@ -119,36 +151,43 @@ mod pulse {
         pub spec: Option<(u32, u32)>,
     }
 
+    /// What the long `pactl list sources|sinks` says of one device, when it says it.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub(super) struct Details {
+        pub description: Option<String>,
+        pub channel_map: Option<String>,
+    }
+
     /// Queries the sound server. Callers bound this with a timeout; dropping the future kills
     /// every `pactl` still running (`kill_on_drop`).
     pub(super) async fn list() -> anyhow::Result<DeviceListing> {
-        let (sources, sinks, info, source_names, sink_names) = tokio::try_join!(
+        let (sources, sinks, info, source_details, sink_details) = tokio::try_join!(
             pactl(&["list", "short", "sources"]),
             pactl(&["list", "short", "sinks"]),
             pactl(&["info"]),
-            descriptions("sources"),
-            descriptions("sinks"),
+            details("sources"),
+            details("sinks"),
         )?;
-        Ok(listing(&sources, &sinks, &info, &source_names, &sink_names))
+        Ok(listing(&sources, &sinks, &info, &source_details, &sink_details))
     }
 
     /// Builds the listing from what `pactl list short sources`, `pactl list short sinks` and
-    /// `pactl info` printed, plus the optional descriptions by name. Monitor sources are dropped:
+    /// `pactl info` printed, plus the optional details by name. Monitor sources are dropped:
     /// they are the loopback of a sink, not an input of the card.
     pub(super) fn listing(
         sources: &str,
         sinks: &str,
         info: &str,
-        source_names: &HashMap<String, String>,
-        sink_names: &HashMap<String, String>,
+        source_details: &HashMap<String, Details>,
+        sink_details: &HashMap<String, Details>,
     ) -> DeviceListing {
         let (default_sink, default_source) = parse_defaults(info);
         let mut sources = parse_short_list(sources);
         sources.retain(|source| !source.name.ends_with(".monitor"));
         let sinks = parse_short_list(sinks);
         DeviceListing {
-            inputs: entries(&sources, "Input", source_names, default_source.as_deref()),
-            outputs: entries(&sinks, "Output", sink_names, default_sink.as_deref()),
+            inputs: entries(&sources, "Input", source_details, default_source.as_deref()),
+            outputs: entries(&sinks, "Output", sink_details, default_sink.as_deref()),
             platform: "pulseaudio".to_owned(),
         }
     }
@@ -175,13 +214,14 @@ mod pulse {
         String::from_utf8(output.stdout).context("pactl printed invalid UTF-8")
     }
 
-    /// Human descriptions by name, from the long listing (`sources` or `sinks`). Best effort: the
-    /// short listing alone is enough, so a failure here only costs the nicer descriptions.
-    async fn descriptions(kind: &str) -> anyhow::Result<HashMap<String, String>> {
+    /// Descriptions and channel maps by name, from the long listing (`sources` or `sinks`). Best
+    /// effort: the short listing alone is enough, so a failure here only costs the nicer
+    /// descriptions and the channel maps (then `null`).
+    async fn details(kind: &str) -> anyhow::Result<HashMap<String, Details>> {
         Ok(match pactl(&["list", kind]).await {
-            Ok(text) => parse_descriptions(&text),
+            Ok(text) => parse_details(&text),
             Err(err) => {
-                tracing::debug!(error = format!("{err:#}"), "no device descriptions from pactl");
+                tracing::debug!(error = format!("{err:#}"), "no device details from pactl");
                 HashMap::new()
             }
         })
@@ -190,21 +230,30 @@ mod pulse {
     fn entries(
         rows: &[ShortEntry],
         direction: &str,
-        descriptions: &HashMap<String, String>,
+        details: &HashMap<String, Details>,
         default: Option<&str>,
     ) -> Vec<DeviceEntry> {
-        let labels: Vec<&str> =
-            rows.iter().map(|row| descriptions.get(&row.name).map_or(row.name.as_str(), String::as_str)).collect();
+        let details: Vec<Option<&Details>> = rows.iter().map(|row| details.get(&row.name)).collect();
+        let labels: Vec<&str> = rows
+            .iter()
+            .zip(&details)
+            .map(|(row, details)| details.and_then(|d| d.description.as_deref()).unwrap_or(&row.name))
+            .collect();
         rows.iter()
             .zip(&labels)
-            .map(|(row, label)| {
+            .zip(details)
+            .map(|((row, label), details)| {
                 let (channels, sample_rate) = row.spec.unwrap_or((UNKNOWN_CHANNELS, UNKNOWN_SAMPLE_RATE));
+                let channel_map = details.and_then(|d| d.channel_map.clone());
+                let note = channel_map.as_deref().filter(|_| direction == "Input").and_then(input_note);
                 DeviceEntry {
                     identifier: row.name.clone(),
                     description: describe(direction, label, &row.name, &labels),
                     channels,
                     sample_rate,
                     is_default: default == Some(row.name.as_str()),
+                    channel_map,
+                    note,
                 }
             })
             .collect()
@@ -259,22 +308,28 @@ mod pulse {
         (field("Default Sink:"), field("Default Source:"))
     }
 
-    /// Name → description from the long `pactl list sources|sinks` form, where each device is a
-    /// block with one-tab-indented `Name:` and `Description:` lines (in that order).
-    pub(super) fn parse_descriptions(text: &str) -> HashMap<String, String> {
-        let mut descriptions = HashMap::new();
-        let mut name = None;
+    /// Name → details from the long `pactl list sources|sinks` form, where each device is a
+    /// block opened by an unindented `Source #N` line, with one-tab-indented `Name:`, then
+    /// `Description:` and `Channel Map:` lines. Lines before a block's `Name:` are ignored, and
+    /// so are empty values.
+    pub(super) fn parse_details(text: &str) -> HashMap<String, Details> {
+        let mut devices = HashMap::new();
+        let mut current: Option<&mut Details> = None;
         for line in text.lines() {
-            if let Some(value) = line.strip_prefix("\tName: ") {
-                name = Some(value.trim().to_owned());
-            } else if let Some(value) = line.strip_prefix("\tDescription: ") {
-                let value = value.trim();
-                if let Some(name) = name.take().filter(|_| !value.is_empty()) {
-                    descriptions.insert(name, value.to_owned());
-                }
+            let Some(field) = line.strip_prefix('\t') else {
+                current = None; // "Source #N", "Sink #N" or a blank line: another block.
+                continue;
+            };
+            let Some((label, value)) = field.split_once(": ") else { continue };
+            let value = value.trim();
+            match (label, current.as_deref_mut()) {
+                ("Name", _) if !value.is_empty() => current = Some(devices.entry(value.to_owned()).or_default()),
+                ("Description", Some(details)) if !value.is_empty() => details.description = Some(value.to_owned()),
+                ("Channel Map", Some(details)) if !value.is_empty() => details.channel_map = Some(value.to_owned()),
+                _ => {}
             }
         }
-        descriptions
+        devices
     }
 }
 
@@ -321,6 +376,8 @@ mod alsa {
                 channels: UNKNOWN_CHANNELS,
                 sample_rate: UNKNOWN_SAMPLE_RATE,
                 is_default: hint.card == 0 && hint.device == 0,
+                channel_map: None,
+                note: None,
             })
             .collect()
     }
@@ -402,15 +459,21 @@ mod tests {
     use std::io::Write as _;
 
     use super::alsa::{PcmHint, parse_proc_asound_pcm};
-    use super::pulse::{ShortEntry, listing, parse_defaults, parse_descriptions, parse_sample_spec, parse_short_list};
-    use super::{DeviceEntry, DeviceListing, alsa, fallback_listing};
+    use super::pulse::{
+        Details, ShortEntry, listing, parse_defaults, parse_details, parse_sample_spec, parse_short_list,
+    };
+    use super::{CARD_CHANNEL_MAP, DeviceEntry, DeviceListing, alsa, fallback_listing, input_note};
 
     // Captured from PulseAudio 16.1 on Debian 12 with two 8-channel null sinks (card_out,
-    // card_in) and `module-remap-source source_name=card_mic master=card_in.monitor channels=2`.
+    // card_in), `module-remap-source source_name=card_mic master=card_in.monitor channels=2
+    // master_channel_map=aux0,aux1 channel_map=left,right`, and two 8-channel null sources:
+    // `pro_in` with `channel_map=aux0,…,aux7` (a pro card's map) and `card_71` in partyline's order.
     const SHORT_SOURCES: &str = "\
 0\tcard_out.monitor\tmodule-null-sink.c\ts16le 8ch 48000Hz\tIDLE
 1\tcard_in.monitor\tmodule-null-sink.c\ts16le 8ch 48000Hz\tRUNNING
 2\tcard_mic\tmodule-remap-source.c\ts16le 2ch 48000Hz\tIDLE
+3\tpro_in\tmodule-null-source.c\ts16le 8ch 48000Hz\tIDLE
+4\tcard_71\tmodule-null-source.c\ts16le 8ch 48000Hz\tIDLE
 ";
     const SHORT_SINKS: &str = "\
 0\tcard_out\tmodule-null-sink.c\ts16le 8ch 48000Hz\tIDLE
@@ -433,6 +496,8 @@ Default Sink: card_out
 Default Source: card_mic
 Cookie: ed71:0840
 ";
+    // The same server's `pactl list sources`, card_out.monitor's block and the Volume, Latency
+    // and Flags lines left out.
     const LONG_SOURCES: &str = "\
 Source #1
 \tState: RUNNING
@@ -440,10 +505,16 @@ Source #1
 \tDescription: Monitor of Null Output
 \tDriver: module-null-sink.c
 \tSample Specification: s16le 8ch 48000Hz
+\tChannel Map: front-left,front-left-of-center,front-center,front-right,front-right-of-center,rear-center,aux0,aux1
+\tOwner Module: 2
+\tMute: no
 \tMonitor of Sink: card_in
 \tProperties:
 \t\tdevice.description = \"Monitor of Null Output\"
 \t\tdevice.class = \"monitor\"
+\t\tdevice.icon_name = \"audio-input-microphone\"
+\tFormats:
+\t\tpcm
 
 Source #2
 \tState: IDLE
@@ -451,10 +522,53 @@ Source #2
 \tDescription: Remapped Monitor of Null Output
 \tDriver: module-remap-source.c
 \tSample Specification: s16le 2ch 48000Hz
+\tChannel Map: front-left,front-right
+\tOwner Module: 3
+\tMute: no
+\tMonitor of Sink: n/a
 \tProperties:
 \t\tdevice.master_device = \"card_in.monitor\"
+\t\tdevice.class = \"filter\"
 \t\tdevice.description = \"Remapped Monitor of Null Output\"
+\t\tdevice.icon_name = \"audio-input-microphone\"
+\tFormats:
+\t\tpcm
+
+Source #3
+\tState: IDLE
+\tName: pro_in
+\tDescription: Null Input
+\tDriver: module-null-source.c
+\tSample Specification: s16le 8ch 48000Hz
+\tChannel Map: aux0,aux1,aux2,aux3,aux4,aux5,aux6,aux7
+\tOwner Module: 4
+\tMute: no
+\tMonitor of Sink: n/a
+\tProperties:
+\t\tdevice.description = \"Null Input\"
+\t\tdevice.class = \"abstract\"
+\t\tdevice.icon_name = \"audio-input-microphone\"
+\tFormats:
+\t\tpcm
+
+Source #4
+\tState: IDLE
+\tName: card_71
+\tDescription: Null Input
+\tDriver: module-null-source.c
+\tSample Specification: s16le 8ch 48000Hz
+\tChannel Map: front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right
+\tOwner Module: 5
+\tMute: no
+\tMonitor of Sink: n/a
+\tProperties:
+\t\tdevice.description = \"Null Input\"
+\t\tdevice.class = \"abstract\"
+\t\tdevice.icon_name = \"audio-input-microphone\"
+\tFormats:
+\t\tpcm
 ";
+    const AUX_MAP: &str = "aux0,aux1,aux2,aux3,aux4,aux5,aux6,aux7";
     // The kernel's format (sound/core/pcm.c), as on a typical HDA machine; this one has none.
     const PROC_ASOUND_PCM: &str = "\
 00-00: ALC892 Analog : ALC892 Analog : playback 1 : capture 1
@@ -470,6 +584,17 @@ Source #2
             channels,
             sample_rate: 48_000,
             is_default,
+            channel_map: None,
+            note: None,
+        }
+    }
+
+    /// A PulseAudio input with its channel map, and the note that map calls for.
+    fn input(identifier: &str, description: &str, channels: u32, is_default: bool, map: &str) -> DeviceEntry {
+        DeviceEntry {
+            channel_map: Some(map.to_owned()),
+            note: input_note(map),
+            ..entry(identifier, description, channels, is_default)
         }
     }
 
@@ -481,7 +606,13 @@ Source #2
     fn short_sources_keep_every_row_including_monitors() {
         assert_eq!(
             parse_short_list(SHORT_SOURCES),
-            [short("card_out.monitor", 8, 48_000), short("card_in.monitor", 8, 48_000), short("card_mic", 2, 48_000)]
+            [
+                short("card_out.monitor", 8, 48_000),
+                short("card_in.monitor", 8, 48_000),
+                short("card_mic", 2, 48_000),
+                short("pro_in", 8, 48_000),
+                short("card_71", 8, 48_000),
+            ]
         );
     }
 
@@ -515,11 +646,50 @@ Source #2
     }
 
     #[test]
-    fn descriptions_from_the_long_listing() {
-        let descriptions = parse_descriptions(LONG_SOURCES);
-        assert_eq!(descriptions.len(), 2);
-        assert_eq!(descriptions["card_in.monitor"], "Monitor of Null Output");
-        assert_eq!(descriptions["card_mic"], "Remapped Monitor of Null Output");
+    fn details_from_the_long_listing() {
+        let details = |description: &str, map: &str| Details {
+            description: Some(description.to_owned()),
+            channel_map: Some(map.to_owned()),
+        };
+        assert_eq!(
+            parse_details(LONG_SOURCES),
+            HashMap::from([
+                (
+                    "card_in.monitor".to_owned(),
+                    details(
+                        "Monitor of Null Output",
+                        "front-left,front-left-of-center,front-center,front-right,front-right-of-center,rear-center,aux0,aux1"
+                    )
+                ),
+                ("card_mic".to_owned(), details("Remapped Monitor of Null Output", "front-left,front-right")),
+                ("pro_in".to_owned(), details("Null Input", AUX_MAP)),
+                ("card_71".to_owned(), details("Null Input", CARD_CHANNEL_MAP)),
+            ])
+        );
+    }
+
+    #[test]
+    fn details_belong_to_their_own_block_and_may_be_missing() {
+        // A block without a description or map (another server's output), and fields of a block
+        // whose Name line is missing, never attributed to the previous device.
+        let text = "Sink #0\n\tName: bare\n\tDriver: x\n\nSink #1\n\tDescription: Orphan\n\tChannel Map: mono\n";
+        assert_eq!(parse_details(text), HashMap::from([("bare".to_owned(), Details::default())]));
+        assert_eq!(parse_details(""), HashMap::new());
+    }
+
+    #[test]
+    fn only_inputs_that_renumber_channels_get_a_note() {
+        assert_eq!(input_note(CARD_CHANNEL_MAP), None);
+        // ALSA's 7.1 order: the same names, another order.
+        let alsa_71 = "front-left,front-right,rear-left,rear-right,front-center,lfe,side-left,side-right";
+        for map in [AUX_MAP, alsa_71, "front-right,front-left", "aux0,aux1"] {
+            let note = input_note(map).expect("a note");
+            assert!(note.contains(&format!("({map})")) && note.contains("remap source"), "{note}");
+        }
+        // The card's first channels in its order, or mono: every channel keeps its number.
+        for map in ["front-left,front-right", "front-left,front-right,front-center,lfe", "mono"] {
+            assert_eq!(input_note(map), None, "{map}");
+        }
     }
 
     #[test]
@@ -544,20 +714,33 @@ Source #2
     }
 
     #[test]
-    fn pulse_listing_drops_monitors_and_marks_defaults() {
-        let sink_names = HashMap::from([
-            ("card_out".to_owned(), "Null Output".to_owned()),
-            ("card_in".to_owned(), "Null Output".to_owned()),
-        ]);
-        let source_names = parse_descriptions(LONG_SOURCES);
+    fn pulse_listing_drops_monitors_marks_defaults_and_notes_foreign_input_maps() {
+        let sink =
+            |map: &str| Details { description: Some("Null Output".to_owned()), channel_map: Some(map.to_owned()) };
+        let sink_details =
+            HashMap::from([("card_out".to_owned(), sink(CARD_CHANNEL_MAP)), ("card_in".to_owned(), sink(AUX_MAP))]);
+        let source_details = parse_details(LONG_SOURCES);
+        let devices = listing(SHORT_SOURCES, SHORT_SINKS, INFO, &source_details, &sink_details);
         assert_eq!(
-            listing(SHORT_SOURCES, SHORT_SINKS, INFO, &source_names, &sink_names),
+            devices,
             DeviceListing {
-                inputs: vec![entry("card_mic", "Input: Remapped Monitor of Null Output", 2, true)],
+                inputs: vec![
+                    input("card_mic", "Input: Remapped Monitor of Null Output", 2, true, "front-left,front-right"),
+                    // Both null sources are "Null Input": the name tells them apart.
+                    input("pro_in", "Input: Null Input (pro_in)", 8, false, AUX_MAP),
+                    input("card_71", "Input: Null Input (card_71)", 8, false, CARD_CHANNEL_MAP),
+                ],
                 outputs: vec![
-                    // Both null sinks are "Null Output": the name tells them apart.
-                    entry("card_out", "Output: Null Output (card_out)", 8, true),
-                    entry("card_in", "Output: Null Output (card_in)", 8, false),
+                    // Both null sinks are "Null Output": the name tells them apart. Outputs have
+                    // their map and never a note: playback keeps every channel whatever the map.
+                    DeviceEntry {
+                        channel_map: Some(CARD_CHANNEL_MAP.to_owned()),
+                        ..entry("card_out", "Output: Null Output (card_out)", 8, true)
+                    },
+                    DeviceEntry {
+                        channel_map: Some(AUX_MAP.to_owned()),
+                        ..entry("card_in", "Output: Null Output (card_in)", 8, false)
+                    },
                 ],
                 platform: "pulseaudio".to_owned(),
             }
@@ -568,7 +751,15 @@ Source #2
     fn pulse_listing_without_descriptions_uses_the_names() {
         let none = HashMap::new();
         let listing = listing(SHORT_SOURCES, SHORT_SINKS, "", &none, &none);
-        assert_eq!(listing.inputs, [entry("card_mic", "Input: card_mic", 2, false)]);
+        // No long listing, no channel map: no note either.
+        assert_eq!(
+            listing.inputs,
+            [
+                entry("card_mic", "Input: card_mic", 2, false),
+                entry("pro_in", "Input: pro_in", 8, false),
+                entry("card_71", "Input: card_71", 8, false)
+            ]
+        );
         assert_eq!(
             listing.outputs,
             [entry("card_out", "Output: card_out", 8, false), entry("card_in", "Output: card_in", 8, false)]
@@ -625,7 +816,9 @@ Source #2
                 "description": "Input: default device",
                 "channels": 2,
                 "sampleRate": 48000,
-                "isDefault": true
+                "isDefault": true,
+                "channelMap": null,
+                "note": null
             })
         );
     }

@@ -130,7 +130,7 @@ async function refreshDeviceList() {
       { value: '', label: 'System default' },
       ...entries.map((d) => ({
         value: d.identifier,
-        label: `${d.description.replace(/^(Input|Output): /, '')} (${d.channels} ch, ${d.sampleRate} Hz)${d.isDefault ? ' — default' : ''}`,
+        label: `${d.description.replace(/^(Input|Output): /, '')} (${d.channels} ch, ${d.sampleRate} Hz)${d.isDefault ? ' — default' : ''}${d.note ? ' — channel map not in card order: remap it' : ''}`,
       })),
     ];
     ui.deviceLists = { inputs: options(list.inputs), outputs: options(list.outputs) };

@@ -142,13 +142,38 @@ pub async fn set_device(
     if !state.config.current().server_audio_users.is_empty() {
         state.require_bridge()?;
     }
+    let input_selected = body.input_device_id.is_some();
     let device = state
         .config
         .update("select audio device".into(), move |c| {
             config::set_device(c, body.input_device_id, body.output_device_id, body.sample_rate)
         })
         .await?;
+    if input_selected {
+        tokio::spawn(warn_of_input_note(device.input_device_id.clone()));
+    }
     Ok(Json(DeviceResponse { device: DeviceView::of(&device) }))
+}
+
+/// Logs a warning when the newly selected input (`None`: the sound server's default input) has
+/// a [`DeviceEntry::note`], e.g. a channel map that loses partyline's channel numbering (a debug
+/// line otherwise). Runs after the response: the listing may take up to its timeout, and the
+/// selection stands anyway.
+async fn warn_of_input_note(input_device_id: Option<String>) {
+    let listing = devices::list_devices().await;
+    let selected = listing.inputs.iter().find(|entry| match &input_device_id {
+        Some(id) => entry.identifier == *id,
+        None => entry.is_default,
+    });
+    let Some(entry) = selected else {
+        tracing::debug!(device = input_device_id, "the selected input device is not in the device listing");
+        return;
+    };
+    let (device, channel_map) = (&entry.identifier, entry.channel_map.as_deref());
+    match &entry.note {
+        Some(note) => tracing::warn!(device, channel_map, note, "selected input device {device}: {note}"),
+        None => tracing::debug!(device, channel_map, "selected input device {device}: nothing to note"),
+    }
 }
 
 /// The channel names: always all eight inputs and outputs, keyed `"0"`..`"7"`.

@@ -4,11 +4,15 @@
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
+use partyline_shared::bridge::CARD_CHANNEL_MAP;
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::support::Control;
-use partyline_testkit::pulse::PulseServer;
+use crate::support::{Control, wait_for};
+use partyline_testkit::pulse::{AUX_MAP, PulseServer};
+
+/// How long the warning of a device selection may take (a listing is bounded by 2 s).
+const LOG_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The sound card of the tests (design section 6): two 8-channel null sinks, one standing for the
 /// card's outputs and one whose monitor feeds a remapped source standing for its inputs.
@@ -126,4 +130,71 @@ async fn a_hung_sound_server_times_out_into_the_fallback() {
     assert!(elapsed >= Duration::from_millis(1_900), "answered in {elapsed:?}: {listing:#}");
     assert!(elapsed < Duration::from_secs(5), "answered in {elapsed:?}");
     assert!(other_request < Duration::from_secs(1), "blocked for {other_request:?}");
+}
+
+/// Log lines at `level` and above whose `device` field is `device`.
+async fn device_logs(control: &Control, level: &str, device: &str) -> Vec<Value> {
+    let (status, body) = control.get_json(&format!("/admin/logs?level={level}&limit=1000")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let logs = body["logs"].as_array().expect("logs");
+    logs.iter().filter(|entry| entry["fields"]["device"] == device).cloned().collect()
+}
+
+#[tokio::test]
+async fn inputs_not_in_card_order_get_a_note_and_a_warning_when_selected() {
+    let pulse = PulseServer::start();
+    // A pro card's input (channels without positions) and one in partyline's card order.
+    pulse.load_module("module-null-source", &format!("source_name=pro_in channels=8 rate=48000 channel_map={AUX_MAP}"));
+    pulse.load_module(
+        "module-null-source",
+        &format!("source_name=card_71 channels=8 rate=48000 channel_map={CARD_CHANNEL_MAP}"),
+    );
+    // An output with the pro map: playback keeps every channel whatever the map, so no note.
+    pulse.add_card_with_map("pro_out", 48_000, AUX_MAP);
+    let control = Control::builder()
+        .env("PULSE_SERVER", &pulse.server_address())
+        // The debug line of a selection that needs no warning tells the check is done.
+        .env("RUST_LOG", "warn,partyline_control=debug")
+        .start()
+        .await;
+
+    let listing = device_list(&control).await;
+    let pro_in = find(&listing, "inputs", "pro_in");
+    assert_eq!(pro_in["channelMap"], AUX_MAP, "{pro_in}");
+    let note = pro_in["note"].as_str().unwrap_or_else(|| panic!("a note on pro_in: {pro_in}"));
+    assert!(note.contains(AUX_MAP) && note.contains("remap source"), "{note}");
+    let card_71 = find(&listing, "inputs", "card_71");
+    assert_eq!(card_71["channelMap"], CARD_CHANNEL_MAP, "{card_71}");
+    assert_eq!(card_71["note"], Value::Null, "{card_71}");
+    let pro_out = find(&listing, "outputs", "pro_out");
+    assert_eq!(pro_out["channelMap"], AUX_MAP, "{pro_out}");
+    assert_eq!(pro_out["note"], Value::Null, "{pro_out}");
+    // The other device route carries the same fields.
+    let (_, devices) = control.get_json("/admin/audio/devices").await;
+    let listed = devices["devices"].as_array().expect("devices").iter().find(|d| d["identifier"] == "pro_in");
+    assert_eq!(listed.map(|d| &d["note"]), Some(&pro_in["note"]), "{devices:#}");
+
+    // Selecting the card-order input: the check runs (debug line), no warning.
+    let (status, body) = control.post_json("/admin/audio/device", json!({ "inputDeviceId": "card_71" })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_for("the check of card_71", LOG_TIMEOUT, async || {
+        (!device_logs(&control, "debug", "card_71").await.is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(device_logs(&control, "warn", "card_71").await, Vec::<Value>::new());
+
+    // Selecting the pro input succeeds all the same, and warns once, naming it and the note.
+    let (status, body) = control.post_json("/admin/audio/device", json!({ "inputDeviceId": "pro_in" })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["device"]["inputDeviceId"], "pro_in", "{body}");
+    let warnings = wait_for("the warning about pro_in", LOG_TIMEOUT, async || {
+        Some(device_logs(&control, "warn", "pro_in").await).filter(|logs| !logs.is_empty())
+    })
+    .await;
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    let warning = &warnings[0];
+    assert_eq!(warning["level"], "warn", "{warning}");
+    assert_eq!(warning["message"], format!("selected input device pro_in: {note}"), "{warning}");
+    assert_eq!(warning["fields"]["note"], note, "{warning}");
+    assert_eq!(warning["fields"]["channel_map"], AUX_MAP, "{warning}");
 }
