@@ -3,7 +3,6 @@
 //! `pl0` (DESIGN §6: Janus offers no loopback candidate):
 //! `scripts/netns-run cargo test -p partyline-bridged --test media`.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BridgeProxy, NO_OUTPUT, Plan, PlanUser, Status};
@@ -151,34 +150,6 @@ async fn tone_through_janus_onto_the_output_channel() {
     drop(bridged);
 }
 
-/// `seconds` of the 8 channels of `source` as the device numbers them: parecord with the
-/// device's own map `map`, so PulseAudio copies by index (testkit's recorder assumes the 7.1
-/// test map, under which an `aux` device records as silence).
-async fn record_with_map(pulse: &PulseServer, source: &str, map: &str, seconds: f64) -> Vec<f32> {
-    let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("rec.raw");
-    let mut child = Command::new("parecord")
-        .arg(format!("--server={}", pulse.server_address()))
-        .arg(format!("--device={source}"))
-        .args(["--raw", "--format=float32le", "--channels=8", &format!("--channel-map={map}")])
-        .arg(format!("--rate={RATE}"))
-        .args(["--latency-msec=10"])
-        .arg(&path)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("parecord (pulseaudio-utils)");
-    let bytes = (seconds * f64::from(RATE)) as u64 * 8 * 4;
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds + 10.0);
-    while std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) < bytes {
-        assert!(Instant::now() < deadline, "parecord did not record {seconds} s of {source}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let data = std::fs::read(&path).expect("recording");
-    data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-}
-
 /// A playback device whose PulseAudio channel map is `aux0…aux7` (ALSA's multichannel and
 /// pro-audio profiles): output channel 5 lands on the device's channel 5, not on silence
 /// (PulseAudio matches positions by name, and the 7.1 positions bridged uses inside its
@@ -214,7 +185,8 @@ async fn output_channel_is_the_device_channel_on_an_aux_card() {
             && s.branches.iter().any(|br| br.name == "a" && br.input_level_db > -20.0)
     })
     .await;
-    let samples = record_with_map(&pulse, "card_out.monitor", AUX_MAP, 1.5).await;
+    // Recorded with the device's own map, so PulseAudio copies by index.
+    let samples = Recording::start_with_map(&pulse, "card_out.monitor", AUX_MAP).finish_after(1.5).await;
     let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
     println!("aux card, dBFS per device channel: {}", levels.join(", "));
     let out5 = channel(&samples, 5);

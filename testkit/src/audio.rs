@@ -68,12 +68,18 @@ pub struct Recording {
 
 impl Recording {
     pub fn start(pulse: &PulseServer, source: &str) -> Recording {
+        Recording::start_with_map(pulse, source, CARD_MAP)
+    }
+
+    /// [`Recording::start`] with the source's own channel map `map` (PulseAudio then copies
+    /// channels by index), for a device whose map is not the test card's.
+    pub fn start_with_map(pulse: &PulseServer, source: &str, map: &str) -> Recording {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("rec.raw");
         let child = Command::new("parecord")
             .arg(format!("--server={}", pulse.server_address()))
             .arg(format!("--device={source}"))
-            .args(["--raw", "--format=float32le", "--channels=8", &format!("--channel-map={CARD_MAP}")])
+            .args(["--raw", "--format=float32le", "--channels=8", &format!("--channel-map={map}")])
             .arg(format!("--rate={RATE}"))
             .args(["--latency-msec=10"])
             .arg(&path)
