@@ -18,6 +18,7 @@ use gst::glib;
 use gst::prelude::*;
 use gst_rtp::prelude::*;
 use partyline_shared::bridge::PlanUser;
+use partyline_shared::janus::prebuffer_packets;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -36,12 +37,6 @@ const KEEPALIVE: Duration = Duration::from_secs(25);
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Opus frame (ms): the AudioBridge mixes 20 ms frames.
 const OPUS_FRAME_MS: &str = "20";
-/// Janus's prebuffering of a branch's audio, in packets, for `latency_ms` of buffering: the
-/// room's default is sized for the crew's network, a branch is next to Janus. Janus mixes a
-/// participant once it holds prebuffer + 1 packets, and 0 would drop everything (DESIGN §6).
-fn prebuffer_packets(latency_ms: u32) -> u32 {
-    (latency_ms / 20).max(1)
-}
 /// Opus's rate (RTP clock and the encoder's input).
 const OPUS_RATE: u32 = 48_000;
 /// RTP payload type of Opus in the offer.
@@ -227,6 +222,7 @@ async fn negotiate_and_watch(
             offer.map_err(|_| anyhow!("webrtcbin made no offer within {STEP_TIMEOUT:?}"))??
         }
     };
+    // Its own prebuffering: the room's is sized for the crew's network, a branch sits next to Janus.
     let join = json!({"request": "join", "room": user.room, "id": user.identity, "display": user.name,
                       "bitrate": user.bitrate_kbps * 1000, "muted": false,
                       "prebuffer": prebuffer_packets(context.latency_ms)});

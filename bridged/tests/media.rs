@@ -42,6 +42,39 @@ async fn apply_and_wait(proxy: &BridgeProxy<'_>, plan: &Plan, what: &str) -> Dur
     started.elapsed()
 }
 
+/// Janus with room `x` (prebuffering 2, as control makes of jitterBufferMs 40) admitting
+/// `tokens`, a private bus, and bridged on it using `pulse`.
+async fn media_stack(pulse: &PulseServer, tokens: &[&str]) -> (Janus, Bus, Bridged, BridgeProxy<'static>) {
+    let janus = Janus::builder().ice_iface(ICE_IFACE).start();
+    for token in tokens {
+        janus.add_token(token).await;
+    }
+    janus.create_room("x", 2).await;
+    let bus = Bus::start();
+    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+    let proxy = bus.bridge().await;
+    (janus, bus, bridged, proxy)
+}
+
+/// The plan: capture `card_in.monitor`, play `card_out`, at `janus`, with `users`.
+fn plan(janus: &Janus, users: Vec<PlanUser>) -> Plan {
+    Plan {
+        input_device: "card_in.monitor".into(),
+        output_device: "card_out".into(),
+        device_sample_rate: RATE,
+        janus_url: janus.url().into(),
+        ice_addresses: vec![ICE_ADDRESS.into()],
+        latency_ms: 40,
+        users,
+    }
+}
+
+/// Waits until B receives the room's mix (and returns the status).
+async fn b_receives(proxy: &BridgeProxy<'_>, what: &str) -> Status {
+    wait_status(proxy, JOIN_WAIT, what, |s| s.branches.iter().any(|br| br.name == "b" && br.packets_received > 50))
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tone_through_janus_onto_the_output_channel() {
     require_namespace();
@@ -49,38 +82,22 @@ async fn tone_through_janus_onto_the_output_channel() {
     for sink in ["card_in", "card_in2", "card_out"] {
         pulse.add_card(sink, RATE);
     }
-    let janus = Janus::builder().ice_iface(ICE_IFACE).start();
-    for token in ["tok-a", "tok-b", "tok-c"] {
-        janus.add_token(token).await;
-    }
-    // Prebuffering 2, as control makes of jitterBufferMs 40.
-    janus.create_room("x", 2).await;
-    let bus = Bus::start();
-    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
-    let proxy = bus.bridge().await;
+    let (janus, _bus, bridged, proxy) = media_stack(&pulse, &["tok-a", "tok-b", "tok-c"]).await;
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
     let _other_tone = Tone::play(&pulse, "card_in2", 0, 600);
 
     // A (input 0, no output) and B (input 1, silent; output 1) in room x: A's tone on output 1.
     let a = user("a", 0, NO_OUTPUT, "tok-a");
     let b = user("b", 1, 1, "tok-b");
-    let plan = Plan {
-        input_device: "card_in.monitor".into(),
-        output_device: "card_out".into(),
-        device_sample_rate: RATE,
-        janus_url: janus.url().into(),
-        ice_addresses: vec![ICE_ADDRESS.into()],
-        latency_ms: 40,
-        users: vec![a.clone(), b.clone()],
-    };
+    let plan = plan(&janus, vec![a.clone(), b.clone()]);
     let took = apply_and_wait(&proxy, &plan, "A and B joined").await;
     println!("BENCH first plan (pipeline + 2 branches) Apply -> joined (media up): {} ms", took.as_millis());
-    let status = wait_status(&proxy, JOIN_WAIT, "B receives", |s| {
-        s.branches.iter().any(|br| br.name == "b" && br.packets_received > 50)
-            && s.branches.iter().any(|br| br.name == "a" && br.input_level_db > -20.0)
+    let status = b_receives(&proxy, "B receives").await;
+    assert_eq!(status.state, "running", "{status:#?}");
+    wait_status(&proxy, JOIN_WAIT, "A hears its input", |s| {
+        s.branches.iter().any(|br| br.name == "a" && br.input_level_db > -20.0)
     })
     .await;
-    assert_eq!(status.state, "running", "{status:#?}");
     let samples = record(&pulse, 1.5).await;
     let out1 = channel(&samples, 1);
     let tail = &out1[out1.len() / 3..];
@@ -104,10 +121,7 @@ async fn tone_through_janus_onto_the_output_channel() {
 
     // B's output back, then C added while recording: A -> B keeps flowing without a gap.
     apply_and_wait(&proxy, &plan, "B with output again").await;
-    wait_status(&proxy, JOIN_WAIT, "B receives again", |s| {
-        s.branches.iter().any(|br| br.name == "b" && br.packets_received > 50)
-    })
-    .await;
+    b_receives(&proxy, "B receives again").await;
     let recording = Recording::start(&pulse, "card_out.monitor");
     while recording.seconds() < 0.5 {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -128,10 +142,7 @@ async fn tone_through_janus_onto_the_output_channel() {
     let moved = Plan { input_device: "card_in2.monitor".into(), ..with_c.clone() };
     let took = apply_and_wait(&proxy, &moved, "rebuilt on card_in2").await;
     println!("BENCH device change (rebuild, 3 branches) Apply -> joined: {} ms", took.as_millis());
-    wait_status(&proxy, JOIN_WAIT, "B receives after the rebuild", |s| {
-        s.branches.iter().any(|br| br.name == "b" && br.packets_received > 50)
-    })
-    .await;
+    b_receives(&proxy, "B receives after the rebuild").await;
     // The room's mix may still carry a few frames of the old capture: wait (bounded) for 600 Hz.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -160,31 +171,11 @@ async fn output_channel_is_the_device_channel_on_an_aux_card() {
     let pulse = PulseServer::start();
     pulse.add_card("card_in", RATE);
     pulse.add_card_with_map("card_out", RATE, AUX_MAP);
-    let janus = Janus::builder().ice_iface(ICE_IFACE).start();
-    for token in ["tok-a", "tok-b"] {
-        janus.add_token(token).await;
-    }
-    janus.create_room("x", 2).await;
-    let bus = Bus::start();
-    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
-    let proxy = bus.bridge().await;
+    let (janus, _bus, bridged, proxy) = media_stack(&pulse, &["tok-a", "tok-b"]).await;
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
-
-    let plan = Plan {
-        input_device: "card_in.monitor".into(),
-        output_device: "card_out".into(),
-        device_sample_rate: RATE,
-        janus_url: janus.url().into(),
-        ice_addresses: vec![ICE_ADDRESS.into()],
-        latency_ms: 40,
-        users: vec![user("a", 0, NO_OUTPUT, "tok-a"), user("b", 1, 5, "tok-b")],
-    };
-    apply_and_wait(&proxy, &plan, "A and B joined").await;
-    wait_status(&proxy, JOIN_WAIT, "B receives", |s| {
-        s.branches.iter().any(|br| br.name == "b" && br.packets_received > 50)
-            && s.branches.iter().any(|br| br.name == "a" && br.input_level_db > -20.0)
-    })
-    .await;
+    let users = vec![user("a", 0, NO_OUTPUT, "tok-a"), user("b", 1, 5, "tok-b")];
+    apply_and_wait(&proxy, &plan(&janus, users), "A and B joined").await;
+    b_receives(&proxy, "B receives").await;
     // Recorded with the device's own map, so PulseAudio copies by index.
     let samples = Recording::start_with_map(&pulse, "card_out.monitor", AUX_MAP).finish_after(1.5).await;
     let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();

@@ -249,12 +249,6 @@ impl BridgeManager {
             return;
         }
         let config = self.config.current();
-        // A new server audio user's token goes to Janus before bridged hears of the user:
-        // otherwise its first request races the reconcile pass and is refused. Janus down:
-        // the plan goes anyway, bridged retries its joins.
-        if let Err(e) = self.janus.admit_server_users(&config).await {
-            tracing::debug!(error = %e, "server audio users' tokens not registered before the plan");
-        }
         let plan = match build_plan(&config, &self.janus) {
             Ok(plan) => plan,
             Err(e) => {
@@ -265,6 +259,12 @@ impl BridgeManager {
         let mut applied = self.applied.lock().await;
         if !force && applied.as_ref() == Some(&plan) {
             return;
+        }
+        // A new server audio user's token goes to Janus before bridged hears of the user:
+        // otherwise its first request races the reconcile pass and is refused. Janus down:
+        // the plan goes anyway, bridged retries its joins.
+        if let Err(e) = self.janus.admit_server_users(&config).await {
+            tracing::debug!(error = %e, "server audio users' tokens not registered before the plan");
         }
         match proxy.apply(&plan).await {
             Ok(generation) => {

@@ -62,6 +62,12 @@ pub enum AudioBridgeRequest {
     Kick { room: String, secret: String, id: String },
 }
 
+/// AudioBridge's prebuffering, in its 20 ms packets, for `ms` of buffering: at least one
+/// (Janus mixes a participant once it holds prebuffering + 1 packets; 0 would drop everything).
+pub fn prebuffer_packets(ms: u32) -> u32 {
+    (ms / 20).max(1)
+}
+
 /// A room as partyline creates it: one per group, id = group id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RoomSpec {

@@ -265,7 +265,7 @@ async fn main() {
     println!(
         "### Run (bridge.jitterBufferMs {}: Janus prebuffering of the server users {} packet(s), webrtcbin latency {} ms)\n",
         o.jitter_ms,
-        (o.jitter_ms / 20).max(1),
+        partyline_shared::janus::prebuffer_packets(o.jitter_ms),
         o.jitter_ms
     );
     println!("- load average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));

@@ -3,14 +3,11 @@
 use std::collections::HashMap;
 
 use partyline_shared::Config;
-use partyline_shared::janus::{RoomListing, RoomSpec};
-
-/// Janus's AudioBridge mixes in 20 ms packets.
-const PACKET_MS: u32 = 20;
+use partyline_shared::janus::{RoomListing, RoomSpec, prebuffer_packets};
 
 /// The rooms the config asks for, one per group.
 pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSpec> {
-    let prebuffering = (config.audio.jitter_buffer_ms.get() / PACKET_MS).max(1);
+    let prebuffering = prebuffer_packets(config.audio.jitter_buffer_ms.get());
     config
         .groups
         .iter()
