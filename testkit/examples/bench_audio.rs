@@ -2,8 +2,13 @@
 //! builds of partyline-control and partyline-bridged, a private PulseAudio card, Janus on `pl0`,
 //! a private bus; everything driven through control's API. Prints a markdown section.
 //!
-//!   bench_audio --control BIN --bridged BIN [--changes N] [--ticks-secs S] [--cpu-secs S] [--jitter-ms MS (bridge.jitterBufferMs)]
-//!               [--bridged-log PATH]
+//!   bench_audio --control BIN --bridged BIN [--changes N] [--rooms N] [--ticks-secs S] [--cpu-secs S]
+//!               [--jitter-ms MS (bridge.jitterBufferMs)] [--bridged-log PATH]
+//!
+//! The tick latency is measured in `--rooms` fresh rooms, `--ticks-secs` each: a room's Janus
+//! mixer ticks every 20 ms at a phase of its own, and where A's packets fall between two of its
+//! ticks sets the latency of everything that goes through that room (per-room medians 56 to
+//! 76 ms in one run at the defaults): one room is one draw, not the latency.
 //!
 //! `--bridged-log PATH` keeps bridged's log there; its filter is `BRIDGED_LOG` (default `warn`),
 //! e.g. `BRIDGED_LOG=partyline_bridged=debug` for the timed stages of every join.
@@ -12,6 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use partyline_shared::bridge::{BridgeProxy, Status};
 use partyline_testkit::audio::{CHANNELS, RATE, Tone, rms_db};
 use partyline_testkit::bench::BenchStack;
 use partyline_testkit::control::Control;
@@ -21,12 +27,20 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
+/// From both branches joined to the first tick: Janus's prebuffering and the receive jitter
+/// buffer settle.
+const ROOM_SETTLE: Duration = Duration::from_secs(1);
+/// From the card side's start to the first room: the capture clock (PulseAudio's stream time,
+/// the pipeline's clock) advances in jumps during the first seconds of a capture stream, and the
+/// playback, which follows it, stalls with it (gaps of 130, 90, 170, 330 and 650 ms).
+const CARD_SETTLE: Duration = Duration::from_secs(4);
 
 #[derive(Debug)]
 struct Options {
     control: PathBuf,
     bridged: PathBuf,
     changes: usize,
+    rooms: usize,
     ticks_secs: f64,
     cpu_secs: f64,
     jitter_ms: u32,
@@ -38,7 +52,8 @@ fn options() -> Options {
         control: PathBuf::new(),
         bridged: PathBuf::new(),
         changes: 10,
-        ticks_secs: 20.0,
+        rooms: 6,
+        ticks_secs: 6.0,
         cpu_secs: 20.0,
         jitter_ms: 20,
         bridged_log: None,
@@ -50,6 +65,7 @@ fn options() -> Options {
             "--control" => o.control = value.into(),
             "--bridged" => o.bridged = value.into(),
             "--changes" => o.changes = value.parse().expect("--changes N"),
+            "--rooms" => o.rooms = value.parse().expect("--rooms N"),
             "--ticks-secs" => o.ticks_secs = value.parse().expect("--ticks-secs S"),
             "--cpu-secs" => o.cpu_secs = value.parse().expect("--cpu-secs S"),
             "--jitter-ms" => o.jitter_ms = value.parse().expect("--jitter-ms MS"),
@@ -162,11 +178,65 @@ fn branch_joined(bridge: &Value, name: &str) -> bool {
     bridge["branches"].as_array().is_some_and(|v| v.iter().any(|b| b["name"] == name && b["state"] == "joined"))
 }
 
+/// Ticks of 20 ms (1 kHz) every 300 ms on input 0 for `secs`, through A{room} (input 0, no
+/// output) → room of group T{room} → B{room} (output 1); both monitors recorded in one pipeline,
+/// started before the joins (a new reader of the output card's monitor makes PulseAudio adjust
+/// that card's timing). The ticks start [`ROOM_SETTLE`] after both joined.
+/// Each tick's latency in ms, None for a tick not heard on the output.
+async fn room_ticks(
+    control: &Control,
+    proxy: &BridgeProxy<'_>,
+    pulse: &PulseServer,
+    room: usize,
+    secs: f64,
+) -> Vec<Option<f64>> {
+    let (a, b, group) = (format!("A{room}"), format!("B{room}"), format!("t{room}"));
+    let user = |name: &str, input: u8, output: Option<u8>| json!({ "name": name, "group": group, "inputChannel": input, "outputChannel": output });
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("both.raw");
+    let mut recorder = record_both(pulse, &path, 0, 1);
+    call(control, Method::POST, "/admin/server-users", user(&a, 0, None), StatusCode::CREATED).await;
+    call(control, Method::POST, "/admin/server-users", user(&b, 1, Some(1)), StatusCode::CREATED).await;
+    let joined = |s: &Status| [&a, &b].iter().all(|n| s.branches.iter().any(|x| &&x.name == n && x.state == "joined"));
+    wait_status(proxy, WAIT, "A and B joined", joined).await;
+    tokio::time::sleep(ROOM_SETTLE).await;
+
+    let ticks = Tone::source(
+        pulse,
+        "card_in",
+        &[0],
+        "audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=300000000 is-live=true",
+    );
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await; // the measurement's length
+    drop(ticks);
+    tokio::time::sleep(Duration::from_millis(500)).await; // the last ticks through
+    let _ = recorder.kill();
+    let _ = recorder.wait();
+    let bytes = std::fs::read(&path).expect("recording");
+    let samples: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let input: Vec<f32> = samples.iter().step_by(2).copied().collect();
+    let output: Vec<f32> = samples.iter().skip(1).step_by(2).copied().collect();
+    let (in_onsets, out_onsets) = (onsets(&input), onsets(&output));
+    let latencies = in_onsets
+        .iter()
+        .map(|t| out_onsets.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
+        .collect();
+
+    for name in [&a, &b] {
+        let path = format!("/admin/server-users/{}", name.to_lowercase());
+        call(control, Method::DELETE, &path, Value::Null, StatusCode::OK).await;
+    }
+    wait_status(proxy, WAIT, "A and B gone", |s| !s.branches.iter().any(|x| x.name == a || x.name == b)).await;
+    latencies
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let o = options();
     let log_filter = std::env::var("BRIDGED_LOG").unwrap_or_else(|_| "warn".into());
-    let stack = BenchStack::start(&o.control, &o.bridged, "groups:\n  - name: X\n", o.jitter_ms, &log_filter).await;
+    let groups: String = (0..o.rooms).map(|k| format!("  - name: T{k}\n")).collect();
+    let sections = format!("groups:\n  - name: X\n{groups}");
+    let stack = BenchStack::start(&o.control, &o.bridged, &sections, o.jitter_ms, &log_filter).await;
     let (control, bridged, pulse) = (&stack.control, &stack.bridged, &stack.pulse);
     let proxy = stack.bus.bridge().await;
 
@@ -210,40 +280,32 @@ async fn main() {
     let (_, stats) = control.get_json("/admin/stats").await;
     assert!(branch_joined(&stats["bridge"], "B"), "{stats}");
 
-    // 2. Tick latency card_in → A → room → B → card_out: ticks of 20 ms (1 kHz) every 300 ms
-    //    on input 0, both monitors recorded in one pipeline.
-    let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("both.raw");
-    let mut recorder = record_both(pulse, &path, 0, 1);
-    tokio::time::sleep(Duration::from_millis(500)).await; // the recorder's own start-up
-    let ticks = Tone::source(
-        pulse,
-        "card_in",
-        &[0],
-        "audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=300000000 is-live=true",
-    );
-    tokio::time::sleep(Duration::from_secs_f64(o.ticks_secs)).await; // the measurement's length
-    drop(ticks);
-    tokio::time::sleep(Duration::from_millis(500)).await; // the last ticks through
-    let _ = recorder.kill();
-    let _ = recorder.wait();
-    let bytes = std::fs::read(&path).expect("recording");
-    let samples: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    let input: Vec<f32> = samples.iter().step_by(2).copied().collect();
-    let output: Vec<f32> = samples.iter().skip(1).step_by(2).copied().collect();
-    let (in_onsets, out_onsets) = (onsets(&input), onsets(&output));
-    let mut latencies: Vec<f64> = in_onsets
-        .iter()
-        .filter_map(|t| out_onsets.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
-        .collect();
-    let matched = latencies.len();
-    // A tick's latency moves by a whole 20 ms frame when one is dropped (Janus trims a queue
-    // that grew past twice its prebuffering) or when one is missing (a queue ran dry).
-    let slips = latencies.windows(2).filter(|w| (w[1] - w[0]).abs() >= 15.0).count();
-
-    // 3. CPU and RSS of bridged with 8 bidirectional users (a tone on every input).
+    // 2. Tick latency card_in → A → room → B → card_out, in fresh rooms (groups T0, T1, …).
+    //    K (input 7, no output, alone in X) keeps the card side running from room to room.
+    let k = json!({ "name": "K", "group": "x", "inputChannel": 7, "outputChannel": null });
+    call(control, Method::POST, "/admin/server-users", k, StatusCode::CREATED).await;
     call(control, Method::DELETE, "/admin/server-users/a", Value::Null, StatusCode::OK).await;
     call(control, Method::DELETE, "/admin/server-users/b", Value::Null, StatusCode::OK).await;
+    tokio::time::sleep(CARD_SETTLE.saturating_sub(first.elapsed())).await;
+    let mut latencies = Vec::new();
+    let mut room_medians = Vec::new();
+    let (mut matched, mut ticks, mut slips) = (0, 0, 0);
+    for room in 0..o.rooms {
+        let heard = room_ticks(control, &proxy, pulse, room, o.ticks_secs).await;
+        let mut these: Vec<f64> = heard.iter().flatten().copied().collect();
+        // A tick's latency moves by a whole 20 ms frame when one is dropped (Janus trims a
+        // queue that grew past twice its prebuffering) or when one is missing (a queue ran dry).
+        slips += these.windows(2).filter(|w| (w[1] - w[0]).abs() >= 15.0).count();
+        (matched, ticks) = (matched + these.len(), ticks + heard.len());
+        latencies.extend_from_slice(&these);
+        these.sort_by(f64::total_cmp);
+        let median = percentile(&these, 50.0);
+        eprintln!("bench_audio: room {room}: median {median:.0} ms, {} of {} ticks heard", these.len(), heard.len());
+        room_medians.push(format!("{median:.0}"));
+    }
+
+    // 3. CPU and RSS of bridged with 8 bidirectional users (a tone on every input).
+    call(control, Method::DELETE, "/admin/server-users/k", Value::Null, StatusCode::OK).await;
     let _tones = Tone::source(pulse, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
     for k in 0..8 {
         let user = json!({ "name": format!("U{k}"), "group": "x", "inputChannel": k, "outputChannel": k });
@@ -274,9 +336,11 @@ async fn main() {
     println!("- config change (POST a server user) → its branch joined (media up): {} ms", summary(&mut joined_ms));
     println!("- DELETE a server user → its branch gone: {} ms", summary(&mut removed_ms));
     println!(
-        "- tick latency card_in → Janus → card_out: {} ms; {matched} of {} ticks matched; {slips} step(s) of ≥ 15 ms between consecutive ticks (a 20 ms frame dropped or missing)",
+        "- tick latency card_in → Janus → card_out, {} rooms × {:.0} s: {} ms; medians per room {} ms; {matched} of {ticks} ticks matched; {slips} step(s) of ≥ 15 ms between consecutive ticks (a 20 ms frame dropped or missing)",
+        o.rooms,
+        o.ticks_secs,
         summary(&mut latencies),
-        in_onsets.len()
+        room_medians.join(", ")
     );
     println!(
         "- bridged with 8 bidirectional users at 48 kHz: CPU {cpu:.1} % of one core over {:.0} s; RSS {:.1} MiB (before {:.1} MiB, peak {:.1} MiB), {threads} threads; packets sent per branch {:?}",
