@@ -45,7 +45,8 @@ pub struct Plan {
     /// `lo`, so the venue interface's address goes here); empty: libnice's own choice.
     pub ice_addresses: Vec<String>,
     /// Buffering of every branch, each way, in ms: Janus's prebuffering of what a branch sends
-    /// (in 20 ms packets, at least one) and the jitter buffer of the room's mix it receives.
+    /// (in 20 ms packets, at least two: [`crate::janus::prebuffer_packets`]) and the jitter
+    /// buffer of the room's mix it receives.
     pub latency_ms: u32,
     pub users: Vec<PlanUser>,
 }

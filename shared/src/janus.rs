@@ -62,10 +62,15 @@ pub enum AudioBridgeRequest {
     Kick { room: String, secret: String, id: String },
 }
 
-/// AudioBridge's prebuffering, in its 20 ms packets, for `ms` of buffering: at least one
-/// (Janus mixes a participant once it holds prebuffering + 1 packets; 0 would drop everything).
+/// AudioBridge's prebuffering, in its 20 ms packets, for `ms` of buffering: at least two.
+/// Janus mixes a participant once it holds prebuffering + 1 packets, takes one per 20 ms tick,
+/// and drops the oldest whenever the queue reaches twice the prebuffering. At one packet, two
+/// packets arriving within one tick already lose a frame (the sender runs on the sound card's
+/// clock, Janus on the host's): a 20 ms hole every few seconds in the rooms whose mixing phase
+/// falls near the sender's (`bench/audio`, 6 rooms: 7 frame slips in 114 ticks at one packet,
+/// 0 and 1 in two runs at two).
 pub fn prebuffer_packets(ms: u32) -> u32 {
-    (ms / 20).max(1)
+    (ms / 20).max(2)
 }
 
 /// A room as partyline creates it: one per group, id = group id.
@@ -234,6 +239,13 @@ impl HandlerEvent {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn prebuffering_is_whole_packets_and_never_below_two() {
+        for (ms, packets) in [(20, 2), (39, 2), (40, 2), (59, 2), (60, 3), (1000, 50)] {
+            assert_eq!(prebuffer_packets(ms), packets, "{ms} ms");
+        }
+    }
 
     #[test]
     fn requests_have_the_wire_shape() {

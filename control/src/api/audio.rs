@@ -56,7 +56,7 @@ pub struct UpdateAudio {
     #[schema(value_type = Option<u32>, minimum = 6, maximum = 510)]
     #[serde(default)]
     pub default_bitrate: Option<Bitrate>,
-    /// ms, 20..=1000; the rooms prebuffer this much audio (in 20 ms packets).
+    /// ms, 20..=1000; the rooms prebuffer this much audio (in 20 ms packets, at least two).
     #[schema(value_type = Option<u32>, minimum = 20, maximum = 1000)]
     #[serde(default)]
     pub jitter_buffer_ms: Option<JitterBufferMs>,
