@@ -30,7 +30,7 @@ pub struct ServerUserView {
 }
 
 impl ServerUserView {
-    fn of(user: &ServerAudioUser) -> Self {
+    pub(crate) fn of(user: &ServerAudioUser) -> Self {
         Self {
             id: user.id(),
             name: user.name.clone(),

@@ -5,19 +5,28 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::server_users::ServerUserView;
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
 use crate::bridge::BridgeView;
 use crate::janus::JanusStatus;
 use crate::logring::{self, LogEntry};
 use crate::stats::Memory;
 
-/// The config in force, as JSON, with secrets redacted.
+/// The config in force, as JSON, with secrets redacted. The API speaks camelCase: the server
+/// audio users, snake_case in the file (the original system's keys), are `serverAudioUsers`
+/// here, each as `GET /admin/server-users` shows it.
 #[utoipa::path(get, path = "/config", tag = "system", security(("admin_token" = [])),
-    responses((status = 200, description = "The config file's content as JSON", body = Object), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "The config file's content as JSON (camelCase keys)", body = Object), (status = 401, body = ErrorBody)))]
 pub async fn config(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    serde_json::to_value(state.config.current().redacted())
-        .map(Json)
-        .map_err(|e| ApiError::Internal(format!("cannot render the config: {e}")))
+    let config = state.config.current().redacted();
+    let render = |e: serde_json::Error| ApiError::Internal(format!("cannot render the config: {e}"));
+    let mut value = serde_json::to_value(&config).map_err(render)?;
+    let users: Vec<ServerUserView> = config.server_audio_users.iter().map(ServerUserView::of).collect();
+    if let Some(object) = value.as_object_mut() {
+        object.remove("server_audio_users");
+        object.insert("serverAudioUsers".into(), serde_json::to_value(users).map_err(render)?);
+    }
+    Ok(Json(value))
 }
 
 /// Filter of `GET /admin/logs`.

@@ -163,7 +163,8 @@ async fn audio_settings_device_and_channel_names() {
 #[tokio::test]
 async fn config_is_shown_with_secrets_redacted() {
     let yaml = format!(
-        "{}  adminToken: in-file-secret\njanus:\n  adminSecret: janus-secret\n",
+        "{}  adminToken: in-file-secret\njanus:\n  adminSecret: janus-secret\ngroups:\n  - name: X\n\
+         server_audio_users:\n  - name: FOH\n    group: x\n    input_channel: 2\n    output_channel: null\n",
         crate::support::LOOPBACK_PLAIN
     );
     let control = Control::builder().config(Some(&yaml)).env("PARTYLINE_ADMIN_TOKEN", "env-token").start().await;
@@ -173,6 +174,12 @@ async fn config_is_shown_with_secrets_redacted() {
     assert!(!text.contains("in-file-secret") && !text.contains("janus-secret"), "{text}");
     assert_eq!(body["janus"]["adminSecret"], "********");
     assert_eq!(body["audio"]["sampleRate"], 48000);
+    // The file's snake_case keys of the server audio users do not leak into the API.
+    assert!(!text.contains("server_audio_users") && !text.contains("input_channel"), "{text}");
+    assert_eq!(
+        body["serverAudioUsers"],
+        json!([{ "id": "foh", "name": "FOH", "group": "x", "inputChannel": 2, "outputChannel": null }])
+    );
     assert!(!control.log_text().contains("env-token"));
 }
 
