@@ -7,8 +7,8 @@
 //!
 //! The tick latency is measured in `--rooms` fresh rooms, `--ticks-secs` each: a room's Janus
 //! mixer ticks every 20 ms at a phase of its own, and where A's packets fall between two of its
-//! ticks sets the latency of everything that goes through that room (per-room medians 56 to
-//! 76 ms in one run at the defaults): one room is one draw, not the latency.
+//! ticks sets the latency of everything that goes through that room (room medians 74 to 111 ms
+//! in one run at the defaults): one room is one draw, not the latency.
 //!
 //! `--bridged-log PATH` keeps bridged's log there; its filter is `BRIDGED_LOG` (default `warn`),
 //! e.g. `BRIDGED_LOG=partyline_bridged=debug` for the timed stages of every join.
@@ -180,8 +180,8 @@ fn branch_joined(bridge: &Value, name: &str) -> bool {
 
 /// Ticks of 20 ms (1 kHz) every 300 ms on input 0 for `secs`, through A{room} (input 0, no
 /// output) → room of group T{room} → B{room} (output 1); both monitors recorded in one pipeline,
-/// started before the joins (a new reader of the output card's monitor makes PulseAudio adjust
-/// that card's timing). The ticks start [`ROOM_SETTLE`] after both joined.
+/// started before the joins so that its own start-up is over by the first tick. The ticks start
+/// [`ROOM_SETTLE`] after both joined.
 /// Each tick's latency in ms, None for a tick not heard on the output.
 async fn room_ticks(
     control: &Control,
