@@ -123,9 +123,7 @@ async fn tone_through_janus_onto_the_output_channel() {
     apply_and_wait(&proxy, &plan, "B with output again").await;
     b_receives(&proxy, "B receives again").await;
     let recording = Recording::start(&pulse, "card_out.monitor");
-    while recording.seconds() < 0.5 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    recording.wait_until(0.5).await;
     let c = user("c", 2, 2, "tok-c");
     let with_c = Plan { users: vec![a.clone(), b.clone(), c], ..plan.clone() };
     let took = apply_and_wait(&proxy, &with_c, "C joined").await;
