@@ -30,9 +30,10 @@ const WAIT: Duration = Duration::from_secs(30);
 /// From both branches joined to the first tick: Janus's prebuffering and the receive jitter
 /// buffer settle.
 const ROOM_SETTLE: Duration = Duration::from_secs(1);
-/// From the card side's start to the first room: the capture clock (PulseAudio's stream time,
-/// the pipeline's clock) advances in jumps during the first seconds of a capture stream, and the
-/// playback, which follows it, stalls with it (gaps of 130, 90, 170, 330 and 650 ms).
+/// From the card side's start to the first room: the virtual card (PulseAudio null sinks) serves
+/// a new low-latency stream only after sleeping out the long block it rendered while nobody asked
+/// for low latency, so the playback stalls for 1–3 s (bridged/README.md, "The card side's first
+/// seconds on a virtual card").
 const CARD_SETTLE: Duration = Duration::from_secs(4);
 
 #[derive(Debug)]
@@ -257,6 +258,7 @@ async fn main() {
     let mut api_ms = Vec::new();
     let mut joined_ms = Vec::new();
     let mut removed_ms = Vec::new();
+    let rss_before_changes = status_kib(bridged.pid(), "VmRSS:");
     for n in 0..o.changes {
         let user = json!({ "name": format!("N{n}"), "group": "x", "inputChannel": 2, "outputChannel": 2 });
         let started = Instant::now();
@@ -279,6 +281,7 @@ async fn main() {
     }
     let (_, stats) = control.get_json("/admin/stats").await;
     assert!(branch_joined(&stats["bridge"], "B"), "{stats}");
+    let rss_after_changes = status_kib(bridged.pid(), "VmRSS:");
 
     // 2. Tick latency card_in → A → room → B → card_out, in fresh rooms (groups T0, T1, …).
     //    K (input 7, no output, alone in X) keeps the card side running from room to room.
@@ -344,6 +347,12 @@ async fn main() {
     println!("- config change (POST a server user) → API answered: {} ms", summary(&mut api_ms));
     println!("- config change (POST a server user) → its branch joined (media up): {} ms", summary(&mut joined_ms));
     println!("- DELETE a server user → its branch gone: {} ms", summary(&mut removed_ms));
+    println!(
+        "- RSS of bridged around those {} changes (A and B joined before and after): {:.1} → {:.1} MiB",
+        o.changes,
+        rss_before_changes as f64 / 1024.0,
+        rss_after_changes as f64 / 1024.0
+    );
     println!(
         "- tick latency card_in → Janus → card_out, {} rooms × {:.0} s: {} ms; medians per room {} ms; {matched} of {ticks} ticks matched; {slips} step(s) of ≥ 15 ms between consecutive ticks (a 20 ms frame dropped or missing)",
         o.rooms,

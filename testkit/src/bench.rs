@@ -18,6 +18,9 @@ use crate::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
 
 const EVENT_SECRET: &str = "bench-event-secret";
 
+/// The malloc setting of the packaged units (packaging/systemd): the bench measures what is deployed.
+const MALLOC_ARENAS: (&str, &str) = ("MALLOC_ARENA_MAX", "2");
+
 /// Everything of one benchmark run; dropped (stopped) field by field, control first.
 #[derive(Debug)]
 pub struct BenchStack {
@@ -54,11 +57,15 @@ impl BenchStack {
              bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n  jitterBufferMs: {bridge_jitter_ms}\nlogging:\n  level: warn\n{sections}",
             janus.config_yaml(),
         );
-        let control =
-            Control::builder().binary(control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address).start().await;
+        let (arenas, count) = MALLOC_ARENAS;
+        let control = Control::builder().binary(control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address);
+        let control = control.env(arenas, count).start().await;
         let pulse_address = pulse.server_address();
-        let bridged =
-            Bridged::start_binary(bridged, &bus, &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", bridged_log)]);
+        let bridged = Bridged::start_binary(
+            bridged,
+            &bus,
+            &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", bridged_log), MALLOC_ARENAS],
+        );
         wait_for("control sees Janus and bridged", Duration::from_secs(30), async || {
             let (_, stats) = control.get_json("/admin/stats").await;
             (stats["janus"]["state"] == "up" && stats["bridge"]["state"] == "idle").then_some(())
