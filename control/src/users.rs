@@ -350,10 +350,13 @@ impl Users {
     }
 
     /// Connected users of `room` that are not among `present` (a missed `left` event).
-    pub fn missing_from(&self, room: &str, present: &[String]) -> Vec<String> {
+    /// `present` is Janus's list of the room's participants, asked for at `asked`; a user who
+    /// connected after that (its `joined` event overtook the list's reply) is not missing.
+    pub fn missing_from(&self, room: &str, present: &[String], asked: OffsetDateTime) -> Vec<String> {
         self.lock()
             .values()
             .filter(|u| u.group_id == room && u.state == UserState::Connected && !present.contains(&u.identity))
+            .filter(|u| u.connected_at.is_none_or(|at| at < asked))
             .map(|u| u.identity.clone())
             .collect()
     }
@@ -385,10 +388,21 @@ mod tests {
         assert!(users.joined("stage", "alice-1"));
         assert!(users.joined("stage", "alice-1"), "idempotent");
         assert_eq!((users.active_connections(), users.total_connections()), (1, 1));
-        assert_eq!(users.missing_from("stage", &[]), ["alice-1"]);
+        assert_eq!(users.missing_from("stage", &[], OffsetDateTime::now_utc()), ["alice-1"]);
         assert!(users.left("stage", "alice-1", "test").is_some());
         assert_eq!(users.active_connections(), 0);
         assert!(users.list().is_empty());
+    }
+
+    #[test]
+    fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
+        let users = Users::default();
+        users.register("alice-1".into(), "Alice".into(), "stage".into(), "t".into());
+        let asked = OffsetDateTime::now_utc();
+        assert!(users.joined("stage", "alice-1"));
+        assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
+        assert_eq!(users.missing_from("stage", &[], OffsetDateTime::now_utc()), ["alice-1"]);
+        assert!(users.missing_from("stage", &["alice-1".to_owned()], OffsetDateTime::now_utc()).is_empty());
     }
 
     #[test]

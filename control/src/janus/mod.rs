@@ -19,6 +19,7 @@ use partyline_shared::config::ServerAudioUser;
 use partyline_shared::janus::{AudioBridgeRequest, JanusEvent, RoomSpec, codes};
 use partyline_shared::slugify;
 use serde::Serialize;
+use time::OffsetDateTime;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
 
@@ -297,6 +298,7 @@ impl Janus {
     ) -> Result<usize, JanusError> {
         let mut total = 0;
         for spec in rooms {
+            let asked = OffsetDateTime::now_utc();
             let body = AudioBridgeRequest::ListParticipants { room: spec.room.clone() };
             let reply = match self.request(&config.janus.url, at, body).await {
                 Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => continue,
@@ -307,7 +309,7 @@ impl Janus {
             for id in &present {
                 self.users.joined(&spec.room, id);
             }
-            for id in self.users.missing_from(&spec.room, &present) {
+            for id in self.users.missing_from(&spec.room, &present, asked) {
                 if let Some(user) = self.users.left(&spec.room, &id, "no longer in the room") {
                     self.revoke(&user).await;
                 }
