@@ -5,20 +5,19 @@
 //!   bench_audio --control BIN --bridged BIN [--changes N] [--rooms N] [--ticks-secs S] [--cpu-secs S]
 //!               [--jitter-ms MS (bridge.jitterBufferMs)] [--bridged-log PATH]
 //!
-//! The tick latency is measured in `--rooms` fresh rooms, `--ticks-secs` each: a room's Janus
-//! mixer ticks every 20 ms at a phase of its own, and where A's packets fall between two of its
-//! ticks sets the latency of everything that goes through that room (room medians 74 to 111 ms
-//! in one run at the defaults): one room is one draw, not the latency.
+//! The tick latency is measured in `--rooms` fresh rooms, `--ticks-secs` each: the latency is
+//! constant within a room but moves between rooms (74 to 111 ms in one run at the defaults):
+//! each room has its own Janus mixing phase, and the test card gives each start an offset of its
+//! own (`bench/card-loop`: 60 to 89 ms per run with no Janus at all). One room is one draw.
 //!
 //! `--bridged-log PATH` keeps bridged's log there; its filter is `BRIDGED_LOG` (default `warn`),
 //! e.g. `BRIDGED_LOG=partyline_bridged=debug` for the timed stages of every join.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BridgeProxy, Status};
-use partyline_testkit::audio::{CHANNELS, RATE, Tone, rms_db};
+use partyline_testkit::audio::{TickRecorder, Tone};
 use partyline_testkit::bench::BenchStack;
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
@@ -104,56 +103,6 @@ fn summary(values: &mut [f64]) -> String {
     )
 }
 
-/// Records channel `in_channel` of `card_in.monitor` and `out_channel` of `card_out.monitor`
-/// side by side (2 channels, F32LE) in one GStreamer pipeline: one clock, aligned by timestamp.
-fn record_both(pulse: &PulseServer, path: &std::path::Path, in_channel: usize, out_channel: usize) -> Child {
-    let pick = |k: usize| {
-        let row: Vec<String> =
-            (0..CHANNELS).map(|c| format!("(float){}", if c == k { "1.0" } else { "0.0" })).collect();
-        format!("mix-matrix=<<{}>>", row.join(","))
-    };
-    let card = format!("audio/x-raw,format=F32LE,channels=8,rate={RATE},channel-mask=(bitmask)0xc3f");
-    let mono = format!("audio/x-raw,format=F32LE,channels=1,rate={RATE},channel-mask=(bitmask)0x0");
-    let branch = |source: &str, k: usize| {
-        format!(
-            "pulsesrc device={source} buffer-time=20000 latency-time=10000 provide-clock=false ! {card} ! audioconvert {} ! {mono} ! queue ! mix.",
-            pick(k)
-        )
-    };
-    let pipeline = format!(
-        "audiointerleave name=mix latency=50000000 ! audio/x-raw,format=F32LE,channels=2 ! filesink location={} {} {}",
-        path.display(),
-        branch("card_in.monitor", in_channel),
-        branch("card_out.monitor", out_channel)
-    );
-    Command::new("gst-launch-1.0")
-        .arg("-q")
-        .args(pipeline.split_whitespace())
-        .env("PULSE_SERVER", pulse.server_address())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("gst-launch-1.0")
-}
-
-/// Onsets (s) of ticks in a mono signal: a 1 ms window over -30 dBFS after ≥ 100 ms of quiet.
-fn onsets(x: &[f32]) -> Vec<f64> {
-    let window = (RATE / 1000) as usize;
-    let mut result = Vec::new();
-    let mut quiet = 100usize;
-    for (i, w) in x.chunks_exact(window).enumerate() {
-        if rms_db(w) > -30.0 {
-            if quiet >= 100 {
-                result.push(i as f64 / 1000.0);
-            }
-            quiet = 0;
-        } else {
-            quiet += 1;
-        }
-    }
-    result
-}
-
 /// CPU (percent of one core) of `pid` over `secs`, from utime + stime in /proc/PID/stat.
 async fn cpu_percent(pid: u32, secs: f64) -> f64 {
     let ticks = || {
@@ -193,35 +142,14 @@ async fn room_ticks(
 ) -> Vec<Option<f64>> {
     let (a, b, group) = (format!("A{room}"), format!("B{room}"), format!("t{room}"));
     let user = |name: &str, input: u8, output: Option<u8>| json!({ "name": name, "group": group, "inputChannel": input, "outputChannel": output });
-    let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("both.raw");
-    let mut recorder = record_both(pulse, &path, 0, 1);
+    let recorder = TickRecorder::start(pulse, 0, 1);
     call(control, Method::POST, "/admin/server-users", user(&a, 0, None), StatusCode::CREATED).await;
     call(control, Method::POST, "/admin/server-users", user(&b, 1, Some(1)), StatusCode::CREATED).await;
     let joined = |s: &Status| [&a, &b].iter().all(|n| s.branches.iter().any(|x| &&x.name == n && x.state == "joined"));
     wait_status(proxy, WAIT, "A and B joined", joined).await;
     tokio::time::sleep(ROOM_SETTLE).await;
 
-    let ticks = Tone::source(
-        pulse,
-        "card_in",
-        &[0],
-        "audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=300000000 is-live=true",
-    );
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await; // the measurement's length
-    drop(ticks);
-    tokio::time::sleep(Duration::from_millis(500)).await; // the last ticks through
-    let _ = recorder.kill();
-    let _ = recorder.wait();
-    let bytes = std::fs::read(&path).expect("recording");
-    let samples: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    let input: Vec<f32> = samples.iter().step_by(2).copied().collect();
-    let output: Vec<f32> = samples.iter().skip(1).step_by(2).copied().collect();
-    let (in_onsets, out_onsets) = (onsets(&input), onsets(&output));
-    let latencies = in_onsets
-        .iter()
-        .map(|t| out_onsets.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
-        .collect();
+    let latencies = recorder.ticks_through(pulse, Duration::from_secs_f64(secs)).await;
 
     for name in [&a, &b] {
         let path = format!("/admin/server-users/{}", name.to_lowercase());

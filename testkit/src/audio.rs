@@ -31,21 +31,18 @@ impl Tone {
     pub fn source(pulse: &PulseServer, device: &str, channels: &[usize], source: &str) -> Tone {
         let column: Vec<String> =
             (0..CHANNELS).map(|c| format!("<(float){}>", if channels.contains(&c) { "0.5" } else { "0.0" })).collect();
-        let child = Command::new("gst-launch-1.0")
-            .arg("-q")
-            .args(source.split_whitespace())
-            .args(["!", &format!("audio/x-raw,format=F32LE,channels=1,rate={RATE}"), "!"])
-            .args(["audioconvert", &format!("mix-matrix=<{}>", column.join(",")), "!"])
-            .args([&format!("audio/x-raw,channels=8,channel-mask=(bitmask)0xc3f,rate={RATE}"), "!"])
-            // 100 ms of buffer: what is measured starts at the card (the sink's monitor), so the
-            // player's own latency does not count, and a starved player (a busy machine) would
-            // put gaps into the input that a test would then blame on the bridge.
-            .args(["pulsesink", &format!("device={device}"), "buffer-time=100000", "latency-time=20000"])
-            .env("PULSE_SERVER", pulse.server_address())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("gst-launch-1.0 (gstreamer1.0-tools)");
+        let matrix = format!("mix-matrix=<{}>", column.join(","));
+        // 100 ms of buffer: what is measured starts at the card (the sink's monitor), so the
+        // player's own latency does not count, and a starved player (a busy machine) would put
+        // gaps into the input that a test would then blame on the bridge.
+        let child = gst_launch(
+            pulse,
+            &format!(
+                "{source} ! audio/x-raw,format=F32LE,channels=1,rate={RATE} ! audioconvert {matrix} \
+                 ! audio/x-raw,channels=8,channel-mask=(bitmask)0xc3f,rate={RATE} \
+                 ! pulsesink device={device} buffer-time=100000 latency-time=20000"
+            ),
+        );
         Tone(child)
     }
 }
@@ -221,4 +218,105 @@ pub fn tone_start(samples: &[f32], k: usize, freq: f64, from: f64) -> Option<f64
                 && (frequency(&ch[i * window..(i + SPAN) * window]) - freq).abs() < 30.0
         })
         .map(|i| i as f64 * 0.02)
+}
+
+/// `gst-launch-1.0 -q PIPELINE` (elements separated by whitespace, none with a space inside) on
+/// `pulse`'s sound server; kill the child to stop it.
+pub fn gst_launch(pulse: &PulseServer, pipeline: &str) -> Child {
+    Command::new("gst-launch-1.0")
+        .arg("-q")
+        .args(pipeline.split_whitespace())
+        .env("PULSE_SERVER", pulse.server_address())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("gst-launch-1.0 (gstreamer1.0-tools)")
+}
+
+/// A tick of 20 ms (1 kHz) every 300 ms, as a live GStreamer source for [`Tone::source`].
+pub const TICKS: &str =
+    "audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=300000000 is-live=true";
+
+/// Channel `in_channel` of `card_in.monitor` and `out_channel` of `card_out.monitor` recorded
+/// side by side (2 channels, F32LE) in ONE GStreamer pipeline: one clock, so the two are aligned
+/// by timestamp and a tick's latency is its onset on the output minus its onset on the input.
+/// Start it before what it measures: a new reader of a null sink's monitor re-times that sink.
+#[derive(Debug)]
+pub struct TickRecorder {
+    child: Child,
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TickRecorder {
+    pub fn start(pulse: &PulseServer, in_channel: usize, out_channel: usize) -> TickRecorder {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("both.raw");
+        let pick = |k: usize| {
+            let row: Vec<String> =
+                (0..CHANNELS).map(|c| format!("(float){}", if c == k { "1.0" } else { "0.0" })).collect();
+            format!("mix-matrix=<<{}>>", row.join(","))
+        };
+        let card = format!("audio/x-raw,format=F32LE,channels=8,rate={RATE},channel-mask=(bitmask)0xc3f");
+        let mono = format!("audio/x-raw,format=F32LE,channels=1,rate={RATE},channel-mask=(bitmask)0x0");
+        let branch = |source: &str, k: usize| {
+            format!(
+                "pulsesrc device={source} buffer-time=20000 latency-time=10000 provide-clock=false ! {card} ! audioconvert {} ! {mono} ! queue ! mix.",
+                pick(k)
+            )
+        };
+        let pipeline = format!(
+            "audiointerleave name=mix latency=50000000 ! audio/x-raw,format=F32LE,channels=2 ! filesink location={} {} {}",
+            path.display(),
+            branch("card_in.monitor", in_channel),
+            branch("card_out.monitor", out_channel)
+        );
+        TickRecorder { child: gst_launch(pulse, &pipeline), path, _dir: dir }
+    }
+
+    /// Plays [`TICKS`] into channel 0 of `card_in` for `length`, lets the last ones through,
+    /// stops the recording and returns each input tick's latency in ms (None: not heard within
+    /// 250 ms on the output).
+    pub async fn ticks_through(mut self, pulse: &PulseServer, length: Duration) -> Vec<Option<f64>> {
+        let ticks = Tone::source(pulse, "card_in", &[0], TICKS);
+        tokio::time::sleep(length).await; // the measurement's length
+        drop(ticks);
+        tokio::time::sleep(Duration::from_millis(500)).await; // the last ticks through
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let bytes = std::fs::read(&self.path).expect("recording");
+        let samples: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let input: Vec<f32> = samples.iter().step_by(2).copied().collect();
+        let output: Vec<f32> = samples.iter().skip(1).step_by(2).copied().collect();
+        let heard = tick_onsets(&output);
+        tick_onsets(&input)
+            .iter()
+            .map(|t| heard.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
+            .collect()
+    }
+}
+
+impl Drop for TickRecorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Onsets (s) of ticks in a mono signal: a 1 ms window over -30 dBFS after ≥ 100 ms of quiet.
+pub fn tick_onsets(x: &[f32]) -> Vec<f64> {
+    let window = (RATE / 1000) as usize;
+    let mut result = Vec::new();
+    let mut quiet = 100usize;
+    for (i, w) in x.chunks_exact(window).enumerate() {
+        if rms_db(w) > -30.0 {
+            if quiet >= 100 {
+                result.push(i as f64 / 1000.0);
+            }
+            quiet = 0;
+        } else {
+            quiet += 1;
+        }
+    }
+    result
 }
