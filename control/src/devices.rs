@@ -49,6 +49,13 @@ pub struct DeviceEntry {
     pub note: Option<String>,
 }
 
+impl DeviceEntry {
+    /// The device's name: its description without the direction.
+    pub fn name(&self) -> &str {
+        ["Input: ", "Output: "].into_iter().find_map(|p| self.description.strip_prefix(p)).unwrap_or(&self.description)
+    }
+}
+
 /// The note of an input device whose channel map is `map` (see [`DeviceEntry::note`]). Card
 /// input k is the device's channel k when the device's channels are the first ones of the card's,
 /// in order (a stereo source: front-left, front-right), or when it is mono (PulseAudio feeds it to

@@ -29,9 +29,9 @@ pub struct LogEntry {
     pub message: String,
     /// The module that logged it.
     pub source: String,
-    /// The event's structured fields.
+    /// The event's structured fields (`meta`, as the original system's clients read them).
     #[schema(value_type = Object)]
-    pub fields: Map<String, Value>,
+    pub meta: Map<String, Value>,
 }
 
 fn serialize_level<S: serde::Serializer>(level: &Level, s: S) -> Result<S::Ok, S::Error> {
@@ -96,7 +96,7 @@ impl<S: Subscriber> Layer<S> for RingLayer {
             level: *meta.level(),
             message: visitor.message,
             source: meta.target().to_owned(),
-            fields: visitor.fields,
+            meta: visitor.fields,
         });
     }
 }
@@ -165,7 +165,7 @@ mod tests {
         assert_eq!(all.entries[0].seq, CAPACITY as u64 + 7);
         let warn = ring.query(Level::WARN, 0, 10);
         assert_eq!(warn.total, 2);
-        assert_eq!(warn.entries[1].fields["who"], "x");
+        assert_eq!(warn.entries[1].meta["who"], "x");
         let after = ring.query(Level::TRACE, CAPACITY as u64 + 6, 10);
         assert_eq!(after.entries.len(), 1);
     }

@@ -155,7 +155,7 @@ impl Default for JanusConfig {
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct AudioConfig {
     /// Rate of the rooms and of the pipeline's encoders.
-    pub sample_rate: SampleRate,
+    pub sample_rate: RoomRate,
     /// kbit/s of a group without `audioBitrate`.
     pub default_bitrate: Bitrate,
     /// Rooms' jitter buffer; becomes AudioBridge prebuffering in 20 ms packets.
@@ -174,7 +174,7 @@ pub struct AudioConfig {
 impl Default for AudioConfig {
     fn default() -> Self {
         Self {
-            sample_rate: SampleRate(48_000),
+            sample_rate: RoomRate::from(SampleRate(48_000)),
             default_bitrate: Bitrate(64),
             jitter_buffer_ms: JitterBufferMs(40),
             device: DeviceSelection::default(),
@@ -193,11 +193,24 @@ pub struct DeviceSelection {
     pub input_device_id: Option<String>,
     pub output_device_id: Option<String>,
     pub sample_rate: DeviceSampleRate,
+    /// Legacy: the original system's audio buffer size (bridged sizes its own buffers).
+    #[serde(skip_serializing)]
+    buffer_size: Option<IgnoredAny>,
+}
+
+impl DeviceSelection {
+    pub fn new(
+        input_device_id: Option<String>,
+        output_device_id: Option<String>,
+        sample_rate: DeviceSampleRate,
+    ) -> Self {
+        Self { input_device_id, output_device_id, sample_rate, buffer_size: None }
+    }
 }
 
 impl Default for DeviceSelection {
     fn default() -> Self {
-        Self { input_device_id: None, output_device_id: None, sample_rate: DeviceSampleRate(48_000) }
+        Self::new(None, None, DeviceSampleRate(48_000))
     }
 }
 
@@ -436,6 +449,52 @@ checked_number!(
     Channel(u8), |v| v < CHANNELS as u64, "a channel from 0 to 7"
 );
 
+/// `audio.sampleRate`: the rate of the rooms. The original system also wrote card rates there
+/// (its device form offered 44100 and 96000 Hz, among others); Opus and the AudioBridge run at
+/// none of them, so such a file loads with rooms at 48000 Hz and
+/// [`Config::take_legacy`] names the rate it replaced. Anything else is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u64")]
+pub struct RoomRate {
+    rate: SampleRate,
+    /// The card rate found in the file, until [`Config::take_legacy`] takes it.
+    replaced: Option<u32>,
+}
+
+/// Card rates the original system wrote as `audio.sampleRate`: loaded as 48000 Hz.
+const LEGACY_CARD_RATES: [u32; 8] = [11_025, 22_050, 32_000, 44_100, 88_200, 96_000, 176_400, 192_000];
+
+impl RoomRate {
+    pub fn get(self) -> u32 {
+        self.rate.get()
+    }
+}
+
+impl From<SampleRate> for RoomRate {
+    fn from(rate: SampleRate) -> Self {
+        Self { rate, replaced: None }
+    }
+}
+
+impl TryFrom<u64> for RoomRate {
+    type Error = String;
+    fn try_from(value: u64) -> Result<Self, String> {
+        match SampleRate::try_from(value) {
+            Ok(rate) => Ok(rate.into()),
+            Err(_) => match LEGACY_CARD_RATES.into_iter().find(|&card| u64::from(card) == value) {
+                Some(card) => Ok(Self { rate: SampleRate(48_000), replaced: Some(card) }),
+                None => Err(format!("{value} is out of range: expected {}", SampleRate::EXPECTED)),
+            },
+        }
+    }
+}
+
+impl From<RoomRate> for u64 {
+    fn from(value: RoomRate) -> u64 {
+        value.get().into()
+    }
+}
+
 /// A config that breaks a rule spanning several entries; `path` names the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -501,12 +560,13 @@ impl Config {
     }
 
     /// Removes the legacy keys, mapping those that still mean something (`server.host` +
-    /// `server.port` → `server.listen`), and returns their names for a warning.
-    pub fn take_legacy(&mut self) -> Vec<&'static str> {
-        let mut found = Vec::new();
-        let mut take = |present: bool, name: &'static str| {
-            if present && !found.contains(&name) {
-                found.push(name);
+    /// `server.port` → `server.listen`, a card rate in `audio.sampleRate` → 48000 Hz), and
+    /// returns their names (with what became of a mapped value) for a warning.
+    pub fn take_legacy(&mut self) -> Vec<String> {
+        let mut found: Vec<String> = Vec::new();
+        let mut take = |present: bool, name: &str| {
+            if present && !found.iter().any(|f| f == name) {
+                found.push(name.to_owned());
             }
         };
         take(self.routing.take().is_some(), "routing");
@@ -522,6 +582,10 @@ impl Config {
         take(audio.channels.take().is_some(), "audio.channels");
         take(audio.frame_size.take().is_some(), "audio.frameSize");
         take(audio.routing.take().is_some(), "audio.routing");
+        take(audio.device.buffer_size.take().is_some(), "audio.device.bufferSize");
+        if let Some(card) = audio.sample_rate.replaced.take() {
+            take(true, &format!("audio.sampleRate ({card} Hz: the rooms run at {} Hz)", audio.sample_rate.get()));
+        }
         take(self.server.livekit.take().is_some(), "server.livekit");
         take(self.logging.log_latency.take().is_some(), "logging.logLatency");
         take(self.logging.log_audio_stats.take().is_some(), "logging.logAudioStats");
@@ -672,6 +736,29 @@ mod tests {
         let saved = config.to_yaml().expect("serialises");
         for key in ["host", "port", "livekit", "frameSize", "description", "logLatency", "id:"] {
             assert!(!saved.contains(key), "{key} dropped:\n{saved}");
+        }
+    }
+
+    /// The original system's device form wrote card rates as `audio.sampleRate` and a buffer
+    /// size under `audio.device`: such files load (rooms at 48000 Hz) and say what was mapped.
+    #[test]
+    fn the_original_systems_rates_and_buffer_size_load() {
+        for (card, expected) in [("44100", 48_000), ("96000", 48_000), ("16000", 16_000)] {
+            let text =
+                format!("audio:\n  sampleRate: {card}\n  device:\n    bufferSize: 256\n    sampleRate: {card}\n");
+            let mut config = Config::from_yaml(&text).expect("the original's file parses");
+            let found = config.take_legacy();
+            assert_eq!(config.audio.sample_rate.get(), expected, "{card}");
+            assert_eq!(config.audio.device.sample_rate.get().to_string(), card, "the card keeps its rate");
+            assert!(found.iter().any(|f| f == "audio.device.bufferSize"), "{found:?}");
+            let named = found.iter().any(|f| f.starts_with(&format!("audio.sampleRate ({card} Hz")));
+            assert_eq!(named, expected.to_string() != card, "{card}: {found:?}");
+            let saved = config.to_yaml().expect("serialises");
+            assert!(!saved.contains("bufferSize") && saved.contains(&format!("sampleRate: {expected}")), "{saved}");
+        }
+        for bad in ["12345", "0", "44100.5", "fast"] {
+            let err = Config::from_yaml(&format!("audio:\n  sampleRate: {bad}\n")).expect_err(bad).to_string();
+            assert!(err.contains("sampleRate") || err.contains("line 2"), "{bad}: {err}");
         }
     }
 

@@ -11,7 +11,6 @@ let ui;
 
 /** The groups last fetched, for the other tabs (group names, select options). */
 let groups = [];
-let defaultBitrate = null;
 const subscribers = new Set();
 
 export const current = () => groups;
@@ -24,12 +23,6 @@ export function subscribe(fn) {
 /** The name of group `id`, or the id itself when it is unknown. */
 export function nameOf(id) {
   return groups.find((g) => g.id === id)?.name ?? id;
-}
-
-/** The default bitrate from the audio settings, to show beside groups without their own. */
-export function setDefaultBitrate(kbps) {
-  defaultBitrate = kbps;
-  for (const row of ui.rows.children) if (row.dataset.editing === undefined) updateRow(row, JSON.parse(row.dataset.group));
 }
 
 export function init(context) {
@@ -126,8 +119,7 @@ async function onCreate(event) {
 // Rows
 
 function bitrateText(group) {
-  if (group.audioBitrate != null) return `${group.audioBitrate} kbit/s`;
-  return defaultBitrate ? `default (${defaultBitrate})` : 'default';
+  return group.followsDefaultBitrate ? `default (${group.audioBitrate})` : `${group.audioBitrate} kbit/s`;
 }
 
 function createRow() {
@@ -164,7 +156,7 @@ function startEdit(row) {
   const name = h('input', { id: `${id}-name`, type: 'text', maxlength: 64, value: group.name, autocomplete: 'off', required: true });
   const bitrate = h('input', {
     id: `${id}-bitrate`, type: 'number', min: 6, max: 510, step: 1, inputmode: 'numeric',
-    value: group.audioBitrate ?? '', placeholder: 'default',
+    value: group.followsDefaultBitrate ? '' : group.audioBitrate, placeholder: `default (${group.audioBitrate})`,
   });
   const error = h('p', { class: 'message error', role: 'alert', hidden: true });
   const save = h('button', { class: 'primary', type: 'submit' }, 'Save');

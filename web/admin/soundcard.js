@@ -204,7 +204,6 @@ async function refreshAudio() {
   try {
     const config = await get('/config');
     const audio = config.audio ?? {};
-    groups.setDefaultBitrate(audio.defaultBitrate);
     if (!canSync(ui.audioForm)) return;
     setValue(ui.audioRate, audio.sampleRate);
     setValue(ui.audioBitrate, audio.defaultBitrate);

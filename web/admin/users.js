@@ -1,5 +1,6 @@
-// Users tab: who holds a token or is in a room (`GET /users`), since when, and the forced
-// disconnect (`DELETE /users/{identity}`) after a confirmation.
+// Users tab: who is in a room, and apart who holds a token without having joined
+// (`GET /users?state=all`), since when, and the forced disconnect (`DELETE /users/{identity}`)
+// after a confirmation.
 
 import { del, get, seg } from '/admin/api.js';
 import { confirmDialog, dateTime, h, relative, setAttr, setText, showError, syncKeyed } from '/admin/dom.js';
@@ -16,6 +17,8 @@ export function init(context) {
   ctx = context;
   ui = {
     rows: $('users-rows'),
+    pendingHead: $('users-pending-head'),
+    pendingRows: $('users-pending-rows'),
     empty: $('users-empty'),
     error: $('users-error'),
     count: $('users-count'),
@@ -25,13 +28,15 @@ export function init(context) {
 export function reset() {
   users = [];
   ui.rows.replaceChildren();
+  ui.pendingRows.replaceChildren();
+  ui.pendingHead.hidden = true;
   showError(ui.error, null);
   ui.count.hidden = true;
 }
 
 export async function refresh() {
   try {
-    const [body] = await Promise.all([get('/users'), groups.fetchGroups().catch(() => null)]);
+    const [body] = await Promise.all([get('/users?state=all'), groups.fetchGroups().catch(() => null)]);
     users = body.users;
   } catch (error) {
     showError(ui.error, `Could not load the users: ${error.message}`);
@@ -40,18 +45,21 @@ export async function refresh() {
   render();
 }
 
-/** Connected first, then by name. */
+/** By name. */
 function order(a, b) {
-  if (a.state !== b.state) return a.state === 'connected' ? -1 : 1;
   return a.username.localeCompare(b.username) || a.identity.localeCompare(b.identity);
 }
 
 function render() {
   const sorted = [...users].sort(order);
-  syncKeyed(ui.rows, sorted, { key: (u) => u.identity, create: createRow, update: updateRow });
+  const keyed = { key: (u) => u.identity, create: createRow, update: updateRow };
+  syncKeyed(ui.rows, sorted.filter((u) => u.state === 'connected'), keyed);
+  const pending = sorted.filter((u) => u.state !== 'connected');
+  syncKeyed(ui.pendingRows, pending, keyed);
+  ui.pendingHead.hidden = pending.length === 0;
   ui.empty.hidden = sorted.length > 0;
   ui.rows.closest('.table-box').hidden = sorted.length === 0;
-  const connected = users.filter((u) => u.state === 'connected').length;
+  const connected = sorted.length - pending.length;
   setText(ui.count, String(connected));
   ui.count.hidden = connected === 0;
   setAttr(ui.count, 'aria-label', `${connected} connected`);

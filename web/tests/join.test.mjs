@@ -168,10 +168,10 @@ describe('join page', { timeout: 120_000 }, () => {
       // The log says who and why.
       const logs = await control.admin('GET', '/logs?level=warn&limit=1000');
       assert.equal(logs.status, 200);
-      const line = logs.body.logs.find((e) => e.message === 'user disconnected' && e.fields.identity === danUser.identity);
+      const line = logs.body.logs.find((e) => e.message === 'user disconnected' && e.meta.identity === danUser.identity);
       assert.ok(line, `a "user disconnected" warn line naming Dan in ${JSON.stringify(logs.body.logs)}`);
       assert.equal(line.level, 'warn');
-      assert.equal(line.fields.username, 'Dan');
+      assert.equal(line.meta.username, 'Dan');
       report(`log: ${JSON.stringify(line)}`);
 
       // Dan's page stayed kicked all along: it did not reconnect by itself.

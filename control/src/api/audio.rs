@@ -79,7 +79,7 @@ pub async fn set_audio(
     Ok(Json(AudioChanged { message: "Audio settings updated".into(), audio }))
 }
 
-/// The selected sound card.
+/// The selected sound card, with what the sound server says of it now.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceView {
@@ -89,16 +89,41 @@ pub struct DeviceView {
     pub output_device_id: Option<String>,
     #[schema(example = 48000)]
     pub sample_rate: u32,
+    /// Channels of the selected input (of the default input when `inputDeviceId` is null);
+    /// 0 when the sound server does not list it.
+    pub input_channels: u32,
+    pub output_channels: u32,
+    /// Its name as the sound server gives it; `null` when the sound server does not list it.
+    pub input_device_name: Option<String>,
+    pub output_device_name: Option<String>,
 }
 
 impl DeviceView {
-    fn of(device: &DeviceSelection) -> Self {
+    /// The selection, with channel counts and names from the device listing (which asks the
+    /// sound server: up to [`devices::SOUND_SERVER_TIMEOUT`]).
+    async fn of(device: &DeviceSelection) -> Self {
+        let listing = devices::list_devices().await;
+        let (input_channels, input_device_name) = described(&listing.inputs, device.input_device_id.as_deref());
+        let (output_channels, output_device_name) = described(&listing.outputs, device.output_device_id.as_deref());
         Self {
             input_device_id: device.input_device_id.clone(),
             output_device_id: device.output_device_id.clone(),
             sample_rate: device.sample_rate.get(),
+            input_channels,
+            output_channels,
+            input_device_name,
+            output_device_name,
         }
     }
+}
+
+/// Channels and name of the device `id` (`None`: the default one) among `entries`.
+fn described(entries: &[DeviceEntry], id: Option<&str>) -> (u32, Option<String>) {
+    let found = entries.iter().find(|entry| match id {
+        Some(id) => entry.identifier == id,
+        None => entry.is_default,
+    });
+    found.map_or((0, None), |entry| (entry.channels, Some(entry.name().to_owned())))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -121,13 +146,18 @@ pub struct SelectDevice {
     #[schema(value_type = Option<u32>)]
     #[serde(default)]
     pub sample_rate: Option<DeviceSampleRate>,
+    /// The original system's buffer size: accepted and ignored (bridged sizes its own buffers).
+    #[schema(value_type = Option<u32>, deprecated)]
+    #[serde(default)]
+    pub buffer_size: Option<serde::de::IgnoredAny>,
 }
 
 /// The selected sound card.
 #[utoipa::path(get, path = "/audio/device", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = DeviceResponse), (status = 401, body = ErrorBody)))]
 pub async fn get_device(State(state): State<AppState>) -> Json<DeviceResponse> {
-    Json(DeviceResponse { device: DeviceView::of(&state.config.current().audio.device) })
+    let device = state.config.current().audio.device.clone();
+    Json(DeviceResponse { device: DeviceView::of(&device).await })
 }
 
 /// Select the sound card (the bridge rebuilds its pipeline).
@@ -142,6 +172,9 @@ pub async fn set_device(
     if !state.config.current().server_audio_users.is_empty() {
         state.require_bridge()?;
     }
+    if body.buffer_size.is_some() {
+        tracing::info!("bufferSize of the device selection ignored: partyline-bridged sizes its own buffers");
+    }
     let input_selected = body.input_device_id.is_some();
     let device = state
         .config
@@ -152,7 +185,7 @@ pub async fn set_device(
     if input_selected {
         tokio::spawn(warn_of_input_note(device.input_device_id.clone()));
     }
-    Ok(Json(DeviceResponse { device: DeviceView::of(&device) }))
+    Ok(Json(DeviceResponse { device: DeviceView::of(&device).await }))
 }
 
 /// Logs a warning when the newly selected input (`None`: the sound server's default input) has
@@ -229,39 +262,97 @@ pub async fn set_channel_names(
     Ok(Json(ChannelNamesResponse { channel_names: ChannelNamesView::of(&names) }))
 }
 
-/// A device with its direction, for `/admin/audio/devices`.
-#[derive(Debug, Serialize, ToSchema)]
+/// A device as the original system's admin pages read it (PortAudio's device fields), with
+/// partyline's own fields beside them. A PulseAudio source or sink is one direction: its
+/// `maxInputChannels` or its `maxOutputChannels` is 0.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct DeviceWithKind {
+pub struct AudioDevice {
+    /// The identifier to select it with (`inputDeviceId`/`outputDeviceId`).
+    pub id: String,
+    /// Its name, without the direction.
+    pub name: String,
+    pub max_input_channels: u32,
+    pub max_output_channels: u32,
+    #[schema(example = 48000)]
+    pub default_sample_rate: u32,
+    /// The sound system it belongs to: `PulseAudio`, `ALSA` or `default`.
+    #[serde(rename = "hostAPIName")]
+    #[schema(example = "PulseAudio")]
+    pub host_api_name: &'static str,
+    pub is_default: DefaultFor,
     /// `input` or `output`.
     pub kind: &'static str,
-    #[serde(flatten)]
-    pub device: DeviceEntry,
+    /// As in `/admin/devices/list`.
+    pub identifier: String,
+    pub description: String,
+    pub channels: u32,
+    pub sample_rate: u32,
+    pub channel_map: Option<String>,
+    pub note: Option<String>,
+}
+
+/// Which direction a device is the sound server's default for.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct DefaultFor {
+    pub input: bool,
+    pub output: bool,
+}
+
+impl AudioDevice {
+    fn of(entry: DeviceEntry, kind: &'static str, host_api_name: &'static str) -> Self {
+        let input = kind == "input";
+        let channels = |wanted: bool| if wanted { entry.channels } else { 0 };
+        Self {
+            id: entry.identifier.clone(),
+            name: entry.name().to_owned(),
+            max_input_channels: channels(input),
+            max_output_channels: channels(!input),
+            default_sample_rate: entry.sample_rate,
+            host_api_name,
+            is_default: DefaultFor { input: input && entry.is_default, output: !input && entry.is_default },
+            kind,
+            identifier: entry.identifier,
+            description: entry.description,
+            channels: entry.channels,
+            sample_rate: entry.sample_rate,
+            channel_map: entry.channel_map,
+            note: entry.note,
+        }
+    }
+}
+
+/// The name the original system's pages show for a listing's platform.
+fn host_api_name(platform: &str) -> &'static str {
+    match platform {
+        "pulseaudio" => "PulseAudio",
+        "alsa" => "ALSA",
+        _ => "default",
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DevicesResponse {
-    pub devices: Vec<DeviceWithKind>,
-    /// Identifier of the sound server's default input.
-    pub default_input: Option<String>,
-    pub default_output: Option<String>,
+    /// Inputs first, then outputs.
+    pub devices: Vec<AudioDevice>,
+    /// The sound server's default input, or `null`.
+    pub default_input: Option<AudioDevice>,
+    pub default_output: Option<AudioDevice>,
 }
 
-/// Every input and output device, with the defaults.
+/// Every input and output device, with the defaults, in the original system's shape.
 #[utoipa::path(get, path = "/audio/devices", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = DevicesResponse), (status = 401, body = ErrorBody)))]
 pub async fn devices() -> Json<DevicesResponse> {
     let listing = devices::list_devices().await;
-    let default_of = |list: &[DeviceEntry]| list.iter().find(|d| d.is_default).map(|d| d.identifier.clone());
-    let response = DevicesResponse {
-        default_input: default_of(&listing.inputs),
-        default_output: default_of(&listing.outputs),
-        devices: (listing.inputs.into_iter().map(|device| DeviceWithKind { kind: "input", device }))
-            .chain(listing.outputs.into_iter().map(|device| DeviceWithKind { kind: "output", device }))
-            .collect(),
-    };
-    Json(response)
+    let api = host_api_name(&listing.platform);
+    let devices: Vec<AudioDevice> = (listing.inputs.into_iter().map(|d| AudioDevice::of(d, "input", api)))
+        .chain(listing.outputs.into_iter().map(|d| AudioDevice::of(d, "output", api)))
+        .collect();
+    let default_input = devices.iter().find(|d| d.is_default.input).cloned();
+    let default_output = devices.iter().find(|d| d.is_default.output).cloned();
+    Json(DevicesResponse { devices, default_input, default_output })
 }
 
 /// Input and output devices of the sound server (identifiers as `audio.device` uses them).

@@ -20,14 +20,22 @@ pub struct GroupView {
     pub id: String,
     #[schema(example = "Stage Left")]
     pub name: String,
-    /// kbit/s; absent: `audio.defaultBitrate`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub audio_bitrate: Option<u32>,
+    /// kbit/s: the group's own, or `audio.defaultBitrate` when it has none.
+    #[schema(example = 64)]
+    pub audio_bitrate: u32,
+    /// True when the group has no bitrate of its own and follows `audio.defaultBitrate` (a
+    /// write with `"audioBitrate": null` returns a group to it).
+    pub follows_default_bitrate: bool,
 }
 
 impl GroupView {
-    fn of(group: &Group) -> Self {
-        Self { id: group.id(), name: group.name.clone(), audio_bitrate: group.audio_bitrate.map(Bitrate::get) }
+    fn of(group: &Group, default_bitrate: Bitrate) -> Self {
+        Self {
+            id: group.id(),
+            name: group.name.clone(),
+            audio_bitrate: group.audio_bitrate.unwrap_or(default_bitrate).get(),
+            follows_default_bitrate: group.audio_bitrate.is_none(),
+        }
     }
 }
 
@@ -80,7 +88,7 @@ pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
 }
 
 fn list_of(config: &Config) -> GroupList {
-    GroupList { groups: config.groups.iter().map(GroupView::of).collect() }
+    GroupList { groups: config.groups.iter().map(|g| GroupView::of(g, config.audio.default_bitrate)).collect() }
 }
 
 /// Create a group.
@@ -93,8 +101,12 @@ pub async fn create(
     ApiJson(body): ApiJson<CreateGroup>,
 ) -> Result<(StatusCode, Json<GroupChanged>), ApiError> {
     let what = format!("create group {:?}", body.name);
-    let group = state.config.update(what, move |c| config::create_group(c, &body.name, body.audio_bitrate)).await?;
-    let group = GroupView::of(&group);
+    let group = state
+        .config
+        .update(what, move |c| {
+            config::create_group(c, &body.name, body.audio_bitrate).map(|g| GroupView::of(&g, c.audio.default_bitrate))
+        })
+        .await?;
     Ok((StatusCode::CREATED, Json(GroupChanged { message: format!("Group {:?} created", group.name), group })))
 }
 
@@ -111,9 +123,11 @@ pub async fn update(
     let what = format!("update group {id:?}");
     let group = state
         .config
-        .update(what, move |c| config::update_group(c, &id, body.name.as_deref(), body.audio_bitrate))
+        .update(what, move |c| {
+            config::update_group(c, &id, body.name.as_deref(), body.audio_bitrate)
+                .map(|g| GroupView::of(&g, c.audio.default_bitrate))
+        })
         .await?;
-    let group = GroupView::of(&group);
     Ok(Json(GroupChanged { message: format!("Group {:?} updated", group.name), group }))
 }
 

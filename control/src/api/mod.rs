@@ -101,6 +101,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .nest("/admin", admin)
         .routes(routes!(users::token))
         .routes(routes!(users::groups))
+        .routes(routes!(system::health))
         .routes(routes!(system::openapi_json));
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api", api).split_for_parts()
 }

@@ -1,13 +1,17 @@
-//! `/api/admin/config`, `/api/admin/logs`, `/api/admin/stats`, `/api/openapi.json`.
+//! `/api/admin/config`, `/api/admin/logs`, `/api/admin/stats`, `/api/health`,
+//! `/api/openapi.json`.
+
+use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::server_users::ServerUserView;
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
-use crate::bridge::BridgeView;
+use crate::bridge::{BranchView, BridgeView};
 use crate::janus::JanusStatus;
 use crate::logring::{self, LogEntry};
 use crate::stats::Memory;
@@ -105,24 +109,139 @@ pub struct Stats {
     pub memory: Memory,
     pub bridge: BridgeView,
     pub janus: JanusStatus,
+    /// The bridge's figures per server audio user, by name (the same as `bridge.branches`).
+    pub audio_stats: BTreeMap<String, BranchView>,
 }
 
 /// Process and connection figures.
 #[utoipa::path(get, path = "/stats", tag = "system", security(("admin_token" = [])),
     responses((status = 200, body = Stats), (status = 401, body = ErrorBody)))]
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
+    let bridge = state.bridge.view();
     Json(Stats {
         total_connections: state.janus.users.total_connections(),
         active_connections: state.janus.users.active_connections(),
         uptime: state.started.elapsed().as_secs(),
         memory: Memory::of_this_process(),
-        bridge: state.bridge.view(),
+        audio_stats: bridge.branches.iter().map(|b| (b.name.clone(), b.clone())).collect(),
+        bridge,
         janus: state.janus.status(),
     })
+}
+
+/// Whether partyline can carry audio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    /// Everything configured carries audio.
+    Ok,
+    /// Audio flows, but some server audio users are not in their rooms.
+    Degraded,
+    /// No audio: Janus is down, or the sound card's bridge is gone while server audio users
+    /// are configured (answered with 503).
+    Unavailable,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    pub status: HealthStatus,
+    /// Seconds since control started.
+    pub uptime: u64,
+    /// RFC 3339, UTC.
+    pub timestamp: String,
+    /// Always `up` (it answers).
+    #[schema(example = "up")]
+    pub control: &'static str,
+    /// Janus: `up`, `down`, `unconfigured` or `unknown` (as in `/admin/stats`).
+    #[schema(example = "up")]
+    pub janus: &'static str,
+    /// partyline-bridged's state (as in `/admin/stats`).
+    #[schema(example = "running")]
+    pub bridge: String,
+    /// What stands between partyline and carrying audio; empty when `ok`.
+    pub problems: Vec<String>,
+}
+
+/// Health of the service, for load balancers and monitoring: 200 while partyline carries audio
+/// (`ok` or `degraded`), 503 when it cannot. Open, like the original system's; it shows states,
+/// never configuration or secrets.
+#[utoipa::path(get, path = "/health", tag = "system",
+    responses((status = 200, body = Health), (status = 503, description = "partyline cannot carry audio", body = Health)))]
+pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    let (janus, bridge) = (state.janus.status(), state.bridge.view());
+    let has_server_users = !state.config.current().server_audio_users.is_empty();
+    let (status, problems) = judge_health(janus.state, &bridge.state, has_server_users);
+    let code = if status == HealthStatus::Unavailable { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    let timestamp = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339);
+    let health = Health {
+        status,
+        uptime: state.started.elapsed().as_secs(),
+        timestamp: timestamp.unwrap_or_default(),
+        control: "up",
+        janus: janus.state,
+        bridge: bridge.state,
+        problems,
+    };
+    (code, Json(health))
+}
+
+/// The verdict of `/health` from Janus's and bridged's states. bridged matters only while
+/// server audio users are configured: without them the crew talks through Janus alone.
+fn judge_health(janus: &str, bridge: &str, has_server_users: bool) -> (HealthStatus, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut status = HealthStatus::Ok;
+    if janus != "up" {
+        problems.push(format!("the media server (Janus) is {janus}: no group carries audio"));
+        status = HealthStatus::Unavailable;
+    }
+    if has_server_users {
+        match bridge {
+            "running" | "idle" => {}
+            "degraded" => {
+                problems.push("some server audio users are not in their rooms (partyline-bridged is degraded)".into());
+                status = status.max(HealthStatus::Degraded);
+            }
+            other => {
+                problems.push(format!("partyline-bridged is {other}: the sound card is cut off from the groups"));
+                status = HealthStatus::Unavailable;
+            }
+        }
+    }
+    (status, problems)
 }
 
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "system", responses((status = 200, body = Object)))]
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(super::openapi())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (Janus, bridged, server users configured) → verdict. Data-driven: add a row per case.
+    const CASES: &[(&str, &str, bool, HealthStatus)] = &[
+        ("up", "running", true, HealthStatus::Ok),
+        ("up", "absent", false, HealthStatus::Ok),
+        ("up", "idle", true, HealthStatus::Ok),
+        ("up", "degraded", true, HealthStatus::Degraded),
+        ("up", "absent", true, HealthStatus::Unavailable),
+        ("up", "unreachable", true, HealthStatus::Unavailable),
+        ("up", "error", true, HealthStatus::Unavailable),
+        ("down", "running", true, HealthStatus::Unavailable),
+        ("down", "degraded", true, HealthStatus::Unavailable),
+        ("unconfigured", "absent", false, HealthStatus::Unavailable),
+        ("unknown", "running", false, HealthStatus::Unavailable),
+    ];
+
+    #[test]
+    fn health_verdicts() {
+        for &(janus, bridge, server_users, expected) in CASES {
+            let (status, problems) = judge_health(janus, bridge, server_users);
+            assert_eq!(status, expected, "{janus}/{bridge}/{server_users}: {problems:?}");
+            assert_eq!(problems.is_empty(), expected == HealthStatus::Ok, "{janus}/{bridge}: {problems:?}");
+        }
+    }
 }

@@ -10,9 +10,9 @@ use partyline_shared::janus::HandlerEvent;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
+use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ErrorBody};
 use crate::janus::{DisconnectError, JanusError};
-use crate::users::UserView;
+use crate::users::{UserState, UserView};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UserList {
@@ -20,11 +20,45 @@ pub struct UserList {
     pub count: usize,
 }
 
-/// Users holding a token (`pending`) or in their group's room (`connected`).
-#[utoipa::path(get, path = "/users", tag = "users", security(("admin_token" = [])),
-    responses((status = 200, body = UserList), (status = 401, body = ErrorBody)))]
-pub async fn list(State(state): State<AppState>) -> Json<UserList> {
-    let users: Vec<UserView> = state.janus.users.list().iter().map(|u| u.view()).collect();
+/// Which users `GET /admin/users` lists.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct UserQuery {
+    /// `connected` (the default: who is in a room now, as the original system listed),
+    /// `pending` (holding a token, not in their room), or `all`.
+    #[param(value_type = Option<String>, example = "all")]
+    #[serde(default)]
+    pub state: Option<StateFilter>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateFilter {
+    #[default]
+    Connected,
+    Pending,
+    All,
+}
+
+impl StateFilter {
+    fn admits(self, state: UserState) -> bool {
+        match self {
+            StateFilter::Connected => state == UserState::Connected,
+            StateFilter::Pending => state == UserState::Pending,
+            StateFilter::All => true,
+        }
+    }
+}
+
+/// The users in their group's room (`connected`); with `?state=pending` or `?state=all`, also
+/// those holding a token who have not joined.
+#[utoipa::path(get, path = "/users", tag = "users", security(("admin_token" = [])), params(UserQuery),
+    responses((status = 200, body = UserList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>, ApiQuery(query): ApiQuery<UserQuery>) -> Json<UserList> {
+    let filter = query.state.unwrap_or_default();
+    let users: Vec<UserView> =
+        state.janus.users.list().iter().filter(|u| filter.admits(u.state)).map(|u| u.view()).collect();
     Json(UserList { count: users.len(), users })
 }
 

@@ -95,7 +95,7 @@ pub fn set_audio(
     jitter_buffer_ms: Patch<JitterBufferMs>,
 ) {
     let audio = &mut config.audio;
-    audio.sample_rate = sample_rate.unwrap_or(audio.sample_rate);
+    audio.sample_rate = sample_rate.map_or(audio.sample_rate, Into::into);
     audio.default_bitrate = default_bitrate.unwrap_or(audio.default_bitrate);
     audio.jitter_buffer_ms = jitter_buffer_ms.unwrap_or(audio.jitter_buffer_ms);
 }

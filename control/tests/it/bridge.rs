@@ -82,7 +82,7 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     let bridge = stack.bridge_becomes("two branches", SOON, |b| branch_names(b) == ["Desk", "FOH mic"]).await;
     let generation = bridge["generation"].as_u64().expect("generation");
     // Their tokens were registered (and so they are listed) before bridged heard of them.
-    let (_, users) = control.get_json("/admin/users").await;
+    let (_, users) = control.get_json("/admin/users?state=all").await;
     let kinds: Vec<&str> =
         users["users"].as_array().expect("users").iter().filter_map(|u| u["kind"].as_str()).collect();
     assert_eq!(kinds, ["server", "server"], "{users}");

@@ -16,7 +16,7 @@ const LOG_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The sound card of the tests (design section 6): two 8-channel null sinks, one standing for the
 /// card's outputs and one whose monitor feeds a remapped source standing for its inputs.
-fn pulse_with_a_card() -> PulseServer {
+pub fn pulse_with_a_card() -> PulseServer {
     let pulse = PulseServer::start();
     pulse.load_module("module-null-sink", "sink_name=card_out channels=8 rate=48000");
     pulse.load_module("module-null-sink", "sink_name=card_in channels=8 rate=48000");
@@ -84,8 +84,8 @@ async fn devices_come_from_pulseaudio_without_monitors() {
         assert!(kinds.contains(&expected), "{expected:?} missing from {devices:#}");
     }
     assert_eq!(kinds.len(), 3, "{devices:#}");
-    assert_eq!(devices["defaultInput"], "card_mic", "{devices:#}");
-    assert!(matches!(devices["defaultOutput"].as_str(), Some("card_out" | "card_in")), "{devices:#}");
+    assert_eq!(devices["defaultInput"]["id"], "card_mic", "{devices:#}");
+    assert!(matches!(devices["defaultOutput"]["id"].as_str(), Some("card_out" | "card_in")), "{devices:#}");
 }
 
 /// What every fallback must offer: a platform that says so and at least one device each way.
@@ -137,7 +137,7 @@ async fn device_logs(control: &Control, level: &str, device: &str) -> Vec<Value>
     let (status, body) = control.get_json(&format!("/admin/logs?level={level}&limit=1000")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let logs = body["logs"].as_array().expect("logs");
-    logs.iter().filter(|entry| entry["fields"]["device"] == device).cloned().collect()
+    logs.iter().filter(|entry| entry["meta"]["device"] == device).cloned().collect()
 }
 
 #[tokio::test]
@@ -195,6 +195,6 @@ async fn inputs_not_in_card_order_get_a_note_and_a_warning_when_selected() {
     let warning = &warnings[0];
     assert_eq!(warning["level"], "warn", "{warning}");
     assert_eq!(warning["message"], format!("selected input device pro_in: {note}"), "{warning}");
-    assert_eq!(warning["fields"]["note"], note, "{warning}");
-    assert_eq!(warning["fields"]["channel_map"], AUX_MAP, "{warning}");
+    assert_eq!(warning["meta"]["note"], note, "{warning}");
+    assert_eq!(warning["meta"]["channel_map"], AUX_MAP, "{warning}");
 }

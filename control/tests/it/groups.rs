@@ -62,7 +62,9 @@ async fn rename_changes_the_id_and_refuses_collisions() {
     assert_eq!((status, &body["group"]["audioBitrate"]), (StatusCode::OK, &json!(96)));
     let (status, body) = control.put_json("/admin/groups/stage-left", json!({ "audioBitrate": null })).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body["group"].get("audioBitrate").is_none(), "null returns to the default: {body}");
+    let group = &body["group"];
+    let follows = (&group["audioBitrate"], &group["followsDefaultBitrate"]);
+    assert_eq!(follows, (&json!(64), &json!(true)), "null returns to the default: {body}");
 }
 
 #[tokio::test]

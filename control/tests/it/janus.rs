@@ -91,7 +91,7 @@ pub async fn becomes_revoked(janus: &Janus, whose: &str, token: &str) {
 
 /// The state (`pending`, `connected`) of the user `identity` in `GET /admin/users`, if listed.
 pub async fn user_state(control: &Control, identity: &str) -> Option<String> {
-    let (_, body) = control.get_json("/admin/users").await;
+    let (_, body) = control.get_json("/admin/users?state=all").await;
     body["users"]
         .as_array()?
         .iter()

@@ -7,6 +7,7 @@ mod support;
 mod api;
 mod audio_path;
 mod bridge;
+mod compat;
 mod concurrency;
 mod crash;
 mod devices;

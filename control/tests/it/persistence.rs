@@ -58,9 +58,12 @@ server:
   livekit:
     url: ws://old
 audio:
-  sampleRate: 48000
+  sampleRate: 44100
   channels: 2
   frameSize: 960
+  device:
+    sampleRate: 44100
+    bufferSize: 512
 groups:
   - id: stage-left
     name: Stage Left
@@ -90,19 +93,42 @@ async fn a_legacy_file_loads_and_the_next_save_drops_legacy_keys() {
     let log = control.log_text();
     let warnings: Vec<&str> = log.lines().filter(|l| l.contains("legacy keys accepted")).collect();
     assert_eq!(warnings.len(), 1, "one warn line:\n{log}");
-    for key in ["server.host", "server.livekit", "audio.frameSize", "groups[].description", "logging.logLatency"] {
+    for key in [
+        "server.host",
+        "server.livekit",
+        "audio.frameSize",
+        "audio.device.bufferSize",
+        "audio.sampleRate (44100 Hz: the rooms run at 48000 Hz)",
+        "groups[].description",
+        "logging.logLatency",
+    ] {
         assert!(warnings[0].contains(key), "{key} named in {}", warnings[0]);
     }
+    let (_, config) = control.get_json("/admin/config").await;
+    assert_eq!(
+        (&config["audio"]["sampleRate"], &config["audio"]["device"]["sampleRate"]),
+        (&json!(48_000), &json!(44_100))
+    );
     assert!(control.config_text().contains("description"), "nothing rewritten before a change");
 
     assert_eq!(control.post_json("/admin/groups", json!({ "name": "New" })).await.0, StatusCode::CREATED);
     let saved = control.config_text();
-    for key in
-        ["host:", "port:", "livekit", "channels: 2", "frameSize", "description", "id:", "logLatency", "logAudioStats"]
-    {
+    for key in [
+        "host:",
+        "port:",
+        "livekit",
+        "channels: 2",
+        "frameSize",
+        "bufferSize",
+        "description",
+        "id:",
+        "logLatency",
+        "logAudioStats",
+    ] {
         assert!(!saved.contains(key), "{key} dropped:\n{saved}");
     }
     let saved = parse_config(&saved);
+    assert_eq!((saved.audio.sample_rate.get(), saved.audio.device.sample_rate.get()), (48_000, 44_100));
     assert_eq!(saved.server_audio_users[0].input_channel.get(), 2);
     assert_eq!(saved.server_audio_users[0].output_channel, None);
     assert_eq!(saved.groups.len(), 3);
@@ -113,6 +139,8 @@ async fn a_corrupt_file_stops_start_up_with_the_key_and_line() {
     for (text, mentions) in [
         (format!("{LOOPBACK_PLAIN}groups:\n  - name: A\n    colour: red\n"), vec!["colour", "line 7"]),
         (format!("{LOOPBACK_PLAIN}audio:\n  defaultBitrate: 9999\n"), vec!["9999", "line 6"]),
+        // Not a rate the original system wrote either.
+        (format!("{LOOPBACK_PLAIN}audio:\n  sampleRate: 12345\n"), vec!["12345", "line 6"]),
         (format!("{LOOPBACK_PLAIN}groups:\n  - name: A\n  - name: a\n"), vec!["groups[1].name", "collides"]),
         (format!("{LOOPBACK_PLAIN}groups: [\n"), vec!["partyline.yaml"]),
     ] {

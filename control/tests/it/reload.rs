@@ -124,7 +124,7 @@ async fn an_invalid_edit_is_refused_and_the_running_config_stays() {
             logs(&control, "error", after).await.pop()
         })
         .await;
-        let error = refusal["fields"]["error"].as_str().unwrap_or_default();
+        let error = refusal["meta"]["error"].as_str().unwrap_or_default();
         assert!(refusal["message"].as_str().is_some_and(|m| m.contains("refused")), "{case}: {refusal}");
         for mention in mentions {
             assert!(error.contains(mention), "{case}: the error names {mention:?}: {refusal}");

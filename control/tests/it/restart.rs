@@ -29,7 +29,7 @@ async fn issue(control: &Control, username: &str) -> (String, String) {
 
 /// The crew members `GET /admin/users` lists, whole.
 async fn crew(control: &Control) -> Vec<Value> {
-    let (status, body) = control.get_json("/admin/users").await;
+    let (status, body) = control.get_json("/admin/users?state=all").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let users = body["users"].as_array().unwrap_or_else(|| panic!("users in {body}"));
     users.iter().filter(|u| u["kind"] == "crew").cloned().collect()
@@ -138,7 +138,7 @@ async fn the_crew_file_is_private_and_a_corrupt_one_is_set_aside() {
         stack.control.respawn().await;
         assert_eq!(crew(&stack.control).await, Vec::<Value>::new(), "no crew");
         let errors = log_lines(&stack.control, "error", "crew registry file is unreadable").await;
-        let names_the_file = |l: &&Value| l["fields"]["file"] == path.display().to_string();
+        let names_the_file = |l: &&Value| l["meta"]["file"] == path.display().to_string();
         assert_eq!(errors.iter().filter(names_the_file).count(), 1, "one error naming the file: {errors:?}");
         assert_eq!(std::fs::read(&bad_path).expect("the bad file is kept"), corrupt);
         assert!(!path.exists(), "moved aside, not overwritten");
@@ -170,7 +170,7 @@ async fn a_user_who_left_while_control_was_down_is_gone_after_the_restart_and_it
 
     wait_for("Alice gone", SOON, async || state(&stack.control, &alice).await.is_none().then_some(())).await;
     let left = log_lines(&stack.control, "info", "user left").await;
-    assert!(left.iter().any(|l| l["fields"]["identity"] == alice.as_str()), "Alice's departure is logged: {left:?}");
+    assert!(left.iter().any(|l| l["meta"]["identity"] == alice.as_str()), "Alice's departure is logged: {left:?}");
     becomes_revoked(&stack.janus, "Alice's", &token).await;
 }
 
@@ -190,7 +190,7 @@ async fn a_pending_token_past_its_lifetime_is_revoked_after_the_restart() {
     wait_for("Dan's token expired", SOON, async || state(&stack.control, &dan).await.is_none().then_some(())).await;
     becomes_revoked(&stack.janus, "Dan's", &token).await;
     let expired = log_lines(&stack.control, "info", "token never used: revoked").await;
-    assert_eq!(expired.iter().filter(|l| l["fields"]["identity"] == dan.as_str()).count(), 1, "{expired:?}");
+    assert_eq!(expired.iter().filter(|l| l["meta"]["identity"] == dan.as_str()).count(), 1, "{expired:?}");
 }
 
 #[tokio::test]
