@@ -223,7 +223,9 @@ async fn negotiate_and_watch(
         }
     };
     // Its own prebuffering: the room's is sized for the crew's network, a branch sits next to Janus.
+    // The room admits only the tokens control issued for it: the join carries ours.
     let join = json!({"request": "join", "room": user.room, "id": user.identity, "display": user.name,
+                      "token": user.token,
                       "bitrate": user.bitrate_kbps * 1000, "muted": false,
                       "prebuffer": prebuffer_packets(context.latency_ms)});
     let transaction = session.send(join, Some(json!({"type": "offer", "sdp": offer}))).await?;

@@ -373,6 +373,11 @@ impl Users {
     pub fn tokens(&self) -> Vec<SecretValue> {
         self.lock().values().map(|u| u.token.clone()).collect()
     }
+
+    /// The tokens a room admits: those of the users (crew and server) registered in it.
+    pub fn tokens_of_room(&self, room: &str) -> Vec<String> {
+        self.lock().values().filter(|u| u.group_id == room).map(|u| u.token.expose().to_owned()).collect()
+    }
 }
 
 #[cfg(test)]

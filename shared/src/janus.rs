@@ -55,11 +55,42 @@ pub enum Request<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "request", rename_all = "lowercase")]
 pub enum AudioBridgeRequest {
-    Create(RoomSpec),
-    Destroy { room: String, secret: String, permanent: bool },
+    /// A room that admits only joins whose body carries a `token` in `allowed` (measured on
+    /// 1.1.2: any other token, or none, gets 489; an empty list admits nobody).
+    Create {
+        #[serde(flatten)]
+        spec: RoomSpec,
+        allowed: Vec<String>,
+    },
+    /// Adds tokens to, or removes them from, a room's `allowed` list (the room secret).
+    Allowed {
+        room: String,
+        secret: String,
+        action: AllowedAction,
+        allowed: Vec<String>,
+    },
+    Destroy {
+        room: String,
+        secret: String,
+        permanent: bool,
+    },
     List,
-    ListParticipants { room: String },
-    Kick { room: String, secret: String, id: String },
+    ListParticipants {
+        room: String,
+    },
+    Kick {
+        room: String,
+        secret: String,
+        id: String,
+    },
+}
+
+/// What an [`AudioBridgeRequest::Allowed`] does to the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllowedAction {
+    Add,
+    Remove,
 }
 
 /// AudioBridge's prebuffering, in its 20 ms packets, for `ms` of buffering: at least two.
@@ -125,6 +156,8 @@ pub mod codes {
     pub const ROOM_EXISTS: i64 = 486;
     /// AudioBridge: no such participant (487 is "not joined").
     pub const NO_SUCH_USER: i64 = 492;
+    /// AudioBridge: the join's token is not in the room's `allowed` list.
+    pub const NOT_ALLOWED: i64 = 489;
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -274,6 +307,34 @@ mod tests {
         );
         let list = serde_json::to_value(AudioBridgeRequest::ListParticipants { room: "r".into() }).expect("json");
         assert_eq!(list, json!({"request": "listparticipants", "room": "r"}));
+        let allow = AudioBridgeRequest::Allowed {
+            room: "r".into(),
+            secret: "x".into(),
+            action: AllowedAction::Remove,
+            allowed: vec!["tok".into()],
+        };
+        let allow = serde_json::to_value(allow).expect("json");
+        assert_eq!(
+            allow,
+            json!({"request": "allowed", "room": "r", "secret": "x", "action": "remove", "allowed": ["tok"]})
+        );
+        let spec = RoomSpec {
+            room: "r".into(),
+            description: "R".into(),
+            admin_key: "k".into(),
+            secret: "x".into(),
+            sampling_rate: 48_000,
+            default_prebuffering: 2,
+            default_bitrate: 64_000,
+            audiolevel_event: false,
+            audio_level_average: 40,
+            permanent: false,
+        };
+        let create = serde_json::to_value(AudioBridgeRequest::Create { spec, allowed: vec![] }).expect("json");
+        assert_eq!(
+            (&create["request"], &create["room"], &create["allowed"]),
+            (&json!("create"), &json!("r"), &json!([]))
+        );
     }
 
     #[test]

@@ -302,11 +302,31 @@ impl Probe {
             .collect())
     }
 
-    /// Joins `room` as `id` (signalling only: no PeerConnection). Janus answers `ack`; the
-    /// participant is in the room once `listparticipants` shows it.
+    /// Joins `room` as `id` with the probe's token (signalling only: no PeerConnection). Janus
+    /// answers `ack`; the participant is in the room once `listparticipants` shows it.
     pub async fn join(&self, room: &str, id: &str, display: &str) -> Answer {
-        let body = json!({"request": "join", "room": room, "id": id, "display": display, "muted": true});
+        let body = json!({"request": "join", "room": room, "id": id, "display": display, "muted": true,
+                          "token": self.token});
         self.call(&format!("/{}/{}", self.session, self.handle), json!({"janus": "message", "body": body})).await
+    }
+
+    /// [`Probe::join`], then the join's result from the session's events: the `joined` data, or
+    /// the AudioBridge's error code (489: the token is not admitted by the room).
+    pub async fn join_result(&self, room: &str, id: &str, display: &str) -> Answer {
+        self.join(room, id, display).await?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            let url = format!("{}/{}?maxev=1&token={}", self.url, self.session, self.token);
+            let event: Value = self.http.get(url).send().await.expect("Janus reachable").json().await.expect("json");
+            let data = &event["plugindata"]["data"];
+            if let Some(code) = data["error_code"].as_i64() {
+                return Err(code);
+            }
+            if data["audiobridge"] == "joined" && data["id"] == id {
+                return Ok(data.clone());
+            }
+        }
+        panic!("no answer to the join of {id} in {room} within 5 s");
     }
 
     /// Ends the session (the participant leaves its room).

@@ -219,13 +219,14 @@ class Call {
   }
 
   offer() {
-    const { roomName, participantIdentity } = this.credentials;
+    const { roomName, participantIdentity, token } = this.credentials;
     this.handle.createOffer({
       tracks: [
         { type: 'audio', capture: { echoCancellation: true, noiseSuppression: true, autoGainControl: true }, recv: true },
       ],
       success: (jsep) => {
-        const join = { request: 'join', room: roomName, id: participantIdentity, display: this.username, muted: true };
+        // The room admits only the tokens issued for it: the join carries ours.
+        const join = { request: 'join', room: roomName, id: participantIdentity, display: this.username, muted: true, token };
         this.handle.send({ message: join, jsep, error: (error) => this.fail(new Error(String(error))) });
       },
       error: (error) => this.fail(new Error(microphoneProblem(error))),

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -138,7 +137,7 @@ pub enum HealthStatus {
     /// Audio flows, but some server audio users are not in their rooms.
     Degraded,
     /// No audio: Janus is down, or the sound card's bridge is gone while server audio users
-    /// are configured (answered with 503).
+    /// are configured (answered with 503 and the API's error body, never in a `Health`).
     Unavailable,
 }
 
@@ -159,22 +158,26 @@ pub struct Health {
     /// partyline-bridged's state (as in `/admin/stats`).
     #[schema(example = "running")]
     pub bridge: String,
-    /// What stands between partyline and carrying audio; empty when `ok`.
+    /// What keeps the service `degraded`; empty when `ok`.
     pub problems: Vec<String>,
 }
 
-/// Health of the service, for load balancers and monitoring: 200 while partyline carries audio
-/// (`ok` or `degraded`), 503 when it cannot. Open, like the original system's; it shows states,
-/// never configuration or secrets.
+/// Health of the service, for load balancers and monitoring: 200 with the states while
+/// partyline carries audio (`ok`, or `degraded`), 503 with the API's error body naming what
+/// stops it otherwise. Open, like the original system's; it shows states, never configuration
+/// or secrets.
 #[utoipa::path(get, path = "/health", tag = "system",
-    responses((status = 200, body = Health), (status = 503, description = "partyline cannot carry audio", body = Health)))]
-pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    responses((status = 200, body = Health),
+        (status = 503, description = "partyline cannot carry audio: Janus is not up, or server audio users are configured and partyline-bridged is not running them", body = ErrorBody)))]
+pub async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     let (janus, bridge) = (state.janus.status(), state.bridge.view());
     let has_server_users = !state.config.current().server_audio_users.is_empty();
     let (status, problems) = judge_health(janus.state, &bridge.state, has_server_users);
-    let code = if status == HealthStatus::Unavailable { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    if status == HealthStatus::Unavailable {
+        return Err(ApiError::Unavailable(format!("partyline cannot carry audio: {}", problems.join("; "))));
+    }
     let timestamp = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339);
-    let health = Health {
+    Ok(Json(Health {
         status,
         uptime: state.started.elapsed().as_secs(),
         timestamp: timestamp.unwrap_or_default(),
@@ -182,8 +185,7 @@ pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
         janus: janus.state,
         bridge: bridge.state,
         problems,
-    };
-    (code, Json(health))
+    }))
 }
 
 /// The verdict of `/health` from Janus's and bridged's states. bridged matters only while

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use partyline_shared::Config;
 use partyline_shared::config::ServerAudioUser;
-use partyline_shared::janus::{AudioBridgeRequest, JanusEvent, RoomSpec, codes};
+use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusEvent, RoomSpec, codes};
 use partyline_shared::slugify;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -262,18 +262,47 @@ impl Janus {
         if replace {
             self.destroy_room(config, at, &spec.room).await?;
         }
-        match self.request(&config.janus.url, at, AudioBridgeRequest::Create(spec.clone())).await {
+        let allowed = self.users.tokens_of_room(&spec.room);
+        let create = AudioBridgeRequest::Create { spec: spec.clone(), allowed: allowed.clone() };
+        match self.request(&config.janus.url, at, create).await {
             Ok(_) => tracing::info!(
                 room = spec.room,
                 bitrate = spec.default_bitrate,
                 prebuffering = spec.default_prebuffering,
+                admitted = allowed.len(),
                 "room created"
             ),
             Err(e) if e.plugin_code() == Some(codes::ROOM_EXISTS) => {}
             Err(e) => return Err(e),
         }
+        // A token issued while the room did not exist yet found no room to be added to; any
+        // issued from now on finds it. Those in between are read again here.
+        let late: Vec<String> =
+            self.users.tokens_of_room(&spec.room).into_iter().filter(|t| !allowed.contains(t)).collect();
+        self.allow(config, at, &spec.room, AllowedAction::Add, late).await?;
         self.created.lock().unwrap_or_else(PoisonError::into_inner).insert(spec.room.clone(), spec.clone());
         Ok(())
+    }
+
+    /// Adds tokens to (or removes them from) `room`'s admission list. A room that does not
+    /// exist yet is not an error: it is created with the registry's tokens.
+    async fn allow(
+        &self,
+        config: &Config,
+        at: Handle,
+        room: &str,
+        action: AllowedAction,
+        tokens: Vec<String>,
+    ) -> Result<(), JanusError> {
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        let secret = rooms::room_secret(self.admin_secret()?, room);
+        let body = AudioBridgeRequest::Allowed { room: room.to_owned(), secret, action, allowed: tokens };
+        match self.request(&config.janus.url, at, body).await {
+            Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     async fn destroy_room(&self, config: &Config, at: Handle, room: &str) -> Result<(), JanusError> {
@@ -307,7 +336,9 @@ impl Janus {
             let present: Vec<String> = reply.participants.into_iter().map(|p| p.id).collect();
             total += present.len();
             for id in &present {
-                self.users.joined(&spec.room, id);
+                if !self.users.joined(&spec.room, id) {
+                    self.kick_stranger(&spec.room, id).await;
+                }
             }
             for id in self.users.missing_from(&spec.room, &present, asked) {
                 if let Some(user) = self.users.left(&spec.room, &id, "no longer in the room") {
@@ -322,7 +353,9 @@ impl Janus {
     pub async fn on_event(&self, event: JanusEvent) {
         match event {
             JanusEvent::Joined { room, id, .. } => {
-                self.users.joined(&room, &id);
+                if !self.users.joined(&room, &id) {
+                    self.kick_stranger(&room, &id).await;
+                }
             }
             JanusEvent::Left { room, id } => {
                 if let Some(user) = self.users.left(&room, &id, "left the room") {
@@ -351,8 +384,18 @@ impl Janus {
             slug => slug.chars().take(32).collect(),
         };
         let identity = format!("{base}-{}", random_hex(3).map_err(|e| JanusError::Protocol(e.to_string()))?);
+        let at = self.link().await?;
         self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
-        Ok(self.users.register(identity, username.to_owned(), group_id.to_owned(), token))
+        // Registered before its room admits it, so that a room created meanwhile lists it.
+        let user = self.users.register(identity, username.to_owned(), group_id.to_owned(), token);
+        if let Err(e) =
+            self.allow(&config, at, group_id, AllowedAction::Add, vec![user.token.expose().to_owned()]).await
+        {
+            self.users.remove(&user.identity);
+            self.revoke(&user).await;
+            return Err(e);
+        }
+        Ok(user)
     }
 
     /// Disconnects a user for good: kicked from its room and its token revoked, so the same
@@ -394,6 +437,25 @@ impl Janus {
         Ok(())
     }
 
+    /// Kicks a participant of `room` whose identity is no user registered in it: a token's
+    /// holder joining under an identity other than the one issued with it. The room admits only
+    /// tokens issued for it, so this is someone with a valid token trying to pass for another.
+    async fn kick_stranger(&self, room: &str, id: &str) {
+        if self.users.get(id).is_some_and(|u| u.kind == UserKind::Server) {
+            // A server audio user moved to another group: bridged leaves the old room itself.
+            return;
+        }
+        tracing::warn!(room, identity = id, "a participant joined under an identity not issued for this room: kicked");
+        let config = self.config.current();
+        let kicked = match self.link().await {
+            Ok(at) => self.kick(&config, at, room, id).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = kicked {
+            tracing::warn!(room, identity = id, error = %e, "cannot kick a participant under a foreign identity");
+        }
+    }
+
     /// Kicks `identity` out of `room` with the room's secret; whether it was there. A
     /// participant or room already gone is not an error.
     async fn kick(&self, config: &Config, at: Handle, room: &str, identity: &str) -> Result<bool, JanusError> {
@@ -426,8 +488,16 @@ impl Janus {
         let mut identities = Vec::new();
         for user in &config.server_audio_users {
             let (identity, token) = self.server_user_credentials(user)?;
+            let before = self.users.get(&identity).map(|u| u.group_id);
             if self.users.upsert_server(&identity, &user.name, &user.group, &token) {
                 self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
+            }
+            if before.as_deref() != Some(user.group.as_str()) {
+                let at = self.link().await?;
+                if let Some(old_room) = before {
+                    self.allow(config, at, &old_room, AllowedAction::Remove, vec![token.clone()]).await?;
+                }
+                self.allow(config, at, &user.group, AllowedAction::Add, vec![token]).await?;
             }
             identities.push(identity);
         }
@@ -483,12 +553,19 @@ impl Janus {
         }
     }
 
-    /// Revokes a user's token; a failure is logged (the token dies with Janus's memory anyway).
+    /// Revokes a user's token and takes it off its room's admission list; a failure is logged
+    /// (the token dies with Janus's memory anyway, and a revoked token is refused everywhere).
     async fn revoke(&self, user: &User) {
         let config = self.config.current();
         let Ok(secret) = self.admin_secret() else { return };
         if let Err(e) = self.http.remove_token(&config.janus.admin_url, secret, user.token.expose()).await {
             tracing::warn!(identity = user.identity, error = %e, "cannot revoke the token");
+        }
+        // Only over a session that is up: a reconnect recreates the rooms from the registry.
+        let Some(at) = *self.link.lock().await else { return };
+        let token = vec![user.token.expose().to_owned()];
+        if let Err(e) = self.allow(&config, at, &user.group_id, AllowedAction::Remove, token).await {
+            tracing::debug!(identity = user.identity, error = %e, "cannot take the token off its room's list");
         }
     }
 }

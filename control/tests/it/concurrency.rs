@@ -26,7 +26,9 @@ async fn api_groups(control: &Control) -> Vec<(String, String, Option<u64>)> {
 
 fn group_row(group: &Value) -> (String, String, Option<u64>) {
     let text = |key: &str| group[key].as_str().unwrap_or_else(|| panic!("{key} in {group}")).to_owned();
-    (text("id"), text("name"), group["audioBitrate"].as_u64())
+    // The group's own bitrate, as the file has it: none while it follows the default.
+    let own = if group["followsDefaultBitrate"] == true { None } else { group["audioBitrate"].as_u64() };
+    (text("id"), text("name"), own)
 }
 
 /// The groups in the file on disk, as (id, name, audioBitrate).

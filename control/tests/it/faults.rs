@@ -305,9 +305,10 @@ async fn control_killed_mid_writes_recovers_the_whole_stack_within_3_s() {
         }),
         recovered(control, "a room for every group", restarted, async || (probe.rooms().await == ids).then_some(())),
         recovered(control, "bridged's plan applied again, A and B joined", restarted, async || {
-            let applied = logs(control).await.iter().any(|l| {
-                l["message"] == "bridge plan applied" && l["fields"]["generation"].as_u64() == Some(generation)
-            });
+            let applied = logs(control)
+                .await
+                .iter()
+                .any(|l| l["message"] == "bridge plan applied" && l["meta"]["generation"].as_u64() == Some(generation));
             (applied && a_and_b_joined(&rig.stack.bridge().await)).then_some(())
         }),
         recovered(control, "A and B connected in control's registry", restarted, async || {
@@ -427,12 +428,12 @@ async fn janus_killed_and_restarted_restores_rooms_tokens_and_audio() {
             let said = logs(control).await.into_iter().any(|l| {
                 l["seq"].as_u64() > Some(first_log)
                     && l["message"] == "user left"
-                    && (&l["fields"]["identity"], &l["fields"]["group"]) == (&json!(dave), &json!("stage"))
+                    && (&l["meta"]["identity"], &l["meta"]["group"]) == (&json!(dave), &json!("stage"))
             });
             (said && gone).then_some(())
         }),
     );
-    let line = logs(control).await.into_iter().find(|l| l["message"] == "user left" && l["fields"]["identity"] == dave);
+    let line = logs(control).await.into_iter().find(|l| l["message"] == "user left" && l["meta"]["identity"] == dave);
     println!(
         "FAULT Janus SIGKILLed and restarted: rooms {}, a pending token admitted {}, A and B joined {}, tone back {}, \
          the connected crew member shown leaving {} ({})",

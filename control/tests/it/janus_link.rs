@@ -206,3 +206,61 @@ async fn the_error_codes_control_acts_on_are_janus_s() {
         assert_eq!(probe.audiobridge(request.clone()).await.err(), Some(code), "{request}");
     }
 }
+
+/// The token and participant identity of a crew member issued for `group`.
+async fn credentials(control: &Control, username: &str, group: &str) -> (String, String) {
+    let (status, body) = issue(control, username, group).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let field = |key: &str| body[key].as_str().expect(key).to_owned();
+    (field("token"), field("participantIdentity"))
+}
+
+#[tokio::test]
+async fn a_room_admits_only_the_tokens_issued_for_it_also_after_janus_restarts() {
+    let mut stack = Stack::start("  - name: Stage Left\n  - name: Backstage\n").await;
+    let (alice_token, alice) = credentials(&stack.control, "Alice", "stage-left").await;
+
+    // Alice's token opens a Janus session, but another group's room refuses it, under any id.
+    let probe = Probe::open(&stack.janus, &alice_token).await.expect("session");
+    assert_eq!(probe.join_result("backstage", &alice, "Alice").await.err(), Some(codes::NOT_ALLOWED));
+    assert_eq!(probe.join_result("backstage", "made-up", "Alice").await.err(), Some(codes::NOT_ALLOWED));
+    assert_eq!(user_state(&stack.control, &alice).await.as_deref(), Some("pending"), "not taken for joined");
+    // So does a token Janus knows that control never issued for the room.
+    let stranger = Probe::admin(&stack.janus).await;
+    assert_eq!(stranger.join_result("stage-left", "stranger", "X").await.err(), Some(codes::NOT_ALLOWED));
+
+    // In her own room, under an identity that is not hers: kicked, and the attempt logged.
+    probe.join_result("stage-left", "someone-else", "Bob").await.expect("admitted by the room");
+    let observer = Probe::admin(&stack.janus).await;
+    wait_for("the impostor kicked", SOON, async || {
+        let present = observer.participants("stage-left").await.unwrap_or_default();
+        (!present.iter().any(|id| id == "someone-else")).then_some(())
+    })
+    .await;
+    let (_, logs) = stack.control.get_json("/admin/logs?level=warn").await;
+    let kicked = logs["logs"].as_array().expect("logs").iter().any(|l| {
+        l["meta"]["identity"] == "someone-else" && l["message"].as_str().is_some_and(|m| m.contains("not issued"))
+    });
+    assert!(kicked, "the attempt is logged: {logs}");
+
+    // Rooms come back from a restarted Janus admitting the same tokens, and only those.
+    stack.janus.restart();
+    let (bob_token, bob) = credentials(&stack.control, "Bob", "backstage").await;
+    wait_for("rooms recreated", SOON, async || {
+        let probe = Probe::admin(&stack.janus).await;
+        (probe.rooms().await == ["backstage", "stage-left"]).then_some(())
+    })
+    .await;
+    let alice_again = Probe::open(&stack.janus, &alice_token).await.expect("Alice's token restored");
+    assert_eq!(alice_again.join_result("backstage", &alice, "Alice").await.err(), Some(codes::NOT_ALLOWED));
+    alice_again.join_result("stage-left", &alice, "Alice").await.expect("her own room admits her");
+    let bob_probe = Probe::open(&stack.janus, &bob_token).await.expect("session");
+    assert_eq!(bob_probe.join_result("stage-left", &bob, "Bob").await.err(), Some(codes::NOT_ALLOWED));
+    bob_probe.join_result("backstage", &bob, "Bob").await.expect("his own room admits him");
+    for (who, identity) in [("Alice", &alice), ("Bob", &bob)] {
+        wait_for(&format!("{who} connected"), SOON, async || {
+            (user_state(&stack.control, identity).await.as_deref() == Some("connected")).then_some(())
+        })
+        .await;
+    }
+}
