@@ -40,13 +40,29 @@ const VERSION: u32 = 1;
 pub struct CrewRecord {
     pub identity: String,
     pub username: String,
+    /// The first line's group.
     pub group_id: String,
+    /// Every line, when there is more than one, or one that is not listen-and-talk; absent,
+    /// one line on `groupId` with listen and talk (how single-group members were always stored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<LineRecord>,
     pub token: SecretValue,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
     pub connected_at_unix_ns: Option<i64>,
     pub last_activity_unix_ns: i64,
+}
+
+/// One line of a crew member as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LineRecord {
+    pub group_id: String,
+    pub listen: bool,
+    pub talk: bool,
+    /// In the group's room.
+    pub joined: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -173,6 +189,7 @@ mod tests {
             identity: identity.into(),
             username: "Alice".into(),
             group_id: "stage".into(),
+            lines: Vec::new(),
             token: SecretValue::new("secret-token".into()),
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,

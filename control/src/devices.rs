@@ -88,6 +88,26 @@ pub async fn list_devices() -> DeviceListing {
     platform::list().await
 }
 
+/// How old a listing [`recent_devices`] may hand out.
+const RECENT: Duration = Duration::from_secs(10);
+
+/// A listing at most [`RECENT`] old, for answers that describe the selected devices on the
+/// side (`/admin/audio/device`, polled by admin pages): asking the sound server may take up to
+/// [`SOUND_SERVER_TIMEOUT`], which those answers must not pay each time. Callers wait for one
+/// listing at a time.
+pub async fn recent_devices() -> DeviceListing {
+    static LAST: tokio::sync::Mutex<Option<(std::time::Instant, DeviceListing)>> = tokio::sync::Mutex::const_new(None);
+    let mut last = LAST.lock().await;
+    match &*last {
+        Some((at, listing)) if at.elapsed() < RECENT => listing.clone(),
+        _ => {
+            let listing = list_devices().await;
+            *last = Some((std::time::Instant::now(), listing.clone()));
+            listing
+        }
+    }
+}
+
 /// The built-in devices used when nothing better is known: one `default` device per direction.
 fn fallback_listing(platform: &str) -> DeviceListing {
     let entry = |description: &str| DeviceEntry {

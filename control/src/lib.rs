@@ -7,12 +7,14 @@
 
 pub mod api;
 pub mod bridge;
+pub mod calls;
 pub mod config;
 pub mod crew_store;
 pub mod devices;
 pub mod janus;
 pub mod janus_proxy;
 pub mod logring;
+pub mod pin;
 pub mod secrets;
 pub mod stats;
 pub mod tls;

@@ -83,7 +83,17 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(Arc::clone(&bridge).run());
 
     let admin_token = Arc::new(admin_token);
-    let state = AppState { config, logs, admin_token, janus, bridge, tls: tls.is_some(), started };
+    let state = AppState {
+        config,
+        logs,
+        admin_token,
+        janus,
+        bridge,
+        calls: Arc::default(),
+        pins: Arc::default(),
+        tls: tls.is_some(),
+        started,
+    };
     let events_app = api::events_app(state.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(events_listener, events_app).await {
@@ -102,9 +112,17 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     match tls {
         Some(tls) => {
             let tls = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-            axum_server::from_tcp_rustls(listener, tls)?.handle(handle).serve(app.into_make_service()).await?;
+            axum_server::from_tcp_rustls(listener, tls)?
+                .handle(handle)
+                .serve(app.into_make_service_with_connect_info::<SocketAddr>())
+                .await?;
         }
-        None => axum_server::from_tcp(listener)?.handle(handle).serve(app.into_make_service()).await?,
+        None => {
+            axum_server::from_tcp(listener)?
+                .handle(handle)
+                .serve(app.into_make_service_with_connect_info::<SocketAddr>())
+                .await?;
+        }
     }
     tracing::info!("partyline-control stopped");
     Ok(())

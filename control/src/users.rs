@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::crew_store::{CrewRecord, CrewStore};
+use crate::crew_store::{CrewRecord, CrewStore, LineRecord};
 use crate::secrets::SecretValue;
 
 /// A token never used for this long is revoked.
@@ -45,14 +45,50 @@ pub enum UserKind {
     Server,
 }
 
+/// One line of a user: a group's room, heard and/or talked to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub group_id: String,
+    pub listen: bool,
+    pub talk: bool,
+    /// When Janus said the user joined this line's room; `None` while not in it.
+    pub joined_at: Option<OffsetDateTime>,
+}
+
+impl Line {
+    /// A line not joined yet.
+    pub fn new(group_id: impl Into<String>, listen: bool, talk: bool) -> Line {
+        Line { group_id: group_id.into(), listen, talk, joined_at: None }
+    }
+
+    /// A listen-and-talk line on `group_id` (a server audio user's, or a one-group join).
+    pub fn both(group_id: impl Into<String>) -> Line {
+        Line::new(group_id, true, true)
+    }
+}
+
+/// A line as `GET /admin/users` shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LineState {
+    pub group_id: String,
+    pub listen: bool,
+    pub talk: bool,
+    /// In the group's room now.
+    pub joined: bool,
+    /// Someone called this line in the last 5 s.
+    pub call: bool,
+}
+
 /// A registered user. Its `Debug` leaves the token out (a [`SecretValue`]: secrets never reach
 /// logs).
 #[derive(Debug, Clone)]
 pub struct User {
-    /// Its participant id in the room (unique): the slug of the name plus random hex.
+    /// Its participant id in its rooms (unique): the slug of the name plus random hex.
     pub identity: String,
     pub username: String,
-    pub group_id: String,
+    /// Its lines, one room each (at least one); a server audio user has one.
+    pub lines: Vec<Line>,
     pub token: SecretValue,
     pub kind: UserKind,
     pub state: UserState,
@@ -70,7 +106,10 @@ pub struct User {
 pub struct UserView {
     pub identity: String,
     pub username: String,
+    /// The first line's group.
     pub group_id: String,
+    /// Every line, joined or not.
+    pub lines: Vec<LineState>,
     pub kind: UserKind,
     pub state: UserState,
     /// RFC 3339; null while pending.
@@ -85,7 +124,18 @@ impl User {
         UserView {
             identity: self.identity.clone(),
             username: self.username.clone(),
-            group_id: self.group_id.clone(),
+            group_id: self.first_group().to_owned(),
+            lines: self
+                .lines
+                .iter()
+                .map(|l| LineState {
+                    group_id: l.group_id.clone(),
+                    listen: l.listen,
+                    talk: l.talk,
+                    joined: l.joined_at.is_some(),
+                    call: false,
+                })
+                .collect(),
             kind: self.kind,
             state: self.state,
             connected_at: self.connected_at.map(format),
@@ -93,11 +143,34 @@ impl User {
         }
     }
 
+    /// The first line's group (every user has a line).
+    pub fn first_group(&self) -> &str {
+        self.lines.first().map_or("", |l| l.group_id.as_str())
+    }
+
+    /// Whether one of its lines is `group_id`'s room.
+    pub fn has_line(&self, group_id: &str) -> bool {
+        self.lines.iter().any(|l| l.group_id == group_id)
+    }
+
     fn record(&self) -> CrewRecord {
+        let simple = matches!(&self.lines[..], [line] if line.listen && line.talk);
+        let lines = if simple {
+            Vec::new()
+        } else {
+            let record = |l: &Line| LineRecord {
+                group_id: l.group_id.clone(),
+                listen: l.listen,
+                talk: l.talk,
+                joined: l.joined_at.is_some(),
+            };
+            self.lines.iter().map(record).collect()
+        };
         CrewRecord {
             identity: self.identity.clone(),
             username: self.username.clone(),
-            group_id: self.group_id.clone(),
+            group_id: self.first_group().to_owned(),
+            lines,
             token: self.token.clone(),
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
@@ -118,10 +191,19 @@ impl User {
         // the past; capped, since anything past the lifetime is expired anyway (and `Instant`
         // then stays far from its limits: the fallback to now is never taken in practice).
         let age = Duration::try_from(now - issued_at).unwrap_or(Duration::ZERO).min(2 * UNUSED_TOKEN_LIFETIME);
+        let joined_at = |joined: bool| if joined { connected_at.or(Some(now)) } else { None };
+        let lines = if record.lines.is_empty() {
+            let joined = record.state == UserState::Connected;
+            vec![Line { joined_at: joined_at(joined), ..Line::both(record.group_id) }]
+        } else {
+            let line =
+                |l: LineRecord| Line { joined_at: joined_at(l.joined), ..Line::new(l.group_id, l.listen, l.talk) };
+            record.lines.into_iter().map(line).collect()
+        };
         Some(User {
             identity: record.identity,
             username: record.username,
-            group_id: record.group_id,
+            lines,
             token: record.token,
             kind: UserKind::Crew,
             state: record.state,
@@ -191,7 +273,8 @@ impl Users {
             tracing::info!(
                 identity,
                 username = user.username,
-                group = user.group_id,
+                group = user.first_group(),
+                lines = user.lines.len(),
                 state = ?user.state,
                 "user restored"
             );
@@ -207,33 +290,34 @@ impl Users {
         Registry { users: self.by_identity.lock().unwrap_or_else(PoisonError::into_inner), store: self.store.as_ref() }
     }
 
-    /// Registers a new pending crew member.
-    pub fn register(&self, identity: String, username: String, group_id: String, token: String) -> User {
-        self.insert(identity, username, group_id, token, UserKind::Crew)
+    /// Registers a new pending crew member with its lines (at least one).
+    pub fn register(&self, identity: String, username: String, lines: Vec<Line>, token: String) -> User {
+        self.insert(identity, username, lines, token, UserKind::Crew)
     }
 
     /// Registers (or updates) a server audio user; true if it was not registered as such.
     pub fn upsert_server(&self, identity: &str, name: &str, group_id: &str, token: &str) -> bool {
         let mut users = self.lock();
         if let Some(user) = users.get_mut(identity).filter(|u| u.kind == UserKind::Server) {
-            if user.group_id != group_id {
+            if user.first_group() != group_id {
                 user.state = UserState::Pending;
+                user.lines = vec![Line::both(group_id)];
             }
-            (user.username, user.group_id, user.token) =
-                (name.to_owned(), group_id.to_owned(), SecretValue::new(token.to_owned()));
+            (user.username, user.token) = (name.to_owned(), SecretValue::new(token.to_owned()));
             return false;
         }
         drop(users);
-        self.insert(identity.to_owned(), name.to_owned(), group_id.to_owned(), token.to_owned(), UserKind::Server);
+        let lines = vec![Line::both(group_id)];
+        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server);
         true
     }
 
-    fn insert(&self, identity: String, username: String, group_id: String, token: String, kind: UserKind) -> User {
+    fn insert(&self, identity: String, username: String, lines: Vec<Line>, token: String, kind: UserKind) -> User {
         let now = OffsetDateTime::now_utc();
         let user = User {
             identity: identity.clone(),
             username,
-            group_id,
+            lines,
             token: SecretValue::new(token),
             kind,
             state: UserState::Pending,
@@ -242,7 +326,14 @@ impl Users {
             connected_at: None,
             last_activity: now,
         };
-        tracing::info!(identity, username = user.username, group = user.group_id, ?kind, "user registered (pending)");
+        let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
+        tracing::info!(
+            identity,
+            username = user.username,
+            group = groups.join(","),
+            ?kind,
+            "user registered (pending)"
+        );
         let mut users = self.lock();
         let replaced = users.insert(identity, user.clone());
         if kind == UserKind::Crew || replaced.is_some_and(|u| u.kind == UserKind::Crew) {
@@ -255,19 +346,24 @@ impl Users {
     /// registered for that room (a participant partyline did not admit).
     pub fn joined(&self, room: &str, id: &str) -> bool {
         let mut users = self.lock();
-        let Some(user) = users.get_mut(id).filter(|u| u.group_id == room) else {
-            return false;
-        };
-        if user.state != UserState::Connected {
-            let now = OffsetDateTime::now_utc();
+        let Some(user) = users.get_mut(id) else { return false };
+        let Some(line) = user.lines.iter_mut().find(|l| l.group_id == room) else { return false };
+        if line.joined_at.is_some() {
+            return true;
+        }
+        let now = OffsetDateTime::now_utc();
+        line.joined_at = Some(now);
+        user.last_activity = now;
+        if user.state == UserState::Connected {
+            tracing::info!(identity = id, username = user.username, group = room, "user joined a line");
+        } else {
             user.state = UserState::Connected;
             user.connected_at = Some(now);
-            user.last_activity = now;
             self.total_connections.fetch_add(1, Ordering::Relaxed);
             tracing::info!(identity = id, username = user.username, group = room, "user connected");
-            if user.kind == UserKind::Crew {
-                users.crew_changed();
-            }
+        }
+        if user.kind == UserKind::Crew {
+            users.crew_changed();
         }
         true
     }
@@ -277,7 +373,18 @@ impl Users {
     /// (bridged rejoins). A pending user stays: it may not have joined yet.
     pub fn left(&self, room: &str, id: &str, why: &str) -> Option<User> {
         let mut users = self.lock();
-        let user = users.get_mut(id).filter(|u| u.group_id == room && u.state == UserState::Connected)?;
+        let user = users.get_mut(id)?;
+        let line = user.lines.iter_mut().find(|l| l.group_id == room && l.joined_at.is_some())?;
+        line.joined_at = None;
+        if user.lines.iter().any(|l| l.joined_at.is_some()) {
+            // Still on other lines: the session goes on.
+            tracing::info!(identity = id, username = user.username, group = room, why, "user left a line");
+            user.last_activity = OffsetDateTime::now_utc();
+            if user.kind == UserKind::Crew {
+                users.crew_changed();
+            }
+            return None;
+        }
         tracing::info!(identity = id, username = user.username, group = room, why, "user left");
         match user.kind {
             UserKind::Crew => {
@@ -307,11 +414,37 @@ impl Users {
         self.lock().get(identity).cloned()
     }
 
-    /// Every user, sorted by group then name.
+    /// The crew member holding `token`, if any (compared in constant time).
+    pub fn by_token(&self, token: &str) -> Option<User> {
+        self.lock().values().find(|u| u.kind == UserKind::Crew && u.token.matches(token)).cloned()
+    }
+
+    /// Every user, sorted by (first) group then name.
     pub fn list(&self) -> Vec<User> {
         let mut users: Vec<User> = self.lock().values().cloned().collect();
-        users.sort_by(|a, b| (&a.group_id, &a.username, &a.identity).cmp(&(&b.group_id, &b.username, &b.identity)));
+        users.sort_by(|a, b| {
+            (a.first_group(), &a.username, &a.identity).cmp(&(b.first_group(), &b.username, &b.identity))
+        });
         users
+    }
+
+    /// Takes `room` off the lines of `identity`: returns the line taken and the user as it is
+    /// now, or `None` when it had no such line. A user left with no line is removed (the
+    /// caller then disconnects it for good).
+    pub fn remove_line(&self, identity: &str, room: &str) -> Option<(Line, User, bool)> {
+        let mut users = self.lock();
+        let user = users.get_mut(identity)?;
+        let index = user.lines.iter().position(|l| l.group_id == room)?;
+        let line = user.lines.remove(index);
+        if !user.lines.iter().any(|l| l.joined_at.is_some()) {
+            user.state = UserState::Pending;
+        }
+        let last = user.lines.is_empty();
+        let now = if last { users.remove(identity)? } else { user.clone() };
+        if now.kind == UserKind::Crew {
+            users.crew_changed();
+        }
+        Some((line, now, last))
     }
 
     /// Removes and returns the pending users whose token is older than `lifetime`.
@@ -329,9 +462,21 @@ impl Users {
         expired
     }
 
-    /// Removes and returns the crew members of groups not in `groups`.
+    /// Takes the lines of groups not in `groups` off the crew members; removes and returns
+    /// those left with none.
     pub fn take_outside(&self, groups: &[String]) -> Vec<User> {
-        self.take_where(|u| u.kind == UserKind::Crew && !groups.contains(&u.group_id))
+        let mut users = self.lock();
+        let mut changed = false;
+        for user in users.values_mut().filter(|u| u.kind == UserKind::Crew) {
+            let before = user.lines.len();
+            user.lines.retain(|l| groups.contains(&l.group_id));
+            changed |= user.lines.len() != before;
+        }
+        if changed {
+            users.crew_changed();
+        }
+        drop(users);
+        self.take_where(|u| u.kind == UserKind::Crew && u.lines.is_empty())
     }
 
     /// Removes and returns the server audio users whose identity is not in `identities`.
@@ -355,8 +500,8 @@ impl Users {
     pub fn missing_from(&self, room: &str, present: &[String], asked: OffsetDateTime) -> Vec<String> {
         self.lock()
             .values()
-            .filter(|u| u.group_id == room && u.state == UserState::Connected && !present.contains(&u.identity))
-            .filter(|u| u.connected_at.is_none_or(|at| at < asked))
+            .filter(|u| !present.contains(&u.identity))
+            .filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some_and(|at| at < asked)))
             .map(|u| u.identity.clone())
             .collect()
     }
@@ -376,7 +521,7 @@ impl Users {
 
     /// The tokens a room admits: those of the users (crew and server) registered in it.
     pub fn tokens_of_room(&self, room: &str) -> Vec<String> {
-        self.lock().values().filter(|u| u.group_id == room).map(|u| u.token.expose().to_owned()).collect()
+        self.lock().values().filter(|u| u.has_line(room)).map(|u| u.token.expose().to_owned()).collect()
     }
 }
 
@@ -387,7 +532,7 @@ mod tests {
     #[test]
     fn pending_connected_left() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), "stage".into(), "t".into());
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
         assert!(!users.joined("other-room", "alice-1"), "wrong room");
         assert!(users.left("stage", "alice-1", "test").is_none(), "pending users stay");
         assert!(users.joined("stage", "alice-1"));
@@ -402,7 +547,7 @@ mod tests {
     #[test]
     fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), "stage".into(), "t".into());
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
         let asked = OffsetDateTime::now_utc();
         assert!(users.joined("stage", "alice-1"));
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
@@ -413,7 +558,7 @@ mod tests {
     #[test]
     fn debug_output_leaves_the_token_out() {
         let users = Users::default();
-        let user = users.register("alice-1".into(), "Alice".into(), "stage".into(), "s3cr3t-token".into());
+        let user = users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "s3cr3t-token".into());
         let shown = format!("{user:?}");
         assert!(shown.contains("alice-1") && !shown.contains("s3cr3t-token"), "{shown}");
     }
@@ -434,12 +579,12 @@ mod tests {
     #[test]
     fn expiry_and_group_removal() {
         let users = Users::default();
-        users.register("a".into(), "A".into(), "g1".into(), "t1".into());
-        users.register("b".into(), "B".into(), "g2".into(), "t2".into());
+        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into());
+        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into());
         assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty());
         assert_eq!(users.take_expired(Duration::ZERO).len(), 2);
-        users.register("c".into(), "C".into(), "g1".into(), "t3".into());
-        users.register("d".into(), "D".into(), "g2".into(), "t4".into());
+        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into());
+        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into());
         let gone = users.take_outside(&["g1".to_owned()]);
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
     }
@@ -454,9 +599,9 @@ mod tests {
     fn the_crew_is_restored_and_server_users_are_not_stored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let users = Users::restore(dir.path());
-        users.register("alice-1".into(), "Alice".into(), "stage".into(), "t1".into());
-        users.register("bob-2".into(), "Bob".into(), "stage".into(), "t2".into());
-        users.register("carol-3".into(), "Carol".into(), "stage".into(), "t3".into());
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into());
+        users.register("bob-2".into(), "Bob".into(), vec![Line::both("stage")], "t2".into());
+        users.register("carol-3".into(), "Carol".into(), vec![Line::both("stage")], "t3".into());
         assert!(users.upsert_server("server-foh", "FOH", "stage", "t4"));
         assert!(users.joined("stage", "alice-1"));
         assert!(users.joined("stage", "carol-3"));
@@ -473,7 +618,7 @@ mod tests {
     #[test]
     fn a_pending_token_keeps_its_age_across_a_restore() {
         let dir = tempfile::tempdir().expect("tempdir");
-        Users::restore(dir.path()).register("alice-1".into(), "Alice".into(), "stage".into(), "t1".into());
+        Users::restore(dir.path()).register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into());
         let (store, mut stored) = CrewStore::open(dir.path());
         stored[0].issued_at_unix_ns -= 9 * 60 * 1_000_000_000;
         store.save(&stored);

@@ -34,6 +34,9 @@ pub struct Config {
     pub groups: Vec<Group>,
     #[serde(rename = "server_audio_users", alias = "serverAudioUsers")]
     pub server_audio_users: Vec<ServerAudioUser>,
+    /// Prepared panels: a crew member joining one gets its lines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub positions: Vec<Position>,
     pub logging: LoggingConfig,
     pub bridge: BridgeConfig,
     /// Legacy: the original system's routing matrix.
@@ -275,6 +278,9 @@ pub struct Group {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio_bitrate: Option<Bitrate>,
+    /// Asked of a crew member joining this group (stored hashed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<PinHash>,
     /// Legacy keys of the original system.
     #[serde(default, skip_serializing)]
     id: Option<IgnoredAny>,
@@ -286,7 +292,7 @@ pub struct Group {
 
 impl Group {
     pub fn new(name: impl Into<String>, audio_bitrate: Option<Bitrate>) -> Self {
-        Self { name: name.into(), audio_bitrate, id: None, description: None, channels: None }
+        Self { name: name.into(), audio_bitrate, pin: None, id: None, description: None, channels: None }
     }
 
     /// The group's id: the slug of its name (also its Janus room id).
@@ -312,6 +318,95 @@ impl ServerAudioUser {
     /// The id used in URLs (`/admin/server-users/:id`): the slug of the name.
     pub fn id(&self) -> String {
         slugify(&self.name)
+    }
+}
+
+/// The most lines a position (a panel) holds.
+pub const MAX_LINES: usize = 12;
+
+/// `positions[]`: a prepared panel, a name and the groups it listens to and talks to. A group
+/// in both is one line with a listen and a talk key; a talk-only or listen-only line is allowed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Position {
+    pub name: String,
+    /// Group ids heard on this position.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listen: Vec<String>,
+    /// Group ids this position talks to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub talk: Vec<String>,
+    /// Asked of a crew member joining this position (stored hashed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<PinHash>,
+}
+
+/// One line of a panel: a group, heard and/or talked to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineSpec {
+    pub group: String,
+    pub listen: bool,
+    pub talk: bool,
+}
+
+impl Position {
+    /// The id used in URLs (`/?position=ID`, `/admin/positions/:id`): the slug of the name.
+    pub fn id(&self) -> String {
+        slugify(&self.name)
+    }
+
+    pub fn lines(&self) -> Vec<LineSpec> {
+        lines_of(&self.listen, &self.talk)
+    }
+}
+
+/// The lines of `listen` and `talk` group lists: every listened group in its order, then the
+/// talk-only ones in theirs.
+pub fn lines_of(listen: &[String], talk: &[String]) -> Vec<LineSpec> {
+    let mut lines: Vec<LineSpec> =
+        listen.iter().map(|g| LineSpec { group: g.clone(), listen: true, talk: talk.contains(g) }).collect();
+    lines.extend(talk.iter().filter(|g| !listen.contains(g)).map(|g| LineSpec {
+        group: g.clone(),
+        listen: false,
+        talk: true,
+    }));
+    lines
+}
+
+/// Checks a panel's group lists: known groups, none twice in one list, 1 to [`MAX_LINES`] lines.
+/// `known` says whether a group id exists.
+pub fn check_lines(listen: &[String], talk: &[String], known: impl Fn(&str) -> bool) -> Result<(), (String, String)> {
+    for (field, list) in [("listen", listen), ("talk", talk)] {
+        for (i, group) in list.iter().enumerate() {
+            if !known(group) {
+                return Err((format!("{field}[{i}]"), format!("no group has id {group:?}")));
+            }
+            if list[..i].contains(group) {
+                return Err((format!("{field}[{i}]"), format!("{group:?} is listed twice")));
+            }
+        }
+    }
+    match lines_of(listen, talk).len() {
+        0 => Err(("listen".into(), "a panel needs at least one line (listen or talk)".into())),
+        n if n > MAX_LINES => Err(("listen".into(), format!("{n} lines: at most {MAX_LINES}"))),
+        _ => Ok(()),
+    }
+}
+
+/// A PIN as the config keeps it: `pbkdf2-sha256$ITERATIONS$SALT$HASH` (base64), never the PIN.
+/// Made and checked by control; shown by the API only as "has a PIN".
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PinHash(pub String);
+
+impl PinHash {
+    /// The scheme prefix every stored PIN hash has.
+    pub const SCHEME: &'static str = "pbkdf2-sha256$";
+}
+
+impl fmt::Debug for PinHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PinHash(********)")
     }
 }
 
@@ -625,6 +720,26 @@ impl Config {
                 return Err(ConfigError::new(format!("{path}.group"), format!("no group has id {:?}", user.group)));
             }
         }
+        let mut position_ids = BTreeMap::new();
+        for (i, position) in self.positions.iter().enumerate() {
+            let path = format!("positions[{i}]");
+            let id = check_entity_name(&position.name).map_err(|m| ConfigError::new(format!("{path}.name"), m))?;
+            if let Some(other) = position_ids.insert(id.clone(), i) {
+                return Err(ConfigError::new(
+                    format!("{path}.name"),
+                    format!("id {id:?} of {:?} collides with positions[{other}]", position.name),
+                ));
+            }
+            check_lines(&position.listen, &position.talk, |g| group_ids.contains_key(g))
+                .map_err(|(field, message)| ConfigError::new(format!("{path}.{field}"), message))?;
+        }
+        let pins = self.groups.iter().enumerate().map(|(i, g)| (format!("groups[{i}].pin"), &g.pin));
+        let pins = pins.chain(self.positions.iter().enumerate().map(|(i, p)| (format!("positions[{i}].pin"), &p.pin)));
+        for (path, pin) in pins {
+            if pin.as_ref().is_some_and(|p| !p.0.starts_with(PinHash::SCHEME)) {
+                return Err(ConfigError::new(path, "not a PIN hash: set PINs through the admin API or UI"));
+            }
+        }
         if let TlsMode::Files { cert, key } = self.server.tls.mode()
             && (cert.as_os_str().is_empty() || key.as_os_str().is_empty())
         {
@@ -655,6 +770,11 @@ impl Config {
         self.groups.iter().enumerate().find(|(_, g)| g.id() == id)
     }
 
+    /// The index and entry of the position with this id.
+    pub fn position(&self, id: &str) -> Option<(usize, &Position)> {
+        self.positions.iter().enumerate().find(|(_, p)| p.id() == id)
+    }
+
     /// The index and entry of the server audio user with this id.
     pub fn server_audio_user(&self, id: &str) -> Option<(usize, &ServerAudioUser)> {
         self.server_audio_users.iter().enumerate().find(|(_, u)| u.id() == id)
@@ -672,6 +792,10 @@ impl Config {
         hide(&mut shown.janus.admin_secret);
         hide(&mut shown.janus.room_admin_key);
         hide(&mut shown.janus.event_secret);
+        let pins = shown.groups.iter_mut().map(|g| &mut g.pin).chain(shown.positions.iter_mut().map(|p| &mut p.pin));
+        for pin in pins.flatten() {
+            pin.0 = REDACTED.into();
+        }
         shown
     }
 }

@@ -118,8 +118,13 @@ pub struct RoomSpec {
     pub default_prebuffering: u32,
     /// Bits per second of the mix sent to each participant (0: Opus decides).
     pub default_bitrate: u32,
-    /// Lets clients (and the admin UI) see who talks.
+    /// Lets clients (and the admin UI) see who talks: AudioBridge sends `talking` and
+    /// `stopped-talking` events to the room's participants (from their RFC 6464 audio levels).
     pub audiolevel_event: bool,
+    /// Packets (20 ms each) a talking decision looks at.
+    pub audio_active_packets: u32,
+    /// Average level (0 loudest ..127 silence, dBov) over those packets above which a
+    /// participant talks.
     pub audio_level_average: u32,
     /// Rooms live in Janus's memory only; partyline recreates them from the config.
     pub permanent: bool,
@@ -327,6 +332,7 @@ mod tests {
             default_prebuffering: 2,
             default_bitrate: 64_000,
             audiolevel_event: false,
+            audio_active_packets: 10,
             audio_level_average: 40,
             permanent: false,
         };

@@ -10,6 +10,9 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+/// A sound server address where none listens (a test's `.env("PULSE_SERVER", …)` replaces it).
+pub const NO_SOUND_SERVER: &str = "unix:/nonexistent/partyline-no-sound-server";
+
 /// The head of every test config: loopback, any free port, plain HTTP.
 pub const LOOPBACK_PLAIN: &str = "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:0\n  tls: false\n";
 
@@ -68,7 +71,9 @@ pub struct Control {
 
 impl Control {
     pub fn builder() -> Builder {
-        Builder::default().config(Some(LOOPBACK_PLAIN))
+        // No sound server unless a test gives one: `pactl` would otherwise look for the
+        // machine's (or spawn one as this user, leaving its runtime link behind in $HOME).
+        Builder::default().config(Some(LOOPBACK_PLAIN)).env("PULSE_SERVER", NO_SOUND_SERVER)
     }
 
     /// A control with the default test config.

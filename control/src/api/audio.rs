@@ -89,8 +89,8 @@ pub struct DeviceView {
     pub output_device_id: Option<String>,
     #[schema(example = 48000)]
     pub sample_rate: u32,
-    /// Channels of the selected input (of the default input when `inputDeviceId` is null);
-    /// 0 when the sound server does not list it.
+    /// Channels of the selected input (of the default input when `inputDeviceId` is null), as
+    /// the sound server listed it at most 10 s ago; 0 when it does not list it.
     pub input_channels: u32,
     pub output_channels: u32,
     /// Its name as the sound server gives it; `null` when the sound server does not list it.
@@ -99,10 +99,9 @@ pub struct DeviceView {
 }
 
 impl DeviceView {
-    /// The selection, with channel counts and names from the device listing (which asks the
-    /// sound server: up to [`devices::SOUND_SERVER_TIMEOUT`]).
+    /// The selection, with channel counts and names from a recent device listing.
     async fn of(device: &DeviceSelection) -> Self {
-        let listing = devices::list_devices().await;
+        let listing = devices::recent_devices().await;
         let (input_channels, input_device_name) = described(&listing.inputs, device.input_device_id.as_deref());
         let (output_channels, output_device_name) = described(&listing.outputs, device.output_device_id.as_deref());
         Self {

@@ -26,6 +26,14 @@ pub enum ApiError {
     Unauthorized,
     #[error("{0}")]
     NotFound(String),
+    #[error("{0} asks for a PIN: send it as `pin`")]
+    PinRequired(String),
+    #[error("wrong PIN for {0}")]
+    WrongPin(String),
+    #[error("the token does not hold this line")]
+    Forbidden,
+    #[error("too many wrong PINs from this address: wait a minute")]
+    TooManyRequests,
     #[error("Route not found: {method} {path}")]
     RouteNotFound { method: String, path: String },
     #[error("Method not allowed: {method} {path}")]
@@ -48,7 +56,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::PinRequired(_) | ApiError::WrongPin(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden => StatusCode::FORBIDDEN,
+            ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -64,6 +74,10 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Unauthorized => "unauthorized",
+            ApiError::PinRequired(_) => "pin_required",
+            ApiError::WrongPin(_) => "wrong_pin",
+            ApiError::Forbidden => "forbidden",
+            ApiError::TooManyRequests => "too_many_tries",
             ApiError::NotFound(_) => "not_found",
             ApiError::RouteNotFound { .. } => "route_not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::extract::present;
+use super::positions::hash_pin;
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::config;
 
@@ -26,6 +27,8 @@ pub struct GroupView {
     /// True when the group has no bitrate of its own and follows `audio.defaultBitrate` (a
     /// write with `"audioBitrate": null` returns a group to it).
     pub follows_default_bitrate: bool,
+    /// Whether joining it asks for a PIN.
+    pub pin: bool,
 }
 
 impl GroupView {
@@ -35,6 +38,7 @@ impl GroupView {
             name: group.name.clone(),
             audio_bitrate: group.audio_bitrate.unwrap_or(default_bitrate).get(),
             follows_default_bitrate: group.audio_bitrate.is_none(),
+            pin: group.pin.is_some(),
         }
     }
 }
@@ -66,6 +70,10 @@ pub struct CreateGroup {
     #[schema(value_type = Option<u32>, minimum = 6, maximum = 510)]
     #[serde(default)]
     pub audio_bitrate: Option<Bitrate>,
+    /// 4 to 12 digits asked of whoever joins it. Stored hashed, never shown.
+    #[schema(example = "2468")]
+    #[serde(default)]
+    pub pin: Option<String>,
 }
 
 /// Changes to a group; absent fields keep their value. A new name gives a new id.
@@ -78,6 +86,10 @@ pub struct UpdateGroup {
     #[schema(value_type = Option<u32>, minimum = 6, maximum = 510)]
     #[serde(default, deserialize_with = "present")]
     pub audio_bitrate: Option<Option<Bitrate>>,
+    /// 4 to 12 digits; `null` removes the PIN.
+    #[schema(value_type = Option<String>, example = "2468")]
+    #[serde(default, deserialize_with = "present")]
+    pub pin: Option<Option<String>>,
 }
 
 /// List the groups.
@@ -101,10 +113,12 @@ pub async fn create(
     ApiJson(body): ApiJson<CreateGroup>,
 ) -> Result<(StatusCode, Json<GroupChanged>), ApiError> {
     let what = format!("create group {:?}", body.name);
+    let pin = hash_pin(body.pin.map(Some)).await?.flatten();
     let group = state
         .config
         .update(what, move |c| {
-            config::create_group(c, &body.name, body.audio_bitrate).map(|g| GroupView::of(&g, c.audio.default_bitrate))
+            config::create_group(c, &body.name, body.audio_bitrate, pin)
+                .map(|g| GroupView::of(&g, c.audio.default_bitrate))
         })
         .await?;
     Ok((StatusCode::CREATED, Json(GroupChanged { message: format!("Group {:?} created", group.name), group })))
@@ -121,10 +135,11 @@ pub async fn update(
     ApiJson(body): ApiJson<UpdateGroup>,
 ) -> Result<Json<GroupChanged>, ApiError> {
     let what = format!("update group {id:?}");
+    let pin = hash_pin(body.pin).await?;
     let group = state
         .config
         .update(what, move |c| {
-            config::update_group(c, &id, body.name.as_deref(), body.audio_bitrate)
+            config::update_group(c, &id, body.name.as_deref(), body.audio_bitrate, pin)
                 .map(|g| GroupView::of(&g, c.audio.default_bitrate))
         })
         .await?;

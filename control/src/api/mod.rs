@@ -9,6 +9,8 @@ mod audio;
 mod error;
 mod extract;
 mod groups;
+mod panel;
+mod positions;
 mod server_users;
 mod system;
 mod users;
@@ -31,9 +33,11 @@ pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 
 use crate::bridge::BridgeManager;
+use crate::calls::Calls;
 use crate::config::ConfigManager;
 use crate::janus::Janus;
 use crate::logring::LogRing;
+use crate::pin::PinLimiter;
 use crate::secrets::AdminToken;
 
 /// Largest request body accepted, in bytes.
@@ -49,6 +53,10 @@ pub struct AppState {
     pub admin_token: Arc<AdminToken>,
     pub janus: Arc<Janus>,
     pub bridge: Arc<BridgeManager>,
+    /// The call signal's fan-out to the panels.
+    pub calls: Arc<Calls>,
+    /// Wrong PINs per client address.
+    pub pins: Arc<PinLimiter>,
     /// Whether the public listener speaks TLS (for the URLs handed to browsers).
     pub tls: bool,
     pub started: Instant,
@@ -63,6 +71,7 @@ pub struct AppState {
     modifiers(&BearerAuth),
     tags(
         (name = "groups", description = "Party lines"),
+        (name = "positions", description = "Prepared panels: a name and its lines"),
         (name = "audio", description = "Sound card and encoding"),
         (name = "users", description = "Crew members: tokens, connections, disconnects"),
         (name = "system", description = "Logs, stats, config, this document"),
@@ -93,14 +102,20 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(audio::get_channel_names, audio::set_channel_names))
         .routes(routes!(audio::devices))
         .routes(routes!(audio::devices_list))
+        .routes(routes!(positions::list, positions::create))
+        .routes(routes!(positions::update, positions::delete))
         .routes(routes!(server_users::list, server_users::create))
         .routes(routes!(server_users::update, server_users::delete))
         .routes(routes!(users::list))
-        .routes(routes!(users::disconnect));
+        .routes(routes!(users::disconnect))
+        .routes(routes!(users::remove_line));
     let api = OpenApiRouter::new()
         .nest("/admin", admin)
-        .routes(routes!(users::token))
+        .routes(routes!(panel::token))
+        .routes(routes!(panel::call))
+        .routes(routes!(panel::session_events))
         .routes(routes!(users::groups))
+        .routes(routes!(positions::public))
         .routes(routes!(system::health))
         .routes(routes!(system::openapi_json));
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest("/api", api).split_for_parts()

@@ -5,14 +5,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use base64::Engine as _;
-use partyline_shared::config::{MAX_NAME_CHARS, check_name_chars};
 use partyline_shared::janus::HandlerEvent;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::panel::unavailable;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ErrorBody};
-use crate::janus::{DisconnectError, JanusError};
-use crate::users::{UserState, UserView};
+use crate::janus::DisconnectError;
+use crate::users::{User, UserState, UserView};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UserList {
@@ -58,7 +58,7 @@ impl StateFilter {
 pub async fn list(State(state): State<AppState>, ApiQuery(query): ApiQuery<UserQuery>) -> Json<UserList> {
     let filter = query.state.unwrap_or_default();
     let users: Vec<UserView> =
-        state.janus.users.list().iter().filter(|u| filter.admits(u.state)).map(|u| u.view()).collect();
+        state.janus.users.list().iter().filter(|u| filter.admits(u.state)).map(|u| view(&state, u)).collect();
     Json(UserList { count: users.len(), users })
 }
 
@@ -78,81 +78,58 @@ pub async fn disconnect(
     State(state): State<AppState>,
     ApiPath(identity): ApiPath<String>,
 ) -> Result<Json<UserDisconnected>, ApiError> {
-    let user = state.janus.disconnect(&identity, "disconnected by the admin", "admin").await.map_err(|e| match e {
-        DisconnectError::NotFound(_) => ApiError::NotFound(e.to_string()),
-        DisconnectError::ServerUser(_) => ApiError::Conflict(e.to_string()),
-        DisconnectError::Janus(e) => unavailable(&e),
-    })?;
+    let user = state.janus.disconnect(&identity, "disconnected by the admin", "admin").await.map_err(refused)?;
     Ok(Json(UserDisconnected { message: format!("User {:?} disconnected", user.username), identity: user.identity }))
 }
 
-/// A crew member asking to join a group.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TokenRequest {
-    /// 1 to 64 printable characters.
-    #[schema(example = "Alice")]
-    pub username: String,
-    #[schema(example = "stage-left")]
-    pub group_id: String,
+fn refused(e: DisconnectError) -> ApiError {
+    match e {
+        DisconnectError::NotFound(_) | DisconnectError::NoSuchLine { .. } => ApiError::NotFound(e.to_string()),
+        DisconnectError::ServerUser(_) => ApiError::Conflict(e.to_string()),
+        DisconnectError::Janus(e) => unavailable(&e),
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenResponse {
-    /// The Janus token: valid for one session; revoked when it ends or after 10 minutes unused.
-    pub token: String,
-    /// Janus's WebSocket API on this origin (`wss://HOST/janus`).
-    pub url: String,
-    /// The AudioBridge room to join: the group id.
-    pub room_name: String,
-    /// The participant id to join with.
-    pub participant_identity: String,
+pub struct LineRemoved {
+    pub message: String,
+    /// The user as it is now (its other lines go on).
+    pub user: UserView,
 }
 
-/// Get a token to join a group's room.
-#[utoipa::path(post, path = "/token", tag = "users", request_body = TokenRequest,
-    responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 503, description = "Janus is unreachable; nothing was registered", body = ErrorBody)))]
-pub async fn token(
+/// Take one line away from a user: kicked from that group's room, which no longer admits its
+/// token; its other lines go on. Taking its last line disconnects it.
+#[utoipa::path(delete, path = "/users/{identity}/lines/{group}", tag = "users", security(("admin_token" = [])),
+    params(("identity" = String, Path, description = "The user's participant identity"),
+        ("group" = String, Path, description = "The line's group id")),
+    responses((status = 200, body = LineRemoved), (status = 401, body = ErrorBody),
+        (status = 404, description = "No such user, or no such line of it", body = ErrorBody),
+        (status = 409, description = "A server audio user: managed under /admin/server-users", body = ErrorBody),
+        (status = 503, description = "Janus is unreachable; nothing was changed", body = ErrorBody)))]
+pub async fn remove_line(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<TokenRequest>,
-) -> Result<Json<TokenResponse>, ApiError> {
-    let username = body.username.trim();
-    if username.is_empty() {
-        return Err(ApiError::BadRequest("username: must not be empty".into()));
-    }
-    check_name_chars(username)
-        .map_err(|m| ApiError::BadRequest(format!("username: {m} (1 to {MAX_NAME_CHARS} printable characters)")))?;
-    if state.config.current().group(&body.group_id).is_none() {
-        return Err(ApiError::NotFound(format!("no group has id {:?}", body.group_id)));
-    }
-    let user = state.janus.issue_token(username, &body.group_id).await.map_err(|e| unavailable(&e))?;
-    Ok(Json(TokenResponse {
-        url: janus_websocket_url(&headers, state.tls),
-        room_name: user.group_id,
-        participant_identity: user.identity,
-        // Handed out to the crew member who asked for it (and only here).
-        token: user.token.expose().to_owned(),
-    }))
+    ApiPath((identity, group)): ApiPath<(String, String)>,
+) -> Result<Json<LineRemoved>, ApiError> {
+    let user = state.janus.remove_line(&identity, &group, "admin").await.map_err(refused)?;
+    let message = format!("Line {group:?} of {:?} removed", user.username);
+    Ok(Json(LineRemoved { message, user: view(&state, &user) }))
 }
 
-/// This origin's `/janus`, as the browser reached it.
-fn janus_websocket_url(headers: &HeaderMap, tls: bool) -> String {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    let scheme = if tls { "wss" } else { "ws" };
-    format!("{scheme}://{host}/janus")
-}
-
-fn unavailable(error: &JanusError) -> ApiError {
-    ApiError::Unavailable(format!("the media server is unavailable: {error}"))
+/// A user as the admin sees it: with the lines called in the last seconds.
+fn view(state: &AppState, user: &User) -> UserView {
+    let mut view = user.view();
+    for line in &mut view.lines {
+        line.call = state.calls.is_calling(&line.group_id);
+    }
+    view
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PublicGroup {
     pub id: String,
     pub name: String,
+    /// Whether joining it asks for a PIN.
+    pub pin: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -164,7 +141,8 @@ pub struct PublicGroupList {
 #[utoipa::path(get, path = "/groups", tag = "users", responses((status = 200, body = PublicGroupList)))]
 pub async fn groups(State(state): State<AppState>) -> Json<PublicGroupList> {
     let config = state.config.current();
-    let groups = config.groups.iter().map(|g| PublicGroup { id: g.id(), name: g.name.clone() }).collect();
+    let groups =
+        config.groups.iter().map(|g| PublicGroup { id: g.id(), name: g.name.clone(), pin: g.pin.is_some() }).collect();
     Json(PublicGroupList { groups })
 }
 

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use partyline_shared::Config;
 use partyline_shared::config::{
-    Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, SampleRate,
-    ServerAudioUser, check_entity_name,
+    Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, PinHash, Position,
+    SampleRate, ServerAudioUser, check_entity_name, check_lines,
 };
 
 /// Why an edit was refused.
@@ -42,21 +42,28 @@ fn ensure_group_id_free(config: &Config, id: &str, except: Option<usize>) -> Res
 }
 
 /// Adds a group; its id is the slug of its name and must be free.
-pub fn create_group(config: &mut Config, name: &str, audio_bitrate: Option<Bitrate>) -> Result<Group, EditError> {
+pub fn create_group(
+    config: &mut Config,
+    name: &str,
+    audio_bitrate: Option<Bitrate>,
+    pin: Option<PinHash>,
+) -> Result<Group, EditError> {
     let (name, id) = entity_name("name", name)?;
     ensure_group_id_free(config, &id, None)?;
-    let group = Group::new(name, audio_bitrate);
+    let mut group = Group::new(name, audio_bitrate);
+    group.pin = pin;
     config.groups.push(group.clone());
     Ok(group)
 }
 
-/// Renames a group and/or changes its bitrate. A rename changes the id; the server audio
-/// users that pointed at the old id are pointed at the new one in the same write.
+/// Renames a group, changes its bitrate or its PIN. A rename changes the id; the server audio
+/// users and positions that pointed at the old id are pointed at the new one in the same write.
 pub fn update_group(
     config: &mut Config,
     id: &str,
     name: Patch<&str>,
     audio_bitrate: Patch<Option<Bitrate>>,
+    pin: Patch<Option<PinHash>>,
 ) -> Result<Group, EditError> {
     let (index, _) = config.group(id).ok_or_else(|| not_found("group", id))?;
     if let Some(name) = name {
@@ -66,14 +73,21 @@ pub fn update_group(
         for user in config.server_audio_users.iter_mut().filter(|u| u.group == id) {
             user.group.clone_from(&new_id);
         }
+        let lists = config.positions.iter_mut().flat_map(|p| p.listen.iter_mut().chain(p.talk.iter_mut()));
+        for group in lists.filter(|g| *g == id) {
+            group.clone_from(&new_id);
+        }
     }
     if let Some(audio_bitrate) = audio_bitrate {
         config.groups[index].audio_bitrate = audio_bitrate;
     }
+    if let Some(pin) = pin {
+        config.groups[index].pin = pin;
+    }
     Ok(config.groups[index].clone())
 }
 
-/// Removes a group, unless server audio users still send into it.
+/// Removes a group, unless server audio users send into it or positions hold it.
 pub fn delete_group(config: &mut Config, id: &str) -> Result<Group, EditError> {
     let (index, _) = config.group(id).ok_or_else(|| not_found("group", id))?;
     let users: Vec<&str> =
@@ -84,7 +98,83 @@ pub fn delete_group(config: &mut Config, id: &str) -> Result<Group, EditError> {
             users.join(", ")
         )));
     }
+    let holds = |p: &&Position| p.listen.iter().chain(&p.talk).any(|g| g == id);
+    let positions: Vec<&str> = config.positions.iter().filter(holds).map(|p| p.name.as_str()).collect();
+    if !positions.is_empty() {
+        return Err(EditError::Conflict(format!(
+            "group {id:?} is a line of positions: {}; change or delete them first",
+            positions.join(", ")
+        )));
+    }
     Ok(config.groups.remove(index))
+}
+
+/// A position as the API sends it.
+#[derive(Debug, Clone, Default)]
+pub struct PositionFields {
+    pub name: Option<String>,
+    pub listen: Option<Vec<String>>,
+    pub talk: Option<Vec<String>>,
+    /// `Some(None)` removes the PIN.
+    pub pin: Patch<Option<PinHash>>,
+}
+
+fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
+    match config.position(id) {
+        Some((index, existing)) if Some(index) != except => {
+            Err(EditError::Conflict(format!("a position with id {id:?} already exists ({:?})", existing.name)))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_position_lines(config: &Config, position: &Position) -> Result<(), EditError> {
+    check_lines(&position.listen, &position.talk, |g| config.group(g).is_some()).map_err(|(field, message)| {
+        EditError::Invalid {
+            field: if field.starts_with("talk") { "talk" } else { "listen" },
+            message: format!("{field}: {message}"),
+        }
+    })
+}
+
+/// Adds a position; its id is the slug of its name and must be free.
+pub fn create_position(config: &mut Config, fields: PositionFields) -> Result<Position, EditError> {
+    let (name, id) = entity_name("name", fields.name.as_deref().unwrap_or_default())?;
+    ensure_position_id_free(config, &id, None)?;
+    let position = Position {
+        name,
+        listen: fields.listen.unwrap_or_default(),
+        talk: fields.talk.unwrap_or_default(),
+        pin: fields.pin.flatten(),
+    };
+    check_position_lines(config, &position)?;
+    config.positions.push(position.clone());
+    Ok(position)
+}
+
+/// Changes a position; absent fields keep their value.
+pub fn update_position(config: &mut Config, id: &str, fields: PositionFields) -> Result<Position, EditError> {
+    let (index, _) = config.position(id).ok_or_else(|| not_found("position", id))?;
+    let mut position = config.positions[index].clone();
+    if let Some(name) = fields.name {
+        let (name, new_id) = entity_name("name", &name)?;
+        ensure_position_id_free(config, &new_id, Some(index))?;
+        position.name = name;
+    }
+    position.listen = fields.listen.unwrap_or(position.listen);
+    position.talk = fields.talk.unwrap_or(position.talk);
+    if let Some(pin) = fields.pin {
+        position.pin = pin;
+    }
+    check_position_lines(config, &position)?;
+    config.positions[index] = position.clone();
+    Ok(position)
+}
+
+/// Removes a position (crew members who joined with it keep their lines).
+pub fn delete_position(config: &mut Config, id: &str) -> Result<Position, EditError> {
+    let (index, _) = config.position(id).ok_or_else(|| not_found("position", id))?;
+    Ok(config.positions.remove(index))
 }
 
 /// `PUT /admin/config/audio`.
@@ -225,7 +315,7 @@ mod tests {
 
     fn with_user() -> Config {
         let mut config = Config::default();
-        create_group(&mut config, "Stage Left", None).expect("create");
+        create_group(&mut config, "Stage Left", None, None).expect("create");
         config.server_audio_users.push(ServerAudioUser {
             name: "FOH".into(),
             group: "stage-left".into(),
@@ -238,7 +328,7 @@ mod tests {
     #[test]
     fn rename_rewrites_references() {
         let mut config = with_user();
-        let group = update_group(&mut config, "stage-left", Some("Scène Côté Jardin"), None).expect("rename");
+        let group = update_group(&mut config, "stage-left", Some("Scène Côté Jardin"), None, None).expect("rename");
         assert_eq!(group.id(), "scene-cote-jardin");
         assert_eq!(config.server_audio_users[0].group, "scene-cote-jardin");
         config.validate().expect("still valid");
@@ -254,17 +344,64 @@ mod tests {
     #[test]
     fn collisions_on_create_and_rename() {
         let mut config = with_user();
-        create_group(&mut config, "Other", None).expect("create");
-        assert!(matches!(create_group(&mut config, "STAGE left", None), Err(EditError::Conflict(_))));
-        assert!(matches!(update_group(&mut config, "other", Some("Stage-Left"), None), Err(EditError::Conflict(_))));
+        create_group(&mut config, "Other", None, None).expect("create");
+        assert!(matches!(create_group(&mut config, "STAGE left", None, None), Err(EditError::Conflict(_))));
+        assert!(matches!(
+            update_group(&mut config, "other", Some("Stage-Left"), None, None),
+            Err(EditError::Conflict(_))
+        ));
         // Renaming a group to a name with its own id is no collision.
-        update_group(&mut config, "other", Some("OTHER"), None).expect("same id");
+        update_group(&mut config, "other", Some("OTHER"), None, None).expect("same id");
+    }
+
+    fn position(name: &str, listen: &[&str], talk: &[&str]) -> PositionFields {
+        let ids = |l: &[&str]| Some(l.iter().map(|s| (*s).to_owned()).collect());
+        PositionFields { name: Some(name.into()), listen: ids(listen), talk: ids(talk), pin: None }
+    }
+
+    #[test]
+    fn positions_follow_renames_and_hold_their_groups() {
+        let mut config = with_user();
+        create_group(&mut config, "FOH", None, None).expect("create");
+        create_position(&mut config, position("Stage Manager", &["stage-left", "foh"], &["stage-left"])).expect("ok");
+        update_group(&mut config, "foh", Some("Front of House"), None, None).expect("rename");
+        assert_eq!(config.positions[0].listen, ["stage-left", "front-of-house"]);
+        config.validate().expect("still valid");
+        let err = delete_group(&mut config, "front-of-house").expect_err("held by a position");
+        assert!(matches!(&err, EditError::Conflict(m) if m.contains("Stage Manager")), "{err}");
+        delete_position(&mut config, "stage-manager").expect("delete");
+        delete_group(&mut config, "front-of-house").expect("free now");
+    }
+
+    #[test]
+    fn position_lines_are_checked() {
+        let mut config = with_user();
+        let ids: Vec<String> = (0..13).map(|i| format!("g{i}")).collect();
+        for id in &ids {
+            create_group(&mut config, &id.to_uppercase(), None, None).expect("group");
+        }
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        for (fields, field) in [
+            (position("Empty", &[], &[]), "listen"),
+            (position("Ghost", &["nowhere"], &[]), "listen"),
+            (position("Twice", &["stage-left"], &["g1", "g1"]), "talk"),
+            (position("Thirteen", &ids, &[]), "listen"),
+        ] {
+            let err = create_position(&mut config, fields).expect_err("refused");
+            assert!(matches!(&err, EditError::Invalid { field: f, .. } if *f == field), "{err}");
+        }
+        create_position(&mut config, position("Talk only", &[], &["stage-left"])).expect("talk-only line");
+        create_position(&mut config, position("Twelve", &ids[..12], &ids[..1])).expect("12 lines");
+        let err = create_position(&mut config, position("TALK ONLY", &["g1"], &[])).expect_err("collides");
+        assert!(matches!(err, EditError::Conflict(_)));
+        assert!(config.positions.iter().all(|p| !p.lines().is_empty()));
+        config.validate().expect("valid");
     }
 
     #[test]
     fn empty_slug_is_invalid() {
         let mut config = Config::default();
-        let err = create_group(&mut config, "日本", None).expect_err("empty id");
+        let err = create_group(&mut config, "日本", None, None).expect_err("empty id");
         assert!(matches!(err, EditError::Invalid { field: "name", .. }));
     }
 }

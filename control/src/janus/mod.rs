@@ -27,7 +27,7 @@ pub use client::{Handle, JanusError, JanusHttp};
 
 use crate::config::ConfigManager;
 use crate::secrets::{JanusSecrets, derive, random_hex};
-use crate::users::{UNUSED_TOKEN_LIFETIME, User, UserKind, UserState, Users};
+use crate::users::{Line, UNUSED_TOKEN_LIFETIME, User, UserKind, Users};
 
 /// How often control reconciles with Janus while it is up (a session needs a request at
 /// least every 60 s; missed leave events are noticed within this time).
@@ -80,6 +80,8 @@ pub enum DisconnectError {
     NotFound(String),
     #[error("{0:?} is a server audio user: it follows the config (change or delete it under /admin/server-users)")]
     ServerUser(String),
+    #[error("user {identity:?} has no line {group:?}")]
+    NoSuchLine { identity: String, group: String },
     #[error(transparent)]
     Janus(#[from] JanusError),
 }
@@ -374,9 +376,9 @@ impl Janus {
         }
     }
 
-    /// Issues a token for `username` in `group_id` and registers the user as pending.
-    /// Nothing is registered unless Janus stored the token.
-    pub async fn issue_token(&self, username: &str, group_id: &str) -> Result<User, JanusError> {
+    /// Issues one token for `username` on `lines` and registers the user as pending; each
+    /// line's room admits the token. Nothing stays registered unless Janus took it all.
+    pub async fn issue_token(&self, username: &str, lines: Vec<Line>) -> Result<User, JanusError> {
         let config = self.config.current();
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let base = match slugify(username) {
@@ -386,34 +388,62 @@ impl Janus {
         let identity = format!("{base}-{}", random_hex(3).map_err(|e| JanusError::Protocol(e.to_string()))?);
         let at = self.link().await?;
         self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
-        // Registered before its room admits it, so that a room created meanwhile lists it.
-        let user = self.users.register(identity, username.to_owned(), group_id.to_owned(), token);
-        if let Err(e) =
-            self.allow(&config, at, group_id, AllowedAction::Add, vec![user.token.expose().to_owned()]).await
-        {
-            self.users.remove(&user.identity);
-            self.revoke(&user).await;
-            return Err(e);
+        // Registered before its rooms admit it, so that a room created meanwhile lists it.
+        let user = self.users.register(identity, username.to_owned(), lines, token);
+        for line in &user.lines {
+            let token = vec![user.token.expose().to_owned()];
+            if let Err(e) = self.allow(&config, at, &line.group_id, AllowedAction::Add, token).await {
+                self.users.remove(&user.identity);
+                self.revoke(&user).await;
+                return Err(e);
+            }
         }
         Ok(user)
     }
 
-    /// Disconnects a user for good: kicked from its room and its token revoked, so the same
-    /// token cannot rejoin. The user stays registered if Janus cannot be told.
+    /// Disconnects a user for good: kicked from every room it is in and its token revoked, so
+    /// the same token cannot rejoin. The user stays registered if Janus cannot be told.
     pub async fn disconnect(&self, identity: &str, why: &str, by: &str) -> Result<User, DisconnectError> {
         let user = self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()))?;
         if user.kind == UserKind::Server {
             return Err(DisconnectError::ServerUser(identity.to_owned()));
         }
         let config = self.config.current();
-        if user.state == UserState::Connected {
+        for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
             let at = self.link().await?;
-            self.kick(&config, at, &user.group_id, &user.identity).await?;
+            self.kick(&config, at, &line.group_id, &user.identity).await?;
         }
         self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, user.token.expose()).await?;
         self.users.remove(identity);
-        tracing::warn!(identity, username = user.username, group = user.group_id, by, why, "user disconnected");
+        let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
+        tracing::warn!(identity, username = user.username, group = groups.join(","), by, why, "user disconnected");
+        self.unlist(&user).await;
         Ok(user)
+    }
+
+    /// Takes one line away from a crew member: kicked from that room, which no longer admits its
+    /// token; its other lines go on. Taking its last line disconnects it.
+    pub async fn remove_line(&self, identity: &str, group: &str, by: &str) -> Result<User, DisconnectError> {
+        let user = self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()))?;
+        if user.kind == UserKind::Server {
+            return Err(DisconnectError::ServerUser(identity.to_owned()));
+        }
+        if !user.has_line(group) {
+            return Err(DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() });
+        }
+        if user.lines.len() == 1 {
+            return self.disconnect(identity, &format!("line {group} removed by the admin"), by).await;
+        }
+        let config = self.config.current();
+        let at = self.link().await?;
+        let token = vec![user.token.expose().to_owned()];
+        self.allow(&config, at, group, AllowedAction::Remove, token).await?;
+        self.kick(&config, at, group, identity).await?;
+        let Some((_, now, _)) = self.users.remove_line(identity, group) else {
+            return Err(DisconnectError::NotFound(identity.to_owned()));
+        };
+        tracing::warn!(identity, username = user.username, group, by, "line removed from a user");
+        Ok(now)
     }
 
     /// Kicks every server audio user's participant out of its room. For a partyline-bridged
@@ -488,7 +518,7 @@ impl Janus {
         let mut identities = Vec::new();
         for user in &config.server_audio_users {
             let (identity, token) = self.server_user_credentials(user)?;
-            let before = self.users.get(&identity).map(|u| u.group_id);
+            let before = self.users.get(&identity).map(|u| u.first_group().to_owned());
             if self.users.upsert_server(&identity, &user.name, &user.group, &token) {
                 self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
             }
@@ -521,7 +551,7 @@ impl Janus {
         drop(admitting);
         for gone in removed {
             tracing::info!(identity = gone.identity, "server audio user removed");
-            if let Err(e) = self.kick(&config, at, &gone.group_id, &gone.identity).await {
+            if let Err(e) = self.kick(&config, at, gone.first_group(), &gone.identity).await {
                 tracing::warn!(identity = gone.identity, error = %e, "could not kick a removed server audio user");
             }
             self.revoke(&gone).await;
@@ -537,7 +567,7 @@ impl Janus {
             tracing::warn!(
                 identity = user.identity,
                 username = user.username,
-                group = user.group_id,
+                group = user.first_group(),
                 by = "config",
                 why = "group deleted or renamed",
                 "user disconnected"
@@ -561,11 +591,20 @@ impl Janus {
         if let Err(e) = self.http.remove_token(&config.janus.admin_url, secret, user.token.expose()).await {
             tracing::warn!(identity = user.identity, error = %e, "cannot revoke the token");
         }
+        self.unlist(user).await;
+    }
+
+    /// Takes a gone user's token off its rooms' admission lists (they would otherwise grow with
+    /// every session until the room is recreated).
+    async fn unlist(&self, user: &User) {
+        let config = self.config.current();
         // Only over a session that is up: a reconnect recreates the rooms from the registry.
         let Some(at) = *self.link.lock().await else { return };
-        let token = vec![user.token.expose().to_owned()];
-        if let Err(e) = self.allow(&config, at, &user.group_id, AllowedAction::Remove, token).await {
-            tracing::debug!(identity = user.identity, error = %e, "cannot take the token off its room's list");
+        for line in &user.lines {
+            let token = vec![user.token.expose().to_owned()];
+            if let Err(e) = self.allow(&config, at, &line.group_id, AllowedAction::Remove, token).await {
+                tracing::debug!(identity = user.identity, error = %e, "cannot take the token off its room's list");
+            }
         }
     }
 }

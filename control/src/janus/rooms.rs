@@ -21,7 +21,9 @@ pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSp
                 sampling_rate: config.audio.sample_rate.get(),
                 default_prebuffering: prebuffering,
                 default_bitrate: config.group_bitrate(group).get() * 1000,
-                audiolevel_event: false,
+                // The panels' activity lights: a talker shows within 10 packets (200 ms).
+                audiolevel_event: true,
+                audio_active_packets: 10,
                 audio_level_average: 40,
                 permanent: false,
             }

@@ -18,6 +18,7 @@ mod hostile;
 mod invariants;
 mod janus_link;
 mod openapi;
+mod panel;
 mod persistence;
 mod reload;
 mod restart;

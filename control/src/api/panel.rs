@@ -1,0 +1,263 @@
+//! The crew's routes: a token for a panel of lines (`POST /api/token`), the call signal
+//! (`POST /api/call`) and the panel's event stream (`GET /api/session/events`). Open on the LAN:
+//! what admits a crew member is the token, and for protected groups and positions a PIN.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+
+use axum::Json;
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::Stream;
+use partyline_shared::Config;
+use partyline_shared::config::{MAX_NAME_CHARS, PinHash, check_lines, check_name_chars, lines_of};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+use utoipa::ToSchema;
+
+use super::positions::LineView;
+use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
+use crate::calls::Call;
+use crate::janus::JanusError;
+use crate::users::{Line, User};
+
+/// A crew member asking for a panel: one group (`groupId`), a prepared `position`, or its own
+/// `listen`/`talk` lists. A protected group or position needs its `pin`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenRequest {
+    /// 1 to 64 printable characters.
+    #[schema(example = "Alice")]
+    pub username: String,
+    /// One line, listen and talk.
+    #[schema(example = "stage-left")]
+    #[serde(default)]
+    pub group_id: Option<String>,
+    /// A position's id: its lines.
+    #[serde(default)]
+    pub position: Option<String>,
+    /// Group ids heard (with `talk`, an ad-hoc panel).
+    #[serde(default)]
+    pub listen: Option<Vec<String>>,
+    /// Group ids talked to.
+    #[serde(default)]
+    pub talk: Option<Vec<String>>,
+    /// The PIN of the group or position (of every protected group of an ad-hoc panel).
+    #[serde(default)]
+    pub pin: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenLine {
+    #[serde(flatten)]
+    pub line: LineView,
+    /// The AudioBridge room to join for it (the group id).
+    pub room_name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenResponse {
+    /// The Janus token: one session, every line; each line's room admits it (the join carries
+    /// it as `token`), no other room does. Revoked when the session ends or after 10 minutes
+    /// unused.
+    pub token: String,
+    /// Janus's WebSocket API on this origin (`wss://HOST/janus`).
+    pub url: String,
+    /// The participant id to join every line with.
+    pub participant_identity: String,
+    pub lines: Vec<TokenLine>,
+    /// The room, when the panel has one line (what single-group clients read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub room_name: Option<String>,
+}
+
+/// Get a token for a panel of lines.
+#[utoipa::path(post, path = "/token", tag = "users", request_body = TokenRequest,
+    responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 401, description = "A PIN is needed (`pin_required`) or wrong (`wrong_pin`)", body = ErrorBody),
+        (status = 429, description = "Too many wrong PINs from this address", body = ErrorBody),
+        (status = 503, description = "Janus is unreachable; nothing was registered", body = ErrorBody)))]
+pub async fn token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
+    ApiJson(body): ApiJson<TokenRequest>,
+) -> Result<Json<TokenResponse>, ApiError> {
+    let username = body.username.trim().to_owned();
+    if username.is_empty() {
+        return Err(ApiError::BadRequest("username: must not be empty".into()));
+    }
+    check_name_chars(&username)
+        .map_err(|m| ApiError::BadRequest(format!("username: {m} (1 to {MAX_NAME_CHARS} printable characters)")))?;
+    let config = state.config.current();
+    let (lines, pins) = requested_lines(&config, &body)?;
+    let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(address))| address.ip());
+    check_pins(&state, client, pins, body.pin).await?;
+    let user = state.janus.issue_token(&username, lines).await.map_err(|e| unavailable(&e))?;
+    Ok(Json(token_response(&config, &user, janus_websocket_url(&headers, state.tls))))
+}
+
+/// A PIN guarding a group or position a request asks for.
+#[derive(Debug)]
+struct PinGuard {
+    /// What it guards, for the error message (`group "foh"`).
+    what: String,
+    pin: PinHash,
+}
+
+/// The lines a request asks for, and the PINs guarding them.
+fn requested_lines(config: &Config, body: &TokenRequest) -> Result<(Vec<Line>, Vec<PinGuard>), ApiError> {
+    let ad_hoc = body.listen.is_some() || body.talk.is_some();
+    match (&body.group_id, &body.position, ad_hoc) {
+        (Some(group), None, false) => {
+            let (_, found) =
+                config.group(group).ok_or_else(|| ApiError::NotFound(format!("no group has id {group:?}")))?;
+            let pins = found.pin.clone().map(|pin| PinGuard { what: format!("group {group:?}"), pin });
+            Ok((vec![Line::both(group.clone())], pins.into_iter().collect()))
+        }
+        (None, Some(id), false) => {
+            let (_, position) =
+                config.position(id).ok_or_else(|| ApiError::NotFound(format!("no position has id {id:?}")))?;
+            let lines = position.lines().into_iter().map(|l| Line::new(l.group, l.listen, l.talk)).collect();
+            let pins = position.pin.clone().map(|pin| PinGuard { what: format!("position {id:?}"), pin });
+            Ok((lines, pins.into_iter().collect()))
+        }
+        (None, None, true) => {
+            let (listen, talk) = (body.listen.clone().unwrap_or_default(), body.talk.clone().unwrap_or_default());
+            check_lines(&listen, &talk, |g| config.group(g).is_some())
+                .map_err(|(field, message)| ApiError::BadRequest(format!("{field}: {message}")))?;
+            let lines = lines_of(&listen, &talk);
+            let pins = lines
+                .iter()
+                .filter_map(|l| {
+                    let pin = config.group(&l.group).and_then(|(_, g)| g.pin.clone())?;
+                    Some(PinGuard { what: format!("group {:?}", l.group), pin })
+                })
+                .collect();
+            Ok((lines.into_iter().map(|l| Line::new(l.group, l.listen, l.talk)).collect(), pins))
+        }
+        _ => Err(ApiError::BadRequest(
+            "give exactly one of `groupId`, `position`, or `listen`/`talk` (group id lists)".into(),
+        )),
+    }
+}
+
+/// Every guarding PIN must match `given`; wrong ones count against the client's address.
+async fn check_pins(
+    state: &AppState,
+    client: IpAddr,
+    pins: Vec<PinGuard>,
+    given: Option<String>,
+) -> Result<(), ApiError> {
+    let Some(first) = pins.first() else { return Ok(()) };
+    let Some(given) = given else { return Err(ApiError::PinRequired(first.what.clone())) };
+    if !state.pins.may_try(client) {
+        return Err(ApiError::TooManyRequests);
+    }
+    let wrong = tokio::task::spawn_blocking(move || {
+        pins.into_iter().find(|guard| !crate::pin::verify(&guard.pin, &given)).map(|guard| guard.what)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("cannot check the PIN: {e}")))?;
+    match wrong {
+        Some(what) => {
+            state.pins.wrong(client);
+            tracing::warn!(%client, what, "wrong PIN");
+            Err(ApiError::WrongPin(what))
+        }
+        None => Ok(()),
+    }
+}
+
+fn token_response(config: &Config, user: &User, url: String) -> TokenResponse {
+    let lines: Vec<TokenLine> = user
+        .lines
+        .iter()
+        .map(|l| TokenLine { line: LineView::of(config, &l.group_id, l.listen, l.talk), room_name: l.group_id.clone() })
+        .collect();
+    TokenResponse {
+        room_name: (lines.len() == 1).then(|| lines[0].room_name.clone()),
+        url,
+        participant_identity: user.identity.clone(),
+        // Handed out to the crew member who asked for it (and only here).
+        token: user.token.expose().to_owned(),
+        lines,
+    }
+}
+
+/// This origin's `/janus`, as the browser reached it.
+fn janus_websocket_url(headers: &HeaderMap, tls: bool) -> String {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let scheme = if tls { "wss" } else { "ws" };
+    format!("{scheme}://{host}/janus")
+}
+
+pub(super) fn unavailable(error: &JanusError) -> ApiError {
+    ApiError::Unavailable(format!("the media server is unavailable: {error}"))
+}
+
+/// A call on one line of the caller's panel.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallRequest {
+    /// The caller's token (from `POST /token`).
+    pub token: String,
+    /// The line called.
+    #[schema(example = "stage-left")]
+    pub group_id: String,
+}
+
+/// Call a line: every panel on it (and the admin's user view) flashes it for 5 s.
+#[utoipa::path(post, path = "/call", tag = "users", request_body = CallRequest,
+    responses((status = 204), (status = 400, body = ErrorBody),
+        (status = 403, description = "The token does not hold this line (or no longer exists)", body = ErrorBody)))]
+pub async fn call(State(state): State<AppState>, ApiJson(body): ApiJson<CallRequest>) -> Result<StatusCode, ApiError> {
+    let user =
+        state.janus.users.by_token(&body.token).filter(|u| u.has_line(&body.group_id)).ok_or(ApiError::Forbidden)?;
+    let at = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    tracing::info!(identity = user.identity, username = user.username, group = body.group_id, "call");
+    state.calls.send(Call { group_id: body.group_id, from: user.username, identity: user.identity, at });
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Whose events `GET /session/events` streams.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SessionQuery {
+    /// The session's token (`EventSource` cannot send headers).
+    pub token: String,
+}
+
+/// The panel's events (Server-Sent Events): `event: call` with a [`Call`] as data, for calls
+/// on the session's lines. Ends when the session does.
+#[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
+    responses((status = 200, description = "text/event-stream of `call` events", body = Call),
+        (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
+pub async fn session_events(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<SessionQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    state.janus.users.by_token(&query.token).ok_or(ApiError::Forbidden)?;
+    let calls = state.calls.subscribe();
+    let stream = futures_util::stream::unfold((calls, state, query.token), |(mut calls, state, token)| async move {
+        loop {
+            let call = match calls.recv().await {
+                Ok(call) => call,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return None,
+            };
+            // The session's lines as they are now; a session that ended ends its stream.
+            let user = state.janus.users.by_token(&token)?;
+            if user.has_line(&call.group_id) {
+                let event = Event::default().event("call").json_data(&call).unwrap_or_default();
+                return Some((Ok(event), (calls, state, token)));
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

@@ -1,0 +1,208 @@
+//! `/api/admin/positions`: prepared panels (a name and its lines), and `/api/positions`, the
+//! open list the panel page offers.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use partyline_shared::Config;
+use partyline_shared::config::{PinHash, Position};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::extract::present;
+use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
+use crate::config::{self, Patch, PositionFields};
+
+/// One line of a panel.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LineView {
+    #[schema(example = "stage-left")]
+    pub group_id: String,
+    /// The group's name.
+    #[schema(example = "Stage Left")]
+    pub name: String,
+    /// Heard on this panel.
+    pub listen: bool,
+    /// Has a talk key.
+    pub talk: bool,
+}
+
+impl LineView {
+    pub(crate) fn of(config: &Config, group_id: &str, listen: bool, talk: bool) -> Self {
+        let name = config.group(group_id).map_or_else(|| group_id.to_owned(), |(_, g)| g.name.clone());
+        Self { group_id: group_id.to_owned(), name, listen, talk }
+    }
+}
+
+/// A position as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PositionView {
+    /// The slug of the name (`/?position=ID`).
+    #[schema(example = "stage-manager")]
+    pub id: String,
+    #[schema(example = "Stage Manager")]
+    pub name: String,
+    /// Group ids heard.
+    pub listen: Vec<String>,
+    /// Group ids talked to.
+    pub talk: Vec<String>,
+    /// The panel's lines: every listened group, then the talk-only ones.
+    pub lines: Vec<LineView>,
+    /// Whether joining it asks for a PIN.
+    pub pin: bool,
+}
+
+impl PositionView {
+    fn of(config: &Config, position: &Position) -> Self {
+        Self {
+            id: position.id(),
+            name: position.name.clone(),
+            listen: position.listen.clone(),
+            talk: position.talk.clone(),
+            lines: position.lines().iter().map(|l| LineView::of(config, &l.group, l.listen, l.talk)).collect(),
+            pin: position.pin.is_some(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PositionList {
+    pub positions: Vec<PositionView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PositionChanged {
+    pub message: String,
+    pub position: PositionView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PositionDeleted {
+    pub message: String,
+    pub id: String,
+}
+
+/// A new position, or changes to one (absent fields keep their value). At least one line, at
+/// most 12; a group in both lists is one line with listen and talk.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PositionBody {
+    #[schema(example = "Stage Manager", max_length = 64)]
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Group ids heard.
+    #[serde(default)]
+    pub listen: Option<Vec<String>>,
+    /// Group ids talked to.
+    #[serde(default)]
+    pub talk: Option<Vec<String>>,
+    /// 4 to 12 digits asked of whoever joins it; `null` removes it. Stored hashed, never shown.
+    #[schema(value_type = Option<String>, example = "2468")]
+    #[serde(default, deserialize_with = "present")]
+    pub pin: Option<Option<String>>,
+}
+
+impl PositionBody {
+    async fn fields(self) -> Result<PositionFields, ApiError> {
+        Ok(PositionFields { name: self.name, listen: self.listen, talk: self.talk, pin: hash_pin(self.pin).await? })
+    }
+}
+
+/// A PIN field of a request: checked, and hashed off the async threads (the hash is slow on
+/// purpose).
+pub(super) async fn hash_pin(pin: Patch<Option<String>>) -> Result<Patch<Option<PinHash>>, ApiError> {
+    let Some(Some(pin)) = pin else { return Ok(pin.map(|_| None)) };
+    crate::pin::check(&pin).map_err(|m| ApiError::BadRequest(format!("pin: {m}")))?;
+    let hashed = tokio::task::spawn_blocking(move || crate::pin::hash(&pin))
+        .await
+        .map_err(|e| ApiError::Internal(format!("cannot hash the PIN: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("cannot hash the PIN: {e}")))?;
+    Ok(Some(Some(hashed)))
+}
+
+/// List the positions.
+#[utoipa::path(get, path = "/positions", tag = "positions", security(("admin_token" = [])),
+    responses((status = 200, body = PositionList), (status = 401, body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>) -> Json<PositionList> {
+    Json(list_of(&state.config.current()))
+}
+
+fn list_of(config: &Config) -> PositionList {
+    PositionList { positions: config.positions.iter().map(|p| PositionView::of(config, p)).collect() }
+}
+
+/// Create a position.
+#[utoipa::path(post, path = "/positions", tag = "positions", security(("admin_token" = [])), request_body = PositionBody,
+    responses((status = 201, body = PositionChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 409, description = "Another position has the same id", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<PositionBody>,
+) -> Result<(StatusCode, Json<PositionChanged>), ApiError> {
+    let what = format!("create position {:?}", body.name.as_deref().unwrap_or_default());
+    let fields = body.fields().await?;
+    let position =
+        state.config.update(what, move |c| config::create_position(c, fields).map(|p| PositionView::of(c, &p))).await?;
+    let message = format!("Position {:?} created", position.name);
+    Ok((StatusCode::CREATED, Json(PositionChanged { message, position })))
+}
+
+/// Change a position (a new name gives a new id).
+#[utoipa::path(put, path = "/positions/{id}", tag = "positions", security(("admin_token" = [])), request_body = PositionBody,
+    params(("id" = String, Path, description = "Position id")),
+    responses((status = 200, body = PositionChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<PositionBody>,
+) -> Result<Json<PositionChanged>, ApiError> {
+    let what = format!("update position {id:?}");
+    let fields = body.fields().await?;
+    let position = state
+        .config
+        .update(what, move |c| config::update_position(c, &id, fields).map(|p| PositionView::of(c, &p)))
+        .await?;
+    Ok(Json(PositionChanged { message: format!("Position {:?} updated", position.name), position }))
+}
+
+/// Delete a position (crew members who joined with it keep their lines).
+#[utoipa::path(delete, path = "/positions/{id}", tag = "positions", security(("admin_token" = [])),
+    params(("id" = String, Path, description = "Position id")),
+    responses((status = 200, body = PositionDeleted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<PositionDeleted>, ApiError> {
+    let what = format!("delete position {id:?}");
+    let position = state.config.update(what, move |c| config::delete_position(c, &id)).await?;
+    Ok(Json(PositionDeleted { message: format!("Position {:?} deleted", position.name), id: position.id() }))
+}
+
+/// A position as the panel page offers it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PublicPosition {
+    pub id: String,
+    pub name: String,
+    pub pin: bool,
+    pub lines: Vec<LineView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PublicPositionList {
+    pub positions: Vec<PublicPosition>,
+}
+
+/// The positions a crew member can join.
+#[utoipa::path(get, path = "/positions", tag = "users", responses((status = 200, body = PublicPositionList)))]
+pub async fn public(State(state): State<AppState>) -> Json<PublicPositionList> {
+    let config = state.config.current();
+    let positions = list_of(&config)
+        .positions
+        .into_iter()
+        .map(|p| PublicPosition { id: p.id, name: p.name, pin: p.pin, lines: p.lines })
+        .collect();
+    Json(PublicPositionList { positions })
+}

@@ -1,0 +1,275 @@
+//! Panels: positions (the admin's prepared panels), one token for several lines admitted by
+//! exactly those rooms, PINs, taking one line away, and the call signal. Real control, real
+//! Janus.
+
+use std::time::Duration;
+
+use partyline_shared::janus::codes;
+use partyline_testkit::janus::Probe;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::janus::{Stack, user_state};
+use crate::support::{Control, parse_config, wait_for};
+
+const SOON: Duration = Duration::from_secs(5);
+const GROUPS: &str = "  - name: Stage Left\n  - name: Backstage\n  - name: FOH\n";
+
+fn lines(body: &Value) -> Vec<(String, bool, bool)> {
+    body["lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("lines in {body}"))
+        .iter()
+        .map(|l| (l["groupId"].as_str().unwrap_or_default().to_owned(), l["listen"] == true, l["talk"] == true))
+        .collect()
+}
+
+fn line(group: &str, listen: bool, talk: bool) -> (String, bool, bool) {
+    (group.to_owned(), listen, talk)
+}
+
+#[tokio::test]
+async fn positions_crud_and_the_rules_they_share_with_groups() {
+    let control = Control::start().await;
+    for name in ["Stage Left", "Backstage", "FOH"] {
+        assert_eq!(control.post_json("/admin/groups", json!({ "name": name })).await.0, StatusCode::CREATED);
+    }
+    let body = json!({ "name": "Stage Manager", "listen": ["stage-left", "backstage"], "talk": ["stage-left", "foh"] });
+    let (status, created) = control.post_json("/admin/positions", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let position = &created["position"];
+    assert_eq!((&position["id"], &position["pin"]), (&json!("stage-manager"), &json!(false)));
+    let want = [line("stage-left", true, true), line("backstage", true, false), line("foh", false, true)];
+    assert_eq!(lines(position), want, "listened lines first, then the talk-only one");
+
+    // Refused: each with the JSON error naming the problem, nothing written.
+    let before = control.config_text();
+    for (body, status, mentions) in [
+        (json!({ "name": "Empty" }), 400, "at least one line"),
+        (json!({ "name": "Ghost", "listen": ["nowhere"] }), 400, "nowhere"),
+        (json!({ "name": "STAGE manager", "listen": ["foh"] }), 409, "stage-manager"),
+        (json!({ "name": "X", "listen": ["foh"], "pin": "12" }), 400, "pin"),
+        (json!({ "name": "X", "listen": ["foh"], "id": "x" }), 400, "id"),
+    ] {
+        let (got, error) = control.post_json("/admin/positions", body.clone()).await;
+        assert_eq!(got.as_u16(), status, "{body}: {error}");
+        assert!(error["error"].as_str().is_some_and(|e| e.contains(mentions)), "{body}: {error}");
+    }
+    assert_eq!(control.config_text(), before, "refused writes change nothing");
+
+    // A group rename follows into the position; a group a position holds cannot be deleted.
+    assert_eq!(control.put_json("/admin/groups/foh", json!({ "name": "Front of House" })).await.0, StatusCode::OK);
+    let (_, list) = control.get_json("/admin/positions").await;
+    assert_eq!(list["positions"][0]["talk"], json!(["stage-left", "front-of-house"]), "{list}");
+    let (status, error) = control.delete("/admin/groups/backstage").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{error}");
+    assert!(error["error"].as_str().is_some_and(|e| e.contains("Stage Manager")), "names the position: {error}");
+
+    // The panel's open list, and the file: no id, the PIN only as a hash.
+    let (status, updated) = control.put_json("/admin/positions/stage-manager", json!({ "pin": "2468" })).await;
+    assert_eq!((status, &updated["position"]["pin"]), (StatusCode::OK, &json!(true)), "{updated}");
+    let open = reqwest::get(control.url("/positions")).await.expect("GET").json::<Value>().await.expect("json");
+    assert_eq!((&open["positions"][0]["id"], &open["positions"][0]["pin"]), (&json!("stage-manager"), &json!(true)));
+    assert_eq!(open["positions"][0]["lines"][0]["name"], "Stage Left", "{open}");
+    let text = control.config_text();
+    assert!(!text.contains("2468") && text.contains("pin: pbkdf2-sha256$"), "{text}");
+    assert!(!control.log_text().contains("2468"), "the PIN is never logged");
+    assert_eq!(parse_config(&text).positions.len(), 1);
+    let (_, config) = control.get_json("/admin/config").await;
+    assert!(!config.to_string().contains("pbkdf2"), "the hash is redacted: {config}");
+
+    let (status, _) = control.delete("/admin/positions/stage-manager").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(control.delete("/admin/groups/backstage").await.0, StatusCode::OK, "free once no position holds it");
+    assert_eq!(control.delete("/admin/positions/stage-manager").await.0, StatusCode::NOT_FOUND);
+}
+
+async fn token(control: &Control, body: Value) -> (StatusCode, Value) {
+    control.post_json("/token", body).await
+}
+
+#[tokio::test]
+async fn one_token_several_lines_admitted_by_exactly_those_rooms() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let body = json!({ "name": "Stage Manager", "listen": ["stage-left", "backstage"], "talk": ["stage-left"] });
+    assert_eq!(control.post_json("/admin/positions", body).await.0, StatusCode::CREATED);
+
+    let (status, bea) = token(control, json!({ "username": "Bea", "position": "stage-manager" })).await;
+    assert_eq!(status, StatusCode::OK, "{bea}");
+    assert_eq!(lines(&bea), [line("stage-left", true, true), line("backstage", true, false)]);
+    assert!(bea.get("roomName").is_none(), "several lines: no single room");
+    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
+
+    // One identity in both rooms, with the one token; FOH refuses it.
+    let in_stage = Probe::open(&stack.janus, token_b).await.expect("session");
+    in_stage.join_result("stage-left", bea_id, "Bea").await.expect("stage-left admits it");
+    let in_backstage = Probe::open(&stack.janus, token_b).await.expect("session");
+    in_backstage.join_result("backstage", bea_id, "Bea").await.expect("backstage admits it");
+    let elsewhere = Probe::open(&stack.janus, token_b).await.expect("session");
+    assert_eq!(elsewhere.join_result("foh", bea_id, "Bea").await.err(), Some(codes::NOT_ALLOWED));
+
+    let both_joined = async || {
+        let (_, users) = control.get_json("/admin/users").await;
+        let bea = users["users"].as_array()?.iter().find(|u| u["identity"] == bea_id)?.clone();
+        let joined = bea["lines"].as_array()?.iter().filter(|l| l["joined"] == true).count();
+        (joined == 2).then_some(bea)
+    };
+    let shown = wait_for("Bea on both lines in /admin/users", SOON, both_joined).await;
+    assert_eq!((&shown["state"], &shown["groupId"]), (&json!("connected"), &json!("stage-left")));
+
+    // An ad-hoc panel: listen to FOH, talk to Backstage.
+    let (status, ad_hoc) = token(control, json!({ "username": "Cy", "listen": ["foh"], "talk": ["backstage"] })).await;
+    assert_eq!(status, StatusCode::OK, "{ad_hoc}");
+    assert_eq!(lines(&ad_hoc), [line("foh", true, false), line("backstage", false, true)]);
+    for (body, status) in [
+        (json!({ "username": "D", "groupId": "foh", "position": "stage-manager" }), 400),
+        (json!({ "username": "D" }), 400),
+        (json!({ "username": "D", "position": "nobody" }), 404),
+        (json!({ "username": "D", "listen": ["foh", "foh"] }), 400),
+        (json!({ "username": "D", "listen": [] }), 400),
+    ] {
+        let (got, error) = token(control, body.clone()).await;
+        assert_eq!(got.as_u16(), status, "{body}: {error}");
+    }
+
+    // The admin takes Backstage away from Bea: kicked there, refused there, Stage Left goes on.
+    let path = format!("/admin/users/{bea_id}/lines/backstage");
+    let (status, removed) = control.delete(&path).await;
+    assert_eq!(status, StatusCode::OK, "{removed}");
+    assert_eq!(lines(&removed["user"]).len(), 1, "{removed}");
+    let observer = Probe::admin(&stack.janus).await;
+    wait_for("Bea kicked from backstage", SOON, async || {
+        let present = observer.participants("backstage").await.unwrap_or_default();
+        (!present.iter().any(|id| id == bea_id)).then_some(())
+    })
+    .await;
+    let again = Probe::open(&stack.janus, token_b).await.expect("the token still opens sessions");
+    assert_eq!(again.join_result("backstage", bea_id, "Bea").await.err(), Some(codes::NOT_ALLOWED));
+    assert!(observer.participants("stage-left").await.unwrap_or_default().iter().any(|id| id == bea_id));
+    assert_eq!(user_state(control, bea_id).await.as_deref(), Some("connected"), "still on Stage Left");
+    assert_eq!(control.delete(&path).await.0, StatusCode::NOT_FOUND, "no such line any more");
+
+    // Her last line: a disconnect, token revoked.
+    let (status, _) = control.delete(&format!("/admin/users/{bea_id}/lines/stage-left")).await;
+    assert_eq!(status, StatusCode::OK);
+    wait_for("Bea gone", SOON, async || user_state(control, bea_id).await.is_none().then_some(())).await;
+    crate::janus::becomes_revoked(&stack.janus, "Bea's", token_b).await;
+}
+
+#[tokio::test]
+async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    assert_eq!(control.put_json("/admin/groups/backstage", json!({ "pin": "4321" })).await.0, StatusCode::OK);
+    let (_, groups) = control.get_json("/groups").await;
+    let pins: Vec<(Value, Value)> =
+        groups["groups"].as_array().expect("groups").iter().map(|g| (g["id"].clone(), g["pin"].clone())).collect();
+    assert!(pins.contains(&(json!("backstage"), json!(true))) && pins.contains(&(json!("foh"), json!(false))));
+
+    let ask = |pin: Option<&str>| json!({ "username": "Eve", "groupId": "backstage", "pin": pin });
+    let (status, error) = token(control, json!({ "username": "Eve", "groupId": "backstage" })).await;
+    assert_eq!((status, &error["code"]), (StatusCode::UNAUTHORIZED, &json!("pin_required")), "{error}");
+    let (status, error) = token(control, ask(Some("0000"))).await;
+    assert_eq!((status, &error["code"]), (StatusCode::UNAUTHORIZED, &json!("wrong_pin")), "{error}");
+    let (status, body) = token(control, ask(Some("4321"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = token(control, json!({ "username": "Eve", "listen": ["foh", "backstage"] })).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "an ad-hoc panel with a protected group needs its PIN too");
+    let (status, _) = token(control, json!({ "username": "Eve", "groupId": "foh" })).await;
+    assert_eq!(status, StatusCode::OK, "other groups ask nothing");
+
+    // Five wrong PINs in a minute from one address: the sixth try is refused, even a right one.
+    for _ in 0..4 {
+        assert_eq!(token(control, ask(Some("1111"))).await.0, StatusCode::UNAUTHORIZED);
+    }
+    let (status, error) = token(control, ask(Some("4321"))).await;
+    assert_eq!((status, &error["code"]), (StatusCode::TOO_MANY_REQUESTS, &json!("too_many_tries")), "{error}");
+    let log = control.log_text();
+    assert!(!log.contains("4321") && !log.contains("1111"), "PINs are never logged");
+    let (_, logs) = control.get_json("/admin/logs?level=warn&limit=1000").await;
+    let wrong = logs["logs"].as_array().expect("logs").iter().filter(|l| l["message"] == "wrong PIN").count();
+    assert_eq!(wrong, 5, "each wrong PIN is logged: {logs}");
+}
+
+/// Reads `call` events from the session stream of `token` into a channel.
+async fn listen_for_calls(control: &Control, token: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+    let response = control
+        .request(reqwest::Method::GET, &format!("/session/events?token={token}"))
+        .send()
+        .await
+        .expect("GET /session/events");
+    assert_eq!(response.status(), StatusCode::OK);
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let mut response = response;
+    tokio::spawn(async move {
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
+                    let _ = sender.send(serde_json::from_str::<Value>(data.trim()).unwrap_or(Value::Null));
+                }
+            }
+        }
+    });
+    receiver
+}
+
+#[tokio::test]
+async fn a_call_reaches_every_panel_on_the_line_and_no_other() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let issue = async |name: &str, body: Value| {
+        let mut body = body;
+        body["username"] = json!(name);
+        let (status, answer) = token(control, body).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        (
+            answer["token"].as_str().expect("token").to_owned(),
+            answer["participantIdentity"].as_str().expect("id").to_owned(),
+        )
+    };
+    let (ann, _) = issue("Ann", json!({ "groupId": "stage-left" })).await;
+    let (bob, _) = issue("Bob", json!({ "listen": ["stage-left", "backstage"], "talk": ["stage-left"] })).await;
+    let (cid, _) = issue("Cid", json!({ "groupId": "backstage" })).await;
+    let (mut to_ann, mut to_bob, mut to_cid) = (
+        listen_for_calls(control, &ann).await,
+        listen_for_calls(control, &bob).await,
+        listen_for_calls(control, &cid).await,
+    );
+
+    let t0 = std::time::Instant::now();
+    let (status, _) = control.post_json("/call", json!({ "token": ann, "groupId": "stage-left" })).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    for (who, stream) in [("Ann", &mut to_ann), ("Bob", &mut to_bob)] {
+        let call = tokio::time::timeout(Duration::from_secs(1), stream.recv()).await.expect(who).expect(who);
+        assert_eq!((&call["groupId"], &call["from"]), (&json!("stage-left"), &json!("Ann")), "{who}: {call}");
+    }
+    println!("PANEL call reached both panels on the line in {:?}", t0.elapsed());
+    let (_, users) = control.get_json("/admin/users?state=all").await;
+    let flashing: Vec<&Value> = users["users"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .flat_map(|u| u["lines"].as_array().expect("lines"))
+        .filter(|l| l["call"] == true)
+        .collect();
+    assert_eq!(flashing.len(), 2, "the admin's view flashes Stage Left on Ann's and Bob's rows: {users}");
+
+    // Cid (Backstage only) heard nothing of it; a call on Backstage reaches Bob and Cid.
+    let (status, _) = control.post_json("/call", json!({ "token": cid, "groupId": "backstage" })).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let first_for_cid = tokio::time::timeout(SOON, to_cid.recv()).await.expect("Cid's call").expect("event");
+    assert_eq!(first_for_cid["groupId"], "backstage", "the Stage Left call never reached Cid");
+    assert_eq!(tokio::time::timeout(SOON, to_bob.recv()).await.expect("Bob").expect("event")["groupId"], "backstage");
+    assert!(to_ann.try_recv().is_err(), "Ann is not on Backstage");
+
+    // A line the caller does not hold, or a token that is no session: 403.
+    for body in [json!({ "token": cid, "groupId": "stage-left" }), json!({ "token": "nope", "groupId": "backstage" })] {
+        assert_eq!(control.post_json("/call", body).await.0, StatusCode::FORBIDDEN);
+    }
+    let (status, _) = control.get_json("/session/events?token=nope").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
