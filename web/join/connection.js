@@ -237,10 +237,9 @@ class LineLink {
       const person = this.people.get(p.id) ?? {};
       person.display = p.display ?? person.display ?? String(p.id);
       person.muted = p.muted === true;
-      if ('talking' in p) {
-        person.talking = p.talking === true;
-        this.events.onTalkingEvents(this.line.groupId);
-      }
+      // Janus lists `talking` in some participant lists whether or not the room detects voice
+      // activity: only talking events tell that it does.
+      if ('talking' in p) person.talking = p.talking === true;
       this.people.set(p.id, person);
       changed = true;
     }
