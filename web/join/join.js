@@ -513,6 +513,14 @@ function dropWakeLock() {
   session.wakeLock = null;
 }
 
+// The device says its network is back: a rejoin waiting out its backoff goes now.
+window.addEventListener('online', () => {
+  if (root.dataset.state !== 'reconnecting' || !session.retryTimer) return;
+  clearTimeout(session.retryTimer);
+  session.retryTimer = null;
+  join();
+});
+
 document.addEventListener('visibilitychange', () => {
   if (document.visibilityState === 'visible' && root.dataset.state === 'connected') holdWakeLock();
 });

@@ -229,9 +229,13 @@ describe('crew panel', { timeout: 240_000 }, () => {
     await Promise.all([fay, gus, hal].map((p) => p.close()));
   });
 
-  check('network loss: reconnecting, then every line back with its latch and volume, a held key released', async () => {
-    const [ivy, jon] = await onLine('foyer', ['Ivy', 'Jon']);
-    const line = 'foyer';
+  /**
+   * Ivy latches her key, Jon sets his volume and holds his key; pl0 goes down for `downMs`
+   * (at least until both panels say they reconnect), then up. Reports the time from link up
+   * to Jon hearing Ivy again.
+   */
+  const networkLoss = async (line, [a, b], downMs) => {
+    const [ivy, jon] = await onLine(line, [a, b]);
     // Ivy latches her key; Jon sets his volume and holds his key.
     await ivy.control(line, 'talk').hover();
     await ivy.page.mouse.down();
@@ -254,8 +258,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
       // The held key lets go; the latch stays.
       assert.equal((await jon.lineState(line)).talk, 'off', 'a momentary talk is released');
       assert.equal((await ivy.lineState(line)).talk, 'latched', 'a latch is kept');
-      // Down for 5 s in all.
-      const rest = 5000 - since(tDown);
+      const rest = downMs - since(tDown);
       if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest));
     } finally {
       downFor = since(tDown);
@@ -268,7 +271,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
     await waitFor('Jon hears Ivy again', async () => (await jon.lineLevel(line)) > SOUND_DB, { timeout: 30_000, interval: 20 });
     const audioMs = since(tUp);
     const rejoined = ivy.token.participantIdentity !== identities[0] || jon.token.participantIdentity !== identities[1];
-    report(`network back after ${downFor} ms down: panels connected ${connectedMs} ms after link up, Jon hears Ivy ${audioMs} ms after link up (${rejoined ? 'rejoined with new tokens' : 'ICE recovered, same session'})`);
+    report(`network back after ${downFor} ms down (${ivy.name}, ${jon.name}): panels connected ${connectedMs} ms after link up, Jon hears Ivy ${audioMs} ms after link up (${rejoined ? 'rejoined with new tokens' : 'ICE recovered, same session'})`);
 
     assert.equal((await ivy.lineState(line)).talk, 'latched', 'latch kept over the loss');
     assert.equal((await jon.lineState(line)).talk, 'off', 'the released key stayed off at mouse up');
@@ -285,7 +288,17 @@ describe('crew panel', { timeout: 240_000 }, () => {
     await ivy.control(line, 'talk').click();
     assert.deepEqual([...ivy.errors, ...jon.errors], []);
     await Promise.all([ivy.close(), jon.close()]);
+    return { rejoined, audioMs };
+  };
+
+  check('network loss of 5 s: reconnecting, then the line back with its latch and volume, a held key released', async () => {
+    await networkLoss('foyer', ['Ivy', 'Jon'], 5_000);
   }, { timeout: 90_000 });
+
+  check('network loss of 15 s (ICE given up): every line rejoined with a new token, latch and volume kept', async () => {
+    const { rejoined } = await networkLoss('stage-right', ['Kai', 'Lea'], 15_000);
+    assert.ok(rejoined, 'a loss longer than the ICE grace rejoins');
+  }, { timeout: 120_000 });
 
   check('phone: 360 px, light and dark, talk keys ≥ 44 px, no horizontal overflow; installable manifest', async () => {
     await mkdir(SHOTS, { recursive: true });
@@ -295,6 +308,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
       await lou.control('stage-left', 'talk').hover();
       await lou.page.mouse.down();
       await kim.waitLine('stage-left', 'active', 'true');
+      await waitFor('Kim hearing Lou', async () => (await kim.lineLevel('stage-left')) > SOUND_DB, { timeout: 5000, interval: 20 });
       await kim.page.screenshot({ path: join(SHOTS, `panel-360-${scheme}-listening.png`), fullPage: true });
       await lou.page.screenshot({ path: join(SHOTS, `panel-360-${scheme}-talking.png`), fullPage: true });
       await lou.page.mouse.up();
@@ -309,7 +323,6 @@ describe('crew panel', { timeout: 240_000 }, () => {
       assert.ok(key.width >= 300 && key.height >= 88, `the talk key is ${key.width}×${key.height}`);
       await Promise.all([kim.close(), lou.close()]);
     }
-    const page = people.at(-1);
     const manifest = await (await fetch(new URL('/manifest.webmanifest', control.origin))).json();
     assert.equal(manifest.display, 'standalone');
     for (const icon of manifest.icons) {
@@ -318,7 +331,6 @@ describe('crew panel', { timeout: 240_000 }, () => {
       assert.equal(response.headers.get('content-type'), icon.type);
     }
     assert.ok(manifest.icons.some((i) => i.sizes === '512x512') && manifest.icons.some((i) => i.sizes === '192x192'));
-    void page;
     report(`screenshots in ${SHOTS}`);
   });
 });
