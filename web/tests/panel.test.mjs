@@ -101,9 +101,13 @@ describe('crew panel', { timeout: 240_000 }, () => {
 
       // Bob talks too: Cleo sees both.
       await bob.control(line, 'talk').hover();
+      const tBob = performance.now();
       await bob.page.mouse.down();
-      await cleo.waitLine(line, 'talkers', 'Alice,Bob').catch(() => cleo.waitLine(line, 'talkers', 'Bob,Alice'));
+      await cleo.page.waitForFunction(() => ['Alice,Bob', 'Bob,Alice'].includes(document.querySelector('[data-line="stage-left"]').dataset.talkers), null, { timeout: 5000, polling: 10 });
+      const wait = HOLD_MS - since(tBob);
+      if (wait > 0) await bob.page.waitForTimeout(wait); // a hold, not a tap (which would latch)
       await bob.page.mouse.up();
+      assert.equal((await bob.lineState(line)).talk, 'off');
       await cleo.waitLine(line, 'talkers', 'Alice');
     } finally {
       await alice.page.mouse.up();
