@@ -149,7 +149,9 @@ mod tests {
         for asset in panel {
             let text = std::str::from_utf8(asset.body).expect("UTF-8");
             let refs = text.split(['\'', '"']).filter(|s| s.starts_with('/') && !s.starts_with("//"));
-            for quoted in refs.filter(|s| [".js", ".css", ".svg", ".png", ".webmanifest"].iter().any(|e| s.ends_with(e))) {
+            for quoted in
+                refs.filter(|s| [".js", ".css", ".svg", ".png", ".webmanifest"].iter().any(|e| s.ends_with(e)))
+            {
                 assert!(served.contains(&quoted), "{} refers to {quoted}, which is not served", asset.path);
             }
         }
