@@ -1,5 +1,5 @@
-//! The browser side, served from the one origin: the join page at `/`, its script and style
-//! sheet, Janus's JavaScript library with its WebRTC adapter under `/vendor/`, what both pages
+//! The browser side, served from the one origin: the crew panel at `/` (its modules under
+//! `/join/`, its web app manifest and icons), its style sheet, Janus's JavaScript library with its WebRTC adapter under `/vendor/`, what both pages
 //! share under `/common/`, and the admin UI at `/admin` (its page also at `/admin/`, its ES
 //! modules and style sheet under `/admin/`; it calls `/api/admin/*` with the admin token).
 //!
@@ -29,10 +29,20 @@ macro_rules! web_file {
 const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
+const MANIFEST: &str = "application/manifest+json";
+const SVG: &str = "image/svg+xml";
+const PNG: &str = "image/png";
 
 const ASSETS: &[Asset] = &[
     Asset { path: "/", content_type: HTML, body: web_file!("join/index.html") },
     Asset { path: "/join.js", content_type: JS, body: web_file!("join/join.js") },
+    Asset { path: "/join/audio.js", content_type: JS, body: web_file!("join/audio.js") },
+    Asset { path: "/join/connection.js", content_type: JS, body: web_file!("join/connection.js") },
+    // The panel installs as an app on a phone: manifest and icons.
+    Asset { path: "/manifest.webmanifest", content_type: MANIFEST, body: web_file!("join/manifest.webmanifest") },
+    Asset { path: "/icons/icon.svg", content_type: SVG, body: web_file!("join/icons/icon.svg") },
+    Asset { path: "/icons/icon-192.png", content_type: PNG, body: web_file!("join/icons/icon-192.png") },
+    Asset { path: "/icons/icon-512.png", content_type: PNG, body: web_file!("join/icons/icon-512.png") },
     Asset { path: "/common/style.css", content_type: CSS, body: web_file!("common/style.css") },
     Asset { path: "/common/theme.js", content_type: JS, body: web_file!("common/theme.js") },
     // The admin UI: one page, plain ES modules (imported by absolute path, so `/admin` and
@@ -127,6 +137,21 @@ mod tests {
         for asset in admin {
             let text = std::str::from_utf8(asset.body).expect("UTF-8");
             for quoted in text.split(['\'', '"']).filter(|s| s.starts_with('/') && s.ends_with(".js")) {
+                assert!(served.contains(&quoted), "{} refers to {quoted}, which is not served", asset.path);
+            }
+        }
+    }
+
+    #[test]
+    fn every_panel_module_is_served() {
+        let served: Vec<_> = ASSETS.iter().map(|a| a.path).collect();
+        let panel = ASSETS.iter().filter(|a| a.path == "/" || a.path == "/join.js" || a.path.starts_with("/join/"));
+        for asset in panel {
+            let text = std::str::from_utf8(asset.body).expect("UTF-8");
+            let refs = text.split(['\'', '"']).filter(|s| s.starts_with('/') && !s.starts_with("//"));
+            for quoted in
+                refs.filter(|s| [".js", ".css", ".svg", ".png", ".webmanifest"].iter().any(|e| s.ends_with(e)))
+            {
                 assert!(served.contains(&quoted), "{} refers to {quoted}, which is not served", asset.path);
             }
         }

@@ -1,126 +1,62 @@
-// The join page: pick a group, type a name, join its AudioBridge room through Janus, talk with
-// push-to-talk. Plain ES module, no build step; Janus's library is served by control.
+// The crew panel at `/`: pick a position or a group (or open a preset link), type a name, and
+// work the lines: per line listen on/off, volume, a talk key (hold to talk, tap to latch), an
+// activity light with who talks, a call button. Plain ES modules, no build step; Janus's library
+// is served by control at /vendor/.
 //
 // Observable state, for people and for browser tests alike (no test-only code paths):
 //   <html data-state="idle|joining|connected|reconnecting|kicked|error">
-//   <html data-level-out="-23.4">  dBFS of the microphone (what is sent while talking)
-//   <html data-level-in="-31.0">   dBFS of what the room sends back
-// Each is what its meter shows: the RMS of the last 2048 samples, rising at once and falling
-// 30 dB/s. They are absent while there is no such stream; digital silence is -100.
+//   <html data-level-out="-23.4">  dBFS of the microphone (absent while there is none)
+//   per line, <li data-line="GROUP_ID"> with
+//     data-listen="on|off"                   off also on a talk-only line
+//     data-talk="off|momentary|latched"      absent on a listen-only line
+//     data-active="true|false"               someone else talks on it
+//     data-talkers="Alice,Bob"               who
+//     data-call="true|false"                 a call signal in the last 5 s
+//     data-level-in="-31.0"                  dBFS of the line as heard (after listen and
+//                                            volume; -100 silence; absent without a stream)
+//   and controls with data-action="listen|talk|volume|call".
+// Meters are the RMS of the last 2048 samples, rising at once and falling 30 dB/s.
 
-import Janus from '/vendor/janus.js';
 import { initTheme } from '/common/theme.js';
+import { LineOutput, Meter, METER_INTERVAL_MS, audioContext, drawMeter, volumeGain } from '/join/audio.js';
+import { Connection, KickedError, initJanus, microphoneProblem } from '/join/connection.js';
 
-const PLUGIN = 'janus.plugin.audiobridge';
-const SILENCE_DB = -100;
-const METER_FLOOR_DB = -60;
-const METER_INTERVAL_MS = 50;
-const RELEASE_DB_PER_TICK = 1.5;
-/** A join that is not connected by then is given up (and retried when reconnecting). */
-const JOIN_TIMEOUT_MS = 20_000;
-/** ICE "disconnected" often heals by itself; only this long a gap counts as lost. */
-const ICE_GRACE_MS = 5_000;
+/** A press shorter than this is a tap: it latches the talk key (a second tap releases it). */
+const TAP_MS = 300;
+/** How long a call signal flashes a line. */
+const CALL_MS = 5_000;
 const BACKOFF_MS = [1_000, 2_000, 4_000, 8_000, 15_000];
-/** Janus's answer once the admin removed our token. */
-const UNAUTHORIZED = /unauthorized request/i;
-const KICKED_DETAIL = 'An admin ended your connection. Join again only if you should be on this line.';
+const KICKED_DETAIL = 'An admin ended your connection. Join again only if you should be on these lines.';
+const FORM_KEY = 'partyline.join';
+const LINES_KEY = 'partyline.lines';
+const DEFAULT_VOLUME = 80;
 
 const root = document.documentElement;
 const $ = (id) => document.getElementById(id);
 const ui = {
   joinView: $('join-view'),
   form: $('join-form'),
+  preset: $('preset'),
+  groupField: $('group-field'),
+  groupLabel: $('group-label'),
   group: $('group'),
   username: $('username'),
+  pinField: $('pin-field'),
+  pin: $('pin'),
   join: $('join'),
   joinError: $('join-error'),
   callView: $('call-view'),
-  callGroup: $('call-group'),
+  who: $('who'),
   callName: $('call-name'),
   status: $('status-text'),
-  talk: $('talk'),
-  talkLabel: document.querySelector('#talk .talk-label'),
-  talkHint: $('talk-hint'),
-  latch: $('latch'),
   message: $('call-message'),
+  lines: $('lines'),
+  template: $('line-template'),
+  meterOut: $('meter-out'),
   leave: $('leave'),
   rejoin: $('rejoin'),
-  remoteAudio: $('remote-audio'),
   theme: $('theme'),
 };
-
-// ---------------------------------------------------------------------------------------------
-// Level meters: an AnalyserNode on a MediaStream, read on a timer (rAF stops in background tabs).
-
-class LevelMeter {
-  constructor(element, valueElement, attribute) {
-    this.element = element;
-    this.valueElement = valueElement;
-    this.attribute = attribute;
-    this.source = null;
-    this.analyser = null;
-    this.samples = null;
-    this.shown = SILENCE_DB;
-  }
-
-  attach(context, stream) {
-    this.detach();
-    this.source = context.createMediaStreamSource(stream);
-    this.analyser = context.createAnalyser();
-    this.analyser.fftSize = 2048;
-    this.samples = new Float32Array(this.analyser.fftSize);
-    this.source.connect(this.analyser);
-  }
-
-  detach() {
-    this.source?.disconnect();
-    this.source = this.analyser = this.samples = null;
-    this.shown = SILENCE_DB;
-    delete root.dataset[this.attribute];
-    this.draw(null);
-  }
-
-  /** Measures the RMS level of the last block, moves the meter and publishes it. */
-  update() {
-    if (!this.analyser) return;
-    this.analyser.getFloatTimeDomainData(this.samples);
-    let sum = 0;
-    for (const sample of this.samples) sum += sample * sample;
-    const rms = Math.sqrt(sum / this.samples.length);
-    const db = rms > 0 ? Math.max(SILENCE_DB, 20 * Math.log10(rms)) : SILENCE_DB;
-    // Fast attack, slow release (30 dB/s), as meters on a desk do: a short word stays readable.
-    this.shown = db > this.shown ? db : Math.max(db, this.shown - RELEASE_DB_PER_TICK);
-    root.dataset[this.attribute] = this.shown.toFixed(1);
-    this.draw(this.shown);
-  }
-
-  draw(db) {
-    const shown = Math.max(METER_FLOOR_DB, db ?? METER_FLOOR_DB);
-    this.element.style.setProperty('--level', ((shown - METER_FLOOR_DB) / -METER_FLOOR_DB).toFixed(3));
-    this.element.setAttribute('aria-valuenow', Math.round(shown));
-    this.valueElement.textContent = db === null ? '—' : db <= METER_FLOOR_DB ? '< −60 dB' : `${Math.round(db)} dB`;
-  }
-
-  setMuted(muted) {
-    this.element.toggleAttribute('data-muted', muted);
-  }
-}
-
-const meterOut = new LevelMeter($('meter-out'), $('meter-out-value'), 'levelOut');
-const meterIn = new LevelMeter($('meter-in'), $('meter-in-value'), 'levelIn');
-let audioContext = null;
-
-function meters() {
-  // Created on the Join click: browsers start an AudioContext only after a user gesture.
-  audioContext ??= new AudioContext();
-  if (audioContext.state === 'suspended') audioContext.resume();
-  return audioContext;
-}
-
-setInterval(() => {
-  meterOut.update();
-  meterIn.update();
-}, METER_INTERVAL_MS);
 
 // ---------------------------------------------------------------------------------------------
 // The API of control.
@@ -138,224 +74,474 @@ async function api(path, options = {}) {
     ...options,
     headers: { Accept: 'application/json', ...(options.body ? { 'Content-Type': 'application/json' } : {}) },
   });
-  const body = await response.json().catch(() => ({}));
+  const body = response.status === 204 ? {} : await response.json().catch(() => ({}));
   if (!response.ok) {
     throw new HttpError(response.status, body.error ?? `${response.status} ${response.statusText}`, body.code);
   }
   return body;
 }
 
-const fetchGroups = () => api('/groups').then((body) => body.groups);
-const fetchToken = (username, groupId) =>
-  api('/token', { method: 'POST', body: JSON.stringify({ username, groupId }) });
+/** A GET that answers null on 404: a route this control does not have (yet). */
+const optional = (path) => api(path).catch((error) => {
+  if (error instanceof HttpError && error.status === 404) return null;
+  throw error;
+});
 
 // ---------------------------------------------------------------------------------------------
-// One Janus connection: a session with one AudioBridge handle, joined to the room. Single use:
-// a token is good for one session, so a reconnect makes a new Call with a new token.
+// The session: what the user asked for (kept over reconnects) and the lines' local state.
 
-let janusReady = null;
+const session = {
+  username: '',
+  request: null, // the body of POST /api/token, without username and pin
+  label: '', // what is being joined, for the status line
+  pin: '',
+  token: null, // the last answer of POST /api/token
+  connection: null,
+  attempt: 0,
+  retryTimer: null,
+  microphone: null, // MediaStreamTrack, kept over reconnects
+  micMeter: new Meter(),
+  micSource: null,
+  lines: [], // Line, in panel order
+  netDown: new Set(), // group ids whose ICE path is away
+  callAvailable: false,
+  events: null, // AbortController of the session's event stream
+  wakeLock: null,
+};
 
-function initJanus() {
-  janusReady ??= new Promise((resolve, reject) => {
-    Janus.init({ debug: ['warn', 'error'], callback: resolve });
-    if (!Janus.isWebrtcSupported()) reject(new Error('This browser cannot do WebRTC.'));
+let groupsById = new Map();
+
+/** One line of the panel: its card, its audio and its state, kept over reconnects. */
+class Line {
+  constructor(info, index) {
+    this.groupId = info.groupId;
+    this.index = index;
+    this.output = new LineOutput();
+    this.people = new Map();
+    this.talkingEvents = false;
+    this.talk = 'off';
+    this.pressed = null; // { source, at, ignore }
+    this.callTimer = null;
+    const saved = loadLineSettings()[this.groupId] ?? {};
+    this.volume = Number.isFinite(saved.volume) ? saved.volume : DEFAULT_VOLUME;
+    this.listenOn = saved.listen !== false;
+    this.el = ui.template.content.firstElementChild.cloneNode(true);
+    this.el.dataset.line = this.groupId;
+    this.q = (selector) => this.el.querySelector(selector);
+    this.update(info);
+    this.bind();
+  }
+
+  /** Applies the server's view of the line (name, room, rights). */
+  update(info) {
+    this.info = info;
+    const name = info.name;
+    this.q('.line-name').textContent = name;
+    this.q('.line-key').textContent = this.index < 9 ? String(this.index + 1) : '';
+    const listen = this.q('[data-action="listen"]');
+    listen.disabled = !info.listen;
+    listen.setAttribute('aria-label', `Listen to ${name}`);
+    const volume = this.q('[data-action="volume"]');
+    volume.value = String(this.volume);
+    volume.disabled = !info.listen;
+    volume.setAttribute('aria-label', `Volume of ${name}`);
+    volume.setAttribute('aria-valuetext', `${this.volume} %`);
+    this.q('.line-meter').setAttribute('aria-label', `Level of ${name}`);
+    const talk = this.q('[data-action="talk"]');
+    talk.hidden = !info.talk;
+    talk.setAttribute('aria-label', `Talk on ${name}${this.index < 9 ? ` (key ${this.index + 1})` : ''}`);
+    this.q('[data-action="call"]').setAttribute('aria-label', `Call ${name}`);
+    this.el.classList.toggle('talk-only', !info.listen);
+    this.el.classList.toggle('listen-only', !info.talk);
+    if (info.talk) this.el.dataset.talk = this.talk;
+    else delete this.el.dataset.talk;
+    this.applyListen();
+    this.showPeople();
+  }
+
+  get canTalk() {
+    return this.info.talk;
+  }
+
+  get hearing() {
+    return this.info.listen && this.listenOn;
+  }
+
+  bind() {
+    const talk = this.q('[data-action="talk"]');
+    talk.addEventListener('pointerdown', (event) => {
+      if (event.button !== 0) return;
+      // Keep receiving pointerup even if the finger slides off the key.
+      talk.setPointerCapture(event.pointerId);
+      pressTalk(this, 'pointer');
+    });
+    talk.addEventListener('pointerup', () => releaseTalk(this, 'pointer'));
+    talk.addEventListener('pointercancel', () => releaseTalk(this, 'pointer'));
+    talk.addEventListener('contextmenu', (event) => event.preventDefault());
+    // Enter on the focused key (a keyboard "click") toggles the latch.
+    talk.addEventListener('keydown', (event) => {
+      if (event.key !== 'Enter' || event.repeat) return;
+      event.preventDefault();
+      pressTalk(this, 'enter');
+      releaseTalk(this, 'enter');
+    });
+    this.q('[data-action="listen"]').addEventListener('click', () => {
+      this.listenOn = !this.listenOn;
+      saveLineSettings();
+      this.applyListen();
+    });
+    const volume = this.q('[data-action="volume"]');
+    volume.addEventListener('input', () => {
+      this.volume = Number(volume.value);
+      volume.setAttribute('aria-valuetext', `${this.volume} %`);
+      this.applyListen();
+    });
+    volume.addEventListener('change', saveLineSettings);
+    this.q('[data-action="call"]').addEventListener('click', () => sendCall(this));
+  }
+
+  applyListen() {
+    this.el.dataset.listen = this.hearing ? 'on' : 'off';
+    const button = this.q('[data-action="listen"]');
+    button.setAttribute('aria-pressed', String(this.hearing));
+    this.q('.listen-text').textContent = !this.info.listen ? 'Talk only' : this.listenOn ? 'Listen' : 'Muted';
+    this.output.setLevel(this.hearing ? volumeGain(this.volume) : 0);
+  }
+
+  setTalk(state) {
+    if (!this.canTalk) return;
+    this.talk = state;
+    this.el.dataset.talk = state;
+    const key = this.q('[data-action="talk"]');
+    key.setAttribute('aria-pressed', String(state !== 'off'));
+    this.q('.talk-label').textContent = state === 'off' ? 'Talk' : 'Talking';
+    this.q('.talk-sub').textContent =
+      state === 'latched' ? 'latched: tap to stop' : state === 'momentary' ? 'release to stop' : 'hold or tap to latch';
+    session.connection?.setTalking(this.groupId, state !== 'off');
+    showMicMuted();
+  }
+
+  /** Who is on the line and who talks: AudioBridge's participant lists and talking events. */
+  setPeople(people) {
+    this.people = new Map(people);
+    this.showPeople();
+  }
+
+  showPeople() {
+    // A talker has the talk key on (unmuted in the room) and, where the room reports voice
+    // activity (audiolevel_event), speaks.
+    const talkers = [...this.people.values()]
+      .filter((p) => !p.muted && (!this.talkingEvents || p.talking))
+      .map((p) => p.display);
+    this.el.dataset.active = String(talkers.length > 0);
+    this.el.dataset.talkers = talkers.join(',');
+    this.q('.line-talkers').textContent = talkers.length ? `${talkers.join(', ')} talking` : '';
+    const others = [...this.people.values()].map((p) => p.display);
+    const people = others.length === 0 ? 'Nobody else on the line' : `With ${others.join(', ')}`;
+    this.q('.line-people').textContent = talkers.length ? ` · ${others.length + 1} on the line` : people;
+  }
+
+  showCall(from) {
+    clearTimeout(this.callTimer);
+    this.el.dataset.call = 'true';
+    this.q('.line-talkers').textContent = `Call from ${from}`;
+    this.callTimer = setTimeout(() => this.clearCall(), CALL_MS);
+  }
+
+  clearCall() {
+    clearTimeout(this.callTimer);
+    this.el.dataset.call = 'false';
+    this.showPeople();
+  }
+
+  meter() {
+    const db = this.output.meter.read();
+    if (db === null) delete this.el.dataset.levelIn;
+    else this.el.dataset.levelIn = db.toFixed(1);
+    drawMeter(this.q('.line-meter'), null, db);
+  }
+
+  /** No connection: no audio, nobody on it. Listen, volume and a latched talk stay. */
+  disconnect() {
+    this.output.detach();
+    this.people.clear();
+    this.talkingEvents = false;
+    this.showPeople();
+    delete this.el.dataset.levelIn;
+  }
+
+  destroy() {
+    this.disconnect();
+    this.clearCall();
+    this.el.remove();
+  }
+}
+
+function loadLineSettings() {
+  try {
+    return JSON.parse(localStorage.getItem(LINES_KEY) ?? '{}');
+  } catch {
+    return {};
+  }
+}
+
+function saveLineSettings() {
+  const all = loadLineSettings();
+  for (const line of session.lines) all[line.groupId] = { volume: line.volume, listen: line.listenOn };
+  try {
+    localStorage.setItem(LINES_KEY, JSON.stringify(all));
+  } catch {
+    // not remembered
+  }
+}
+
+const lineById = (groupId) => session.lines.find((line) => line.groupId === groupId);
+
+/**
+ * The lines of a token answer. Before multi-line tokens control answered `{roomName}` only: one
+ * line, listen and talk, named as its group.
+ */
+function linesOf(answer) {
+  if (Array.isArray(answer.lines) && answer.lines.length > 0) {
+    return answer.lines.map((line) => ({
+      groupId: line.groupId,
+      name: line.name ?? groupsById.get(line.groupId)?.name ?? line.groupId,
+      roomName: line.roomName ?? line.groupId,
+      listen: line.listen !== false,
+      talk: line.talk !== false,
+    }));
+  }
+  const id = answer.roomName;
+  return [{ groupId: id, name: groupsById.get(id)?.name ?? id, roomName: id, listen: true, talk: true }];
+}
+
+/** Builds the panel's cards for `infos`, keeping the state of lines that stay. */
+function setLines(infos) {
+  const kept = new Map(session.lines.map((line) => [line.groupId, line]));
+  session.lines = infos.map((info, index) => {
+    const line = kept.get(info.groupId);
+    kept.delete(info.groupId);
+    if (!line) return new Line(info, index);
+    line.index = index;
+    line.update(info);
+    return line;
   });
-  return janusReady;
+  for (const gone of kept.values()) gone.destroy();
+  ui.lines.replaceChildren(...session.lines.map((line) => line.el));
+  ui.lines.dataset.count = String(session.lines.length);
+  showCallButtons();
 }
 
-class Call {
-  /**
-   * @param credentials the answer of POST /api/token
-   * @param events { onConnected, onLost(reason), onKicked, onLocalStream, onRemoteStream, onPeople(n) }
-   */
-  constructor(credentials, username, events) {
-    this.credentials = credentials;
-    this.username = username;
-    this.events = events;
-    this.janus = null;
-    this.handle = null;
-    this.joined = false;
-    this.mediaUp = false;
-    this.closed = false;
-    this.others = new Set();
-    this.iceTimer = null;
-  }
+// ---------------------------------------------------------------------------------------------
+// Talk keys: press-and-hold talks while held; a tap (< 300 ms) latches, a second tap releases.
+// While no key is on, the page is muted in every room (AudioBridge `configure`) and sends
+// silence (each line's clone of the microphone is disabled).
 
-  /** Resolves once joined with media flowing; rejects on any failure before that. */
-  start() {
-    return new Promise((resolve, reject) => {
-      this.settle = { resolve, reject };
-      this.timer = setTimeout(() => this.fail(new Error('Joining took too long.')), JOIN_TIMEOUT_MS);
-      this.janus = new Janus({
-        server: this.credentials.url,
-        token: this.credentials.token,
-        iceServers: [], // Janus offers host candidates only; venues have no STUN.
-        success: () => this.attach(),
-        error: (error) => this.fail(new Error(String(error))),
+function pressTalk(line, source) {
+  if (!line.canTalk || root.dataset.state !== 'connected' || line.pressed) return;
+  if (line.talk === 'latched') {
+    // The second tap: off at once; its release does nothing.
+    line.pressed = { source, ignore: true };
+    line.setTalk('off');
+    return;
+  }
+  line.pressed = { source, at: performance.now() };
+  line.setTalk('momentary');
+}
+
+function releaseTalk(line, source) {
+  const pressed = line.pressed;
+  if (!pressed || pressed.source !== source) return;
+  line.pressed = null;
+  // Released meanwhile (the network went away): nothing left to do.
+  if (pressed.ignore || line.talk !== 'momentary') return;
+  line.setTalk(performance.now() - pressed.at < TAP_MS ? 'latched' : 'off');
+}
+
+/** Every held key lets go (a latched one stays): network loss, the window losing focus. */
+function releaseMomentary() {
+  for (const line of session.lines) {
+    if (line.pressed && !line.pressed.ignore) line.pressed.ignore = true;
+    if (line.talk === 'momentary') line.setTalk('off');
+  }
+}
+
+function showMicMuted() {
+  ui.meterOut.toggleAttribute('data-muted', !session.lines.some((line) => line.talk !== 'off'));
+}
+
+/** The line a key talks on: `1`–`9` lines 1–9, space the first line with a talk key. */
+function keyLine(event) {
+  if (ui.callView.hidden || event.ctrlKey || event.metaKey || event.altKey) return null;
+  if (event.target.closest?.('input:not([type="range"]), select, textarea')) return null;
+  if (event.code === 'Space') return { line: session.lines.find((line) => line.canTalk), source: 'space' };
+  const digit = /^Digit([1-9])$/.exec(event.code) ?? /^Numpad([1-9])$/.exec(event.code);
+  if (!digit) return null;
+  return { line: session.lines[Number(digit[1]) - 1], source: `key${digit[1]}` };
+}
+
+function initKeys() {
+  document.addEventListener('keydown', (event) => {
+    const key = keyLine(event);
+    if (!key) return;
+    event.preventDefault(); // no page scroll, no button activation, no slider step
+    if (!event.repeat && key.line) pressTalk(key.line, key.source);
+  });
+  document.addEventListener('keyup', (event) => {
+    const key = keyLine(event);
+    if (!key) return;
+    event.preventDefault();
+    if (key.line) releaseTalk(key.line, key.source);
+  });
+  // A key or pointer released while the window was not focused is never reported.
+  window.addEventListener('blur', releaseMomentary);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls: POST /api/call flashes a line on every panel on it; the session's event stream
+// (Server-Sent Events) brings the calls. Both are optional: a control without them answers 404,
+// and the panel then shows no call button.
+
+function showCallButtons() {
+  for (const line of session.lines) line.q('[data-action="call"]').hidden = !session.callAvailable;
+}
+
+async function sendCall(line) {
+  const token = session.token?.token;
+  if (!token || root.dataset.state !== 'connected') return;
+  const button = line.q('[data-action="call"]');
+  button.disabled = true;
+  try {
+    await api('/call', { method: 'POST', body: JSON.stringify({ token, groupId: line.groupId }) });
+  } catch (error) {
+    if (error instanceof HttpError && error.status === 404 && /route not found/i.test(error.message)) {
+      session.callAvailable = false;
+      showCallButtons();
+    } else {
+      showMessage(`Call on ${line.info.name} failed: ${error.message}`, true);
+    }
+  } finally {
+    setTimeout(() => { button.disabled = false; }, 1_000);
+  }
+}
+
+/** Reads the session's event stream while `token` is the session's; reopens it when it drops. */
+async function followEvents(token) {
+  session.events?.abort();
+  const abort = new AbortController();
+  session.events = abort;
+  while (!abort.signal.aborted) {
+    try {
+      const response = await fetch(`/api/session/events?token=${encodeURIComponent(token)}`, {
+        headers: { Accept: 'text/event-stream' },
+        signal: abort.signal,
       });
-    });
-  }
-
-  attach() {
-    this.janus.attach({
-      plugin: PLUGIN,
-      opaqueId: this.credentials.participantIdentity,
-      success: (handle) => {
-        this.handle = handle;
-        this.offer();
-      },
-      error: (error) => this.fail(new Error(String(error))),
-      onmessage: (message, jsep) => this.onMessage(message, jsep),
-      webrtcState: (up) => this.onMedia(up),
-      iceState: (state) => this.onIce(state),
-      onlocaltrack: (track, on) => on && this.events.onLocalStream(new MediaStream([track])),
-      onremotetrack: (track, _mid, on, metadata) => {
-        // A "mute" (no packets for a moment) is not an end: keep the stream and its meter.
-        if (track.kind !== 'audio' || (!on && metadata?.reason === 'mute')) return;
-        this.events.onRemoteStream(on ? new MediaStream([track]) : null);
-      },
-      ondetached: () => this.fail(new Error('The media server dropped the connection.')),
-    });
-  }
-
-  offer() {
-    const { roomName, participantIdentity, token } = this.credentials;
-    this.handle.createOffer({
-      tracks: [
-        { type: 'audio', capture: { echoCancellation: true, noiseSuppression: true, autoGainControl: true }, recv: true },
-      ],
-      success: (jsep) => {
-        // The room admits only the tokens issued for it: the join carries ours.
-        const join = { request: 'join', room: roomName, id: participantIdentity, display: this.username, muted: true, token };
-        this.handle.send({ message: join, jsep, error: (error) => this.fail(new Error(String(error))) });
-      },
-      error: (error) => this.fail(new Error(microphoneProblem(error))),
-    });
-  }
-
-  onMessage(message, jsep) {
-    if (jsep) this.handle.handleRemoteJsep({ jsep });
-    const own = this.credentials.participantIdentity;
-    // AudioBridge tells every participant who was kicked, the kicked one included.
-    if (message.kicked === own || message.kicked_all !== undefined) {
-      this.kicked();
-      return;
+      if (response.status === 404 && !response.headers.get('content-type')?.includes('event-stream')) {
+        const body = await response.json().catch(() => ({}));
+        // The route is not there: no calls on this control. (A 404 about the token is a
+        // token that ended: the reconnect brings a new one.)
+        if (body.code === 'route_not_found' || /Route not found/.test(body.error ?? '')) {
+          session.callAvailable = false;
+          showCallButtons();
+          return;
+        }
+      }
+      if (!response.ok || !response.body) throw new Error(`events: ${response.status}`);
+      session.callAvailable = true;
+      showCallButtons();
+      await readEvents(response.body, abort.signal);
+    } catch {
+      // dropped: try again shortly, unless this session is over
     }
-    if (message.error) {
-      this.fail(new Error(message.error));
-      return;
-    }
-    if (message.audiobridge === 'joined' && message.id === own) this.joined = true;
-    if (message.audiobridge === 'destroyed') {
-      this.fail(new Error('The group was closed.'));
-      return;
-    }
-    for (const p of message.participants ?? []) if (p.id !== own) this.others.add(p.id);
-    for (const gone of [message.leaving, message.kicked]) this.others.delete(gone);
-    this.events.onPeople(this.others.size);
-    this.checkConnected();
-  }
-
-  onMedia(up) {
-    this.mediaUp = up;
-    if (up) this.checkConnected();
-    else this.fail(new Error('The audio connection was closed.'));
-  }
-
-  onIce(state) {
-    clearTimeout(this.iceTimer);
-    if (state === 'failed') this.fail(new Error('The network path to the media server failed.'));
-    if (state === 'disconnected') {
-      this.iceTimer = setTimeout(() => this.fail(new Error('The network path to the media server was lost.')), ICE_GRACE_MS);
-    }
-  }
-
-  checkConnected() {
-    if (this.joined && this.mediaUp && this.settle) {
-      clearTimeout(this.timer);
-      this.settle.resolve();
-      this.settle = null;
-      this.events.onConnected();
-    }
-  }
-
-  /** Mutes or unmutes us in the room (AudioBridge `configure`). */
-  setMuted(muted) {
-    if (!this.joined || this.closed) return;
-    this.handle.send({
-      message: { request: 'configure', muted },
-      error: (error) => this.fail(new Error(String(error))),
-    });
-  }
-
-  /** Ends the call because of `error`: before connecting, start() rejects; after, it is lost. */
-  fail(error) {
-    if (this.closed) return;
-    // Once the admin removed our token, every request answers "Unauthorized": that is a kick
-    // whose event we did not see.
-    if (this.joined && UNAUTHORIZED.test(error.message)) {
-      this.kicked();
-      return;
-    }
-    this.close();
-    if (this.settle) this.settle.reject(error);
-    else this.events.onLost(error.message);
-  }
-
-  kicked() {
-    if (this.closed) return;
-    this.close();
-    if (this.settle) this.settle.reject(new KickedError());
-    else this.events.onKicked();
-  }
-
-  close() {
-    if (this.closed) return;
-    this.closed = true;
-    clearTimeout(this.timer);
-    clearTimeout(this.iceTimer);
-    // Destroying the session hangs up, stops the microphone and closes the WebSocket; Janus
-    // then reports us as left.
-    this.janus?.destroy({ cleanupHandles: true, notifyDestroyed: false });
+    if (abort.signal.aborted) return;
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
   }
 }
 
-class KickedError extends Error {
-  constructor() {
-    super('Disconnected by the admin');
+async function readEvents(body, signal) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  signal.addEventListener('abort', () => reader.cancel().catch(() => {}), { once: true });
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, '\n');
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = 'message';
+      const data = [];
+      for (const field of block.split('\n')) {
+        if (field.startsWith('event:')) event = field.slice(6).trim();
+        else if (field.startsWith('data:')) data.push(field.slice(5).replace(/^ /, ''));
+      }
+      if (data.length) onServerEvent(event, data.join('\n'));
+    }
   }
 }
 
-function microphoneProblem(error) {
-  const name = error?.name ?? '';
-  if (name === 'NotAllowedError') return 'Microphone access was refused: allow it in the browser and join again.';
-  if (name === 'NotFoundError') return 'No microphone found.';
-  if (!window.isSecureContext) return 'The microphone needs a secure page: open this page over https://.';
-  return `Cannot use the microphone: ${error?.message ?? error}`;
+function onServerEvent(event, data) {
+  if (event !== 'call') return;
+  let call;
+  try {
+    call = JSON.parse(data);
+  } catch {
+    return;
+  }
+  const line = lineById(call.groupId);
+  if (!line) return;
+  line.showCall(call.from ?? 'someone');
+  navigator.vibrate?.([120, 80, 120]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Screen Wake Lock while connected: a phone in a pocket keeps the panel alive.
+
+async function holdWakeLock() {
+  if (!('wakeLock' in navigator) || session.wakeLock || document.visibilityState !== 'visible') return;
+  try {
+    session.wakeLock = await navigator.wakeLock.request('screen');
+    session.wakeLock.addEventListener('release', () => { session.wakeLock = null; });
+  } catch {
+    // refused (battery saver, no permission): the panel works, the screen may sleep
+  }
+}
+
+function dropWakeLock() {
+  session.wakeLock?.release().catch(() => {});
+  session.wakeLock = null;
+}
+
+// The device says its network is back: a rejoin waiting out its backoff goes now.
+window.addEventListener('online', () => {
+  if (root.dataset.state !== 'reconnecting' || !session.retryTimer) return;
+  clearTimeout(session.retryTimer);
+  session.retryTimer = null;
+  join();
+});
+
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && root.dataset.state === 'connected') holdWakeLock();
+});
 
 // ---------------------------------------------------------------------------------------------
 // The page's state machine: idle → joining → connected ⇄ reconnecting; kicked and error end it.
 
-const session = {
-  username: '',
-  group: null, // { id, name }
-  call: null,
-  attempt: 0,
-  retryTimer: null,
-  talking: false,
-  people: 0,
-};
-
 function setState(state, text) {
+  const was = root.dataset.state;
   root.dataset.state = state;
   ui.status.textContent = text;
   const inCall = state !== 'idle';
   ui.joinView.hidden = inCall;
   ui.callView.hidden = !inCall;
-  ui.talk.disabled = state !== 'connected';
-  if (state !== 'connected') setTalking(false);
+  ui.who.hidden = !inCall;
+  for (const line of session.lines) line.q('[data-action="talk"]').disabled = state !== 'connected';
+  if (state !== 'connected' && was === 'connected') releaseMomentary();
+  if (state === 'connected') holdWakeLock();
+  else if (state !== 'reconnecting') dropWakeLock();
   const over = state === 'kicked' || state === 'error';
+  if (over) for (const line of session.lines) if (line.talk !== 'off') line.setTalk('off');
   ui.leave.textContent = over ? 'Back' : 'Leave';
   ui.rejoin.hidden = !over;
 }
@@ -367,30 +553,73 @@ function showMessage(text, isError = true) {
 }
 
 function connectedText() {
-  const others = session.people;
-  return others === 0 ? 'Connected. Nobody else on the line yet.' : `Connected. ${others} more on the line.`;
+  const n = session.lines.length;
+  return n === 1 ? `Connected to ${session.lines[0].info.name}` : `Connected to ${n} lines`;
 }
 
 async function join() {
   clearTimeout(session.retryTimer);
   const reconnecting = session.attempt > 0;
-  setState(reconnecting ? 'reconnecting' : 'joining', reconnecting ? 'Reconnecting…' : `Joining ${session.group.name}…`);
+  setState(reconnecting ? 'reconnecting' : 'joining', reconnecting ? 'Rejoining every line…' : `Joining ${session.label}…`);
   try {
     await initJanus();
-    const credentials = await fetchToken(session.username, session.group.id);
-    const call = new Call(credentials, session.username, callEvents);
-    session.call = call;
-    await call.start();
+    const answer = await api('/token', {
+      method: 'POST',
+      body: JSON.stringify({ username: session.username, ...session.request, ...(session.pin ? { pin: session.pin } : {}) }),
+    });
+    session.token = answer;
+    setLines(linesOf(answer));
+    if (session.lines.some((line) => line.canTalk)) await openMicrophone();
+    const talking = new Set(session.lines.filter((line) => line.talk === 'latched').map((line) => line.groupId));
+    const connection = new Connection(
+      { ...answer, lines: session.lines.map((line) => line.info) },
+      session.username,
+      session.microphone,
+      talking,
+      connectionEvents,
+    );
+    session.connection = connection;
+    session.netDown.clear();
+    await connection.start();
   } catch (error) {
     onJoinFailed(error);
   }
 }
 
-const callEvents = {
+async function openMicrophone() {
+  if (session.microphone?.readyState === 'live') return;
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({
+      audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true },
+    });
+  } catch (error) {
+    throw new Error(microphoneProblem(error));
+  }
+  session.microphone = stream.getAudioTracks()[0];
+  session.micSource?.disconnect();
+  const ctx = audioContext();
+  session.micSource = ctx.createMediaStreamSource(stream);
+  session.micMeter.tap(session.micSource);
+  showMicMuted();
+}
+
+function closeMicrophone() {
+  session.micMeter.untap();
+  session.micSource?.disconnect();
+  session.micSource = null;
+  session.microphone?.stop();
+  session.microphone = null;
+  delete root.dataset.levelOut;
+  drawMeter(ui.meterOut, null, null);
+}
+
+const connectionEvents = {
   onConnected() {
     session.attempt = 0;
     showMessage(null);
     setState('connected', connectedText());
+    if (session.token?.token) followEvents(session.token.token);
   },
   onLost(reason) {
     scheduleReconnect(reason);
@@ -398,32 +627,44 @@ const callEvents = {
   onKicked() {
     endWith('kicked', 'Disconnected by the admin', KICKED_DETAIL);
   },
-  onLocalStream(stream) {
-    meterOut.attach(meters(), stream);
-    meterOut.setMuted(!session.talking);
-  },
-  onRemoteStream(stream) {
-    // Chrome feeds a remote WebRTC stream to WebAudio only while a media element plays it.
-    ui.remoteAudio.srcObject = stream;
-    if (stream) {
-      ui.remoteAudio.play().catch(() => {});
-      meterIn.attach(meters(), stream);
-    } else {
-      meterIn.detach();
+  onNetwork(groupId, ok) {
+    if (ok) session.netDown.delete(groupId);
+    else session.netDown.add(groupId);
+    const state = root.dataset.state;
+    if (!ok && state === 'connected') {
+      setState('reconnecting', 'Network lost: waiting for it to come back…');
+      showMessage(`No audio path to the server on ${lineById(groupId)?.info.name ?? groupId}.`, false);
+    } else if (ok && session.netDown.size === 0 && state === 'reconnecting' && session.connection && !session.retryTimer) {
+      showMessage(null);
+      setState('connected', connectedText());
     }
   },
-  onPeople(count) {
-    session.people = count;
-    if (root.dataset.state === 'connected') ui.status.textContent = connectedText();
+  onRemoteStream(groupId, stream) {
+    lineById(groupId)?.output.attach(stream);
+  },
+  onPeople(groupId, people) {
+    lineById(groupId)?.setPeople(people);
+  },
+  onTalkingEvents(groupId) {
+    const line = lineById(groupId);
+    if (line && !line.talkingEvents) {
+      line.talkingEvents = true;
+      line.showPeople();
+    }
   },
 };
 
 function onJoinFailed(error) {
-  session.call = null;
+  session.connection?.close();
+  session.connection = null;
   if (error instanceof KickedError) {
     endWith('kicked', error.message, KICKED_DETAIL);
+  } else if (error instanceof HttpError && error.status === 401 && /pin/.test(error.code ?? '')) {
+    askPin(error);
+  } else if (error instanceof HttpError && error.status === 429) {
+    backToForm(`Too many tries: wait a minute, then join again. (${error.message})`);
   } else if (error instanceof HttpError && error.status >= 400 && error.status < 500) {
-    // The server refuses this name or group (e.g. the group was deleted): retrying won't help.
+    // The server refuses this name or line (e.g. the group was deleted): retrying won't help.
     endWith('error', error.message);
   } else if (session.attempt > 0) {
     scheduleReconnect(error.message);
@@ -433,131 +674,181 @@ function onJoinFailed(error) {
 }
 
 function scheduleReconnect(reason) {
-  stopMedia();
-  const delay = BACKOFF_MS[Math.min(session.attempt, BACKOFF_MS.length - 1)];
+  session.events?.abort();
+  session.connection?.close();
+  session.connection = null;
+  for (const line of session.lines) line.disconnect();
+  const delay = session.attempt === 0 ? 0 : BACKOFF_MS[Math.min(session.attempt - 1, BACKOFF_MS.length - 1)];
   session.attempt += 1;
   // ±20 % jitter, so that a room full of phones does not come back in lockstep.
   const wait = Math.round(delay * (0.8 + Math.random() * 0.4));
-  setState('reconnecting', `Connection lost. Reconnecting in ${Math.ceil(wait / 1000)} s…`);
+  setState('reconnecting', wait > 0 ? `Connection lost. Rejoining in ${Math.ceil(wait / 1000)} s…` : 'Connection lost. Rejoining…');
   showMessage(reason, false);
-  session.retryTimer = setTimeout(join, wait);
+  session.retryTimer = setTimeout(() => {
+    session.retryTimer = null;
+    join();
+  }, wait);
+}
+
+function stopSession() {
+  clearTimeout(session.retryTimer);
+  session.retryTimer = null;
+  session.events?.abort();
+  session.events = null;
+  session.connection?.close();
+  session.connection = null;
+  session.attempt = 0;
+  for (const line of session.lines) line.disconnect();
 }
 
 function endWith(state, text, detail = text) {
-  clearTimeout(session.retryTimer);
-  session.call?.close();
-  session.call = null;
-  session.attempt = 0;
-  stopMedia();
+  stopSession();
+  closeMicrophone();
   setState(state, text);
   showMessage(detail, true);
 }
 
-function stopMedia() {
-  meterOut.detach();
-  meterIn.detach();
-  ui.remoteAudio.srcObject = null;
-}
-
 function leave() {
-  clearTimeout(session.retryTimer);
-  session.call?.close();
-  session.call = null;
-  session.attempt = 0;
-  stopMedia();
+  stopSession();
+  closeMicrophone();
+  for (const line of session.lines) line.destroy();
+  session.lines = [];
+  session.token = null;
   showMessage(null);
   setState('idle', 'Not connected');
   ui.username.focus();
 }
 
-// ---------------------------------------------------------------------------------------------
-// Push-to-talk: hold the button or the space bar; with "latch", each press toggles.
-
-function setTalking(on) {
-  if (session.talking === on) return;
-  session.talking = on;
-  ui.talk.setAttribute('aria-pressed', String(on));
-  ui.talkLabel.textContent = on ? 'Talking' : ui.latch.checked ? 'Press to talk' : 'Hold to talk';
-  meterOut.setMuted(!on);
-  session.call?.setMuted(!on);
+function backToForm(text) {
+  leave();
+  showJoinError(text);
 }
 
-function press() {
-  if (ui.talk.disabled) return;
-  setTalking(ui.latch.checked ? !session.talking : true);
+function askPin(error) {
+  const wrong = error.code === 'wrong_pin';
+  backToForm(wrong ? 'Wrong PIN: try again.' : `${session.label} needs a PIN.`);
+  ui.pinField.hidden = false;
+  ui.pin.value = '';
+  ui.pin.focus();
 }
 
-function release() {
-  if (!ui.latch.checked) setTalking(false);
-}
-
-/** Space talks unless the user is typing or working a form control. */
-function spaceIsOurs(event) {
-  return event.code === 'Space' && !event.target.closest?.('input, select, textarea') && !ui.callView.hidden;
-}
-
-function initPushToTalk() {
-  ui.talk.addEventListener('pointerdown', (event) => {
-    if (event.button !== 0) return;
-    // Keep receiving pointerup even if the finger slides off the button.
-    ui.talk.setPointerCapture(event.pointerId);
-    press();
-  });
-  ui.talk.addEventListener('pointerup', release);
-  ui.talk.addEventListener('pointercancel', release);
-  ui.talk.addEventListener('contextmenu', (event) => event.preventDefault());
-  // Enter on the focused button (a keyboard "click" without a pointer) toggles in latch mode.
-  ui.talk.addEventListener('keydown', (event) => {
-    if (event.key === 'Enter' && !event.repeat && ui.latch.checked) press();
-  });
-  document.addEventListener('keydown', (event) => {
-    if (!spaceIsOurs(event)) return;
-    event.preventDefault(); // no page scroll, no button activation
-    if (!event.repeat) press();
-  });
-  document.addEventListener('keyup', (event) => {
-    if (!spaceIsOurs(event)) return;
-    event.preventDefault();
-    release();
-  });
-  // A key or pointer released while the window was not focused is never reported.
-  window.addEventListener('blur', release);
-  ui.latch.addEventListener('change', () => {
-    setTalking(false);
-    ui.talkLabel.textContent = ui.latch.checked ? 'Press to talk' : 'Hold to talk';
-    ui.talkHint.textContent = ui.latch.checked
-      ? 'Press the button or the space bar to talk, again to stop.'
-      : 'Hold the button or the space bar. Muted otherwise.';
-  });
-}
+setInterval(() => {
+  const mic = session.micMeter.read();
+  if (mic === null) delete root.dataset.levelOut;
+  else root.dataset.levelOut = mic.toFixed(1);
+  if (mic !== null) drawMeter(ui.meterOut, null, mic);
+  for (const line of session.lines) line.meter();
+}, METER_INTERVAL_MS);
 
 // ---------------------------------------------------------------------------------------------
-// The join form.
+// The join form: a position or a group from the lists, or a preset from the address
+// (`/?position=ID`, `/?groups=a,b&talk=a`).
 
-const FORM_KEY = 'partyline.join';
+let positionsById = new Map();
+const preset = readPreset();
 
-async function loadGroups() {
+function readPreset() {
+  const params = new URLSearchParams(location.search);
+  const position = params.get('position');
+  if (position) return { position };
+  const list = (name) => (params.get(name) ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const groups = list('groups');
+  if (groups.length === 0) return null;
+  const talk = params.has('talk') ? list('talk').filter((id) => groups.includes(id)) : groups;
+  return { listen: groups, talk };
+}
+
+async function loadChoices() {
   ui.group.disabled = true;
   ui.join.disabled = true;
   try {
-    const groups = await fetchGroups();
+    const [groups, positions] = await Promise.all([
+      api('/groups').then((body) => body.groups),
+      optional('/positions').then((body) => body?.positions ?? []),
+    ]);
+    groupsById = new Map(groups.map((group) => [group.id, group]));
+    positionsById = new Map(positions.map((position) => [position.id, position]));
     const saved = JSON.parse(localStorage.getItem(FORM_KEY) ?? '{}');
-    ui.group.replaceChildren(
-      ...groups.map((group) => new Option(group.name, group.id, false, group.id === saved.groupId)),
-    );
-    if (groups.length === 0) {
-      ui.group.append(new Option('No groups yet: ask the admin', ''));
-      return;
-    }
     ui.username.value ||= saved.username ?? '';
-    ui.group.disabled = false;
+    if (preset) {
+      showPreset();
+    } else {
+      fillPicker(groups, positions, saved.choice ?? saved.groupId);
+      if (groups.length === 0 && positions.length === 0) return;
+    }
     ui.join.disabled = false;
     showJoinError(null);
   } catch (error) {
     ui.group.replaceChildren(new Option('Groups unavailable', ''));
     showJoinError(`Cannot load the groups: ${error.message}. Retrying…`);
-    setTimeout(loadGroups, 3_000);
+    setTimeout(loadChoices, 3_000);
   }
+}
+
+function fillPicker(groups, positions, selected) {
+  const options = (list, prefix) =>
+    list.map((item) => new Option(item.pin ? `${item.name} 🔒` : item.name, prefix + item.id, false, prefix + item.id === selected));
+  if (positions.length > 0) {
+    ui.groupLabel.textContent = 'Position or group';
+    const byPosition = document.createElement('optgroup');
+    byPosition.label = 'Positions';
+    byPosition.append(...options(positions, 'position:'));
+    const byGroup = document.createElement('optgroup');
+    byGroup.label = 'One group';
+    byGroup.append(...options(groups, ''));
+    ui.group.replaceChildren(byPosition, byGroup);
+  } else {
+    ui.groupLabel.textContent = 'Group';
+    ui.group.replaceChildren(...options(groups, ''));
+    if (groups.length === 0) {
+      ui.group.append(new Option('No groups yet: ask the admin', ''));
+      return;
+    }
+  }
+  ui.group.disabled = false;
+  showPinField();
+}
+
+function showPreset() {
+  ui.groupField.hidden = true;
+  ui.preset.hidden = false;
+  if (preset.position) {
+    const position = positionsById.get(preset.position);
+    ui.preset.textContent = `Position: ${position?.name ?? preset.position}`;
+    ui.pinField.hidden = !position?.pin;
+    return;
+  }
+  const name = (id) => groupsById.get(id)?.name ?? id;
+  const talkOnly = preset.listen.filter((id) => !preset.talk.includes(id));
+  ui.preset.textContent = `Lines: ${preset.listen.map(name).join(', ')}${talkOnly.length ? ` (listen only: ${talkOnly.map(name).join(', ')})` : ''}`;
+  ui.pinField.hidden = !preset.listen.some((id) => groupsById.get(id)?.pin);
+}
+
+function showPinField() {
+  const value = ui.group.value;
+  const item = value.startsWith('position:') ? positionsById.get(value.slice(9)) : groupsById.get(value);
+  ui.pinField.hidden = !item?.pin;
+}
+
+/** What POST /api/token is asked for (without the name), and a label for it. */
+function chosenRequest() {
+  if (preset?.position) {
+    return { request: { position: preset.position }, label: positionsById.get(preset.position)?.name ?? preset.position };
+  }
+  if (preset) {
+    const [only] = preset.listen;
+    const label = preset.listen.map((id) => groupsById.get(id)?.name ?? id).join(', ');
+    // One line to talk and listen on is the one-group form every control knows.
+    if (preset.listen.length === 1 && preset.talk.length === 1) return { request: { groupId: only }, label };
+    return { request: { listen: preset.listen, talk: preset.talk }, label };
+  }
+  const value = ui.group.value;
+  if (!value) return null;
+  if (value.startsWith('position:')) {
+    const id = value.slice(9);
+    return { request: { position: id }, label: positionsById.get(id)?.name ?? id };
+  }
+  return { request: { groupId: value }, label: groupsById.get(value)?.name ?? value };
 }
 
 function showJoinError(text) {
@@ -573,19 +864,23 @@ function onSubmit(event) {
     ui.username.focus();
     return;
   }
-  const option = ui.group.selectedOptions[0];
-  if (!option?.value) {
+  const chosen = chosenRequest();
+  if (!chosen) {
     showJoinError('Pick a group.');
     return;
   }
   showJoinError(null);
-  localStorage.setItem(FORM_KEY, JSON.stringify({ username, groupId: option.value }));
-  meters(); // inside the click: unlocks audio output on mobile browsers too
+  try {
+    localStorage.setItem(FORM_KEY, JSON.stringify({ username, choice: preset ? undefined : ui.group.value }));
+  } catch {
+    // not remembered
+  }
+  audioContext(); // inside the click: unlocks audio output on mobile browsers too
   session.username = username;
-  session.group = { id: option.value, name: option.textContent };
+  session.request = chosen.request;
+  session.label = chosen.label;
+  session.pin = ui.pinField.hidden ? '' : ui.pin.value;
   session.attempt = 0;
-  session.people = 0;
-  ui.callGroup.textContent = session.group.name;
   ui.callName.textContent = username;
   showMessage(null);
   join();
@@ -593,11 +888,12 @@ function onSubmit(event) {
 
 function init() {
   initTheme(ui.theme);
-  initPushToTalk();
+  initKeys();
   ui.form.addEventListener('submit', onSubmit);
+  ui.group.addEventListener('change', showPinField);
   ui.leave.addEventListener('click', () => {
     leave();
-    loadGroups();
+    loadChoices();
   });
   ui.rejoin.addEventListener('click', () => {
     session.attempt = 0;
@@ -605,7 +901,7 @@ function init() {
     join();
   });
   setState('idle', 'Not connected');
-  loadGroups();
+  loadChoices();
 }
 
 init();

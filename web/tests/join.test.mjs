@@ -56,8 +56,9 @@ describe('join page', { timeout: 120_000 }, () => {
     report(`join → page connected ${pageMs} ms, → /api/admin/users connected ${apiMs} ms`);
     assert.equal(user.groupId, 'stage-left');
     assert.ok(user.connectedAt, 'connectedAt is set');
-    assert.equal(await alice.page.locator('#call-group').textContent(), 'Stage Left');
-    assert.match(await alice.page.locator('#status-text').textContent(), /^Connected\./);
+    assert.equal(await alice.line('stage-left').locator('.line-name').textContent(), 'Stage Left');
+    assert.equal(await alice.page.locator('[data-line]').count(), 1, 'one line: the group picked');
+    assert.match(await alice.page.locator('#status-text').textContent(), /^Connected to Stage Left/);
     assert.ok(apiMs <= 3000, `admin saw Alice connected ${apiMs} ms after she clicked Join (limit 3000)`);
     assert.deepEqual(alice.errors, []);
     await alice.close();
@@ -68,29 +69,30 @@ describe('join page', { timeout: 120_000 }, () => {
     await Promise.all([anna.join('stage-right'), ben.join('stage-right')]);
     await Promise.all([anna.waitState('connected'), ben.waitState('connected')]);
     // Each sees the other on the line.
-    await ben.page.waitForFunction(() => /1 more on the line/.test(document.getElementById('status-text').textContent), null, { timeout: 5000, polling: 50 });
+    await ben.line('stage-right').locator('.line-people', { hasText: 'With Anna' }).waitFor({ timeout: 5000 });
+    await anna.line('stage-right').locator('.line-people', { hasText: 'With Ben' }).waitFor({ timeout: 5000 });
     // Ben's meter gets Janus's stream (the page shows it once the remote track arrives).
-    await waitFor('Ben hearing the room (data-level-in)', async () => (await ben.level('levelIn')) !== null);
+    await waitFor('Ben hearing the room (data-level-in)', async () => (await ben.lineLevel('stage-right')) !== null);
 
     // Nobody talks: Ben hears silence.
-    await waitFor(`Ben's level-in below ${QUIET_DB} dBFS before anyone talks`, async () => (await ben.level('levelIn')) < QUIET_DB, { timeout: 5000 });
-    const before = await ben.levelRange('levelIn', 1000);
+    await waitFor(`Ben's level-in below ${QUIET_DB} dBFS before anyone talks`, async () => (await ben.lineLevel('stage-right')) < QUIET_DB, { timeout: 5000 });
+    const before = await ben.levelRange({ line: 'stage-right' }, 1000);
     report(`nobody talking: Ben hears max ${before.max} dBFS`);
     assert.ok(before.max < QUIET_DB, `Ben hears ${before.max} dBFS while nobody talks`);
 
     // Anna holds the talk button: Ben hears her beep.
-    const talk = anna.page.locator('#talk');
+    const talk = anna.control('stage-right', 'talk');
     await talk.hover();
     await anna.page.mouse.down();
     const t0 = performance.now();
     try {
       assert.equal(await talk.getAttribute('aria-pressed'), 'true');
-      assert.equal((await talk.textContent()).trim(), 'Talking');
-      await waitFor(`Ben's level-in above ${SOUND_DB} dBFS while Anna talks`, async () => (await ben.level('levelIn')) > SOUND_DB, { timeout: 5000, interval: 20 });
+      assert.match(await talk.textContent(), /Talking/);
+      await waitFor(`Ben's level-in above ${SOUND_DB} dBFS while Anna talks`, async () => (await ben.lineLevel('stage-right')) > SOUND_DB, { timeout: 5000, interval: 20 });
       const riseMs = since(t0);
-      const heard = await ben.levelRange('levelIn', 1500);
+      const heard = await ben.levelRange({ line: 'stage-right' }, 1500);
       const sent = await anna.levelRange('levelOut', 300);
-      const self = await anna.levelRange('levelIn', 300);
+      const self = await anna.levelRange({ line: 'stage-right' }, 300);
       const loud = heard.samples.filter((db) => db > SOUND_DB).length / heard.samples.length;
       report(`Anna talking: Ben hears median ${heard.median} dBFS (${heard.min}..${heard.max}, ${Math.round(loud * 100)} % of 50 ms samples above ${SOUND_DB}; first above after ${riseMs} ms); Anna sends max ${sent.max} dBFS, hears herself max ${self.max} dBFS`);
       // The fake microphone beeps (short periodic tones) and the meter falls 30 dB/s in
@@ -106,9 +108,9 @@ describe('join page', { timeout: 120_000 }, () => {
 
     // Released: back to silence (the meter falls 30 dB/s).
     const t1 = performance.now();
-    await waitFor(`Ben's level-in back below ${QUIET_DB} dBFS after Anna released`, async () => (await ben.level('levelIn')) < QUIET_DB, { timeout: 6000 });
+    await waitFor(`Ben's level-in back below ${QUIET_DB} dBFS after Anna released`, async () => (await ben.lineLevel('stage-right')) < QUIET_DB, { timeout: 6000 });
     const fallMs = since(t1);
-    const afterRelease = await ben.levelRange('levelIn', 1000);
+    const afterRelease = await ben.levelRange({ line: 'stage-right' }, 1000);
     report(`Anna released: Ben below ${QUIET_DB} dBFS after ${fallMs} ms, then max ${afterRelease.max} dBFS`);
     assert.ok(afterRelease.max < QUIET_DB, `Ben hears ${afterRelease.max} dBFS after Anna released`);
     assert.deepEqual([...anna.errors, ...ben.errors], []);
@@ -143,7 +145,7 @@ describe('join page', { timeout: 120_000 }, () => {
       assert.equal(await dan.page.locator('#status-text').textContent(), 'Disconnected by the admin');
       assert.match(await dan.page.locator('#call-message').textContent(), /An admin ended your connection/);
       assert.ok(await dan.page.locator('#rejoin').isVisible(), '"Join again" is offered');
-      assert.equal(await dan.page.locator('#talk').isDisabled(), true);
+      assert.equal(await dan.control('backstage', 'talk').isVisible(), false, 'no talk key after a kick');
       report(`kick → Dan's page shows "Disconnected by the admin" after ${kickedMs} ms`);
 
       // Janus: Dan is out of the room, Cleo stays.
@@ -152,7 +154,7 @@ describe('join page', { timeout: 120_000 }, () => {
         return !ids.includes(danUser.identity) && ids;
       }, { timeout: 3000 });
       assert.deepEqual(await inRoom(), [cleo.token.participantIdentity]);
-      await cleo.page.waitForFunction(() => /Nobody else on the line/.test(document.getElementById('status-text').textContent), null, { timeout: 5000, polling: 50 });
+      await cleo.line('backstage').locator('.line-people', { hasText: 'Nobody else on the line' }).waitFor({ timeout: 5000 });
       assert.equal(await cleo.state(), 'connected');
 
       // The admin's view.

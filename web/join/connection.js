@@ -1,0 +1,303 @@
+// One connection of the panel to Janus: one session (one token, one participant identity) with
+// one AudioBridge handle per line, each joined to its line's room, all sharing one microphone.
+// Single use: a token is good for one session, so a reconnect makes a new Connection with a new
+// token. The lines join in parallel.
+
+import Janus from '/vendor/janus.js';
+
+const PLUGIN = 'janus.plugin.audiobridge';
+/** A join that is not connected by then is given up (and retried when reconnecting). */
+const JOIN_TIMEOUT_MS = 20_000;
+/** ICE "disconnected" often heals by itself; only this long a gap counts as lost. */
+export const ICE_GRACE_MS = 5_000;
+/** Janus's answer once the admin removed our token. */
+const UNAUTHORIZED = /unauthorized request/i;
+
+let janusReady = null;
+
+const noop = () => {};
+const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onTalkingEvents: noop };
+
+export function initJanus() {
+  janusReady ??= new Promise((resolve, reject) => {
+    Janus.init({ debug: ['warn', 'error'], callback: resolve });
+    if (!Janus.isWebrtcSupported()) reject(new Error('This browser cannot do WebRTC.'));
+  });
+  return janusReady;
+}
+
+export class KickedError extends Error {
+  constructor() {
+    super('Disconnected by the admin');
+  }
+}
+
+/**
+ * @param credentials the answer of POST /api/token, with `lines` (see join.js)
+ * @param events {
+ *   onConnected(),                 every line joined with media flowing
+ *   onLost(reason),                after connecting: something broke, reconnect
+ *   onKicked(),                    the admin disconnected us
+ *   onNetwork(groupId, ok),        a line's ICE path went away (false) or came back (true)
+ *   onRemoteStream(groupId, stream|null),
+ *   onPeople(groupId, Map id → {display, muted, talking}), onTalkingEvents(groupId)
+ * }
+ */
+export class Connection {
+  /** `talking`: the lines whose talk key is on (latched) as this connection starts. */
+  constructor(credentials, username, microphone, talking, events) {
+    this.credentials = credentials;
+    this.username = username;
+    this.microphone = microphone;
+    this.talking = talking;
+    this.events = events;
+    this.janus = null;
+    this.links = new Map(); // groupId → LineLink
+    this.closed = false;
+    this.settle = null;
+  }
+
+  /** Resolves once every line is joined with media flowing; rejects on any failure before that. */
+  start() {
+    return new Promise((resolve, reject) => {
+      this.settle = { resolve, reject };
+      this.timer = setTimeout(() => this.fail(new Error('Joining took too long.')), JOIN_TIMEOUT_MS);
+      this.janus = new Janus({
+        server: this.credentials.url,
+        token: this.credentials.token,
+        iceServers: [], // Janus offers host candidates only; venues have no STUN.
+        success: () => {
+          for (const line of this.credentials.lines) {
+            const link = new LineLink(this, line);
+            this.links.set(line.groupId, link);
+            link.attach();
+          }
+        },
+        error: (error) => this.fail(new Error(String(error))),
+      });
+    });
+  }
+
+  checkConnected() {
+    if (!this.settle || this.closed) return;
+    if ([...this.links.values()].every((link) => link.joined && link.mediaUp)) {
+      clearTimeout(this.timer);
+      this.settle.resolve();
+      this.settle = null;
+      this.events.onConnected();
+    }
+  }
+
+  /** Mutes or unmutes us in `groupId`'s room (AudioBridge `configure`) and gates the track. */
+  setTalking(groupId, on) {
+    this.links.get(groupId)?.setTalking(on);
+  }
+
+  /** Ends the connection because of `error`: before connecting, start() rejects; after, it is lost. */
+  fail(error) {
+    if (this.closed) return;
+    // Once the admin removed our token, every request answers "Unauthorized": that is a kick
+    // whose event we did not see.
+    const joined = [...this.links.values()].some((link) => link.joined);
+    if (joined && UNAUTHORIZED.test(error.message)) {
+      this.kicked();
+      return;
+    }
+    this.close();
+    if (this.settle) this.settle.reject(error);
+    else this.events.onLost(error.message);
+  }
+
+  kicked() {
+    if (this.closed) return;
+    this.close();
+    if (this.settle) this.settle.reject(new KickedError());
+    else this.events.onKicked();
+  }
+
+  close() {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.timer);
+    for (const link of this.links.values()) link.close();
+    // Destroying the session hangs up every handle, stops their tracks (clones of the
+    // microphone, which stays open) and closes the WebSocket; Janus then reports us as left.
+    this.janus?.destroy({ cleanupHandles: true, notifyDestroyed: false });
+  }
+}
+
+/** One line: an AudioBridge handle joined to the line's room. */
+class LineLink {
+  constructor(connection, line) {
+    this.connection = connection;
+    this.line = line;
+    this.handle = null;
+    this.joined = false;
+    this.mediaUp = false;
+    this.iceTimer = null;
+    this.iceDown = false;
+    this.people = new Map();
+    // Each line sends its own clone of the microphone, enabled only while talking on it: the
+    // talk keys of the lines are independent. A key latched before a reconnect joins unmuted.
+    this.talking = Boolean(line.talk && connection.talking.has(line.groupId));
+    this.track = line.talk ? connection.microphone.clone() : null;
+    if (this.track) this.track.enabled = this.talking;
+  }
+
+  /** A closed connection's late callbacks (tracks ending, hangups) reach nobody. */
+  get events() {
+    return this.connection.closed ? NO_EVENTS : this.connection.events;
+  }
+
+  fail(error) {
+    this.connection.fail(error);
+  }
+
+  attach() {
+    const { participantIdentity } = this.connection.credentials;
+    this.connection.janus.attach({
+      plugin: PLUGIN,
+      opaqueId: participantIdentity,
+      success: (handle) => {
+        this.handle = handle;
+        this.offer();
+      },
+      error: (error) => this.fail(new Error(String(error))),
+      onmessage: (message, jsep) => this.onMessage(message, jsep),
+      webrtcState: (up) => this.onMedia(up),
+      iceState: (state) => this.onIce(state),
+      onremotetrack: (track, _mid, on, metadata) => {
+        // A "mute" (no packets for a moment) is not an end: keep the stream and its meter.
+        if (track.kind !== 'audio' || (!on && metadata?.reason === 'mute')) return;
+        this.events.onRemoteStream(this.line.groupId, on ? new MediaStream([track]) : null);
+      },
+      ondetached: () => this.fail(new Error('The media server dropped the connection.')),
+    });
+  }
+
+  offer() {
+    const { participantIdentity, token } = this.connection.credentials;
+    const { roomName, talk } = this.line;
+    // A listen-only line sends nothing; a talk-only line still receives the room (WebRTC needs a
+    // direction), but the panel does not play it.
+    const tracks = [talk ? { type: 'audio', capture: this.track, recv: true } : { type: 'audio', capture: false, recv: true }];
+    this.handle.createOffer({
+      tracks,
+      success: (jsep) => {
+        // The room admits only the tokens issued for it: the join carries ours.
+        this.roomMuted = !this.talking;
+        const join = {
+          request: 'join',
+          room: roomName,
+          id: participantIdentity,
+          display: this.connection.username,
+          muted: !this.talking,
+          token,
+        };
+        this.handle.send({ message: join, jsep, error: (error) => this.fail(new Error(String(error))) });
+      },
+      error: (error) => this.fail(new Error(`${this.line.name}: ${String(error?.message ?? error)}`)),
+    });
+  }
+
+  onMessage(message, jsep) {
+    if (jsep) this.handle.handleRemoteJsep({ jsep });
+    const own = this.connection.credentials.participantIdentity;
+    // AudioBridge tells every participant who was kicked, the kicked one included.
+    if (message.kicked === own || message.kicked_all !== undefined) {
+      this.connection.kicked();
+      return;
+    }
+    if (message.error) {
+      this.fail(new Error(`${this.line.name}: ${message.error}`));
+      return;
+    }
+    const event = message.audiobridge;
+    if (event === 'destroyed') {
+      this.fail(new Error(`The line ${this.line.name} was closed.`));
+      return;
+    }
+    if (event === 'joined' && message.id === own) {
+      this.joined = true;
+      // A key pressed or released between the join request and now.
+      if (this.roomMuted !== !this.talking) this.sendMuted(!this.talking);
+    }
+    let changed = false;
+    if (event === 'talking' || event === 'stopped-talking') {
+      if (message.id !== own) {
+        const person = this.people.get(message.id) ?? { display: message.display ?? message.id, muted: false };
+        person.talking = event === 'talking';
+        this.people.set(message.id, person);
+        changed = true;
+      }
+      this.events.onTalkingEvents(this.line.groupId);
+    }
+    for (const p of message.participants ?? []) {
+      if (p.id === own) continue;
+      const person = this.people.get(p.id) ?? {};
+      person.display = p.display ?? person.display ?? String(p.id);
+      person.muted = p.muted === true;
+      // Janus lists `talking` in some participant lists whether or not the room detects voice
+      // activity: only talking events tell that it does.
+      if ('talking' in p) person.talking = p.talking === true;
+      this.people.set(p.id, person);
+      changed = true;
+    }
+    for (const gone of [message.leaving, message.kicked]) {
+      if (gone !== undefined && this.people.delete(gone)) changed = true;
+    }
+    if (changed || event === 'joined') this.events.onPeople(this.line.groupId, this.people);
+    this.connection.checkConnected();
+  }
+
+  onMedia(up) {
+    this.mediaUp = up;
+    if (up) this.connection.checkConnected();
+    else this.fail(new Error(`The audio connection of ${this.line.name} was closed.`));
+  }
+
+  onIce(state) {
+    clearTimeout(this.iceTimer);
+    if (state === 'failed') {
+      this.fail(new Error('The network path to the media server failed.'));
+      return;
+    }
+    const down = state === 'disconnected';
+    if (down) {
+      this.iceTimer = setTimeout(() => this.fail(new Error('The network path to the media server was lost.')), ICE_GRACE_MS);
+    }
+    if (down !== this.iceDown && (down || state === 'connected' || state === 'completed')) {
+      this.iceDown = down;
+      this.events.onNetwork(this.line.groupId, !down);
+    }
+  }
+
+  setTalking(on) {
+    if (!this.track) return;
+    this.talking = on;
+    this.track.enabled = on;
+    if (this.joined) this.sendMuted(!on);
+  }
+
+  sendMuted(muted) {
+    if (this.connection.closed || !this.handle) return;
+    this.roomMuted = muted;
+    this.handle.send({
+      message: { request: 'configure', muted },
+      error: (error) => this.fail(new Error(String(error))),
+    });
+  }
+
+  close() {
+    clearTimeout(this.iceTimer);
+    this.track?.stop();
+  }
+}
+
+export function microphoneProblem(error) {
+  const name = error?.name ?? '';
+  if (name === 'NotAllowedError') return 'Microphone access was refused: allow it in the browser and join again.';
+  if (name === 'NotFoundError') return 'No microphone found.';
+  if (!window.isSecureContext) return 'The microphone needs a secure page: open this page over https://.';
+  return `Cannot use the microphone: ${error?.message ?? error}`;
+}

@@ -1,0 +1,16 @@
+import { Control, Person, launchBrowser } from './harness.mjs';
+const control = await Control.start(['Stage Left']);
+const browser = await launchBrowser();
+const names = ['Alice', 'Bob', 'Cleo'];
+const ps = await Promise.all(names.map((n) => Person.open(browser, control.origin, n)));
+const b = ps[1];
+b.page.on('websocket', (ws) => ws.on('framereceived', (f) => { const t = String(f.payload); if (/audiobridge/.test(t)) console.log('B<', t.replace(/\s+/g, ' ').slice(0, 400)); }));
+await Promise.all(ps.map((p) => p.join('stage-left')));
+await Promise.all(ps.map((p) => p.waitState('connected')));
+await new Promise((r) => setTimeout(r, 1000));
+console.log('--- press');
+const key = ps[0].control('stage-left', 'talk');
+await key.hover(); await ps[0].page.mouse.down();
+await new Promise((r) => setTimeout(r, 1500));
+console.log(await b.lineState('stage-left'), await b.line('stage-left').locator('.line-info').textContent());
+await browser.close(); await control.stop();
