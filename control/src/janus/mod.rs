@@ -70,8 +70,16 @@ pub struct Janus {
     /// Held while server audio users' tokens are registered, so that whoever comes second
     /// (the reconcile pass or a plan push) waits until Janus has them.
     admitting: tokio::sync::Mutex<()>,
+    /// Server audio users removed from the config, with when: kicked and revoked once
+    /// [`LEAVE_GRACE`] has passed (bridged leaves by itself in the meantime).
+    leaving: Mutex<Vec<(User, std::time::Instant)>>,
     wake: Notify,
 }
+
+/// How long a removed server audio user keeps its token: bridged tears its branch down in
+/// milliseconds and leaves the room with that token; revoked at once, its leave (and the
+/// session's destroy) would be refused and the session would linger to Janus's 60 s timeout.
+const LEAVE_GRACE: Duration = Duration::from_secs(2);
 
 /// Why a user could not be disconnected.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +114,7 @@ impl Janus {
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
             users,
             admitting: tokio::sync::Mutex::new(()),
+            leaving: Mutex::new(Vec::new()),
             wake: Notify::new(),
         }))
     }
@@ -471,8 +480,9 @@ impl Janus {
     /// holder joining under an identity other than the one issued with it. The room admits only
     /// tokens issued for it, so this is someone with a valid token trying to pass for another.
     async fn kick_stranger(&self, room: &str, id: &str) {
-        if self.users.get(id).is_some_and(|u| u.kind == UserKind::Server) {
-            // A server audio user moved to another group: bridged leaves the old room itself.
+        let leaving = self.leaving.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|(u, _)| u.identity == id);
+        if leaving || self.users.get(id).is_some_and(|u| u.kind == UserKind::Server) {
+            // A server audio user removed or moved to another group: bridged leaves by itself.
             return;
         }
         tracing::warn!(room, identity = id, "a participant joined under an identity not issued for this room: kicked");
@@ -535,9 +545,9 @@ impl Janus {
     }
 
     /// Keeps the registry's server audio users (and their Janus tokens) in step with the config.
-    /// A removed one is also kicked: its token is revoked now, so bridged's own leave (which
-    /// needs the token) may be refused, and its participant would then block a user of the same
-    /// name from joining until Janus times the session out.
+    /// A removed one keeps its token for [`LEAVE_GRACE`], so that bridged leaves the room and
+    /// ends its session with it; then it is kicked (should it still be there: its participant
+    /// would block a user of the same name) and its token revoked.
     ///
     /// What is removed is decided on the newest config, under `admitting`, not on the snapshot
     /// the pass started with: a user added meanwhile has had its token admitted and its plan
@@ -548,11 +558,30 @@ impl Janus {
         let config = self.config.current();
         let identities = self.admit_server_users_locked(&config).await?;
         let removed = self.users.take_servers_except(&identities);
+        let due = {
+            let mut leaving = self.leaving.lock().unwrap_or_else(PoisonError::into_inner);
+            for gone in removed {
+                tracing::info!(identity = gone.identity, "server audio user removed");
+                leaving.push((gone, std::time::Instant::now()));
+            }
+            // One added again meanwhile (same name: same identity and token) keeps its token.
+            leaving.retain(|(user, _)| self.users.get(&user.identity).is_none());
+            let (due, waiting): (Vec<_>, Vec<_>) = leaving.drain(..).partition(|(_, at)| at.elapsed() >= LEAVE_GRACE);
+            *leaving = waiting;
+            due
+        };
         drop(admitting);
-        for gone in removed {
-            tracing::info!(identity = gone.identity, "server audio user removed");
-            if let Err(e) = self.kick(&config, at, gone.first_group(), &gone.identity).await {
-                tracing::warn!(identity = gone.identity, error = %e, "could not kick a removed server audio user");
+        for (gone, _) in due {
+            // Normally gone already: bridged left with its token during the grace.
+            match self.kick(&config, at, gone.first_group(), &gone.identity).await {
+                Ok(true) => tracing::info!(
+                    identity = gone.identity,
+                    "a removed server audio user was still in its room: kicked"
+                ),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(identity = gone.identity, error = %e, "could not kick a removed server audio user")
+                }
             }
             self.revoke(&gone).await;
         }

@@ -41,20 +41,40 @@ async fn without_bridged_server_user_writes_are_refused_and_change_nothing() {
     assert_eq!((status, body), (StatusCode::OK, json!({ "serverUsers": [] })), "reads still work");
 }
 
+/// A private bus, a card (two 8-channel null sinks), Janus, control and bridged, with the card
+/// selected.
+struct Rig {
+    bus: Bus,
+    card: PulseServer,
+    stack: Stack,
+    bridged: Bridged,
+}
+
+impl Rig {
+    async fn start() -> Rig {
+        let bus = Bus::start();
+        let card = PulseServer::start();
+        card.load_module("module-null-sink", "sink_name=card_in channels=8 rate=48000");
+        card.load_module("module-null-sink", "sink_name=card_out channels=8 rate=48000");
+        let stack = stack_on(&bus).await;
+        let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &card.server_address())]);
+        stack.bridge_becomes("bridged seen", SOON, |b| b["state"] != "absent" && b["state"] != "unknown").await;
+        let card_devices = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out" });
+        assert_eq!(stack.control.post_json("/admin/audio/device", card_devices).await.0, StatusCode::OK);
+        Rig { bus, card, stack, bridged }
+    }
+
+    fn restart_bridged(&mut self) {
+        self.bridged.kill();
+        self.bridged = Bridged::start(&self.bus, &[("PULSE_SERVER", &self.card.server_address())]);
+    }
+}
+
 #[tokio::test]
 async fn server_users_become_branches_and_survive_a_bridged_restart() {
-    let bus = Bus::start();
-    let card = PulseServer::start();
-    card.load_module("module-null-sink", "sink_name=card_in channels=8 rate=48000");
-    card.load_module("module-null-sink", "sink_name=card_out channels=8 rate=48000");
-    let pulse = [("PULSE_SERVER", card.server_address())];
-    let pulse: Vec<(&str, &str)> = pulse.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let stack = stack_on(&bus).await;
-    let mut bridged = Bridged::start(&bus, &pulse);
-    stack.bridge_becomes("bridged seen", SOON, |b| b["state"] != "absent" && b["state"] != "unknown").await;
+    let mut rig = Rig::start().await;
+    let stack = &rig.stack;
     let control = &stack.control;
-    let card_devices = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out" });
-    assert_eq!(control.post_json("/admin/audio/device", card_devices).await.0, StatusCode::OK);
 
     let desk = json!({ "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1 });
     let (status, body) = control.post_json("/admin/server-users", desk).await;
@@ -104,9 +124,8 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     stack.bridge_becomes("a new generation", SOON, |b| b["generation"].as_u64() > Some(generation)).await;
 
     // A restarted bridged starts with nothing; control sends it the plan again.
-    bridged.kill();
-    stack.bridge_becomes("bridge absent", SOON, |b| b["state"] == "absent").await;
-    let _bridged = Bridged::start(&bus, &pulse);
+    rig.restart_bridged();
+    let (stack, control) = (&rig.stack, &rig.stack.control);
     stack.bridge_becomes("plan re-sent", SOON, |b| branch_names(b) == ["Desk", "FOH mic"]).await;
     stack.bridge_becomes("both joined", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
 
@@ -121,4 +140,50 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     let foh = json!({ "name": "FOH mic", "group": "foh", "inputChannel": 2 });
     assert_eq!(control.post_json("/admin/server-users", foh).await.0, StatusCode::CREATED);
     stack.bridge_becomes("FOH mic joined again", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
+}
+
+/// The Janus sessions there are now.
+async fn sessions(stack: &Stack) -> usize {
+    let answer = stack.janus.admin(json!({ "janus": "list_sessions" })).await;
+    answer["sessions"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test]
+async fn a_removed_server_user_leaves_janus_at_once_and_quietly() {
+    let rig = Rig::start().await;
+    let (stack, control) = (&rig.stack, &rig.stack.control);
+    for user in [
+        json!({ "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1 }),
+        json!({ "name": "FOH mic", "group": "foh", "inputChannel": 2 }),
+    ] {
+        assert_eq!(control.post_json("/admin/server-users", user).await.0, StatusCode::CREATED);
+    }
+    stack.bridge_becomes("both joined", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
+    let with_both = sessions(stack).await;
+    let tokens = || async {
+        let answer = stack.janus.admin(json!({ "janus": "list_tokens" })).await;
+        answer["data"]["tokens"].as_array().map_or(0, Vec::len)
+    };
+    let tokens_before = tokens().await;
+    let (_, logs) = control.get_json("/admin/logs?limit=1").await;
+    let since = logs["logs"][0]["seq"].as_u64().unwrap_or(0);
+
+    assert_eq!(control.delete("/admin/server-users/foh-mic").await.0, StatusCode::OK);
+    stack.bridge_becomes("one branch", SOON, |b| branch_names(b) == ["Desk"]).await;
+    // bridged ends the branch's session with the user's token, which is revoked only after a
+    // grace: the session is gone in a moment, not at Janus's 60 s timeout.
+    let started = std::time::Instant::now();
+    crate::support::wait_for("the branch's Janus session ended", Duration::from_secs(5), async || {
+        (sessions(stack).await < with_both).then_some(())
+    })
+    .await;
+    println!("BRIDGE server user removed → its Janus session ended: {:?}", started.elapsed());
+    // A normal action: no warning about it in the admin's log, from control or bridged.
+    let (_, logs) = control.get_json(&format!("/admin/logs?level=warn&after={since}")).await;
+    assert_eq!(logs["logs"], json!([]), "no warning for a removal");
+    // And after the grace its token is gone from Janus.
+    crate::support::wait_for("the removed user's token revoked", Duration::from_secs(8), async || {
+        (tokens().await < tokens_before).then_some(())
+    })
+    .await;
 }
