@@ -22,6 +22,7 @@ pub mod users;
 pub mod web;
 
 mod cli;
+mod linger;
 mod server;
 
 pub use cli::Cli;

@@ -19,6 +19,7 @@ use crate::api::{self, AppState};
 use crate::bridge::BridgeManager;
 use crate::config::{self, ConfigManager};
 use crate::janus::Janus;
+use crate::linger::LingeringAcceptor;
 use crate::logring::LogRing;
 use crate::secrets::{self, AdminToken};
 use crate::users::Users;
@@ -109,19 +110,17 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     println!("partyline-control listening on {origin} (API {origin}/api, events http://{events_addr})");
 
     let listener = listener.into_std()?;
+    // Connections close lingering (`linger`): a client still sending a body the server did not
+    // read (a 413, …) gets the response instead of a TCP reset.
+    let server = axum_server::from_tcp(listener)?.handle(handle);
     match tls {
         Some(tls) => {
             let tls = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-            axum_server::from_tcp_rustls(listener, tls)?
-                .handle(handle)
-                .serve(app.into_make_service_with_connect_info::<SocketAddr>())
-                .await?;
+            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls).acceptor(LingeringAcceptor);
+            server.acceptor(acceptor).serve(app.into_make_service_with_connect_info::<SocketAddr>()).await?;
         }
         None => {
-            axum_server::from_tcp(listener)?
-                .handle(handle)
-                .serve(app.into_make_service_with_connect_info::<SocketAddr>())
-                .await?;
+            server.acceptor(LingeringAcceptor).serve(app.into_make_service_with_connect_info::<SocketAddr>()).await?;
         }
     }
     tracing::info!("partyline-control stopped");

@@ -40,7 +40,9 @@ use crate::logring::LogRing;
 use crate::pin::PinLimiter;
 use crate::secrets::AdminToken;
 
-/// Largest request body accepted, in bytes.
+/// Largest request body accepted, in bytes. A larger one answers 413 `payload_too_large` before
+/// it is read; the connection then closes lingering (`crate::linger`), so that a client still
+/// sending the body (up to a few MB) reads that answer rather than a reset connection.
 pub const BODY_LIMIT: usize = 64 * 1024;
 /// Longest wait for a request body to arrive.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -580,7 +580,7 @@ impl Janus {
                 ),
                 Ok(false) => {}
                 Err(e) => {
-                    tracing::warn!(identity = gone.identity, error = %e, "could not kick a removed server audio user")
+                    tracing::warn!(identity = gone.identity, error = %e, "could not kick a removed server audio user");
                 }
             }
             self.revoke(&gone).await;

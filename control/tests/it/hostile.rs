@@ -963,3 +963,105 @@ fn dechunk(mut body: &str) -> String {
     }
     out
 }
+
+/// A body far over the limit, over HTTPS (the default listener): the server answers 413 before
+/// reading the body, and the client, still uploading, must get that answer rather than a reset
+/// connection (control closes its connections lingering, `control/src/linger.rs`). Each try on
+/// a new connection, half of them with a client that reads only after sending all it had
+/// (as Python's `http.client` does), half with reqwest (which reads while it sends).
+#[tokio::test]
+async fn an_oversize_body_over_https_always_gets_the_413_error() {
+    const TRIES: usize = 20;
+    let control = Control::builder()
+        .config(Some("server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:0\n"))
+        .env("PARTYLINE_BUS", "unix:path=/nonexistent/partyline-test-bus")
+        .start()
+        .await;
+    assert!(control.origin.starts_with("https://"), "TLS is on by default: {}", control.origin);
+    let pem = std::fs::read(control.dir().join("tls-cert.pem")).expect("the generated certificate");
+    let _ = http();
+    let reqwest = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&pem).expect("pem")])
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let body = format!("{{\"name\":\"{}\"}}", "a".repeat(2_000_000));
+
+    let mut failures = Vec::new();
+    for try_ in 0..TRIES {
+        let answer = if try_ % 2 == 0 {
+            upload_then_read(&control, &pem, body.as_bytes()).await
+        } else {
+            let response = reqwest
+                .post(control.url("/admin/groups"))
+                .bearer_auth(&control.token)
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone())
+                .send()
+                .await;
+            match response {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    response.text().await.map(|text| (status, text)).map_err(|e| format!("{e:?}"))
+                }
+                Err(e) => Err(format!("{e:?}")),
+            }
+        };
+        let client = if try_ % 2 == 0 { "upload, then read" } else { "reqwest" };
+        match answer {
+            Ok((413, text)) => {
+                let body = error_body(&text);
+                if body.as_ref().and_then(|b| b["code"].as_str()) != Some("payload_too_large") {
+                    failures.push(format!("try {try_} ({client}): 413 without the JSON error: {text:.200}"));
+                }
+            }
+            Ok((status, text)) => failures.push(format!("try {try_} ({client}): {status} {text:.200}")),
+            Err(e) => failures.push(format!("try {try_} ({client}): no response: {e:.300}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}/{TRIES} tries without the 413:\n{}", failures.len(), failures.join("\n"));
+    assert!(!control.log_text().contains("panicked"), "{}", control.log_text());
+}
+
+/// One request on a new TLS connection (trusting `pem`) by a client that sends the whole
+/// request before it reads: the status and body of the response, or what went wrong.
+async fn upload_then_read(control: &Control, pem: &[u8], body: &[u8]) -> Result<(u16, String), String> {
+    use rustls::pki_types::pem::PemObject;
+    use std::io::{Read, Write};
+
+    let address = control.origin.strip_prefix("https://").expect("an HTTPS origin").to_owned();
+    let head = format!(
+        "POST /api/admin/groups HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        control.token,
+        body.len()
+    );
+    let mut request = head.into_bytes();
+    request.extend_from_slice(body);
+    let pem = pem.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut roots = rustls::RootCertStore::empty();
+        let cert = rustls::pki_types::CertificateDer::from_pem_slice(&pem).map_err(|e| e.to_string())?;
+        roots.add(cert).map_err(|e| e.to_string())?;
+        let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+        let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name).map_err(|e| e.to_string())?;
+        let socket = std::net::TcpStream::connect(&address).map_err(|e| e.to_string())?;
+        socket.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+        let mut tls = rustls::StreamOwned::new(connection, socket);
+        tls.write_all(&request).map_err(|e| format!("sending: {e}"))?;
+        tls.flush().map_err(|e| format!("sending: {e}"))?;
+        let mut received = Vec::new();
+        // Until the server's close_notify; a reset after the whole response is still an answer.
+        let read = tls.read_to_end(&mut received);
+        let text = String::from_utf8_lossy(&received);
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            return Err(format!("receiving: {read:?}, {} bytes", received.len()));
+        };
+        let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(head.to_owned())?;
+        Ok((status, body.to_owned()))
+    })
+    .await
+    .expect("the client thread")
+}

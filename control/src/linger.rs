@@ -1,0 +1,186 @@
+//! Lingering close for the public listener (RFC 9112 §9.6, "Tear-down").
+//!
+//! When a response goes out before the request body was read (a 413 for a body over
+//! [`crate::api::BODY_LIMIT`], a 401 to a large unauthenticated upload, …), hyper does not
+//! read the rest: it sends the response and closes. A socket closed with unread data in its
+//! receive buffer, or receiving data after it was closed, makes the kernel answer with a TCP
+//! RST, and the RST makes the client's next send fail: the client still uploading never reads
+//! the response that reached it (over TLS in most tries; over plain HTTP as soon as the body
+//! outgrows the socket buffers). So the connection's socket is not closed at once: its write
+//! side is shut (after TLS's close_notify, when hyper closes gracefully), then what the client
+//! still sends is read and discarded until it closes its side, and only then is the socket
+//! closed. The client finishes its upload and reads the error.
+//!
+//! The draining is bounded: at most [`LINGER_BYTES`] and [`LINGER_TIME`] per connection, then
+//! the socket is closed anyway; a client cannot make the server read unbounded data or keep a
+//! closed connection open.
+
+use std::future::{Ready, ready};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Most bytes read and discarded from a closing connection before it is closed anyway.
+pub const LINGER_BYTES: usize = 4 * 1024 * 1024;
+/// Longest a closing connection is drained before it is closed anyway.
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+
+/// An `axum_server` acceptor whose connections close with a [`Lingering`] close. Under TLS it
+/// is the inner acceptor of the rustls one, so that it drains the raw TCP stream.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LingeringAcceptor;
+
+impl<S> axum_server::accept::Accept<TcpStream, S> for LingeringAcceptor {
+    type Stream = Lingering;
+    type Service = S;
+    type Future = Ready<io::Result<(Lingering, S)>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        ready(Ok((Lingering { stream: Some(stream) }, service)))
+    }
+}
+
+/// A TCP stream that, when dropped, drains the peer's remaining data (bounded) in a task of
+/// its own before the socket is closed.
+#[derive(Debug)]
+pub struct Lingering {
+    /// `None` only once dropped.
+    stream: Option<TcpStream>,
+}
+
+impl Lingering {
+    fn stream(&mut self) -> io::Result<Pin<&mut TcpStream>> {
+        self.stream.as_mut().map(Pin::new).ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+}
+
+impl AsyncRead for Lingering {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.stream()?.poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Lingering {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.stream()?.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.stream()?.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.as_ref().is_some_and(AsyncWrite::is_write_vectored)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.stream()?.poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.stream()?.poll_shutdown(cx)
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        let Some(stream) = self.stream.take() else { return };
+        // Connections are dropped on the runtime; outside one (never, in practice), close.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(linger(stream));
+        }
+    }
+}
+
+/// Shuts the write side (a FIN after whatever was written: a no-op if hyper already did), then
+/// reads and discards until the peer closes, an error, or the bounds; dropping the stream then
+/// closes the socket.
+async fn linger(mut stream: TcpStream) {
+    let _ = stream.shutdown().await;
+    let deadline = tokio::time::Instant::now() + LINGER_TIME;
+    let mut buf = vec![0; 64 * 1024];
+    let mut drained = 0;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return,
+            Ok(Ok(n)) => drained += n,
+            Err(_) => break,
+        }
+        if drained >= LINGER_BYTES {
+            break;
+        }
+    }
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    tracing::debug!(peer, drained, "closing a connection whose client is still sending");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket pair: the server side wrapped in [`Lingering`], the client side plain.
+    async fn pair() -> (Lingering, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr"));
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        (Lingering { stream: Some(accepted.expect("accept").0) }, client.expect("connect"))
+    }
+
+    /// The response written before the drop reaches a client that first sends all it had to
+    /// send (more than fits the socket buffers), then reads.
+    #[tokio::test]
+    async fn a_client_still_sending_reads_the_response_after_the_close() {
+        let (mut server, mut client) = pair().await;
+        server.write_all(b"response").await.expect("write");
+        server.shutdown().await.expect("shutdown");
+        drop(server);
+        let upload = vec![b'a'; 3 * 1024 * 1024];
+        client.write_all(&upload).await.expect("the upload is not reset");
+        let mut response = Vec::new();
+        client.read_to_end(&mut response).await.expect("read");
+        assert_eq!(response, b"response");
+    }
+
+    /// A client that sends forever is cut off after the bounds.
+    #[tokio::test]
+    async fn the_drain_is_bounded() {
+        let (server, mut client) = pair().await;
+        drop(server);
+        let chunk = vec![b'a'; 64 * 1024];
+        let started = std::time::Instant::now();
+        let mut sent = 0;
+        let error = loop {
+            match client.write_all(&chunk).await {
+                Ok(()) => sent += chunk.len(),
+                Err(e) => break e,
+            }
+            assert!(started.elapsed() < LINGER_TIME * 5, "still draining after {sent} bytes");
+        };
+        assert!(matches!(error.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe), "{error}");
+        assert!(sent >= LINGER_BYTES, "drained {sent} bytes");
+    }
+
+    /// A client that trickles data, or none, is cut off after the time bound.
+    #[tokio::test]
+    async fn the_drain_is_bounded_in_time() {
+        let (server, mut client) = pair().await;
+        drop(server);
+        let started = std::time::Instant::now();
+        let error = loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Err(e) = client.write_all(b"a").await {
+                break e;
+            }
+            assert!(started.elapsed() < LINGER_TIME * 3, "still lingering after {:?}", started.elapsed());
+        };
+        assert!(started.elapsed() >= LINGER_TIME, "closed after {:?}: {error}", started.elapsed());
+    }
+}
