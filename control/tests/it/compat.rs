@@ -2,22 +2,30 @@
 //! read it (the field names and types they use), against the real binary. partyline's own
 //! fields may stand beside them; none of these may be missing or change type.
 
+#[cfg(feature = "services")]
 use std::time::Duration;
 
+#[cfg(feature = "services")]
 use partyline_testkit::janus::Probe;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+#[cfg(feature = "services")]
 use crate::devices::pulse_with_a_card;
+#[cfg(feature = "services")]
 use crate::janus::Stack;
-use crate::support::{Control, parse_config, wait_for};
+#[cfg(feature = "services")]
+use crate::support::wait_for;
+use crate::support::{Control, parse_config};
 
+#[cfg(feature = "services")]
 const SOON: Duration = Duration::from_secs(10);
 
 fn number(value: &Value, what: &str) -> f64 {
     value.as_f64().unwrap_or_else(|| panic!("{what} is a number: {value}"))
 }
 
+#[cfg(feature = "services")]
 /// One device as the original page reads it: `{id, name, maxInputChannels, maxOutputChannels,
 /// defaultSampleRate, hostAPIName, isDefault: {input, output}}`.
 fn assert_original_device(device: &Value) {
@@ -30,6 +38,7 @@ fn assert_original_device(device: &Value) {
     assert!(device["isDefault"]["input"].is_boolean() && device["isDefault"]["output"].is_boolean(), "{device}");
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn the_original_page_lists_and_picks_sound_cards() {
     let pulse = pulse_with_a_card();
@@ -117,6 +126,7 @@ async fn groups_stats_and_logs_read_as_the_original_page_reads_them() {
     assert!(created.is_some(), "the change's details are in meta: {logs:?}");
 }
 
+#[cfg(feature = "services")]
 async fn issue_token(control: &Control, username: &str, group: &str) -> (String, String) {
     let (status, body) = control.post_json("/token", json!({ "username": username, "groupId": group })).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -124,6 +134,7 @@ async fn issue_token(control: &Control, username: &str, group: &str) -> (String,
     (field("token"), field("participantIdentity"))
 }
 
+#[cfg(feature = "services")]
 async fn listed(control: &Control, query: &str) -> Vec<(String, String)> {
     let (status, body) = control.get_json(&format!("/admin/users{query}")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -137,6 +148,7 @@ async fn listed(control: &Control, query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn users_are_the_connected_ones_unless_asked_for_more() {
     let stack = Stack::start("  - name: Stage\n").await;
@@ -166,12 +178,14 @@ async fn users_are_the_connected_ones_unless_asked_for_more() {
     assert!(body["error"].as_str().is_some_and(|e| e.contains("state")), "names the parameter: {body}");
 }
 
+#[cfg(feature = "services")]
 async fn health(control: &Control) -> (StatusCode, Value) {
     let response = reqwest::get(control.url("/health")).await.expect("GET /api/health");
     let status = response.status();
     (status, response.json().await.expect("JSON"))
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn health_says_whether_partyline_carries_audio() {
     // No Janus secrets: no room can exist.

@@ -2,17 +2,25 @@
 //! exactly those rooms, PINs, taking one line away, and the call signal. Real control, real
 //! Janus.
 
+#[cfg(feature = "services")]
 use std::time::Duration;
 
+#[cfg(feature = "services")]
 use partyline_shared::janus::codes;
+#[cfg(feature = "services")]
 use partyline_testkit::janus::Probe;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+#[cfg(feature = "services")]
 use crate::janus::{Stack, user_state};
-use crate::support::{Control, parse_config, wait_for};
+#[cfg(feature = "services")]
+use crate::support::wait_for;
+use crate::support::{Control, parse_config};
 
+#[cfg(feature = "services")]
 const SOON: Duration = Duration::from_secs(5);
+#[cfg(feature = "services")]
 const GROUPS: &str = "  - name: Stage Left\n  - name: Backstage\n  - name: FOH\n";
 
 fn lines(body: &Value) -> Vec<(String, bool, bool)> {
@@ -84,10 +92,12 @@ async fn positions_crud_and_the_rules_they_share_with_groups() {
     assert_eq!(control.delete("/admin/positions/stage-manager").await.0, StatusCode::NOT_FOUND);
 }
 
+#[cfg(feature = "services")]
 async fn token(control: &Control, body: Value) -> (StatusCode, Value) {
     control.post_json("/token", body).await
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn one_token_several_lines_admitted_by_exactly_those_rooms() {
     let stack = Stack::start(GROUPS).await;
@@ -157,6 +167,7 @@ async fn one_token_several_lines_admitted_by_exactly_those_rooms() {
     crate::janus::becomes_revoked(&stack.janus, "Bea's", token_b).await;
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
     let stack = Stack::start(GROUPS).await;
@@ -192,6 +203,7 @@ async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
     assert_eq!(wrong, 5, "each wrong PIN is logged: {logs}");
 }
 
+#[cfg(feature = "services")]
 /// Reads `call` events from the session stream of `token` into a channel.
 async fn listen_for_calls(control: &Control, token: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
     let response = control
@@ -217,6 +229,7 @@ async fn listen_for_calls(control: &Control, token: &str) -> tokio::sync::mpsc::
     receiver
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn a_call_reaches_every_panel_on_the_line_and_no_other() {
     let stack = Stack::start(GROUPS).await;
