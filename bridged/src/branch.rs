@@ -17,7 +17,7 @@ use anyhow::{Context as _, anyhow};
 use gst::glib;
 use gst::prelude::*;
 use gst_rtp::prelude::*;
-use partyline_shared::bridge::PlanUser;
+use partyline_shared::bridge::{BranchState, PlanUser};
 use partyline_shared::janus::prebuffer_packets;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -115,7 +115,7 @@ async fn run(context: Context, user: PlanUser, cancel: CancellationToken) {
                     backoff = BACKOFF_MIN;
                 }
                 tracing::warn!("{}: {error:#}; retrying in {} ms", user.name, backoff.as_millis());
-                context.shared.branch_state(&user.name, "retrying", "", Some(&format!("{error:#}")));
+                context.shared.branch_state(&user.name, BranchState::Retrying, "", Some(&format!("{error:#}")));
                 tokio::select! {
                     () = cancel.cancelled() => break,
                     () = tokio::time::sleep(backoff) => {}
@@ -135,7 +135,7 @@ async fn attempt(
     cancel: &CancellationToken,
     joined: &mut bool,
 ) -> anyhow::Result<()> {
-    context.shared.branch_state(&user.name, "connecting", "", None);
+    context.shared.branch_state(&user.name, BranchState::Connecting, "", None);
     let stages = Stages::new(&user.name);
     // control registers a user's token with Janus before bridged hears of the user, so a
     // refusal here is a real failure (Janus restarted and not yet told, a revoked token).
@@ -259,7 +259,7 @@ async fn negotiate_and_watch(
     set_answer(&bin.webrtc, &answer).await?;
     stages.mark("answer set as remote description");
     *joined = true;
-    context.shared.branch_state(&user.name, "connecting", &user.identity, None);
+    context.shared.branch_state(&user.name, BranchState::Connecting, &user.identity, None);
 
     let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
     let media_deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
@@ -280,7 +280,7 @@ async fn negotiate_and_watch(
                     if event["janus"] == "webrtcup" && !media_up {
                         media_up = true;
                         tracing::info!("{} joined room {} (media up in {} ms)", user.name, user.room, stages.elapsed_ms());
-                        context.shared.branch_state(&user.name, "joined", &user.identity, Some(""));
+                        context.shared.branch_state(&user.name, BranchState::Joined, &user.identity, Some(""));
                     }
                     check_event(&event, &user.identity)?;
                 }

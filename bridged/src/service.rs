@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use partyline_shared::bridge::{BridgeError, OBJECT_PATH, Plan, Status};
+use partyline_shared::bridge::{BridgeError, BridgeState, OBJECT_PATH, Plan, Status};
 use tokio::sync::mpsc;
 use zbus::object_server::SignalEmitter;
 
@@ -36,7 +36,7 @@ impl BridgeService {
 
     /// `idle`, `running`, `degraded` or `error`.
     #[zbus(property)]
-    async fn state(&self) -> String {
+    async fn state(&self) -> BridgeState {
         self.bridge.shared().state()
     }
 
@@ -48,7 +48,7 @@ impl BridgeService {
 
     /// The state or a branch changed.
     #[zbus(signal)]
-    async fn status_changed(emitter: &SignalEmitter<'_>, state: &str, generation: u64) -> zbus::Result<()>;
+    async fn status_changed(emitter: &SignalEmitter<'_>, state: BridgeState, generation: u64) -> zbus::Result<()>;
 
     /// One of bridged's log lines (level, source, message).
     #[zbus(signal)]
@@ -82,7 +82,7 @@ pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs:
                 if now.generation != last.generation {
                     let _ = service.generation_changed(emitter).await;
                 }
-                let _ = BridgeService::status_changed(emitter, &now.state, now.generation).await;
+                let _ = BridgeService::status_changed(emitter, now.state, now.generation).await;
                 last = now;
             }
             line = logs.recv() => {

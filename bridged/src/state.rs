@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use partyline_shared::bridge::{BranchStatus, Status};
+use partyline_shared::bridge::{BranchState, BranchStatus, BridgeState, Status};
 use tokio::sync::{Notify, mpsc};
 
 /// Level reported before the first measurement, and for silence.
@@ -43,7 +43,7 @@ impl BranchStats {
 #[derive(Debug)]
 struct Branch {
     room: String,
-    state: &'static str,
+    state: BranchState,
     participant_id: String,
     last_error: String,
     stats: Arc<BranchStats>,
@@ -77,9 +77,9 @@ pub struct Shared {
 /// What `StatusChanged` reports, compared to decide whether to emit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
-    pub state: String,
+    pub state: BridgeState,
     pub generation: u64,
-    pub branches: Vec<(String, &'static str, String)>,
+    pub branches: Vec<(String, BranchState, String)>,
 }
 
 impl Shared {
@@ -107,7 +107,7 @@ impl Shared {
         let stats = Arc::new(BranchStats::default());
         let branch = Branch {
             room: room.to_owned(),
-            state: "connecting",
+            state: BranchState::Connecting,
             participant_id: String::new(),
             last_error: String::new(),
             stats: stats.clone(),
@@ -125,7 +125,7 @@ impl Shared {
     }
 
     /// Sets a branch's state; `error` replaces the last error when given.
-    pub fn branch_state(&self, name: &str, state: &'static str, participant_id: &str, error: Option<&str>) {
+    pub fn branch_state(&self, name: &str, state: BranchState, participant_id: &str, error: Option<&str>) {
         self.update(|inner| {
             if let Some(branch) = inner.branches.get_mut(name) {
                 branch.state = state;
@@ -149,31 +149,31 @@ impl Shared {
         self.lock().taps.get(bin).cloned()
     }
 
-    fn state_of(inner: &Inner) -> (&'static str, String) {
+    fn state_of(inner: &Inner) -> (BridgeState, String) {
         if !inner.has_users {
             let why = if inner.generation == 0 { "no plan yet" } else { "the plan has no server audio users" };
-            return ("idle", why.to_owned());
+            return (BridgeState::Idle, why.to_owned());
         }
         if let Some(error) = &inner.pipeline_error {
-            return ("error", error.clone());
+            return (BridgeState::Error, error.clone());
         }
         let retrying: Vec<&str> =
-            inner.branches.iter().filter(|(_, b)| b.state == "retrying").map(|(n, _)| n.as_str()).collect();
+            inner.branches.iter().filter(|(_, b)| b.state == BranchState::Retrying).map(|(n, _)| n.as_str()).collect();
         if !retrying.is_empty() {
-            return ("degraded", format!("retrying: {}", retrying.join(", ")));
+            return (BridgeState::Degraded, format!("retrying: {}", retrying.join(", ")));
         }
-        let connecting = inner.branches.values().filter(|b| b.state == "connecting").count();
+        let connecting = inner.branches.values().filter(|b| b.state == BranchState::Connecting).count();
         if connecting > 0 {
-            return ("running", format!("{connecting} branch(es) connecting"));
+            return (BridgeState::Running, format!("{connecting} branch(es) connecting"));
         }
-        ("running", format!("{} branch(es) joined", inner.branches.len()))
+        (BridgeState::Running, format!("{} branch(es) joined", inner.branches.len()))
     }
 
     pub fn status(&self) -> Status {
         let inner = self.lock();
         let (state, message) = Shared::state_of(&inner);
         Status {
-            state: state.to_owned(),
+            state,
             generation: inner.generation,
             message,
             branches: inner
@@ -182,7 +182,7 @@ impl Shared {
                 .map(|(name, b)| BranchStatus {
                     name: name.clone(),
                     room: b.room.clone(),
-                    state: b.state.to_owned(),
+                    state: b.state,
                     participant_id: b.participant_id.clone(),
                     packets_sent: b.stats.sent.load(Ordering::Relaxed),
                     packets_received: b.stats.received.load(Ordering::Relaxed),
@@ -196,14 +196,14 @@ impl Shared {
     pub fn summary(&self) -> Summary {
         let inner = self.lock();
         Summary {
-            state: Shared::state_of(&inner).0.to_owned(),
+            state: Shared::state_of(&inner).0,
             generation: inner.generation,
             branches: inner.branches.iter().map(|(n, b)| (n.clone(), b.state, b.last_error.clone())).collect(),
         }
     }
 
-    pub fn state(&self) -> String {
-        Shared::state_of(&self.lock()).0.to_owned()
+    pub fn state(&self) -> BridgeState {
+        Shared::state_of(&self.lock()).0
     }
 
     pub fn generation(&self) -> u64 {

@@ -6,7 +6,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use partyline_shared::bridge::{BUS_NAME, BridgeError, BridgeProxy, INTERFACE, NO_OUTPUT, OBJECT_PATH, Plan, PlanUser};
+use partyline_shared::bridge::{
+    BUS_NAME, BranchState, BridgeError, BridgeProxy, BridgeState, INTERFACE, NO_OUTPUT, OBJECT_PATH, Plan, PlanUser,
+};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::pulse::PulseServer;
 
@@ -44,16 +46,16 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     let mut logs = proxy.receive_log_entry().await.expect("subscribe LogEntry");
 
     // Fresh: idle, generation 0.
-    assert_eq!(proxy.state().await.expect("State"), "idle");
+    assert_eq!(proxy.state().await.expect("State"), BridgeState::Idle);
     assert_eq!(proxy.generation().await.expect("Generation"), 0);
     let status = proxy.status().await.expect("Status");
-    assert_eq!((status.state.as_str(), status.generation, status.branches.len()), ("idle", 0, 0));
+    assert_eq!((status.state, status.generation, status.branches.len()), (BridgeState::Idle, 0, 0));
 
     // An empty plan: generation 1, StatusChanged says so; the same plan again changes nothing.
     assert_eq!(proxy.apply(&empty_plan()).await.expect("Apply(empty)"), 1);
     let signal = tokio::time::timeout(WAIT, changes.next()).await.expect("StatusChanged in time").expect("stream");
     let args = signal.args().expect("args");
-    assert_eq!((args.state, args.generation), ("idle", 1));
+    assert_eq!((args.state, args.generation), (BridgeState::Idle, 1));
     assert_eq!(proxy.apply(&empty_plan()).await.expect("Apply(same)"), 1);
     assert_eq!(proxy.generation().await.expect("Generation"), 1);
 
@@ -110,25 +112,25 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
         }
     }
     assert_eq!(proxy.generation().await.expect("Generation"), 1);
-    assert_eq!(proxy.state().await.expect("State"), "idle");
+    assert_eq!(proxy.state().await.expect("State"), BridgeState::Idle);
 
     // Real devices, Janus unreachable: applied; the branches retry and say why.
     assert_eq!(proxy.apply(&with_users).await.expect("Apply(users)"), 2);
     let status = wait_status(&proxy, WAIT, "both branches retrying", |s| {
-        s.branches.len() == 2 && s.branches.iter().all(|b| b.state == "retrying")
+        s.branches.len() == 2 && s.branches.iter().all(|b| b.state == BranchState::Retrying)
     })
     .await;
-    assert_eq!(status.state, "degraded");
+    assert_eq!(status.state, BridgeState::Degraded);
     assert_eq!(status.generation, 2);
     for branch in &status.branches {
         assert!(branch.last_error.contains("Janus unreachable"), "{branch:?}");
         assert_eq!(branch.room, "stage-left");
     }
-    assert_eq!(proxy.state().await.expect("State"), "degraded");
+    assert_eq!(proxy.state().await.expect("State"), BridgeState::Degraded);
     let signal = tokio::time::timeout(WAIT, async {
         loop {
             let signal = changes.next().await.expect("stream");
-            if signal.args().expect("args").state == "degraded" {
+            if signal.args().expect("args").state == BridgeState::Degraded {
                 return signal;
             }
         }
@@ -139,7 +141,7 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
 
     // Back to no users: idle again, the card released.
     assert_eq!(proxy.apply(&empty_plan()).await.expect("Apply(empty)"), 3);
-    wait_status(&proxy, WAIT, "idle", |s| s.state == "idle" && s.branches.is_empty()).await;
+    wait_status(&proxy, WAIT, "idle", |s| s.state == BridgeState::Idle && s.branches.is_empty()).await;
 
     // The typed interface, as busctl sees it.
     let output = Command::new("busctl")

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BridgeProxy, NO_OUTPUT, Plan, PlanUser, Status};
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, NO_OUTPUT, Plan, PlanUser, Status};
 use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
@@ -32,7 +32,7 @@ fn user(name: &str, input: u8, output: i32, token: &str) -> PlanUser {
 }
 
 fn all_joined(status: &Status, n: usize) -> bool {
-    status.branches.len() == n && status.branches.iter().all(|b| b.state == "joined")
+    status.branches.len() == n && status.branches.iter().all(|b| b.state == BranchState::Joined)
 }
 
 async fn apply_and_wait(proxy: &BridgeProxy<'_>, plan: &Plan, what: &str) -> Duration {
@@ -93,7 +93,7 @@ async fn tone_through_janus_onto_the_output_channel() {
     let took = apply_and_wait(&proxy, &plan, "A and B joined").await;
     println!("BENCH first plan (pipeline + 2 branches) Apply -> joined (media up): {} ms", took.as_millis());
     let status = b_receives(&proxy, "B receives").await;
-    assert_eq!(status.state, "running", "{status:#?}");
+    assert_eq!(status.state, BridgeState::Running, "{status:#?}");
     wait_status(&proxy, JOIN_WAIT, "A hears its input", |s| {
         s.branches.iter().any(|br| br.name == "a" && br.input_level_db > -20.0)
     })

@@ -6,13 +6,16 @@
 //! forwards bridged's log lines into control's log. bridged keeps playing its last plan while
 //! control is away.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use partyline_shared::Config;
-use partyline_shared::bridge::{BUS_NAME, BridgeProxy, BusChoice, NO_OUTPUT, Plan, PlanUser, Status};
+use partyline_shared::bridge::{
+    BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, NO_OUTPUT, Plan, PlanUser, Status,
+};
 use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
@@ -25,15 +28,57 @@ use crate::janus::{Janus, JanusError};
 /// at most this old), and the retry pace of a refused plan and of a missing bus.
 const REFRESH: Duration = Duration::from_secs(1);
 
+/// bridged's state as control sees it: control's own view of the link, or bridged's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BridgeViewState {
+    /// Not asked yet.
+    #[default]
+    Unknown,
+    /// No D-Bus connection.
+    Unreachable,
+    /// partyline-bridged is not on the bus.
+    Absent,
+    /// Janus's secrets are missing: no plan can be made.
+    Unconfigured,
+    /// bridged's own states.
+    Idle,
+    Running,
+    Degraded,
+    Error,
+}
+
+impl From<BridgeState> for BridgeViewState {
+    fn from(state: BridgeState) -> Self {
+        match state {
+            BridgeState::Idle => BridgeViewState::Idle,
+            BridgeState::Running => BridgeViewState::Running,
+            BridgeState::Degraded => BridgeViewState::Degraded,
+            BridgeState::Error => BridgeViewState::Error,
+        }
+    }
+}
+
+impl fmt::Display for BridgeViewState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BridgeViewState::Unknown => "unknown",
+            BridgeViewState::Unreachable => "unreachable",
+            BridgeViewState::Absent => "absent",
+            BridgeViewState::Unconfigured => "unconfigured",
+            BridgeViewState::Idle => "idle",
+            BridgeViewState::Running => "running",
+            BridgeViewState::Degraded => "degraded",
+            BridgeViewState::Error => "error",
+        })
+    }
+}
+
 /// bridged as `/admin/stats` shows it.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BridgeView {
-    /// `unknown` (not asked yet), `unreachable` (no D-Bus), `absent` (bridged not on the bus),
-    /// `unconfigured` (Janus secrets missing), or bridged's own: `idle`, `running`, `degraded`,
-    /// `error`.
-    #[schema(example = "running")]
-    pub state: String,
+    pub state: BridgeViewState,
     /// Generation of the plan bridged plays.
     pub generation: u64,
     pub message: String,
@@ -46,8 +91,7 @@ pub struct BridgeView {
 pub struct BranchView {
     pub name: String,
     pub room: String,
-    /// `connecting`, `joined`, `retrying`, `stopped`.
-    pub state: String,
+    pub state: BranchState,
     pub participant_id: String,
     pub packets_sent: u64,
     pub packets_received: u64,
@@ -72,11 +116,11 @@ impl BridgeView {
                 last_error: b.last_error,
             })
             .collect();
-        BridgeView { state: status.state, generation: status.generation, message: status.message, branches }
+        BridgeView { state: status.state.into(), generation: status.generation, message: status.message, branches }
     }
 
-    fn without_bridge(state: &str, message: String) -> BridgeView {
-        BridgeView { state: state.to_owned(), message, ..BridgeView::default() }
+    fn without_bridge(state: BridgeViewState, message: String) -> BridgeView {
+        BridgeView { state, message, ..BridgeView::default() }
     }
 }
 
@@ -127,7 +171,7 @@ pub struct BridgeManager {
 
 impl BridgeManager {
     pub fn new(config: Arc<ConfigManager>, janus: Arc<Janus>, bus: BusChoice) -> Arc<BridgeManager> {
-        let view = BridgeView::without_bridge("unknown", String::new());
+        let view = BridgeView::without_bridge(BridgeViewState::Unknown, String::new());
         Arc::new(BridgeManager {
             config,
             janus,
@@ -164,10 +208,10 @@ impl BridgeManager {
             };
             self.present.store(false, Ordering::Relaxed);
             let message = error.map_or_else(|| "the bus connection ended".to_owned(), |e| e.to_string());
-            if self.view().state != "unreachable" {
+            if self.view().state != BridgeViewState::Unreachable {
                 tracing::warn!(bus = %self.bus, error = message, "no D-Bus connection for the bridge; retrying");
             }
-            self.set_view(BridgeView::without_bridge("unreachable", format!("{}: {message}", self.bus)));
+            self.set_view(BridgeView::without_bridge(BridgeViewState::Unreachable, format!("{}: {message}", self.bus)));
             tokio::time::sleep(REFRESH).await;
         }
     }
@@ -239,7 +283,10 @@ impl BridgeManager {
         } else {
             tracing::warn!("partyline-bridged is not on the bus");
             *self.applied.lock().await = None;
-            self.set_view(BridgeView::without_bridge("absent", "partyline-bridged is not running".into()));
+            self.set_view(BridgeView::without_bridge(
+                BridgeViewState::Absent,
+                "partyline-bridged is not running".into(),
+            ));
         }
     }
 
@@ -252,7 +299,7 @@ impl BridgeManager {
         let plan = match build_plan(&config, &self.janus) {
             Ok(plan) => plan,
             Err(e) => {
-                self.set_view(BridgeView::without_bridge("unconfigured", e.to_string()));
+                self.set_view(BridgeView::without_bridge(BridgeViewState::Unconfigured, e.to_string()));
                 return;
             }
         };
@@ -310,12 +357,14 @@ mod tests {
     #[test]
     fn views_carry_bridged_status() {
         let status = Status {
-            state: "running".into(),
+            state: BridgeState::Running,
             generation: 3,
             message: String::new(),
             branches: vec![partyline_shared::bridge::BranchStatus { name: "FOH".into(), ..Default::default() }],
         };
         let view = BridgeView::from_status(status);
-        assert_eq!((view.state.as_str(), view.generation, view.branches.len()), ("running", 3, 1));
+        assert_eq!((view.state, view.generation, view.branches.len()), (BridgeViewState::Running, 3, 1));
+        assert_eq!(serde_json::to_value(&view).expect("json")["state"], "running", "the API's names");
+        assert_eq!(BridgeViewState::Unconfigured.to_string(), "unconfigured");
     }
 }

@@ -10,7 +10,7 @@
 //! `PARTYLINE_BUS=ADDR` for any other (tests use a private `dbus-daemon`).
 
 use serde::{Deserialize, Serialize};
-use zbus::zvariant::Type;
+use zbus::zvariant::{OwnedValue, Type, Value};
 
 /// Well-known name bridged owns.
 pub const BUS_NAME: &str = "org.partyline.Bridge1";
@@ -78,11 +78,44 @@ impl PlanUser {
     }
 }
 
+/// bridged's state as a whole; a string on the bus.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Type, Value, OwnedValue)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[zvariant(signature = "s", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum BridgeState {
+    /// No plan yet, or a plan without server audio users.
+    #[default]
+    Idle,
+    /// Every branch joined or joining.
+    Running,
+    /// Some branch is retrying.
+    Degraded,
+    /// The card side failed.
+    Error,
+}
+
+/// One branch's state; a string on the bus.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[zvariant(signature = "s")]
+#[serde(rename_all = "lowercase")]
+pub enum BranchState {
+    /// Joining its room.
+    #[default]
+    Connecting,
+    /// In its room, media flowing.
+    Joined,
+    /// Failed; joins again after a backoff.
+    Retrying,
+    /// Given up (the plan no longer has it).
+    Stopped,
+}
+
 /// bridged's state as a whole.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
 pub struct Status {
-    /// `idle` (no plan), `running`, `degraded` (some branch retrying), `error`.
-    pub state: String,
+    pub state: BridgeState,
     /// Generation of the plan in force (0: none yet).
     pub generation: u64,
     /// Why the state is what it is, for people.
@@ -95,8 +128,7 @@ pub struct Status {
 pub struct BranchStatus {
     pub name: String,
     pub room: String,
-    /// `connecting`, `joined`, `retrying`, `stopped`.
-    pub state: String,
+    pub state: BranchState,
     /// Janus's participant id once joined.
     pub participant_id: String,
     pub packets_sent: u64,
@@ -134,9 +166,8 @@ pub trait Bridge {
     /// The whole status, with every branch.
     fn status(&self) -> Result<Status, BridgeError>;
 
-    /// `idle`, `running`, `degraded` or `error`.
     #[zbus(property)]
-    fn state(&self) -> zbus::Result<String>;
+    fn state(&self) -> zbus::Result<BridgeState>;
 
     /// Generation of the plan in force.
     #[zbus(property)]
@@ -144,7 +175,7 @@ pub trait Bridge {
 
     /// The state or a branch changed.
     #[zbus(signal)]
-    fn status_changed(&self, state: &str, generation: u64) -> zbus::Result<()>;
+    fn status_changed(&self, state: BridgeState, generation: u64) -> zbus::Result<()>;
 
     /// One of bridged's log lines (level, source, message), for control's log ring.
     #[zbus(signal)]

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BridgeProxy, Status};
+use partyline_shared::bridge::{BranchState, BridgeProxy, Status};
 use partyline_testkit::audio::{TickRecorder, Tone};
 use partyline_testkit::bench::BenchStack;
 use partyline_testkit::control::Control;
@@ -145,7 +145,9 @@ async fn room_ticks(
     let recorder = TickRecorder::start(pulse, 0, 1);
     call(control, Method::POST, "/admin/server-users", user(&a, 0, None), StatusCode::CREATED).await;
     call(control, Method::POST, "/admin/server-users", user(&b, 1, Some(1)), StatusCode::CREATED).await;
-    let joined = |s: &Status| [&a, &b].iter().all(|n| s.branches.iter().any(|x| &&x.name == n && x.state == "joined"));
+    let joined = |s: &Status| {
+        [&a, &b].iter().all(|n| s.branches.iter().any(|x| &&x.name == n && x.state == BranchState::Joined))
+    };
     wait_status(proxy, WAIT, "A and B joined", joined).await;
     tokio::time::sleep(ROOM_SETTLE).await;
 
@@ -176,7 +178,7 @@ async fn main() {
     call(control, Method::POST, "/admin/server-users", a, StatusCode::CREATED).await;
     call(control, Method::POST, "/admin/server-users", b, StatusCode::CREATED).await;
     wait_status(&proxy, WAIT, "A and B joined", |s| {
-        s.branches.len() == 2 && s.branches.iter().all(|b| b.state == "joined")
+        s.branches.len() == 2 && s.branches.iter().all(|b| b.state == BranchState::Joined)
     })
     .await;
     let first_ms = first.elapsed().as_secs_f64() * 1000.0;
@@ -195,7 +197,7 @@ async fn main() {
         let name = format!("N{n}");
         loop {
             let status = proxy.status().await.expect("Status");
-            if status.branches.iter().any(|b| b.name == name && b.state == "joined") {
+            if status.branches.iter().any(|b| b.name == name && b.state == BranchState::Joined) {
                 break;
             }
             assert!(started.elapsed() < WAIT, "N{n} never joined: {status:#?}");
@@ -252,7 +254,7 @@ async fn main() {
         call(control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
     }
     wait_status(&proxy, WAIT, "8 users joined and receiving", |s| {
-        s.branches.len() == 8 && s.branches.iter().all(|b| b.state == "joined" && b.packets_received > 100)
+        s.branches.len() == 8 && s.branches.iter().all(|b| b.state == BranchState::Joined && b.packets_received > 100)
     })
     .await;
     let pid = bridged.pid();

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use partyline_shared::bridge::BranchState;
 use partyline_testkit::audio::Tone;
 use partyline_testkit::bench::BenchStack;
 use partyline_testkit::control::Control;
@@ -89,7 +90,8 @@ async fn start_stack(o: &Options) -> BenchStack {
     }
     let proxy = stack.bus.bridge().await;
     wait_status(&proxy, WAIT, "8 users joined and receiving", |s| {
-        s.branches.len() == USERS && s.branches.iter().all(|b| b.state == "joined" && b.packets_received > 100)
+        s.branches.len() == USERS
+            && s.branches.iter().all(|b| b.state == BranchState::Joined && b.packets_received > 100)
     })
     .await;
     stack

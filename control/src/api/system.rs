@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 
 use super::server_users::ServerUserView;
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
-use crate::bridge::{BranchView, BridgeView};
-use crate::janus::JanusStatus;
+use crate::bridge::{BranchView, BridgeView, BridgeViewState};
+use crate::janus::{JanusState, JanusStatus};
 use crate::logring::{self, LogEntry};
 use crate::stats::Memory;
 
@@ -152,12 +152,10 @@ pub struct Health {
     /// Always `up` (it answers).
     #[schema(example = "up")]
     pub control: &'static str,
-    /// Janus: `up`, `down`, `unconfigured` or `unknown` (as in `/admin/stats`).
-    #[schema(example = "up")]
-    pub janus: &'static str,
-    /// partyline-bridged's state (as in `/admin/stats`).
-    #[schema(example = "running")]
-    pub bridge: String,
+    /// Janus, as in `/admin/stats`.
+    pub janus: JanusState,
+    /// partyline-bridged, as in `/admin/stats`.
+    pub bridge: BridgeViewState,
     /// What keeps the service `degraded`; empty when `ok`.
     pub problems: Vec<String>,
 }
@@ -172,7 +170,7 @@ pub struct Health {
 pub async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     let (janus, bridge) = (state.janus.status(), state.bridge.view());
     let has_server_users = !state.config.current().server_audio_users.is_empty();
-    let (status, problems) = judge_health(janus.state, &bridge.state, has_server_users);
+    let (status, problems) = judge_health(janus.state, bridge.state, has_server_users);
     if status == HealthStatus::Unavailable {
         return Err(ApiError::Unavailable(format!("partyline cannot carry audio: {}", problems.join("; "))));
     }
@@ -190,17 +188,17 @@ pub async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
 
 /// The verdict of `/health` from Janus's and bridged's states. bridged matters only while
 /// server audio users are configured: without them the crew talks through Janus alone.
-fn judge_health(janus: &str, bridge: &str, has_server_users: bool) -> (HealthStatus, Vec<String>) {
+fn judge_health(janus: JanusState, bridge: BridgeViewState, has_server_users: bool) -> (HealthStatus, Vec<String>) {
     let mut problems = Vec::new();
     let mut status = HealthStatus::Ok;
-    if janus != "up" {
+    if janus != JanusState::Up {
         problems.push(format!("the media server (Janus) is {janus}: no group carries audio"));
         status = HealthStatus::Unavailable;
     }
     if has_server_users {
         match bridge {
-            "running" | "idle" => {}
-            "degraded" => {
+            BridgeViewState::Running | BridgeViewState::Idle => {}
+            BridgeViewState::Degraded => {
                 problems.push("some server audio users are not in their rooms (partyline-bridged is degraded)".into());
                 status = status.max(HealthStatus::Degraded);
             }
@@ -224,18 +222,18 @@ mod tests {
     use super::*;
 
     /// (Janus, bridged, server users configured) → verdict. Data-driven: add a row per case.
-    const CASES: &[(&str, &str, bool, HealthStatus)] = &[
-        ("up", "running", true, HealthStatus::Ok),
-        ("up", "absent", false, HealthStatus::Ok),
-        ("up", "idle", true, HealthStatus::Ok),
-        ("up", "degraded", true, HealthStatus::Degraded),
-        ("up", "absent", true, HealthStatus::Unavailable),
-        ("up", "unreachable", true, HealthStatus::Unavailable),
-        ("up", "error", true, HealthStatus::Unavailable),
-        ("down", "running", true, HealthStatus::Unavailable),
-        ("down", "degraded", true, HealthStatus::Unavailable),
-        ("unconfigured", "absent", false, HealthStatus::Unavailable),
-        ("unknown", "running", false, HealthStatus::Unavailable),
+    const CASES: &[(JanusState, BridgeViewState, bool, HealthStatus)] = &[
+        (JanusState::Up, BridgeViewState::Running, true, HealthStatus::Ok),
+        (JanusState::Up, BridgeViewState::Absent, false, HealthStatus::Ok),
+        (JanusState::Up, BridgeViewState::Idle, true, HealthStatus::Ok),
+        (JanusState::Up, BridgeViewState::Degraded, true, HealthStatus::Degraded),
+        (JanusState::Up, BridgeViewState::Absent, true, HealthStatus::Unavailable),
+        (JanusState::Up, BridgeViewState::Unreachable, true, HealthStatus::Unavailable),
+        (JanusState::Up, BridgeViewState::Error, true, HealthStatus::Unavailable),
+        (JanusState::Down, BridgeViewState::Running, true, HealthStatus::Unavailable),
+        (JanusState::Down, BridgeViewState::Degraded, true, HealthStatus::Unavailable),
+        (JanusState::Unconfigured, BridgeViewState::Absent, false, HealthStatus::Unavailable),
+        (JanusState::Unknown, BridgeViewState::Running, false, HealthStatus::Unavailable),
     ];
 
     #[test]

@@ -38,13 +38,37 @@ const RETRY_MIN: Duration = Duration::from_millis(250);
 const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
+/// The link to Janus.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JanusState {
+    /// Not tried yet.
+    #[default]
+    Unknown,
+    /// In step with the config.
+    Up,
+    /// Unreachable or refusing.
+    Down,
+    /// A secret is missing.
+    Unconfigured,
+}
+
+impl std::fmt::Display for JanusState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JanusState::Unknown => "unknown",
+            JanusState::Up => "up",
+            JanusState::Down => "down",
+            JanusState::Unconfigured => "unconfigured",
+        })
+    }
+}
+
 /// Janus as `/admin/stats` shows it.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JanusStatus {
-    /// `up`, `down`, `unconfigured` (a secret is missing) or `unknown` (not tried yet).
-    #[schema(example = "up")]
-    pub state: &'static str,
+    pub state: JanusState,
     pub reachable: bool,
     pub version: Option<String>,
     /// Rooms (groups) in Janus.
@@ -102,8 +126,11 @@ impl Janus {
     /// [`Janus::new`] with a registry of users already made (control's: restored from the
     /// state directory, see [`Users::restore`]).
     pub fn with_users(config: Arc<ConfigManager>, secrets: JanusSecrets, users: Users) -> std::io::Result<Arc<Janus>> {
-        let state =
-            if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() { "unknown" } else { "unconfigured" };
+        let state = if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() {
+            JanusState::Unknown
+        } else {
+            JanusState::Unconfigured
+        };
         Ok(Arc::new(Janus {
             http: JanusHttp::new(),
             config,
@@ -204,7 +231,7 @@ impl Janus {
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.rooms = desired.len();
         status.participants = participants;
-        status.state = "up";
+        status.state = JanusState::Up;
         status.reachable = true;
         status.last_error = None;
         Ok(())
@@ -236,7 +263,8 @@ impl Janus {
 
     fn mark_down(&self, error: &JanusError) {
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
-        let state = if matches!(error, JanusError::NotConfigured(_)) { "unconfigured" } else { "down" };
+        let state =
+            if matches!(error, JanusError::NotConfigured(_)) { JanusState::Unconfigured } else { JanusState::Down };
         let message = error.to_string();
         // Once per change, not once per retry.
         if status.state != state || status.last_error.as_deref() != Some(message.as_str()) {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::BridgeProxy;
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState};
 use partyline_testkit::audio::{RATE, Recording, Tone, channel, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::{Janus, Probe};
@@ -209,8 +209,8 @@ fn watch_branches(proxy: BridgeProxy<'static>, stop: Arc<AtomicBool>) -> tokio::
         let mut lapses = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             let status = proxy.status().await.expect("Status()");
-            let joined = status.branches.iter().filter(|b| b.state == "joined").count();
-            if status.state != "running" || joined != 2 {
+            let joined = status.branches.iter().filter(|b| b.state == BranchState::Joined).count();
+            if status.state != BridgeState::Running || joined != 2 {
                 lapses.push(format!("{status:?}"));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -463,7 +463,7 @@ async fn bridged_restarted_while_control_is_down_gets_its_plan_when_control_is_b
     rig.bridged.restart();
     let proxy = rig.bus.bridge().await;
     let status = proxy.status().await.expect("Status()");
-    assert_eq!((status.state.as_str(), status.generation), ("idle", 0), "a new bridged: {status:?}");
+    assert_eq!((status.state, status.generation), (BridgeState::Idle, 0), "a new bridged: {status:?}");
     let janus = Probe::admin(&rig.stack.janus).await;
     let mut ghosts = janus.participants("x").await.expect("room x");
     ghosts.sort();
