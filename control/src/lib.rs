@@ -9,7 +9,6 @@ pub mod api;
 pub mod bridge;
 pub mod calls;
 pub mod config;
-pub mod crew_store;
 pub mod devices;
 pub mod janus;
 pub mod janus_proxy;

@@ -70,8 +70,8 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         .with_context(|| format!("cannot read the Janus secrets in {}", state_dir.display()))?;
     // The crew as the previous process left it (crew.json); Janus's reconciliation then
     // confirms who is still connected and expires unused tokens.
-    let users = Users::restore(&state_dir);
-    let janus = Janus::with_users(Arc::clone(&config), janus_secrets, users)?;
+    let users = Arc::new(Users::restore(&state_dir));
+    let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users))?;
     let events_listener = TcpListener::bind(initial.server.events_listen)
         .await
         .with_context(|| format!("cannot listen on {} (server.eventsListen)", initial.server.events_listen))?;
@@ -90,6 +90,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         admin_token,
         janus,
         bridge,
+        users,
         calls: Arc::default(),
         pins: Arc::default(),
         tls: tls.is_some(),

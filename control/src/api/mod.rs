@@ -39,6 +39,7 @@ use crate::janus::Janus;
 use crate::logring::LogRing;
 use crate::pin::PinLimiter;
 use crate::secrets::AdminToken;
+use crate::users::Users;
 
 /// Largest request body accepted, in bytes. A larger one answers 413 `payload_too_large` before
 /// it is read; the connection then closes lingering (`crate::linger`), so that a client still
@@ -55,6 +56,8 @@ pub struct AppState {
     pub admin_token: Arc<AdminToken>,
     pub janus: Arc<Janus>,
     pub bridge: Arc<BridgeManager>,
+    /// Who holds a token and who is connected (the Janus link keeps it in step with Janus).
+    pub users: Arc<Users>,
     /// The call signal's fan-out to the panels.
     pub calls: Arc<Calls>,
     /// Wrong PINs per client address.

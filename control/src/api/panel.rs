@@ -216,8 +216,7 @@ pub struct CallRequest {
     responses((status = 204), (status = 400, body = ErrorBody),
         (status = 403, description = "The token does not hold this line (or no longer exists)", body = ErrorBody)))]
 pub async fn call(State(state): State<AppState>, ApiJson(body): ApiJson<CallRequest>) -> Result<StatusCode, ApiError> {
-    let user =
-        state.janus.users.by_token(&body.token).filter(|u| u.has_line(&body.group_id)).ok_or(ApiError::Forbidden)?;
+    let user = state.users.by_token(&body.token).filter(|u| u.has_line(&body.group_id)).ok_or(ApiError::Forbidden)?;
     let at = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     tracing::info!(identity = user.identity, username = user.username, group = body.group_id, "call");
     state.calls.send(Call { group_id: body.group_id, from: user.username, identity: user.identity, at });
@@ -242,7 +241,7 @@ pub async fn session_events(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<SessionQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    state.janus.users.by_token(&query.token).ok_or(ApiError::Forbidden)?;
+    state.users.by_token(&query.token).ok_or(ApiError::Forbidden)?;
     let calls = state.calls.subscribe();
     let stream = futures_util::stream::unfold((calls, state, query.token), |(mut calls, state, token)| async move {
         loop {
@@ -252,7 +251,7 @@ pub async fn session_events(
                 Err(RecvError::Closed) => return None,
             };
             // The session's lines as they are now; a session that ended ends its stream.
-            let user = state.janus.users.by_token(&token)?;
+            let user = state.users.by_token(&token)?;
             if user.has_line(&call.group_id) {
                 let event = Event::default().event("call").json_data(&call).unwrap_or_default();
                 return Some((Ok(event), (calls, state, token)));

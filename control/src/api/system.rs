@@ -118,8 +118,8 @@ pub struct Stats {
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
     let bridge = state.bridge.view();
     Json(Stats {
-        total_connections: state.janus.users.total_connections(),
-        active_connections: state.janus.users.active_connections(),
+        total_connections: state.users.total_connections(),
+        active_connections: state.users.active_connections(),
         uptime: state.started.elapsed().as_secs(),
         memory: Memory::of_this_process(),
         audio_stats: bridge.branches.iter().map(|b| (b.name.clone(), b.clone())).collect(),

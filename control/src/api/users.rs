@@ -58,7 +58,7 @@ impl StateFilter {
 pub async fn list(State(state): State<AppState>, ApiQuery(query): ApiQuery<UserQuery>) -> Json<UserList> {
     let filter = query.state.unwrap_or_default();
     let users: Vec<UserView> =
-        state.janus.users.list().iter().filter(|u| filter.admits(u.state)).map(|u| view(&state, u)).collect();
+        state.users.list().iter().filter(|u| filter.admits(u.state)).map(|u| view(&state, u)).collect();
     Json(UserList { count: users.len(), users })
 }
 

@@ -90,7 +90,7 @@ pub struct Janus {
     /// Rooms as control created them, to notice a changed spec.
     created: Mutex<HashMap<String, RoomSpec>>,
     status: Mutex<JanusStatus>,
-    pub users: Users,
+    users: Arc<Users>,
     /// Held while server audio users' tokens are registered, so that whoever comes second
     /// (the reconcile pass or a plan push) waits until Janus has them.
     admitting: tokio::sync::Mutex<()>,
@@ -119,13 +119,9 @@ pub enum DisconnectError {
 }
 
 impl Janus {
-    pub fn new(config: Arc<ConfigManager>, secrets: JanusSecrets) -> std::io::Result<Arc<Janus>> {
-        Janus::with_users(config, secrets, Users::default())
-    }
-
-    /// [`Janus::new`] with a registry of users already made (control's: restored from the
-    /// state directory, see [`Users::restore`]).
-    pub fn with_users(config: Arc<ConfigManager>, secrets: JanusSecrets, users: Users) -> std::io::Result<Arc<Janus>> {
+    /// The link to Janus, keeping Janus in step with the config and `users` (the registry the
+    /// app state owns) in step with Janus.
+    pub fn new(config: Arc<ConfigManager>, secrets: JanusSecrets, users: Arc<Users>) -> std::io::Result<Arc<Janus>> {
         let state = if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() {
             JanusState::Unknown
         } else {

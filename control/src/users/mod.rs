@@ -19,8 +19,10 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::crew_store::{CrewRecord, CrewStore, LineRecord};
+mod store;
+
 use crate::secrets::SecretValue;
+use store::{CrewRecord, CrewStore, LineRecord};
 
 /// A token never used for this long is revoked.
 pub const UNUSED_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 60);
