@@ -100,7 +100,7 @@ function createRow(position) {
   const edit = h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(position.id) }, 'Edit');
   const remove = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(position.id) }, 'Delete');
   return h('tr', {},
-    h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'position-name' }), ' ', h('code', { class: 'position-id muted' })),
+    h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'position-name' }), h('code', { class: 'position-id muted' })),
     h('td', { dataset: { label: 'Lines' } }, h('ul', { class: 'line-list position-lines' })),
     h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'position-pin' })),
     h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)));
@@ -111,9 +111,9 @@ function updateRow(row, position) {
   setText(row.querySelector('.position-id'), position.id);
   syncKeyed(row.querySelector('.position-lines'), position.lines, {
     key: (line) => line.groupId,
-    create: () => h('li', { class: 'line-chip' }, h('span', { class: 'line-name' }), ' ', h('span', { class: 'line-keys' })),
+    create: () => h('li', { class: 'line-chip' }, h('span', { class: 'lc-name' }), ' ', h('span', { class: 'line-keys' })),
     update: (li, line) => {
-      setText(li.querySelector('.line-name'), line.name);
+      setText(li.querySelector('.lc-name'), line.name);
       setText(li.querySelector('.line-keys'), keysText(line));
       setAttr(li, 'data-listen', String(line.listen));
       setAttr(li, 'data-talk', String(line.talk));

@@ -109,7 +109,7 @@ function updateRow(row, user) {
 function createLine(identity, groupId) {
   const remove = h('button', { class: 'ghost small-button line-remove', type: 'button', onclick: () => onRemoveLine(identity, groupId) }, 'Remove');
   return h('li', { class: 'line-chip u-line' },
-    h('span', { class: 'line-name' }), ' ',
+    h('span', { class: 'lc-name' }), ' ',
     h('span', { class: 'line-keys' }), ' ',
     h('span', { class: 'line-joined' }),
     h('span', { class: 'line-call' }, 'calling'),
@@ -118,7 +118,7 @@ function createLine(identity, groupId) {
 
 function updateLine(li, user, line) {
   const name = groups.nameOf(line.groupId);
-  setText(li.querySelector('.line-name'), name);
+  setText(li.querySelector('.lc-name'), name);
   setText(li.querySelector('.line-keys'), keysText(line));
   setText(li.querySelector('.line-joined'), line.joined ? 'joined' : 'not joined');
   setAttr(li, 'data-listen', String(line.listen));
