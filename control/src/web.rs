@@ -1,5 +1,5 @@
 //! The browser side, served from the one origin: the crew panel at `/` (its modules under
-//! `/join/`, its web app manifest and icons), its style sheet, Janus's JavaScript library with its WebRTC adapter under `/vendor/`, what both pages
+//! `/join/`, its web app manifest and icons), its style sheet, Janus's JavaScript library with its WebRTC adapter and the admin's QR code library under `/vendor/`, what both pages
 //! share under `/common/`, and the admin UI at `/admin` (its page also at `/admin/`, its ES
 //! modules and style sheet under `/admin/`; it calls `/api/admin/*` with the admin token).
 //!
@@ -54,6 +54,7 @@ const ASSETS: &[Asset] = &[
     Asset { path: "/admin/api.js", content_type: JS, body: web_file!("admin/api.js") },
     Asset { path: "/admin/dom.js", content_type: JS, body: web_file!("admin/dom.js") },
     Asset { path: "/admin/groups.js", content_type: JS, body: web_file!("admin/groups.js") },
+    Asset { path: "/admin/positions.js", content_type: JS, body: web_file!("admin/positions.js") },
     Asset { path: "/admin/soundcard.js", content_type: JS, body: web_file!("admin/soundcard.js") },
     Asset { path: "/admin/users.js", content_type: JS, body: web_file!("admin/users.js") },
     Asset { path: "/admin/stats.js", content_type: JS, body: web_file!("admin/stats.js") },
@@ -69,6 +70,12 @@ const ASSETS: &[Asset] = &[
         path: "/vendor/adapter.js",
         content_type: JS,
         body: web_file!("node_modules/webrtc-adapter/out/adapter.js"),
+    },
+    // The admin's QR codes of join links: qrcode-generator's ES module (no imports of its own).
+    Asset {
+        path: "/vendor/qrcode.js",
+        content_type: JS,
+        body: web_file!("node_modules/qrcode-generator/dist/qrcode.mjs"),
     },
 ];
 

@@ -1,5 +1,6 @@
 // Groups tab, first half: the list of groups (keyed rows, edited in place), the create form,
-// delete with confirmation. The API's own error messages are shown next to the form that
+// delete with confirmation. A group may ask for a PIN (4 to 12 digits; the API only says
+// whether one is set, `pin: true`). The API's own error messages are shown next to the form that
 // caused them.
 
 import { del, get, post, put, seg } from '/admin/api.js';
@@ -34,6 +35,7 @@ export function init(context) {
     form: $('group-create'),
     name: $('group-create-name'),
     bitrate: $('group-create-bitrate'),
+    pin: $('group-create-pin'),
     error: $('group-create-error'),
     submit: $('group-create-submit'),
   };
@@ -80,23 +82,33 @@ function render() {
   ui.rows.closest('.table-box').hidden = ui.rows.children.length === 0;
 }
 
-/** A body from a form: the name trimmed, the bitrate a number or `null` when empty. */
-function groupBody(nameInput, bitrateInput) {
+/**
+ * A body from a form: the name trimmed, the bitrate a number or `null` when empty, the PIN
+ * when one was typed (`null` when `removePin` is checked; absent otherwise: unchanged).
+ */
+function groupBody(nameInput, bitrateInput, pinInput, removePin) {
   const body = { name: nameInput.value.trim() };
   const bitrate = bitrateInput.value.trim();
   body.audioBitrate = bitrate === '' ? null : Number(bitrate);
+  const pin = pinInput.value.trim();
+  if (removePin?.checked) body.pin = null;
+  else if (pin !== '') body.pin = pin;
   return body;
 }
+
+/** A PIN as the API takes it: 4 to 12 digits. */
+export const PIN_PATTERN = /^[0-9]{4,12}$/;
 
 function localCheck(body) {
   if (!body.name) return 'Type a name.';
   if (body.audioBitrate !== null && !Number.isInteger(body.audioBitrate)) return 'The bitrate is a whole number of kbit/s.';
+  if (typeof body.pin === 'string' && !PIN_PATTERN.test(body.pin)) return 'The PIN is 4 to 12 digits.';
   return null;
 }
 
 async function onCreate(event) {
   event.preventDefault();
-  const body = groupBody(ui.name, ui.bitrate);
+  const body = groupBody(ui.name, ui.bitrate, ui.pin);
   const problem = localCheck(body);
   if (problem) {
     showError(ui.error, problem);
@@ -118,6 +130,14 @@ async function onCreate(event) {
 // ---------------------------------------------------------------------------------------------
 // Rows
 
+/** "PIN set" (a badge) or a dash: the PIN itself is never shown, the API does not give it. */
+export function pinBadge(element, set) {
+  setText(element, set ? 'PIN set' : '—');
+  element.classList.toggle('badge', Boolean(set));
+  element.classList.toggle('muted', !set);
+  element.toggleAttribute('data-pin', Boolean(set));
+}
+
 function bitrateText(group) {
   return group.followsDefaultBitrate ? `default (${group.audioBitrate})` : `${group.audioBitrate} kbit/s`;
 }
@@ -136,12 +156,14 @@ function updateRow(row, group) {
       h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'group-name' })),
       h('td', { dataset: { label: 'Id' } }, h('code', { class: 'group-id' })),
       h('td', { class: 'group-bitrate', dataset: { label: 'Bitrate' } }),
+      h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'group-pin' })),
       h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)),
     );
   }
   setText(row.querySelector('.group-name'), group.name);
   setText(row.querySelector('.group-id'), group.id);
   setText(row.querySelector('.group-bitrate'), bitrateText(group));
+  pinBadge(row.querySelector('.group-pin'), group.pin);
   const [edit, remove] = row.querySelectorAll('button');
   edit.setAttribute('aria-label', `Edit ${group.name}`);
   remove.setAttribute('aria-label', `Delete ${group.name}`);
@@ -158,6 +180,14 @@ function startEdit(row) {
     id: `${id}-bitrate`, type: 'number', min: 6, max: 510, step: 1, inputmode: 'numeric',
     value: group.followsDefaultBitrate ? '' : group.audioBitrate, placeholder: `default (${group.audioBitrate})`,
   });
+  const pin = h('input', {
+    id: `${id}-pin`, type: 'password', inputmode: 'numeric', maxlength: 12, autocomplete: 'new-password',
+    placeholder: group.pin ? 'unchanged' : 'none',
+  });
+  const removePin = group.pin ? h('input', { id: `${id}-pin-remove`, type: 'checkbox' }) : null;
+  removePin?.addEventListener('change', () => {
+    pin.disabled = removePin.checked;
+  });
   const error = h('p', { class: 'message error', role: 'alert', hidden: true });
   const save = h('button', { class: 'primary', type: 'submit' }, 'Save');
   const cancel = h('button', { class: 'secondary', type: 'button', onclick: () => stopEdit(row) }, 'Cancel');
@@ -166,13 +196,15 @@ function startEdit(row) {
     { class: 'edit-form', novalidate: true, 'aria-label': `Edit group ${group.name}` },
     h('div', { class: 'form-grid' },
       h('div', { class: 'field' }, h('label', { for: name.id }, 'Name'), name),
-      h('div', { class: 'field' }, h('label', { for: bitrate.id }, 'Bitrate (kbit/s, optional)'), bitrate)),
+      h('div', { class: 'field' }, h('label', { for: bitrate.id }, 'Bitrate (kbit/s, optional)'), bitrate),
+      h('div', { class: 'field' }, h('label', { for: pin.id }, group.pin ? 'New PIN (4–12 digits)' : 'PIN (4–12 digits, optional)'), pin,
+        removePin && h('label', { class: 'toggle toggle-inline pin-remove', for: removePin.id }, removePin, h('span', {}, 'Remove the PIN')))),
     error,
     h('div', { class: 'actions' }, cancel, save),
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
-    const body = groupBody(name, bitrate);
+    const body = groupBody(name, bitrate, pin, removePin);
     const problem = localCheck(body);
     if (problem) return showError(error, problem);
     const ok = await submitting(save, error, () => put(`/groups/${seg(group.id)}`, body));
@@ -187,7 +219,7 @@ function startEdit(row) {
   form.addEventListener('keydown', (event) => {
     if (event.key === 'Escape') stopEdit(row);
   });
-  row.replaceChildren(h('td', { class: 'cell-edit', colspan: 4 }, form));
+  row.replaceChildren(h('td', { class: 'cell-edit', colspan: 5 }, form));
   name.focus();
   name.select();
 }

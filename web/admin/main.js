@@ -1,6 +1,6 @@
-// The admin UI: login, four tabs (Groups with the sound card, Users, Stats, Logs) refreshed
-// every 3 s, an "unreachable" banner, logout. Plain ES modules, no build step; served by
-// control at /admin, talking to /api/admin on the same origin.
+// The admin UI: login, five tabs (Groups with the sound card, Positions with the join links,
+// Users, Stats, Logs) refreshed every 3 s, an "unreachable" banner, logout. Plain ES modules,
+// no build step; served by control at /admin, talking to /api/admin on the same origin.
 //
 // Refresh rules: every 3 s the stats (the chart keeps sampling on every tab) and the visible
 // tab are fetched again and written into the page in place (keyed rows, text only where it
@@ -10,13 +10,14 @@ import { initTheme } from '/common/theme.js';
 import { ApiError, Unreachable, api, on, token } from '/admin/api.js';
 import { setText, showError } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
+import * as positions from '/admin/positions.js';
 import * as soundcard from '/admin/soundcard.js';
 import * as users from '/admin/users.js';
 import * as stats from '/admin/stats.js';
 import * as logs from '/admin/logs.js';
 
 const REFRESH_MS = 3_000;
-const TABS = ['groups', 'users', 'stats', 'logs'];
+const TABS = ['groups', 'positions', 'users', 'stats', 'logs'];
 
 const root = document.documentElement;
 const $ = (id) => document.getElementById(id);
@@ -37,6 +38,7 @@ const ui = {
 /** What each tab fetches when it is visible. */
 const refreshers = {
   groups: () => Promise.all([groups.refresh(), soundcard.refresh()]),
+  positions: () => positions.refresh(),
   users: () => users.refresh(),
   stats: async () => {}, // fetched on every tick anyway
   logs: () => logs.refresh(),
@@ -127,7 +129,7 @@ function selectTab(name, { focus = false, fromHash = false } = {}) {
   root.dataset.tab = name;
   if (focus) tabButton(name).focus();
   if (!fromHash && location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
-  for (const module of [groups, soundcard, users, stats, logs]) module.shown?.(name);
+  for (const module of [groups, positions, soundcard, users, stats, logs]) module.shown?.(name);
   refreshNow();
 }
 
@@ -175,7 +177,7 @@ function enterApp() {
 
 function logout(message) {
   token.clear();
-  for (const module of [groups, soundcard, users, stats, logs]) module.reset?.();
+  for (const module of [groups, positions, soundcard, users, stats, logs]) module.reset?.();
   lastContact = 0;
   showLogin(message);
 }
@@ -213,7 +215,7 @@ async function onLogin(event) {
 function init() {
   initTheme($('theme'));
   const context = { refreshNow };
-  for (const module of [groups, soundcard, users, stats, logs]) module.init(context);
+  for (const module of [groups, positions, soundcard, users, stats, logs]) module.init(context);
   initTabs();
   ui.loginForm.addEventListener('submit', onLogin);
   ui.logout.addEventListener('click', () => logout());

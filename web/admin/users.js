@@ -1,16 +1,19 @@
 // Users tab: who is in a room, and apart who holds a token without having joined
-// (`GET /users?state=all`), since when, and the forced disconnect (`DELETE /users/{identity}`)
-// after a confirmation.
+// (`GET /users?state=all`), since when, each one's lines (group, listen/talk, joined or not; a
+// line being called flashes for the 5 s the API reports `call`), and after a confirmation the
+// forced disconnect (`DELETE /users/{identity}`) or one line taken away
+// (`DELETE /users/{identity}/lines/{group}`).
 
 import { del, get, seg } from '/admin/api.js';
 import { confirmDialog, dateTime, h, relative, setAttr, setText, showError, syncKeyed } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
+import { keysText } from '/admin/positions.js';
 
 const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 let users = [];
-/** Identities being disconnected: their rows wait for the answer. */
+/** Identities being disconnected, and `identity line` pairs being removed: they wait for the answer. */
 const leaving = new Set();
 
 export function init(context) {
@@ -69,7 +72,7 @@ function createRow(user) {
   const button = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDisconnect(user.identity) }, 'Disconnect');
   return h('tr', {},
     h('td', { dataset: { label: 'Name' } }, h('strong', { class: 'u-name' })),
-    h('td', { class: 'u-group', dataset: { label: 'Group' } }),
+    h('td', { class: 'u-lines-cell', dataset: { label: 'Lines' } }, h('ul', { class: 'line-list u-lines' })),
     h('td', { class: 'u-kind', dataset: { label: 'Kind' } }),
     h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge u-state' })),
     h('td', { dataset: { label: 'Since' } }, h('time', { class: 'u-since' })),
@@ -80,7 +83,11 @@ function createRow(user) {
 function updateRow(row, user) {
   row.dataset.state = user.state;
   setText(row.querySelector('.u-name'), user.username);
-  setText(row.querySelector('.u-group'), groups.nameOf(user.groupId));
+  syncKeyed(row.querySelector('.u-lines'), user.lines ?? [{ groupId: user.groupId, listen: true, talk: true, joined: user.state === 'connected' }], {
+    key: (line) => line.groupId,
+    create: (line) => createLine(user.identity, line.groupId),
+    update: (li, line) => updateLine(li, user, line),
+  });
   setText(row.querySelector('.u-kind'), user.kind === 'server' ? 'server' : 'crew');
   const state = row.querySelector('.u-state');
   setText(state, user.state);
@@ -92,11 +99,66 @@ function updateRow(row, user) {
   setAttr(time, 'datetime', since);
   setAttr(time, 'title', dateTime(since));
   setText(row.querySelector('.u-identity'), user.identity);
-  const button = row.querySelector('button');
+  const button = row.querySelector('.cell-actions button');
   setAttr(button, 'aria-label', `Disconnect ${user.username}`);
   // A server audio user is bridged by the sound card: remove it in the Groups tab instead.
   button.hidden = user.kind === 'server';
   button.disabled = leaving.has(user.identity);
+}
+
+function createLine(identity, groupId) {
+  const remove = h('button', { class: 'ghost small-button line-remove', type: 'button', onclick: () => onRemoveLine(identity, groupId) }, 'Remove');
+  return h('li', { class: 'line-chip u-line' },
+    h('span', { class: 'lc-name' }), ' ',
+    h('span', { class: 'line-keys' }), ' ',
+    h('span', { class: 'line-joined' }),
+    h('span', { class: 'line-call' }, 'calling'),
+    remove);
+}
+
+function updateLine(li, user, line) {
+  const name = groups.nameOf(line.groupId);
+  setText(li.querySelector('.lc-name'), name);
+  setText(li.querySelector('.line-keys'), keysText(line));
+  setText(li.querySelector('.line-joined'), line.joined ? 'joined' : 'not joined');
+  setAttr(li, 'data-listen', String(line.listen));
+  setAttr(li, 'data-talk', String(line.talk));
+  setAttr(li, 'data-joined', String(line.joined));
+  setAttr(li, 'data-call', line.call ? '' : null);
+  const remove = li.querySelector('.line-remove');
+  setAttr(remove, 'aria-label', `Remove ${user.username} from ${name}`);
+  remove.hidden = user.kind === 'server';
+  remove.disabled = leaving.has(user.identity) || leaving.has(`${user.identity} ${line.groupId}`);
+}
+
+async function onRemoveLine(identity, groupId) {
+  const user = users.find((u) => u.identity === identity);
+  if (!user) return;
+  const name = groups.nameOf(groupId);
+  const last = (user.lines?.length ?? 1) <= 1;
+  const yes = await confirmDialog({
+    title: `Remove ${user.username} from ${name}?`,
+    text: last
+      ? `${name} is ${user.username}'s only line: they are disconnected and their token is revoked.`
+      : `${user.username} leaves ${name} now and cannot join it again with this token; their other lines go on.`,
+    ok: 'Remove from line',
+  });
+  if (!yes) return;
+  const key = `${identity} ${groupId}`;
+  leaving.add(key);
+  render();
+  try {
+    const body = await del(`/users/${seg(identity)}/lines/${seg(groupId)}`);
+    showError(ui.error, null);
+    if (body?.user && body.user.lines?.length) users = users.map((u) => (u.identity === identity ? body.user : u));
+    else users = users.filter((u) => u.identity !== identity);
+    render();
+  } catch (error) {
+    showError(ui.error, `Could not remove ${user.username} from ${name}: ${error.message}`);
+  } finally {
+    leaving.delete(key);
+    ctx.refreshNow();
+  }
 }
 
 async function onDisconnect(identity) {
@@ -104,7 +166,7 @@ async function onDisconnect(identity) {
   if (!user) return;
   const yes = await confirmDialog({
     title: `Disconnect ${user.username}?`,
-    text: `${user.username} leaves ${groups.nameOf(user.groupId)} now and their token is revoked: they have to join again.`,
+    text: `${user.username} leaves ${(user.lines ?? [user]).map((l) => groups.nameOf(l.groupId)).join(', ')} now and their token is revoked: they have to join again.`,
     ok: 'Disconnect',
   });
   if (!yes) return;

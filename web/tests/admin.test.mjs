@@ -387,9 +387,9 @@ describe('admin UI', { timeout: 120_000 }, () => {
     assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), undefined);
 
     // A phone: every tab fits in 360 px.
-    for (const tab of ['groups', 'users', 'stats', 'logs']) {
+    for (const tab of ['groups', 'positions', 'users', 'stats', 'logs']) {
       await phone.locator(`#tab-${tab}`).click();
-      const first = { groups: '#groups-rows tr', users: '#users-rows tr', stats: '#stat-uptime', logs: '#log-list li' }[tab];
+      const first = { groups: '#groups-rows tr', positions: '#join-links article', users: '#users-rows tr', stats: '#stat-uptime', logs: '#log-list li' }[tab];
       await phone.locator(first).first().waitFor();
       const { scrollWidth, innerWidth } = await noOverflow(phone);
       assert.ok(scrollWidth <= innerWidth, `${tab} at 360 px: scrollWidth ${scrollWidth} > ${innerWidth}`);
