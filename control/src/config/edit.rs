@@ -130,10 +130,10 @@ fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> 
 
 fn check_position_lines(config: &Config, position: &Position) -> Result<(), EditError> {
     check_lines(&position.listen, &position.talk, |g| config.group(g).is_some()).map_err(|(field, message)| {
-        EditError::Invalid {
-            field: if field.starts_with("talk") { "talk" } else { "listen" },
-            message: format!("{field}: {message}"),
-        }
+        // The list named, and the entry when the fault is one entry's (`talk[1]: …`).
+        let list = if field.starts_with("talk") { "talk" } else { "listen" };
+        let message = if field == list { message } else { format!("{field}: {message}") };
+        EditError::Invalid { field: list, message }
     })
 }
 
