@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use partyline_shared::bridge::CARD_CHANNEL_MAP;
+use partyline_shared::card::CARD_CHANNEL_MAP;
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -5,6 +5,7 @@
 //! the YAML codec behind two functions so the YAML crate can be swapped in one place.
 
 pub mod bridge;
+pub mod card;
 pub mod config;
 pub mod janus;
 pub mod slug;

@@ -10,8 +10,8 @@ use tempfile::TempDir;
 
 /// GStreamer's 7.1 order: bridged opens the card as 7.1 and card channel k is position k of
 /// this list (bridged/README.md, "Channel order"), so a test card has this channel map.
-/// The same constant as [`partyline_shared::bridge::CARD_CHANNEL_MAP`].
-pub use partyline_shared::bridge::CARD_CHANNEL_MAP as CARD_MAP;
+/// The same constant as [`partyline_shared::card::CARD_CHANNEL_MAP`].
+pub use partyline_shared::card::CARD_CHANNEL_MAP as CARD_MAP;
 
 /// The map of a pro multichannel card (ALSA's "multichannel" and "pro-audio" profiles): channels
 /// without positions. bridged's playback puts output channel k on its channel k all the same.

@@ -4,7 +4,7 @@
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::CARD_CHANNEL_MAP;
+use partyline_shared::card::CARD_CHANNEL_MAP;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
