@@ -16,7 +16,8 @@ use axum::routing::get;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio_tungstenite::tungstenite::{self as ts, client::IntoClientRequest, http::HeaderValue};
 
-use crate::api::{ApiError, AppState};
+use crate::api::ApiError;
+use crate::app::AppState;
 
 /// The WebSocket subprotocol of Janus's API; Janus refuses connections without it.
 pub const PROTOCOL: &str = "janus-protocol";

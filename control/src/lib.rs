@@ -6,6 +6,7 @@
 //! its events.
 
 pub mod api;
+pub mod app;
 pub mod bridge;
 pub mod calls;
 pub mod config;

@@ -15,7 +15,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::api::{self, AppState};
+use crate::app::{self, AppState};
 use crate::bridge::BridgeManager;
 use crate::config::{self, ConfigManager};
 use crate::janus::Janus;
@@ -96,13 +96,13 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         tls: tls.is_some(),
         started,
     };
-    let events_app = api::events_app(state.clone());
+    let events_app = app::events_app(state.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(events_listener, events_app).await {
             tracing::error!(error = %e, "the events listener stopped");
         }
     });
-    let app = api::app(state);
+    let app = app::app(state);
     // Signal handling is in place before anyone is told the server is ready.
     let handle = axum_server::Handle::new();
     tokio::spawn(shutdown_on_signal(handle.clone()).await?);

@@ -1,0 +1,79 @@
+//! The application: the API (`api`), the pages (`web`) and the `/janus` proxy on the one
+//! listener, wrapped in the admin check, the body limits and the refused-request log; and the
+//! loopback events listener. The state every handler reaches is [`AppState`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+use crate::api::{self, ApiError};
+use crate::bridge::BridgeManager;
+use crate::calls::Calls;
+use crate::config::ConfigManager;
+use crate::janus::Janus;
+use crate::logring::LogRing;
+use crate::pin::PinLimiter;
+use crate::secrets::AdminToken;
+use crate::users::Users;
+
+/// What every handler can reach.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub config: Arc<ConfigManager>,
+    pub logs: LogRing,
+    pub admin_token: Arc<AdminToken>,
+    pub janus: Arc<Janus>,
+    pub bridge: Arc<BridgeManager>,
+    /// Who holds a token and who is connected (the Janus link keeps it in step with Janus).
+    pub users: Arc<Users>,
+    /// The call signal's fan-out to the panels.
+    pub calls: Arc<Calls>,
+    /// Wrong PINs per client address.
+    pub pins: Arc<PinLimiter>,
+    /// Whether the public listener speaks TLS (for the URLs handed to browsers).
+    pub tls: bool,
+    pub started: Instant,
+}
+
+impl AppState {
+    /// For changes bridged must act on: refused while it is not on the bus to act on them.
+    pub fn require_bridge(&self) -> Result<(), ApiError> {
+        if self.bridge.is_present() {
+            return Ok(());
+        }
+        let view = self.bridge.view();
+        Err(ApiError::Unavailable(format!(
+            "partyline-bridged is not available ({}: {}); nothing was changed",
+            view.state, view.message
+        )))
+    }
+}
+
+/// The whole application: the API under `/api`, the pages, `/janus`; JSON 404/405 for
+/// everything else.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .merge(api::routes())
+        .merge(crate::web::routes())
+        .merge(crate::janus_proxy::routes())
+        .fallback(api::route_not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
+        .layer(DefaultBodyLimit::max(api::BODY_LIMIT))
+        // A client announcing a body it never sends must not hold a connection forever.
+        .layer(RequestBodyTimeoutLayer::new(api::BODY_TIMEOUT))
+        .layer(middleware::from_fn_with_state(state.clone(), api::require_admin))
+        .layer(middleware::from_fn(api::log_refusals))
+        .with_state(state)
+}
+
+/// The loopback-only events listener: Janus's event handler posts, nothing else.
+pub fn events_app(state: AppState) -> Router {
+    api::event_routes()
+        .fallback(api::route_not_found)
+        .layer(DefaultBodyLimit::max(api::EVENTS_BODY_LIMIT))
+        .with_state(state)
+}
