@@ -80,8 +80,9 @@ export const volumeGain = (volume) => (Math.max(0, Math.min(100, volume)) / 100)
  * `<audio>` element plays it, WebAudio makes the sound.
  */
 export class LineOutput {
-  constructor() {
-    this.element = new Audio();
+  /** `element`: the line's `<audio>` (in its card, so the stream a line receives can be found). */
+  constructor(element = new Audio()) {
+    this.element = element;
     this.element.muted = true;
     this.element.autoplay = true;
     this.source = null;

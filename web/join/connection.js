@@ -1,7 +1,8 @@
 // One connection of the panel to Janus: one session (one token, one participant identity) with
 // one AudioBridge handle per line, each joined to its line's room, all sharing one microphone.
 // Single use: a token is good for one session, so a reconnect makes a new Connection with a new
-// token. The lines join in parallel.
+// token. The lines join in parallel. A line the admin takes away (kicked from its room) ends
+// alone: the other lines go on; once every line is kicked, the session was.
 
 import Janus from '/vendor/janus.js';
 
@@ -16,7 +17,7 @@ const UNAUTHORIZED = /unauthorized request/i;
 let janusReady = null;
 
 const noop = () => {};
-const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onTalkingEvents: noop };
+const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onTalkingEvents: noop, onLineEnded: noop };
 
 export function initJanus() {
   janusReady ??= new Promise((resolve, reject) => {
@@ -40,7 +41,8 @@ export class KickedError extends Error {
  *   onKicked(),                    the admin disconnected us
  *   onNetwork(groupId, ok),        a line's ICE path went away (false) or came back (true)
  *   onRemoteStream(groupId, stream|null),
- *   onPeople(groupId, Map id → {display, muted, talking}), onTalkingEvents(groupId)
+ *   onPeople(groupId, Map id → {display, muted, talking}), onTalkingEvents(groupId),
+ *   onLineEnded(groupId),          the admin took this line away (the others go on)
  * }
  */
 export class Connection {
@@ -78,9 +80,15 @@ export class Connection {
     });
   }
 
+  /** The lines still on (not taken away by the admin). */
+  get liveLinks() {
+    return [...this.links.values()].filter((link) => !link.ended);
+  }
+
   checkConnected() {
     if (!this.settle || this.closed) return;
-    if ([...this.links.values()].every((link) => link.joined && link.mediaUp)) {
+    const live = this.liveLinks;
+    if (live.length > 0 && live.every((link) => link.joined && link.mediaUp)) {
       clearTimeout(this.timer);
       this.settle.resolve();
       this.settle = null;
@@ -90,7 +98,19 @@ export class Connection {
 
   /** Mutes or unmutes us in `groupId`'s room (AudioBridge `configure`) and gates the track. */
   setTalking(groupId, on) {
-    this.links.get(groupId)?.setTalking(on);
+    const link = this.links.get(groupId);
+    if (link && !link.ended) link.setTalking(on);
+  }
+
+  /** A line was kicked from its room: it ends alone, unless it was the last one. */
+  lineEnded(link) {
+    if (this.closed) return;
+    if (this.liveLinks.length === 0) {
+      this.kicked();
+      return;
+    }
+    this.events.onLineEnded(link.line.groupId);
+    this.checkConnected();
   }
 
   /** Ends the connection because of `error`: before connecting, start() rejects; after, it is lost. */
@@ -132,6 +152,7 @@ class LineLink {
     this.connection = connection;
     this.line = line;
     this.handle = null;
+    this.ended = false; // kicked from the room: this line is over, the others go on
     this.joined = false;
     this.mediaUp = false;
     this.iceTimer = null;
@@ -150,7 +171,19 @@ class LineLink {
   }
 
   fail(error) {
-    this.connection.fail(error);
+    // After a kick, the hangup and the detach that follow it are expected.
+    if (!this.ended) this.connection.fail(error);
+  }
+
+  /** The admin took this line away: hang it up, keep the session's other lines. */
+  end() {
+    if (this.ended) return;
+    this.ended = true;
+    this.close();
+    this.events.onRemoteStream(this.line.groupId, null);
+    this.events.onNetwork(this.line.groupId, true);
+    this.handle?.detach({ error: noop });
+    this.connection.lineEnded(this);
   }
 
   attach() {
@@ -201,11 +234,13 @@ class LineLink {
   }
 
   onMessage(message, jsep) {
+    if (this.ended) return;
     if (jsep) this.handle.handleRemoteJsep({ jsep });
     const own = this.connection.credentials.participantIdentity;
-    // AudioBridge tells every participant who was kicked, the kicked one included.
+    // AudioBridge tells every participant who was kicked, the kicked one included. The admin
+    // takes one line away by kicking us from its room (a disconnect kicks us from all of them).
     if (message.kicked === own || message.kicked_all !== undefined) {
-      this.connection.kicked();
+      this.end();
       return;
     }
     if (message.error) {
@@ -251,6 +286,7 @@ class LineLink {
   }
 
   onMedia(up) {
+    if (this.ended) return;
     this.mediaUp = up;
     if (up) this.connection.checkConnected();
     else this.fail(new Error(`The audio connection of ${this.line.name} was closed.`));
@@ -258,6 +294,7 @@ class LineLink {
 
   onIce(state) {
     clearTimeout(this.iceTimer);
+    if (this.ended) return;
     if (state === 'failed') {
       this.fail(new Error('The network path to the media server failed.'));
       return;

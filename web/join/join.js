@@ -14,7 +14,10 @@
 //     data-call="true|false"                 a call signal in the last 5 s
 //     data-level-in="-31.0"                  dBFS of the line as heard (after listen and
 //                                            volume; -100 silence; absent without a stream)
-//   and controls with data-action="listen|talk|volume|call".
+//     data-ended="removed"                   the admin took this line away (its card says so;
+//                                            the other lines go on); absent otherwise
+//   and controls with data-action="listen|talk|volume|call"; the line's stream plays (muted:
+//   the sound goes through the page's WebAudio gain) in the card's <audio class="line-audio">.
 // Meters are the RMS of the last 2048 samples, rising at once and falling 30 dB/s.
 
 import { initTheme } from '/common/theme.js';
@@ -103,6 +106,7 @@ const session = {
   micMeter: new Meter(),
   micSource: null,
   lines: [], // Line, in panel order
+  ended: new Set(), // group ids of the lines the admin took away: not asked for again on a rejoin
   netDown: new Set(), // group ids whose ICE path is away
   callAvailable: false,
   events: null, // AbortController of the session's event stream
@@ -116,8 +120,12 @@ class Line {
   constructor(info, index) {
     this.groupId = info.groupId;
     this.index = index;
-    this.output = new LineOutput();
+    this.el = ui.template.content.firstElementChild.cloneNode(true);
+    this.el.dataset.line = this.groupId;
+    this.q = (selector) => this.el.querySelector(selector);
+    this.output = new LineOutput(this.q('.line-audio'));
     this.people = new Map();
+    this.ended = false;
     this.talkingEvents = false;
     this.talk = 'off';
     this.pressed = null; // { source, at, ignore }
@@ -125,9 +133,6 @@ class Line {
     const saved = loadLineSettings()[this.groupId] ?? {};
     this.volume = Number.isFinite(saved.volume) ? saved.volume : DEFAULT_VOLUME;
     this.listenOn = saved.listen !== false;
-    this.el = ui.template.content.firstElementChild.cloneNode(true);
-    this.el.dataset.line = this.groupId;
-    this.q = (selector) => this.el.querySelector(selector);
     this.update(info);
     this.bind();
   }
@@ -160,11 +165,11 @@ class Line {
   }
 
   get canTalk() {
-    return this.info.talk;
+    return this.info.talk && !this.ended;
   }
 
   get hearing() {
-    return this.info.listen && this.listenOn;
+    return this.info.listen && this.listenOn && !this.ended;
   }
 
   bind() {
@@ -270,6 +275,26 @@ class Line {
     delete this.el.dataset.levelIn;
   }
 
+  /** The admin took this line away: no audio, no keys, a message on its card. */
+  end() {
+    if (this.ended) return;
+    if (this.talk !== 'off') this.setTalk('off');
+    this.pressed = null;
+    this.ended = true;
+    this.disconnect();
+    this.clearCall();
+    this.el.dataset.ended = 'removed';
+    delete this.el.dataset.talk;
+    this.applyListen();
+    for (const action of ['talk', 'listen', 'volume', 'call']) this.q(`[data-action="${action}"]`).disabled = true;
+    this.q('[data-action="talk"]').hidden = true;
+    this.q('[data-action="call"]').hidden = true;
+    this.q('.line-people').textContent = '';
+    const message = this.q('.line-ended');
+    message.textContent = `An admin took you off ${this.info.name}. Your other lines go on.`;
+    message.hidden = false;
+  }
+
   destroy() {
     this.disconnect();
     this.clearCall();
@@ -326,7 +351,11 @@ function setLines(infos) {
     line.update(info);
     return line;
   });
-  for (const gone of kept.values()) gone.destroy();
+  // A line the admin took away keeps its card (and its message) until the user leaves.
+  for (const gone of kept.values()) {
+    if (gone.ended) session.lines.push(gone);
+    else gone.destroy();
+  }
   ui.lines.replaceChildren(...session.lines.map((line) => line.el));
   ui.lines.dataset.count = String(session.lines.length);
   showCallButtons();
@@ -403,7 +432,7 @@ function initKeys() {
 // and the panel then shows no call button.
 
 function showCallButtons() {
-  for (const line of session.lines) line.q('[data-action="call"]').hidden = !session.callAvailable;
+  for (const line of session.lines) line.q('[data-action="call"]').hidden = !session.callAvailable || line.ended;
 }
 
 async function sendCall(line) {
@@ -490,7 +519,7 @@ function onServerEvent(event, data) {
     return;
   }
   const line = lineById(call.groupId);
-  if (!line) return;
+  if (!line || line.ended) return;
   line.showCall(call.from ?? 'someone');
   navigator.vibrate?.([120, 80, 120]);
 }
@@ -536,7 +565,7 @@ function setState(state, text) {
   ui.joinView.hidden = inCall;
   ui.callView.hidden = !inCall;
   ui.who.hidden = !inCall;
-  for (const line of session.lines) line.q('[data-action="talk"]').disabled = state !== 'connected';
+  for (const line of session.lines) line.q('[data-action="talk"]').disabled = state !== 'connected' || line.ended;
   if (state !== 'connected' && was === 'connected') releaseMomentary();
   if (state === 'connected') holdWakeLock();
   else if (state !== 'reconnecting') dropWakeLock();
@@ -553,8 +582,21 @@ function showMessage(text, isError = true) {
 }
 
 function connectedText() {
-  const n = session.lines.length;
-  return n === 1 ? `Connected to ${session.lines[0].info.name}` : `Connected to ${n} lines`;
+  const live = session.lines.filter((line) => !line.ended);
+  return live.length === 1 ? `Connected to ${live[0].info.name}` : `Connected to ${live.length} lines`;
+}
+
+/**
+ * What POST /api/token is asked for: the user's choice, less the lines the admin took away (as
+ * listen and talk lists of the lines the last token had).
+ */
+function tokenRequest() {
+  if (session.ended.size === 0 || !session.token) return session.request;
+  const kept = linesOf(session.token).filter((line) => !session.ended.has(line.groupId));
+  return {
+    listen: kept.filter((line) => line.listen).map((line) => line.groupId),
+    talk: kept.filter((line) => line.talk).map((line) => line.groupId),
+  };
 }
 
 async function join() {
@@ -565,14 +607,14 @@ async function join() {
     await initJanus();
     const answer = await api('/token', {
       method: 'POST',
-      body: JSON.stringify({ username: session.username, ...session.request, ...(session.pin ? { pin: session.pin } : {}) }),
+      body: JSON.stringify({ username: session.username, ...tokenRequest(), ...(session.pin ? { pin: session.pin } : {}) }),
     });
     session.token = answer;
     setLines(linesOf(answer));
     if (session.lines.some((line) => line.canTalk)) await openMicrophone();
     const talking = new Set(session.lines.filter((line) => line.talk === 'latched').map((line) => line.groupId));
     const connection = new Connection(
-      { ...answer, lines: session.lines.map((line) => line.info) },
+      { ...answer, lines: session.lines.filter((line) => !line.ended).map((line) => line.info) },
       session.username,
       session.microphone,
       talking,
@@ -645,6 +687,14 @@ const connectionEvents = {
   onPeople(groupId, people) {
     lineById(groupId)?.setPeople(people);
   },
+  onLineEnded(groupId) {
+    const line = lineById(groupId);
+    session.ended.add(groupId);
+    session.netDown.delete(groupId);
+    line?.end();
+    showMicMuted();
+    if (root.dataset.state === 'connected') setState('connected', connectedText());
+  },
   onTalkingEvents(groupId) {
     const line = lineById(groupId);
     if (line && !line.talkingEvents) {
@@ -713,6 +763,7 @@ function leave() {
   closeMicrophone();
   for (const line of session.lines) line.destroy();
   session.lines = [];
+  session.ended.clear();
   session.token = null;
   showMessage(null);
   setState('idle', 'Not connected');
@@ -896,6 +947,10 @@ function init() {
     loadChoices();
   });
   ui.rejoin.addEventListener('click', () => {
+    // Joining again after a kick asks for every line of the choice again.
+    session.ended.clear();
+    for (const line of session.lines.filter((l) => l.ended)) line.destroy();
+    session.lines = session.lines.filter((l) => !l.ended);
     session.attempt = 0;
     showMessage(null);
     join();

@@ -1,13 +1,17 @@
 // Browser tests of the crew panel (`/`): talk keys (hold, tap-latch, keyboard), activity lights
 // and talkers, listen and volume, "muted in the room" as Janus sees it, network loss, and the
-// phone layout. Real Janus, real control, headless Chromium; run by scripts/test-browser.
+// phone layout; then several lines per session (positions, routing by line with three fake
+// microphones at three frequencies, calls, listen-only and talk-only lines, the admin taking one
+// line away, network loss with two lines). Real Janus, real control, headless Chromium; run by
+// scripts/test-browser.
 
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe } from 'node:test';
-import { Control, Person, launchBrowser, report, setLink, since, trackedTests, waitFor } from './harness.mjs';
+import { Control, Person, launchBrowser, report, setLink, since, trackedTests, waitFor, writeTone } from './harness.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SHOTS = join(ROOT, 'target', 'ui-screenshots');
@@ -337,4 +341,364 @@ describe('crew panel', { timeout: 240_000 }, () => {
     assert.ok(manifest.icons.some((i) => i.sizes === '512x512') && manifest.icons.some((i) => i.sizes === '192x192'));
     report(`screenshots in ${SHOTS}`);
   });
+});
+
+describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
+  const X = 'line-x';
+  const Y = 'line-y';
+  /** Each browser's fake microphone: a steady sine at its own frequency. */
+  const TONES = { a: 440, b: 660, c: 880 };
+  /** A measured dominant frequency this close to the tone is that tone (bins are 5.9 Hz). */
+  const HZ_TOLERANCE = 15;
+  let control;
+  let dir;
+  let twoLines;
+  let talkY;
+  const browsers = {};
+  const people = [];
+  const { check, failed } = trackedTests();
+
+  /** Opens `name` in browser `mic` (a, b or c) and joins `groupId`, or a preset `path`. */
+  const open = async (mic, name, { groupId, path } = {}) => {
+    const p = await Person.open(browsers[mic], control.origin, name, { path: path ?? '/' });
+    people.push(p);
+    if (path) await p.joinPreset();
+    else await p.join(groupId);
+    return p;
+  };
+
+  const position = async (name, listen, talk) => {
+    const { status, body } = await control.admin('POST', '/positions', { name, listen, talk });
+    assert.equal(status, 201, JSON.stringify(body));
+    return body.position.id;
+  };
+
+  /** Waits until each of `crew` is connected, receives each of its lines, and sees `expected` on them. */
+  const ready = async (crew, expected) => {
+    await Promise.all(crew.map((p) => p.waitState('connected')));
+    for (const [p, lines] of expected) {
+      for (const [groupId, others] of Object.entries(lines)) {
+        await waitFor(`${p.name} receiving ${groupId}`, async () => (await p.lineLevel(groupId)) !== null);
+        for (const other of others) {
+          await p.line(groupId).locator('.line-people', { hasText: other }).waitFor({ timeout: 5000 });
+        }
+      }
+    }
+  };
+
+  const heard = (p, groupId, ms = 1500) => p.levelRange({ line: groupId }, ms);
+  const hears = (p, groupId, timeout = 5000) => waitFor(`${p.name} hearing ${groupId} above ${SOUND_DB} dBFS`,
+    async () => (await p.lineLevel(groupId)) > SOUND_DB, { timeout, interval: 20 });
+  /** Median above SOUND_DB on `groupId` with the dominant frequency `hz`. */
+  const hearsTone = async (p, groupId, hz, what) => {
+    await hears(p, groupId);
+    const [level, tone] = await Promise.all([heard(p, groupId), p.dominantHz(groupId)]);
+    report(`${what}: ${p.name}'s ${groupId} median ${level.median} dBFS, dominant ${tone?.hz} Hz (${tone?.db} dB, AudioContext ${tone?.state}; sent ${hz} Hz)`);
+    assert.ok(level.median > SOUND_DB, `${p.name} hears ${groupId} at median ${level.median} dBFS`);
+    assert.ok(Math.abs(tone.hz - hz) <= HZ_TOLERANCE, `${p.name}'s ${groupId} carries ${tone.hz} Hz, not ${hz} Hz`);
+  };
+  /** `groupId` stays below QUIET_DB for `ms` on `p`'s panel. */
+  const silent = async (p, groupId, what, ms = 1500) => {
+    const level = await heard(p, groupId, ms);
+    assert.ok(level.max < QUIET_DB, `${what}: ${p.name}'s ${groupId} at ${level.max} dBFS`);
+    return level.max;
+  };
+
+  /** Presses `p`'s talk key on `groupId` and keeps it held; returns the release. */
+  const hold = async (p, groupId) => {
+    await p.control(groupId, 'talk').hover();
+    await p.page.mouse.down();
+    await p.waitLine(groupId, 'talk', 'momentary');
+    return async () => {
+      await p.page.waitForTimeout(HOLD_MS);
+      await p.page.mouse.up();
+      await p.waitLine(groupId, 'talk', 'off');
+    };
+  };
+  const latch = async (p, groupId) => {
+    await p.control(groupId, 'talk').hover();
+    await p.page.mouse.down();
+    await p.page.mouse.up();
+    await p.waitLine(groupId, 'talk', 'latched');
+  };
+
+  const inRoom = async (room) => {
+    const probe = await control.janus.probe();
+    try {
+      const { participants } = await probe.call({ request: 'listparticipants', room });
+      return new Map(participants.map((p) => [p.id, p]));
+    } finally {
+      await probe.close();
+    }
+  };
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'tones-'));
+    const started = await Promise.allSettled([
+      Control.start(['Line X', 'Line Y']),
+      ...Object.entries(TONES).map(async ([mic, hz]) => {
+        browsers[mic] = await launchBrowser({ audioFile: await writeTone(join(dir, `${hz}.wav`), hz) });
+      }),
+    ]);
+    control = started[0].value;
+    for (const s of started) if (s.status === 'rejected') throw s.reason;
+    // Bea's panel: listens to X and Y, talks on X (Y listen-only). Dee's: listens to X only,
+    // talks on Y only (X listen-only, Y talk-only). Made as an admin makes them.
+    twoLines = await position('Two Lines', [X, Y], [X]);
+    talkY = await position('Talk Y', [X], [Y]);
+  });
+
+  after(async () => {
+    await setLink(true).catch(() => {});
+    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(80)}`);
+    await Promise.all(people.map((p) => p.close()));
+    await Promise.all(Object.values(browsers).map((b) => b.close()));
+    await control?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  check('three people on two lines: each line carries its own talkers (level and frequency), B listens to X and Y, talks on X only', async () => {
+    const panel = twoLines;
+    const a = await open('a', 'Ann', { groupId: X });
+    const b = await open('b', 'Bea', { path: `/?position=${panel}` });
+    const c = await open('c', 'Cal', { groupId: Y });
+    await ready([a, b, c], [[a, { [X]: ['Bea'] }], [b, { [X]: ['Ann'], [Y]: ['Cal'] }], [c, { [Y]: ['Bea'] }]]);
+    assert.equal(await b.page.locator('[data-line]').count(), 2, 'Bea has two lines');
+    const bx = await b.lineState(X);
+    const by = await b.lineState(Y);
+    assert.equal(bx.talk, 'off', 'line X has a talk key');
+    assert.equal(by.talk, undefined, 'line Y is listen-only: no data-talk');
+    assert.equal(await b.control(Y, 'talk').isVisible(), false, 'no talk key on Y');
+    assert.equal(by.listen, 'on');
+    assert.match(await b.page.locator('#status-text').textContent(), /Connected to 2 lines/);
+    // One identity for both lines; both rooms list it.
+    const identity = b.token.participantIdentity;
+    assert.deepEqual(b.token.lines.map((l) => [l.groupId, l.listen, l.talk]), [[X, true, true], [Y, true, false]]);
+    assert.ok((await inRoom(X)).has(identity) && (await inRoom(Y)).has(identity), 'Bea is in both rooms under one identity');
+    const bea = await control.user('Bea');
+    report(`Bea in /api/admin/users: ${JSON.stringify(bea.lines)}`);
+    assert.deepEqual(bea.lines.map((l) => [l.groupId, l.joined]), [[X, true], [Y, true]]);
+
+    // Nobody talks: silence everywhere.
+    for (const [p, line] of [[a, X], [b, X], [b, Y], [c, Y]]) await silent(p, line, 'nobody talks', 500);
+
+    // Ann holds talk on X: Bea sees and hears her on X (440 Hz), not on Y; Cal hears nothing.
+    await a.control(X, 'talk').hover();
+    const t0 = performance.now();
+    await a.page.mouse.down();
+    try {
+      await b.waitLine(X, 'talkers', 'Ann');
+      const lightMs = since(t0);
+      report(`Ann talks on X: in Bea's X data-talkers ${lightMs} ms after her key went down (limit ${TALKER_LIGHT_MS})`);
+      assert.ok(lightMs <= TALKER_LIGHT_MS, `talker light after ${lightMs} ms`);
+      await hearsTone(b, X, TONES.a, 'Ann talks on X');
+      assert.equal((await b.lineState(Y)).active, 'false');
+      const by = await silent(b, Y, 'Ann talks on X');
+      const cy = await silent(c, Y, 'Ann talks on X');
+      report(`Ann talks on X: Bea's Y max ${by} dBFS, Cal's Y max ${cy} dBFS`);
+    } finally {
+      await a.page.mouse.up();
+    }
+    await waitFor('Bea\'s X quiet again', async () => (await b.lineLevel(X)) < QUIET_DB, { timeout: 6000 });
+
+    // Bea holds talk on X: Ann hears her (660 Hz), Cal does not.
+    let release = await hold(b, X);
+    try {
+      await a.waitLine(X, 'talkers', 'Bea');
+      await hearsTone(a, X, TONES.b, 'Bea talks on X');
+      report(`Bea talks on X: Cal's Y max ${await silent(c, Y, 'Bea talks on X')} dBFS`);
+    } finally {
+      await release();
+    }
+    await waitFor('Ann\'s X quiet again', async () => (await a.lineLevel(X)) < QUIET_DB, { timeout: 6000 });
+
+    // Cal holds talk on Y: Bea hears him on Y only (880 Hz); her X and Ann stay silent.
+    release = await hold(c, Y);
+    try {
+      await b.waitLine(Y, 'talkers', 'Cal');
+      assert.equal((await b.lineState(X)).active, 'false');
+      await hearsTone(b, Y, TONES.c, 'Cal talks on Y');
+      const [bx2, ax] = await Promise.all([silent(b, X, 'Cal talks on Y'), silent(a, X, 'Cal talks on Y')]);
+      report(`Cal talks on Y: Bea's X max ${bx2} dBFS, Ann's X max ${ax} dBFS`);
+    } finally {
+      await release();
+    }
+    assert.deepEqual([...a.errors, ...b.errors, ...c.errors], []);
+    await Promise.all([a, b, c].map((p) => p.close()));
+  }, { timeout: 90_000 });
+
+  check('call on X: Bea\'s line X flashes within 1 s, Cal\'s panel does not, and it clears after about 5 s', async () => {
+    const panel = twoLines;
+    const a = await open('a', 'Abe', { groupId: X });
+    const b = await open('b', 'Bo', { path: `/?position=${panel}` });
+    const c = await open('c', 'Cy', { groupId: Y });
+    await ready([a, b, c], [[a, { [X]: ['Bo'] }], [b, { [X]: ['Abe'], [Y]: ['Cy'] }], [c, { [Y]: ['Bo'] }]]);
+    const call = a.control(X, 'call');
+    await call.waitFor({ state: 'visible', timeout: 5000 });
+    assert.equal(await b.control(Y, 'call').isVisible(), true, 'a listen-only line can be called too');
+    const t0 = performance.now();
+    await call.click();
+    await b.waitLine(X, 'call', 'true', 2000);
+    const flashMs = since(t0);
+    assert.match(await b.line(X).locator('.line-talkers').textContent(), /Call from Abe/);
+    assert.equal((await b.lineState(Y)).call, 'false', 'Bo\'s Y does not flash');
+    const users = await control.users();
+    report(`call: Bo's X data-call="true" ${flashMs} ms after Abe's click (limit 1000); admin's view: ${JSON.stringify(users.find((u) => u.username === 'Bo')?.lines)}`);
+    assert.ok(flashMs <= 1000, `call shown after ${flashMs} ms`);
+    // Cal's panel: no call on any line for the next 1.5 s.
+    const cCalls = await c.page.evaluate(async () => {
+      const seen = new Set();
+      const end = performance.now() + 1500;
+      while (performance.now() < end) {
+        for (const el of document.querySelectorAll('[data-line]')) seen.add(el.dataset.call);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      return [...seen];
+    });
+    assert.deepEqual(cCalls, ['false'], 'Cy sees no call');
+    await b.waitLine(X, 'call', 'false', 8000);
+    const clearMs = since(t0);
+    report(`call: cleared on Bo's X ${clearMs} ms after the click; Cy's panel showed data-call ${cCalls}`);
+    assert.ok(clearMs >= 4500 && clearMs <= 6500, `cleared after ${clearMs} ms`);
+    assert.deepEqual([...a.errors, ...b.errors, ...c.errors], []);
+    await Promise.all([a, b, c].map((p) => p.close()));
+  });
+
+  check('a listen-only line joins and hears without sending; a talk-only line\'s talk reaches its room', async () => {
+    // Dee: listen to X (listen-only), talk to Y (talk-only).
+    const panel = talkY;
+    const a = await open('b', 'Eva', { groupId: X }); // 660 Hz
+    const d = await open('a', 'Dee', { path: `/?position=${panel}` }); // 440 Hz
+    const c = await open('c', 'Fox', { groupId: Y });
+    await ready([a, d, c], [[a, { [X]: ['Dee'] }], [d, { [X]: ['Eva'] }], [c, { [Y]: ['Dee'] }]]);
+    const dx = await d.lineState(X);
+    const dy = await d.lineState(Y);
+    assert.deepEqual([dx.listen, dx.talk, dy.listen, dy.talk], ['on', undefined, 'off', 'off']);
+    assert.equal(await d.control(Y, 'listen').isDisabled(), true, 'a talk-only line cannot be listened to');
+    const identity = d.token.participantIdentity;
+    const [roomX, roomY] = [await inRoom(X), await inRoom(Y)];
+    report(`Janus: Dee in X ${JSON.stringify(roomX.get(identity))}, in Y ${JSON.stringify(roomY.get(identity))}`);
+    assert.equal(roomX.get(identity)?.muted, true, 'the listen-only line is in X, muted');
+    assert.equal(roomY.get(identity)?.muted, true, 'the talk-only line is in Y, muted until its key');
+
+    // The listen-only line hears X.
+    const release = await hold(a, X);
+    try {
+      await hearsTone(d, X, TONES.b, 'Eva talks on X, Dee listens only');
+    } finally {
+      await release();
+    }
+    // The talk-only line talks to Y: Fox hears Dee (440 Hz); Dee's Y plays nothing.
+    await latch(d, Y);
+    try {
+      await waitFor('Dee unmuted in Y', async () => (await inRoom(Y)).get(identity)?.muted === false);
+      await c.waitLine(Y, 'talkers', 'Dee');
+      await hearsTone(c, Y, TONES.a, 'Dee talks on her talk-only Y');
+      report(`Dee's own Y (talk-only) max ${await silent(d, Y, 'talk-only line plays nothing')} dBFS; Eva's X max ${await silent(a, X, 'Dee talks on Y')} dBFS`);
+    } finally {
+      await d.control(Y, 'talk').click();
+    }
+    assert.deepEqual([...a.errors, ...d.errors, ...c.errors], []);
+    await Promise.all([a, d, c].map((p) => p.close()));
+  });
+
+  check('the admin takes line Y from Hana: that card says so, line X goes on, also after a rejoin', async () => {
+    const a = await open('a', 'Gil', { groupId: X });
+    const b = await open('b', 'Hana', { path: `/?position=${twoLines}` });
+    const c = await open('c', 'Ike', { groupId: Y });
+    await ready([a, b, c], [[a, { [X]: ['Hana'] }], [b, { [X]: ['Gil'], [Y]: ['Ike'] }], [c, { [Y]: ['Hana'] }]]);
+    await latch(a, X);
+    await latch(c, Y);
+    await Promise.all([hears(b, X), hears(b, Y)]);
+    const identity = b.token.participantIdentity;
+
+    const t0 = performance.now();
+    const { status, body } = await control.admin('DELETE', `/users/${encodeURIComponent(identity)}/lines/${Y}`);
+    assert.ok(status >= 200 && status < 300, `DELETE line: ${status} ${JSON.stringify(body)}`);
+    await b.waitLine(Y, 'ended', 'removed', 5000);
+    const endedMs = since(t0);
+    const message = await b.line(Y).locator('.line-ended').textContent();
+    report(`line Y taken from Hana: her card shows it ${endedMs} ms after the DELETE ("${message}")`);
+    assert.match(message, /took you off Line Y/);
+    assert.equal(await b.state(), 'connected', 'the panel stays connected');
+    assert.match(await b.page.locator('#status-text').textContent(), /Connected to Line X/);
+    assert.equal((await b.lineState(Y)).levelIn, undefined, 'no audio on the removed line');
+    // Line X keeps flowing, for some seconds after the removal.
+    await b.page.waitForTimeout(2000);
+    await hearsTone(b, X, TONES.a, 'after line Y was taken');
+    assert.equal(await b.state(), 'connected');
+    // Janus and the admin's view: out of Y, still in X.
+    assert.equal((await inRoom(Y)).has(identity), false, 'out of room Y');
+    assert.equal((await inRoom(X)).has(identity), true, 'still in room X');
+    const hana = await control.user('Hana');
+    report(`Hana in /api/admin/users after: ${JSON.stringify(hana?.lines)}`);
+    assert.deepEqual(hana.lines.map((l) => l.groupId), [X]);
+    // Ike no longer sees Hana on Y.
+    await c.line(Y).locator('.line-people', { hasText: 'Nobody else on the line' }).waitFor({ timeout: 5000 });
+
+    // A network loss longer than the ICE grace makes the panel rejoin with a new token: it asks
+    // for line X only, and Y's card still says it was taken.
+    const tDown = performance.now();
+    await setLink(false);
+    try {
+      await b.waitState('reconnecting', 20_000);
+      const rest = 15_000 - since(tDown);
+      if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest));
+    } finally {
+      await setLink(true);
+    }
+    const tUp = performance.now();
+    await waitFor('Hana rejoined with a new token', async () => b.token.participantIdentity !== identity && (await b.state()) === 'connected', { timeout: 30_000 });
+    await hears(b, X, 30_000);
+    report(`after a 15 s loss Hana rejoined (${since(tUp)} ms after link up to audio on X) with lines ${JSON.stringify(b.token.lines.map((l) => l.groupId))}; Y's card: data-ended=${(await b.lineState(Y)).ended}`);
+    assert.deepEqual(b.token.lines.map((l) => l.groupId), [X], 'the rejoin does not ask for the line taken away');
+    assert.equal((await b.lineState(Y)).ended, 'removed');
+    assert.equal((await inRoom(Y)).has(b.token.participantIdentity), false);
+    assert.deepEqual([...a.errors, ...b.errors, ...c.errors], []);
+    await a.control(X, 'talk').click();
+    await c.control(Y, 'talk').click();
+    await Promise.all([a, b, c].map((p) => p.close()));
+  }, { timeout: 120_000 });
+
+  check('network loss of 5 s with two lines: both lines back, the latch on X and the volume on Y kept', async () => {
+    const a = await open('a', 'Jo', { groupId: X });
+    const b = await open('b', 'Kit', { path: `/?position=${twoLines}` });
+    const c = await open('c', 'Lu', { groupId: Y });
+    await ready([a, b, c], [[a, { [X]: ['Kit'] }], [b, { [X]: ['Jo'], [Y]: ['Lu'] }], [c, { [Y]: ['Kit'] }]]);
+    await latch(a, X);
+    await latch(c, Y);
+    await latch(b, X);
+    await b.control(Y, 'volume').fill('60');
+    await Promise.all([hears(b, X), hears(b, Y), hears(a, X)]);
+
+    const tDown = performance.now();
+    await setLink(false);
+    let downFor;
+    try {
+      await Promise.all([a, b, c].map((p) => p.waitState('reconnecting', 20_000)));
+      report(`two lines, network down: the panels say reconnecting after ${since(tDown)} ms`);
+      const rest = 5_000 - since(tDown);
+      if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest));
+    } finally {
+      downFor = since(tDown);
+      await setLink(true);
+    }
+    const tUp = performance.now();
+    await Promise.all([a, b, c].map((p) => p.waitState('connected', 30_000)));
+    const connectedMs = since(tUp);
+    const times = {};
+    await Promise.all([[b, X], [b, Y], [a, X]].map(async ([p, line]) => {
+      await hears(p, line, 30_000);
+      times[`${p.name} ${line}`] = since(tUp);
+    }));
+    report(`two lines, network back after ${downFor} ms down: panels connected ${connectedMs} ms after link up; audio after link up: ${Object.entries(times).map(([k, v]) => `${k} ${v} ms`).join(', ')}`);
+    assert.equal((await b.lineState(X)).talk, 'latched', 'the latch on X kept');
+    assert.equal(await b.control(Y, 'volume').inputValue(), '60', 'the volume of Y kept');
+    assert.equal((await b.lineState(Y)).talk, undefined);
+    await hearsTone(b, X, TONES.a, 'after the loss');
+    await hearsTone(b, Y, TONES.c, 'after the loss');
+    await hearsTone(a, X, TONES.b, 'after the loss');
+    assert.deepEqual([...a.errors, ...b.errors, ...c.errors], []);
+    await Promise.all([a, b, c].map((p) => p.close()));
+  }, { timeout: 90_000 });
 });
