@@ -3,15 +3,16 @@
 use std::collections::{BTreeMap, HashSet};
 
 use partyline_shared::bridge::{NO_OUTPUT, Plan, PlanUser};
+use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate};
 
 /// Channels of the sound card (inputs and outputs): 0..=7.
-pub const CHANNELS: u8 = 8;
+pub const CHANNELS: u8 = partyline_shared::config::CHANNELS as u8;
 
-/// Checks every rule of `plan`; the error names the field (`users[1].input_channel: …`).
+/// Checks every rule of `plan`; the error names the field (`users[1].input_channel: …`). The
+/// ranges are the config's own ([`Channel`], [`Bitrate`], [`DeviceSampleRate`]): one set of
+/// rules for what control may write and what bridged accepts.
 pub fn validate(plan: &Plan) -> Result<(), String> {
-    if plan.device_sample_rate == 0 || plan.device_sample_rate > 192_000 {
-        return Err(format!("device_sample_rate: {} is not in 1..=192000", plan.device_sample_rate));
-    }
+    DeviceSampleRate::try_from(plan.device_sample_rate).map_err(|e| format!("device_sample_rate: {e}"))?;
     if plan.latency_ms > 5_000 {
         return Err(format!("latency_ms: {} is over 5000", plan.latency_ms));
     }
@@ -38,19 +39,14 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
                 return Err(format!("{}: empty", field(name)));
             }
         }
-        if user.input_channel >= CHANNELS {
-            return Err(format!("{}: {} is not in 0..=7", field("input_channel"), user.input_channel));
+        Channel::try_from(user.input_channel).map_err(|e| format!("{}: {e}", field("input_channel")))?;
+        if user.output_channel != NO_OUTPUT {
+            let channel = u8::try_from(user.output_channel).map_err(|_| user.output_channel.to_string());
+            channel
+                .and_then(Channel::try_from)
+                .map_err(|e| format!("{}: {e} (or -1: no output)", field("output_channel")))?;
         }
-        if user.output_channel != NO_OUTPUT && !(0..i32::from(CHANNELS)).contains(&user.output_channel) {
-            return Err(format!(
-                "{}: {} is not in 0..=7 or -1 (no output)",
-                field("output_channel"),
-                user.output_channel
-            ));
-        }
-        if !(6..=510).contains(&user.bitrate_kbps) {
-            return Err(format!("{}: {} is not in 6..=510 kbit/s", field("bitrate_kbps"), user.bitrate_kbps));
-        }
+        Bitrate::try_from(user.bitrate_kbps).map_err(|e| format!("{}: {e}", field("bitrate_kbps")))?;
         if !names.insert(user.name.as_str()) {
             return Err(format!("{}: {:?} is used twice", field("name"), user.name));
         }

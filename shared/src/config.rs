@@ -486,7 +486,7 @@ macro_rules! checked_number {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "u64", into = "u64")]
-        pub struct $name(pub $inner);
+        pub struct $name($inner);
 
         impl $name {
             /// What a valid value is, for error messages.
@@ -505,6 +505,13 @@ macro_rules! checked_number {
                     Ok(v) if check(value) => Ok(Self(v)),
                     _ => Err(format!("{value} is out of range: expected {}", $expect)),
                 }
+            }
+        }
+
+        impl TryFrom<$inner> for $name {
+            type Error = String;
+            fn try_from(value: $inner) -> Result<Self, String> {
+                Self::try_from(u64::from(value))
             }
         }
 
@@ -540,7 +547,15 @@ checked_number!(
     JitterBufferMs(u32), |v| (20..=1_000).contains(&v), "20 to 1000 ms"
 );
 checked_number!(
-    /// A sound-card channel, 0 to 7.
+    /// A sound-card channel, 0 to 7. Made only through its checks, like every newtype here:
+    ///
+    /// ```compile_fail
+    /// let _ = partyline_shared::config::Channel(99);
+    /// ```
+    /// ```
+    /// use partyline_shared::config::Channel;
+    /// assert!(Channel::try_from(7u8).is_ok() && Channel::try_from(8u8).is_err());
+    /// ```
     Channel(u8), |v| v < CHANNELS as u64, "a channel from 0 to 7"
 );
 

@@ -17,7 +17,7 @@ const UNAUTHORIZED = /unauthorized request/i;
 let janusReady = null;
 
 const noop = () => {};
-const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onTalkingEvents: noop, onLineEnded: noop };
+const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onLineEnded: noop };
 
 export function initJanus() {
   janusReady ??= new Promise((resolve, reject) => {
@@ -41,7 +41,7 @@ export class KickedError extends Error {
  *   onKicked(),                    the admin disconnected us
  *   onNetwork(groupId, ok),        a line's ICE path went away (false) or came back (true)
  *   onRemoteStream(groupId, stream|null),
- *   onPeople(groupId, Map id → {display, muted, talking}), onTalkingEvents(groupId),
+ *   onPeople(groupId, Map id → {display, muted}),
  *   onLineEnded(groupId),          the admin took this line away (the others go on)
  * }
  */
@@ -258,23 +258,11 @@ class LineLink {
       if (this.roomMuted !== !this.talking) this.sendMuted(!this.talking);
     }
     let changed = false;
-    if (event === 'talking' || event === 'stopped-talking') {
-      if (message.id !== own) {
-        const person = this.people.get(message.id) ?? { display: message.display ?? message.id, muted: false };
-        person.talking = event === 'talking';
-        this.people.set(message.id, person);
-        changed = true;
-      }
-      this.events.onTalkingEvents(this.line.groupId);
-    }
     for (const p of message.participants ?? []) {
       if (p.id === own) continue;
       const person = this.people.get(p.id) ?? {};
       person.display = p.display ?? person.display ?? String(p.id);
       person.muted = p.muted === true;
-      // Janus lists `talking` in some participant lists whether or not the room detects voice
-      // activity: only talking events tell that it does.
-      if ('talking' in p) person.talking = p.talking === true;
       this.people.set(p.id, person);
       changed = true;
     }

@@ -126,7 +126,6 @@ class Line {
     this.output = new LineOutput(this.q('.line-audio'));
     this.people = new Map();
     this.ended = false;
-    this.talkingEvents = false;
     this.talk = 'off';
     this.pressed = null; // { source, at, ignore }
     this.callTimer = null;
@@ -226,18 +225,17 @@ class Line {
     showMicMuted();
   }
 
-  /** Who is on the line and who talks: AudioBridge's participant lists and talking events. */
+  /** Who is on the line and who has a talk key on: AudioBridge's participant lists. */
   setPeople(people) {
     this.people = new Map(people);
     this.showPeople();
   }
 
   showPeople() {
-    // A talker has the talk key on (unmuted in the room) and, where the room reports voice
-    // activity (audiolevel_event), speaks.
-    const talkers = [...this.people.values()]
-      .filter((p) => !p.muted && (!this.talkingEvents || p.talking))
-      .map((p) => p.display);
+    // A talker has a talk key on: the panel is muted in the room whenever none is, so "unmuted"
+    // is the key, as a hardware panel's talk lamp. (The rooms' voice-activity events flicker with
+    // the gaps of speech; the lamp must not.)
+    const talkers = [...this.people.values()].filter((p) => !p.muted).map((p) => p.display);
     this.el.dataset.active = String(talkers.length > 0);
     this.el.dataset.talkers = talkers.join(',');
     this.q('.line-talkers').textContent = talkers.length ? `${talkers.join(', ')} talking` : '';
@@ -270,7 +268,6 @@ class Line {
   disconnect() {
     this.output.detach();
     this.people.clear();
-    this.talkingEvents = false;
     this.showPeople();
     delete this.el.dataset.levelIn;
   }
@@ -694,13 +691,6 @@ const connectionEvents = {
     line?.end();
     showMicMuted();
     if (root.dataset.state === 'connected') setState('connected', connectedText());
-  },
-  onTalkingEvents(groupId) {
-    const line = lineById(groupId);
-    if (line && !line.talkingEvents) {
-      line.talkingEvents = true;
-      line.showPeople();
-    }
   },
 };
 

@@ -319,8 +319,8 @@ mod tests {
         config.server_audio_users.push(ServerAudioUser {
             name: "FOH".into(),
             group: "stage-left".into(),
-            input_channel: Channel(0),
-            output_channel: Some(Channel(1)),
+            input_channel: Channel::try_from(0u8).expect("a channel"),
+            output_channel: Some(Channel::try_from(1u8).expect("a channel")),
         });
         config
     }

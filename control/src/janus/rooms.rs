@@ -21,7 +21,8 @@ pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSp
                 sampling_rate: config.audio.sample_rate.get(),
                 default_prebuffering: prebuffering,
                 default_bitrate: config.group_bitrate(group).get() * 1000,
-                // The panels' activity lights: a talker shows within 10 packets (200 ms).
+                // Voice activity, decided over 10 packets (200 ms), for whoever wants to know who
+                // speaks (the panels' lamps follow the talk keys: muted or not in the room).
                 audiolevel_event: true,
                 audio_active_packets: 10,
                 audio_level_average: 40,
@@ -74,8 +75,9 @@ mod tests {
 
     fn config() -> Config {
         let mut config = Config::default();
-        config.groups = vec![Group::new("Stage Left", None), Group::new("FOH", Some(Bitrate(96)))];
-        config.audio.jitter_buffer_ms = JitterBufferMs(40);
+        let bitrate = |kbps: u32| Bitrate::try_from(kbps).expect("a bitrate");
+        config.groups = vec![Group::new("Stage Left", None), Group::new("FOH", Some(bitrate(96)))];
+        config.audio.jitter_buffer_ms = JitterBufferMs::try_from(40u32).expect("a buffer");
         config
     }
 
@@ -106,7 +108,7 @@ mod tests {
         assert_eq!(plan(&rooms, &existing, &mut created), RoomPlan::default(), "nothing to do");
 
         let mut changed = config();
-        changed.audio.default_bitrate = Bitrate(32);
+        changed.audio.default_bitrate = Bitrate::try_from(32u32).expect("a bitrate");
         let rooms = desired(&changed, "key", "secret");
         let later = plan(&rooms, &existing, &mut created);
         assert!(later.recreate.is_empty(), "foh has its own bitrate; stage-left is busy: {later:?}");
