@@ -8,14 +8,14 @@
 //              audio on every line of a 4-line panel, TRIES times
 //   capacity   panel users with 4 lines each (one browser context each, in one Chromium) added
 //              STEP_USERS at a time, until a listener on one of the lines hears a steady talker
-//              drop out; Janus's and Chromium's CPU at every step; once with everything at one
-//              priority, once with the users' Chromium at nice 19 (CAPACITY_NICE)
+//              drop out; Janus's and Chromium's CPU at every step; once with everything sharing
+//              both CPUs, once with the users' Chromium confined to CPU 0 (CAPACITY_SERIES)
 //
 //   node web/bench/panel.mjs [--quick] [latency] [network] [capacity]
 //
 // Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), TRIES (20),
 // DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10),
-// CAPACITY_NICE ("0 19": one series each); PARTYLINE_CONTROL_BIN and PARTYLINE_BRIDGED_BIN
+// CAPACITY_SERIES ("shared confined"); PARTYLINE_CONTROL_BIN and PARTYLINE_BRIDGED_BIN
 // (bench/panel sets the release builds).
 
 import { execFile } from 'node:child_process';
@@ -41,8 +41,8 @@ const DOWN_SECS = (process.env.DOWN_SECS ?? (QUICK ? '5' : '5 15')).split(/\s+/)
 const STEP_USERS = number('STEP_USERS', 2, 2);
 const MAX_USERS = number('MAX_USERS', 40, 4);
 const WINDOW_SECS = number('WINDOW_SECS', 10, 5);
-/** The capacity series: the nice value of the users' Chromium in each. */
-const CAPACITY_NICE = (process.env.CAPACITY_NICE ?? '0 19').split(/\s+/).filter(Boolean).map(Number);
+/** The capacity series: `shared` (everything on both CPUs), `confined` (the users' Chromium on CPU 0 at nice 19). */
+const CAPACITY_SERIES = (process.env.CAPACITY_SERIES ?? 'shared confined').split(/\s+/).filter(Boolean);
 
 /** An onset: a 1 ms window over this after at least ONSET_QUIET_MS under it. */
 const ONSET_DB = -50;
@@ -204,7 +204,6 @@ async function latency() {
       const card = cardOut.envelope(0, from);
       await a.control(X, 'talk').click();
       await a.waitLine(X, 'talk', 'off');
-      progress(`DEBUG mouth ${onsets(mouth).length} onsets, ear ${onsets(ear).length}, card ${onsets(card).length} (card max ${Math.max(...card.db)} over ${card.db.length} ms; skews ${(control.card.bridged.log().match(/skew/g) ?? []).length}; bridge ${JSON.stringify((await control.bridge()).branches)}; mouth max ${Math.max(...mouth.db)}; ear max ${Math.max(...ear.db)})`);
       const browserToBrowser = delays(onsets(mouth), onsets(ear), endOf(ear));
       const browserToCard = delays(onsets(mouth), onsets(card), endOf(card));
 
@@ -333,23 +332,73 @@ async function networkSeries(downSecs) {
   });
 }
 
-/** Sets the nice value of every thread of `pid` and of the processes below it. */
-async function renice(pid, nice) {
+/**
+ * Confines `pid` and the processes below it (every thread) to CPU 0 at nice 19: the other CPU
+ * stays to Janus, the talker and the listener (and to the rest of the machine).
+ */
+async function confine(pid) {
   const tids = processTree(pid).flatMap((p) => {
     try {
       return readdirSync(`/proc/${p}/task`);
     } catch {
-      return [];
+      return []; // gone meanwhile
     }
   });
-  if (tids.length) await run('renice', ['-n', String(nice), '-p', ...tids]).catch(() => {});
+  if (tids.length === 0) return;
+  await run('renice', ['-n', '19', '-p', ...tids]).catch(() => {});
+  await Promise.all(tids.map((tid) => run('taskset', ['-p', '-c', '0', tid]).catch(() => {})));
 }
 
 /**
- * One capacity series: users added STEP_USERS at a time (their Chromium at nice `nice`) until
- * two steps in a row are degraded or MAX_USERS; a row per step.
+ * Janus's view of the participant `display` in `room` (AudioBridge's `queue-in`: its packets
+ * waiting to be mixed; RTCP's `jitter-local`: of the packets it receives), sampled every 200 ms
+ * until `stop()`: `{ emptyQueue, samples, jitterMs }`: how many samples found its queue empty
+ * (Janus mixed without it: its packets came late).
  */
-async function capacitySeries(nice) {
+function watchParticipant(janus, room, display) {
+  let handle = null;
+  const seen = { emptyQueue: 0, samples: 0, jitterMs: 0 };
+  const find = async () => {
+    for (const session of (await janus.admin({ janus: 'list_sessions' })).sessions ?? []) {
+      for (const id of (await janus.admin({ janus: 'list_handles', session_id: session })).handles ?? []) {
+        const info = (await janus.admin({ janus: 'handle_info', session_id: session, handle_id: id })).info;
+        if (info?.plugin_specific?.display === display && info.plugin_specific.room === room) return { session, id };
+      }
+    }
+    return null;
+  };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      handle ??= await find();
+      if (handle) {
+        const info = (await janus.admin({ janus: 'handle_info', session_id: handle.session, handle_id: handle.id })).info;
+        const queue = info?.plugin_specific?.['queue-in'];
+        if (queue === undefined) {
+          handle = null;
+        } else {
+          seen.samples += 1;
+          if (queue === 0) seen.emptyQueue += 1;
+          seen.jitterMs = Math.max(seen.jitterMs, info.webrtc?.media?.[0]?.rtcp?.main?.['jitter-local'] ?? 0);
+        }
+      }
+      await sleep(200);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return seen;
+    },
+  };
+}
+
+/**
+ * One capacity series: users added STEP_USERS at a time until two steps in a row are degraded
+ * or MAX_USERS; `confined`: the users' Chromium on CPU 0 at nice 19. A row per step.
+ */
+async function capacitySeries(confined) {
   const lines = ['load-1', 'load-2', 'load-3', 'load-4'];
   const [L] = lines;
   const rows = [];
@@ -379,12 +428,14 @@ async function capacitySeries(nice) {
           joining.push(panel(loadBrowser, control, `User ${n}`, `/?groups=${lines}`).then((p) => users.push(p)));
         }
         const joined = await Promise.allSettled(joining);
-        failedJoins += joined.filter((j) => j.status === 'rejected').length;
-        await renice(loadPid, nice); // the renderers of the new users too
+        const joinsFailed = joined.filter((j) => j.status === 'rejected').length;
+        failedJoins += joinsFailed;
+        if (confined) await confine(loadPid); // the new users' renderers and threads too
         await sleep(3000);
         await readEnvelope(talker.page, 'mouth', { clear: true });
         await readEnvelope(listener.page, 'ear', { clear: true });
         const before = await inboundStats(listener.page);
+        const talkerInJanus = watchParticipant(control.janus, L, 'Talker');
         const cpu = new CpuWindow({
           janus: () => [janus],
           load: () => processTree(loadPid),
@@ -392,6 +443,7 @@ async function capacitySeries(nice) {
         }, janus);
         await sleep(WINDOW_SECS * 1000);
         const usage = cpu.stop();
+        const inJanus = await talkerInJanus.stop();
         const heard = dropouts(await readEnvelope(listener.page, 'ear', { clear: true }));
         const sent = dropouts(await readEnvelope(talker.page, 'mouth', { clear: true }));
         const after = await inboundStats(listener.page);
@@ -400,10 +452,11 @@ async function capacitySeries(nice) {
         const states = await Promise.all(users.map((p) => p.state().catch(() => 'closed')));
         const connected = states.filter((state) => state === 'connected').length;
         // Degraded: the listener hears dropouts the talker's page did not send, conceals 1 % of
-        // its audio or more, hears nothing, or a user fell out.
-        const degraded = heard.count > sent.count || !(concealed < 1) || heard.median < SOUND_DB || connected < users.length;
-        rows.push({ users: users.length, connected, failedJoins, usage, heard, sent, concealed, lost: after.packetsLost - before.packetsLost, jitterMs: after.jitter * 1000, degraded });
-        progress(`capacity (nice ${nice}): ${users.length} users (${connected} connected): Janus ${usage.groups.janus} % (busiest thread ${usage.busiestThread?.name} ${usage.busiestThread?.percent} %), users' Chromium ${usage.groups.load} %, machine ${usage.machine} % (others ${usage.others} %); listener median ${heard.median} dBFS, ${heard.count} dropouts (longest ${heard.longest} ms; the talker's microphone ${sent.count}), concealed ${fmt(concealed, 2)} %${degraded ? ': DEGRADED' : ''}`);
+        // its audio or more, or hears nothing; or a user could not join or fell out.
+        const degraded = heard.count > sent.count || !(concealed < 1) || heard.median < SOUND_DB
+          || joinsFailed > 0 || connected < users.length;
+        rows.push({ users: users.length, connected, failedJoins, joinsFailed, usage, heard, sent, inJanus, concealed, jitterMs: after.jitter * 1000, degraded });
+        progress(`capacity (${confined ? 'confined' : 'shared'}): ${users.length} users (${connected} connected): Janus ${usage.groups.janus} % (busiest thread ${usage.busiestThread?.name} ${usage.busiestThread?.percent} %), users' Chromium ${usage.groups.load} %, machine ${usage.machine} % (others ${usage.others} %); listener median ${heard.median} dBFS, ${heard.count} dropouts (longest ${heard.longest} ms; the talker's microphone ${sent.count}; the talker's queue in Janus empty in ${inJanus.emptyQueue} of ${inJanus.samples} samples), concealed ${fmt(concealed, 2)} %${degraded ? ': DEGRADED' : ''}`);
         bad = degraded ? bad + 1 : 0;
         if (bad >= 2) break;
       }
@@ -417,18 +470,19 @@ async function capacitySeries(nice) {
 
 async function capacity() {
   md('### Capacity (`capacity`): panel users with 4 lines each');
-  for (const nice of CAPACITY_NICE) {
-    const rows = await capacitySeries(nice);
+  for (const series of CAPACITY_SERIES) {
+    const confined = series === 'confined';
+    const rows = await capacitySeries(confined);
     md();
-    md(nice === 0
-      ? '#### Everything at the same priority (the users\' Chromium competes with Janus, as on one machine)'
-      : `#### The users' Chromium at nice ${nice} (Janus, the talker and the listener first: Janus's own limit)`);
+    md(confined
+      ? '#### The users\' Chromium confined to CPU 0 at nice 19 (Janus, the talker and the listener keep the other CPU)'
+      : '#### Everything shares both CPUs (the users\' Chromium competes with Janus, as on one machine)');
     md();
-    md('| users (lines) | connected | Janus CPU % (busiest thread) | Chromium CPU %: users / talker + listener | machine busy % (others) | listener level dBFS | dropouts ≥ 10 ms heard (longest) / sent | concealed % | lost | jitter ms | |');
+    md('| users (lines) | connected | Janus CPU % (busiest thread) | Chromium CPU %: users / talker + listener | machine busy % (others) | listener level dBFS | dropouts ≥ 10 ms heard (longest) / sent | talker\'s queue in Janus empty | concealed % | jitter ms: Janus → listener / talker → Janus | |');
     md('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const r of rows) {
       const u = r.usage;
-      md(`| ${r.users} (${r.users * 4}) | ${r.connected}${r.failedJoins ? ` (${r.failedJoins} joins failed)` : ''} | ${fmt(u.groups.janus)} (${u.busiestThread?.name ?? '–'} ${fmt(u.busiestThread?.percent)}) | ${fmt(u.groups.load)} / ${fmt(u.groups.measuring)} | ${fmt(u.machine)} (${fmt(u.others)}) | ${fmt(r.heard.median, 1)} | ${r.heard.count} (${r.heard.longest} ms) / ${r.sent.count} | ${fmt(r.concealed, 2)} | ${r.lost} | ${fmt(r.jitterMs, 1)} | ${r.degraded ? 'degraded' : 'clean'} |`);
+      md(`| ${r.users} (${r.users * 4}) | ${r.connected}${r.failedJoins ? ` (${r.failedJoins} joins failed)` : ''} | ${fmt(u.groups.janus)} (${u.busiestThread?.name ?? '–'} ${fmt(u.busiestThread?.percent)}) | ${fmt(u.groups.load)} / ${fmt(u.groups.measuring)} | ${fmt(u.machine)} (${fmt(u.others)}) | ${fmt(r.heard.median, 1)} | ${r.heard.count} (${r.heard.longest} ms) / ${r.sent.count} | ${r.inJanus.emptyQueue} of ${r.inJanus.samples} | ${fmt(r.concealed, 2)} | ${fmt(r.jitterMs)} / ${fmt(r.inJanus.jitterMs)} | ${r.degraded ? 'degraded' : 'clean'} |`);
     }
     md();
     const firstBad = rows.findIndex((r) => r.degraded);
@@ -436,7 +490,7 @@ async function capacity() {
     md(firstBad < 0
       ? `No step degraded up to ${rows.at(-1)?.users} users.`
       : `Last clean step: **${lastClean ? `${lastClean.users} users (${lastClean.users * 4} lines)` : 'none'}**; first degraded: ${rows[firstBad].users} users, with Janus at ${fmt(rows[firstBad].usage.groups.janus)} %, the users' Chromium at ${fmt(rows[firstBad].usage.groups.load)} % and the machine at ${fmt(rows[firstBad].usage.machine)} % of ${rows[firstBad].usage.cpus * 100} %.`);
-    const measured = rows.slice(0, firstBad < 0 ? rows.length : firstBad + 1).filter((r) => r.users > 0);
+    const measured = rows.slice(0, firstBad < 0 ? rows.length : firstBad + 1).filter((r) => r.users > 0 && r.joinsFailed === 0);
     if (measured.length >= 2) {
       const [a, b] = [measured[0], measured.at(-1)];
       const perUser = (key) => (b.usage.groups[key] - a.usage.groups[key]) / (b.users - a.users);
