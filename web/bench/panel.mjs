@@ -420,7 +420,6 @@ async function capacitySeries(confined) {
       await startEnvelope(listener.page, 'ear', L);
       const janus = await control.janus.pid();
       const users = [];
-      let failedJoins = 0;
       let bad = 0;
       for (let target = 0; target <= MAX_USERS; target += STEP_USERS) {
         const joining = [];
@@ -429,7 +428,6 @@ async function capacitySeries(confined) {
         }
         const joined = await Promise.allSettled(joining);
         const joinsFailed = joined.filter((j) => j.status === 'rejected').length;
-        failedJoins += joinsFailed;
         if (confined) await confine(loadPid); // the new users' renderers and threads too
         await sleep(3000);
         await readEnvelope(talker.page, 'mouth', { clear: true });
@@ -455,7 +453,7 @@ async function capacitySeries(confined) {
         // its audio or more, or hears nothing; or a user could not join or fell out.
         const degraded = heard.count > sent.count || !(concealed < 1) || heard.median < SOUND_DB
           || joinsFailed > 0 || connected < users.length;
-        rows.push({ users: users.length, connected, failedJoins, joinsFailed, usage, heard, sent, inJanus, concealed, jitterMs: after.jitter * 1000, degraded });
+        rows.push({ users: users.length, connected, joinsFailed, usage, heard, sent, inJanus, concealed, jitterMs: after.jitter * 1000, degraded });
         progress(`capacity (${confined ? 'confined' : 'shared'}): ${users.length} users (${connected} connected): Janus ${usage.groups.janus} % (busiest thread ${usage.busiestThread?.name} ${usage.busiestThread?.percent} %), users' Chromium ${usage.groups.load} %, machine ${usage.machine} % (others ${usage.others} %); listener median ${heard.median} dBFS, ${heard.count} dropouts (longest ${heard.longest} ms; the talker's microphone ${sent.count}; the talker's queue in Janus empty in ${inJanus.emptyQueue} of ${inJanus.samples} samples), concealed ${fmt(concealed, 2)} %${degraded ? ': DEGRADED' : ''}`);
         bad = degraded ? bad + 1 : 0;
         if (bad >= 2) break;
@@ -482,7 +480,7 @@ async function capacity() {
     md('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const r of rows) {
       const u = r.usage;
-      md(`| ${r.users} (${r.users * 4}) | ${r.connected}${r.failedJoins ? ` (${r.failedJoins} joins failed)` : ''} | ${fmt(u.groups.janus)} (${u.busiestThread?.name ?? '–'} ${fmt(u.busiestThread?.percent)}) | ${fmt(u.groups.load)} / ${fmt(u.groups.measuring)} | ${fmt(u.machine)} (${fmt(u.others)}) | ${fmt(r.heard.median, 1)} | ${r.heard.count} (${r.heard.longest} ms) / ${r.sent.count} | ${r.inJanus.emptyQueue} of ${r.inJanus.samples} | ${fmt(r.concealed, 2)} | ${fmt(r.jitterMs)} / ${fmt(r.inJanus.jitterMs)} | ${r.degraded ? 'degraded' : 'clean'} |`);
+      md(`| ${r.users} (${r.users * 4}) | ${r.connected}${r.joinsFailed ? ` (${r.joinsFailed} joins failed)` : ''} | ${fmt(u.groups.janus)} (${u.busiestThread?.name ?? '–'} ${fmt(u.busiestThread?.percent)}) | ${fmt(u.groups.load)} / ${fmt(u.groups.measuring)} | ${fmt(u.machine)} (${fmt(u.others)}) | ${fmt(r.heard.median, 1)} | ${r.heard.count} (${r.heard.longest} ms) / ${r.sent.count} | ${r.inJanus.emptyQueue} of ${r.inJanus.samples} | ${fmt(r.concealed, 2)} | ${fmt(r.jitterMs)} / ${fmt(r.inJanus.jitterMs)} | ${r.degraded ? 'degraded' : 'clean'} |`);
     }
     md();
     const firstBad = rows.findIndex((r) => r.degraded);
