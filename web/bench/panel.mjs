@@ -517,7 +517,8 @@ async function capacity() {
     md(firstBad < 0
       ? `No step degraded up to ${rows.at(-1)?.users} users.`
       : `Last clean step: **${lastClean ? `${lastClean.users} users (${lastClean.users * 4} lines)` : 'none'}**; first degraded: ${rows[firstBad].users} users, with Janus at ${fmt(rows[firstBad].usage.groups.janus)} %, the users' Chromium at ${fmt(rows[firstBad].usage.groups.load)} % and the machine at ${fmt(rows[firstBad].usage.machine)} % of ${rows[firstBad].usage.cpus * 100} %.`);
-    const measured = rows.slice(0, firstBad < 0 ? rows.length : firstBad + 1).filter((r) => r.users > 0 && r.joinsFailed === 0);
+    // The cost of a user from the clean steps (a degraded step's users may have fallen out).
+    const measured = (firstBad < 0 ? rows : rows.slice(0, firstBad)).filter((r) => r.users > 0);
     if (measured.length >= 2) {
       const [a, b] = [measured[0], measured.at(-1)];
       const perUser = (key) => (b.usage.groups[key] - a.usage.groups[key]) / (b.users - a.users);
