@@ -15,6 +15,7 @@ use crate::api::{self, ApiError};
 use crate::bridge::BridgeManager;
 use crate::calls::Calls;
 use crate::config::ConfigManager;
+use crate::events::EventBus;
 use crate::janus::Janus;
 use crate::logring::LogRing;
 use crate::pin::PinLimiter;
@@ -36,6 +37,8 @@ pub struct AppState {
     pub calls: Arc<Calls>,
     /// Wrong PINs per client address.
     pub pins: Arc<PinLimiter>,
+    /// Live events for the admin's event stream.
+    pub events: EventBus,
     /// Whether the public listener speaks TLS (for the URLs handed to browsers).
     pub tls: bool,
     pub started: Instant,
@@ -48,12 +51,14 @@ impl AppState {
     /// process, as the fuzz target of request bodies does; call inside a tokio runtime.
     pub fn offline(config_file: &Path, state_dir: &Path, admin_token: &str) -> anyhow::Result<AppState> {
         let config = ConfigManager::load(config_file)?;
-        let users = Arc::new(Users::restore(state_dir));
+        let events = EventBus::default();
+        let users = Arc::new(Users::restore(state_dir, events.clone()));
         let janus = Janus::new(Arc::clone(&config), JanusSecrets::default(), Arc::clone(&users))?;
         let bus = BusChoice::Address(format!("unix:path={}", state_dir.join("no-bus").display()));
-        let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus);
+        let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus, events.clone());
         Ok(AppState {
             config,
+            events,
             logs: LogRing::default(),
             admin_token: Arc::new(SecretValue::new(admin_token.to_owned())),
             janus,

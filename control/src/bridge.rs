@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use crate::config::ConfigManager;
+use crate::events::{EventBus, LiveEvent};
 use crate::janus::{Janus, JanusError};
 
 /// How often the status is refreshed without a signal (bridged signals state changes only; the
@@ -167,10 +168,12 @@ pub struct BridgeManager {
     /// The plan bridged last accepted; `None` forces the next push.
     applied: tokio::sync::Mutex<Option<Plan>>,
     wake: Notify,
+    /// Where changes of bridged's state are published.
+    events: EventBus,
 }
 
 impl BridgeManager {
-    pub fn new(config: Arc<ConfigManager>, janus: Arc<Janus>, bus: BusChoice) -> Arc<BridgeManager> {
+    pub fn new(config: Arc<ConfigManager>, janus: Arc<Janus>, bus: BusChoice, events: EventBus) -> Arc<BridgeManager> {
         let view = BridgeView::without_bridge(BridgeViewState::Unknown, String::new());
         Arc::new(BridgeManager {
             config,
@@ -180,6 +183,7 @@ impl BridgeManager {
             present: AtomicBool::new(false),
             applied: tokio::sync::Mutex::new(None),
             wake: Notify::new(),
+            events,
         })
     }
 
@@ -193,7 +197,11 @@ impl BridgeManager {
     }
 
     fn set_view(&self, view: BridgeView) {
-        *self.view.lock().unwrap_or_else(PoisonError::into_inner) = view;
+        let mut current = self.view.lock().unwrap_or_else(PoisonError::into_inner);
+        if (current.state, &current.message) != (view.state, &view.message) {
+            self.events.publish(&LiveEvent::BridgeState { state: view.state, message: view.message.clone() });
+        }
+        *current = view;
     }
 
     /// Connects to the bus and follows bridged forever, reconnecting when the bus goes.

@@ -17,6 +17,7 @@ mod calls;
 mod cli;
 mod config;
 mod devices;
+mod events;
 mod files;
 mod janus;
 mod janus_proxy;

@@ -39,6 +39,8 @@ pub enum ConfigEventKind {
 pub struct ConfigEvent {
     pub kind: ConfigEventKind,
     pub config: Arc<Config>,
+    /// What changed, as the log says it (`create group Stage`, `reload from disk`).
+    pub what: Arc<str>,
 }
 
 /// Why a config could not be loaded.
@@ -141,7 +143,7 @@ impl ConfigManager {
             })?;
             *on_disk = text;
             tracing::info!(change = what, "config updated");
-            self.swap(&old, new);
+            self.swap(&old, new, what);
         }
         Ok(output)
     }
@@ -163,18 +165,21 @@ impl ConfigManager {
             return Ok(false);
         }
         tracing::info!(path = %self.path.display(), "config reloaded from disk");
-        self.swap(&old, new);
+        self.swap(&old, new, "reload from disk");
         Ok(true)
     }
 
-    fn swap(&self, old: &Config, new: Config) {
+    fn swap(&self, old: &Config, new: Config, what: &str) {
         let device_changed = old.audio.device != new.audio.device;
         let new = Arc::new(new);
+        let what: Arc<str> = what.into();
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&new);
         // No subscriber is not an error: events are for whoever listens now.
-        let _ = self.events.send(ConfigEvent { kind: ConfigEventKind::ConfigUpdated, config: Arc::clone(&new) });
+        let updated =
+            ConfigEvent { kind: ConfigEventKind::ConfigUpdated, config: Arc::clone(&new), what: what.clone() };
+        let _ = self.events.send(updated);
         if device_changed {
-            let _ = self.events.send(ConfigEvent { kind: ConfigEventKind::AudioDeviceUpdated, config: new });
+            let _ = self.events.send(ConfigEvent { kind: ConfigEventKind::AudioDeviceUpdated, config: new, what });
         }
     }
 }
