@@ -39,6 +39,13 @@ const OTHER_SOUND_SYSTEMS: [&str; 4] = ["pulse", "pipewire", "jack", "oss"];
 /// Lists the cards and PCMs; an error when there is none. alsa-lib blocks (it opens devices):
 /// this runs on a blocking thread.
 pub(super) async fn list() -> anyhow::Result<DeviceListing> {
+    // alsa-lib's PulseAudio hook (libasound2-plugins) connects to PulseAudio with libpulse in
+    // this process, which then reads the client config named in control's environment: only
+    // control's own forbids starting a server (`main` sets it).
+    let ours = super::client_config()?;
+    if std::env::var_os(super::CLIENT_CONFIG_VAR).is_none_or(|set| set != ours.as_os_str()) {
+        bail!("{} is not control's client config: ALSA is not asked", super::CLIENT_CONFIG_VAR);
+    }
     tokio::task::spawn_blocking(enumerate).await.context("the ALSA listing thread failed")?
 }
 

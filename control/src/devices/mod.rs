@@ -22,6 +22,9 @@ mod alsa;
 #[cfg(target_os = "linux")]
 mod pulse;
 
+#[cfg(target_os = "linux")]
+pub use pulse::{CLIENT_CONFIG_VAR, client_config};
+
 /// How long the sound server, then ALSA, may take to answer before the next fallback is used.
 pub const SOUND_SERVER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Channel count reported when the real one is unknown (a busy ALSA device never seen free, the

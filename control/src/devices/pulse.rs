@@ -1,11 +1,13 @@
 //! The sound server (PulseAudio, or PipeWire's PulseAudio server), asked through
 //! `pactl --format=json` (pactl 16 and later; Debian 12 has 16.1).
 //!
-//! pactl never starts a sound server: without one, libpulse may "autospawn" a PulseAudio for the
-//! calling user (a non-root user whose client config allows it; root never does), which would
-//! then hold the card, and its runtime directory would outlive it. Every pactl run reads a
-//! client config of control's own ([`client_config`]) that says `autospawn = no`: the supported
-//! way, `PULSE_CLIENTCONFIG` (pulse-client.conf(5)), since pactl has no option for it.
+//! Nothing control runs starts a sound server: without one, libpulse may "autospawn" a PulseAudio
+//! for the calling user (a non-root user whose client config allows it, as
+//! `/run/pulseaudio-enable-autospawn` does on a machine without systemd; root never does), which
+//! would then hold the card, and its runtime directory would outlive it. Every pactl run, and
+//! libpulse inside control (alsa-lib's PulseAudio hook, set up by `main`), reads a client config
+//! of control's own ([`client_config`]) that says `autospawn = no`: the supported way,
+//! `PULSE_CLIENTCONFIG` (pulse-client.conf(5)), since pactl has no option for it.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -88,7 +90,7 @@ async fn pactl(args: &[&str]) -> anyhow::Result<String> {
     let output = Command::new("pactl")
         .arg("--format=json")
         .args(args)
-        .env("PULSE_CLIENTCONFIG", client_config()?)
+        .env(CLIENT_CONFIG_VAR, client_config()?)
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output()
@@ -105,6 +107,9 @@ async fn pactl(args: &[&str]) -> anyhow::Result<String> {
     String::from_utf8(output.stdout).context("pactl printed invalid UTF-8")
 }
 
+/// The variable libpulse reads its client config's path from.
+pub const CLIENT_CONFIG_VAR: &str = "PULSE_CLIENTCONFIG";
+
 /// What every pactl run of control reads instead of the machine's and the user's client config.
 /// Only the autospawn setting differs from the defaults; the server is still found the usual way
 /// (`PULSE_SERVER`, then the user's and the system's sockets).
@@ -113,7 +118,7 @@ const CLIENT_CONFIG: &str = "# partyline-control's pactl: never start a sound se
 /// A path to [`CLIENT_CONFIG`] that pactl can open: an unlinked temporary file that this process
 /// keeps open, reached through `/proc/PID/fd/N` (pactl runs as the same user). Nothing is left
 /// on disk whichever way control ends, and no temp cleaner can take it away.
-fn client_config() -> anyhow::Result<PathBuf> {
+pub fn client_config() -> anyhow::Result<PathBuf> {
     static FILE: OnceLock<Result<std::fs::File, String>> = OnceLock::new();
     let file = FILE.get_or_init(|| {
         let mut file = tempfile::tempfile().map_err(|e| format!("cannot create pactl's client config: {e}"))?;
