@@ -18,7 +18,7 @@
 //! The default device (card 0, device 0) is what ALSA's `default` PCM opens when no
 //! configuration says otherwise.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use alsa::pcm::HwParams;
@@ -181,9 +181,10 @@ fn offers(pcm: &str, direction: Direction) -> alsa::Result<(u32, u32)> {
 /// What a card's PCM offers, remembered per PCM and direction for the times it is busy (bridged
 /// holds the selected card while it runs): the last answer this process got, else `None`.
 fn remembered(pcm: &str, direction: Direction, now: alsa::Result<(u32, u32)>) -> Option<(u32, u32)> {
-    static SEEN: Mutex<Option<HashMap<(String, bool), (u32, u32)>>> = Mutex::new(None);
+    /// (PCM, capture?) → (channels, rate).
+    type Seen = BTreeMap<(String, bool), (u32, u32)>;
+    static SEEN: Mutex<Seen> = Mutex::new(BTreeMap::new());
     let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let seen = seen.get_or_insert_with(HashMap::new);
     let key = (pcm.to_owned(), direction == Direction::Capture);
     match now {
         Ok(offers) => {
