@@ -22,35 +22,30 @@ use tokio::process::Command;
 
 use super::{DeviceEntry, DeviceListing, UNKNOWN_CHANNELS, UNKNOWN_SAMPLE_RATE, input_note};
 
-/// What control keeps of `pactl --format=json info`.
+/// What control keeps of `pactl --format=json info`; a missing field is empty.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub(super) struct ServerInfo {
-    #[serde(default)]
     pub server_name: String,
     /// Absent or a name that is no device (PipeWire without a session manager says
     /// `@DEFAULT_SINK@`): no device is the default.
-    #[serde(default)]
     pub default_sink_name: Option<String>,
-    #[serde(default)]
     pub default_source_name: Option<String>,
 }
 
-/// What control keeps of one source or sink of `pactl --format=json list sources|sinks`.
+/// What control keeps of one source or sink of `pactl --format=json list sources|sinks`; a
+/// missing field is empty.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub(super) struct Device {
     pub name: String,
-    #[serde(default)]
     pub description: Option<String>,
     /// `s16le 8ch 48000Hz`.
-    #[serde(default)]
     pub sample_specification: String,
-    #[serde(default)]
     pub channel_map: Option<String>,
     /// For a source: the sink it is the monitor of (pactl's JSON names "Monitor of Sink" so),
     /// empty for a real source; for a sink: its monitor source.
-    #[serde(default)]
     pub monitor_source: Option<String>,
-    #[serde(default)]
     pub properties: HashMap<String, serde_json::Value>,
 }
 
@@ -233,7 +228,8 @@ mod tests {
          "active_port":null}]"#;
 
     // Captured from PipeWire 0.3.65 (pipewire-pulse, WirePlumber 0.4.13) on Debian 12, trimmed
-    // the same way: a null sink card_out (8 channels in the card's order) and its monitor.
+    // the same way: a null sink card_out (8 channels in the card's order) and its monitor, with
+    // no real source, so that the default source is that monitor (WirePlumber's choice then).
     const PIPEWIRE_INFO: &str = r#"{"server_string":"/tmp/pwtest/pulse/native","library_protocol_version":35,
         "server_protocol_version":35,"is_local":"yes","client_index":105,"tile_size":"65472",
         "user_name":"root","host_name":"vm","server_name":"PulseAudio (on PipeWire 0.3.65)",
