@@ -174,20 +174,23 @@ async fn pactl_never_starts_a_sound_server() {
     const NOBODY: u32 = 65_534;
     let dir = tempfile::Builder::new().prefix("partyline-autospawn-").tempdir_in("/tmp").expect("temp dir");
     let home = dir.path().join("home");
+    // libpulse's runtime directory, which it would otherwise make in /tmp and leave there.
+    let runtime = dir.path().join("run");
     std::fs::create_dir_all(home.join(".config/pulse")).expect("home");
+    std::fs::create_dir(&runtime).expect("runtime dir");
     std::fs::write(home.join(".config/pulse/client.conf"), "autospawn = yes\n").expect("client.conf");
     let mark = dir.path().join("spawned");
     let binary = dir.path().join("pulseaudio");
     std::fs::write(&binary, format!("#!/bin/sh\necho \"$@\" >> {}\nexit 1\n", mark.display())).expect("script");
     std::fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-    for path in [dir.path(), &home, &home.join(".config"), &home.join(".config/pulse")] {
+    for path in [dir.path(), &runtime, &home, &home.join(".config"), &home.join(".config/pulse")] {
         std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).expect("chown");
     }
     let (home, binary) = (home.to_str().expect("UTF-8"), binary.to_str().expect("UTF-8"));
     let control = Control::builder()
         .user(NOBODY, NOBODY)
         .env_remove("PULSE_SERVER")
-        .env_remove("XDG_RUNTIME_DIR")
+        .env("XDG_RUNTIME_DIR", runtime.to_str().expect("UTF-8"))
         // The test's own temp dir may be closed to other users (scripts/netns-run's is).
         .env("TMPDIR", "/tmp")
         .env("HOME", home)
