@@ -2,6 +2,7 @@
 //! listener, wrapped in the admin check, the body limits and the refused-request log; and the
 //! loopback events listener. The state every handler reaches is [`AppState`].
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,8 +18,9 @@ use crate::config::ConfigManager;
 use crate::janus::Janus;
 use crate::logring::LogRing;
 use crate::pin::PinLimiter;
-use crate::secrets::AdminToken;
+use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
 use crate::users::Users;
+use partyline_shared::bridge::BusChoice;
 
 /// What every handler can reach.
 #[derive(Debug, Clone)]
@@ -40,6 +42,30 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a control with its config file at `config_file`, its state directory at
+    /// `state_dir`, and no outside parts: Janus unconfigured (no secrets, so no link is made)
+    /// and bridged absent (a bus address that does not exist). For running the router in one
+    /// process, as the fuzz target of request bodies does; call inside a tokio runtime.
+    pub fn offline(config_file: &Path, state_dir: &Path, admin_token: &str) -> anyhow::Result<AppState> {
+        let config = ConfigManager::load(config_file)?;
+        let users = Arc::new(Users::restore(state_dir));
+        let janus = Janus::new(Arc::clone(&config), JanusSecrets::default(), Arc::clone(&users))?;
+        let bus = BusChoice::Address(format!("unix:path={}", state_dir.join("no-bus").display()));
+        let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus);
+        Ok(AppState {
+            config,
+            logs: LogRing::default(),
+            admin_token: Arc::new(SecretValue::new(admin_token.to_owned())),
+            janus,
+            bridge,
+            users,
+            calls: Arc::default(),
+            pins: Arc::default(),
+            tls: false,
+            started: Instant::now(),
+        })
+    }
+
     /// For changes bridged must act on: refused while it is not on the bus to act on them.
     pub fn require_bridge(&self) -> Result<(), ApiError> {
         if self.bridge.is_present() {

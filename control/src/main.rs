@@ -3,28 +3,20 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    forbid_sound_server_autospawn();
-    partyline_control::run(partyline_control::Cli::parse())
-}
-
-/// libpulse inside this process (alsa-lib loads its PulseAudio hook and plugin when the device
-/// listing asks ALSA) reads its client config from the environment: point it at control's, which
-/// forbids starting a sound server (`partyline_control::devices::client_config`). Without it the
-/// listing fails over to the built-in devices rather than risk one.
-#[cfg(target_os = "linux")]
-fn forbid_sound_server_autospawn() {
-    if let Ok(path) = partyline_control::devices::client_config() {
+    // libpulse inside this process (alsa-lib loads its PulseAudio hook when the device listing
+    // asks ALSA) reads its client config from the environment: point it at control's, which
+    // forbids starting a sound server. Without it the listing falls back to the built-in devices
+    // rather than risk one.
+    if let Some((variable, path)) = partyline_control::pulse_client_config_env() {
         // SAFETY: no other thread exists yet (the runtime and the logger start in `run`), so
         // nothing reads the environment while it changes.
         #[allow(unsafe_code)]
         unsafe {
-            std::env::set_var(partyline_control::devices::CLIENT_CONFIG_VAR, path);
+            std::env::set_var(variable, path);
         }
     }
+    partyline_control::run(partyline_control::Cli::parse())
 }
-
-#[cfg(not(target_os = "linux"))]
-fn forbid_sound_server_autospawn() {}
 
 /// The man page `packaging/man/partyline-control.8` (installed gzipped by the package) is
 /// rendered from [`partyline_control::Cli`]: this test fails when it is stale, and

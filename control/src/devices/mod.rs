@@ -23,7 +23,21 @@ mod alsa;
 mod pulse;
 
 #[cfg(target_os = "linux")]
-pub use pulse::{CLIENT_CONFIG_VAR, client_config};
+use pulse::{CLIENT_CONFIG_VAR, client_config};
+
+/// The environment variable and its value that make libpulse, in control and in what it starts,
+/// read control's client config, which forbids starting a sound server (`pulse.rs`); `main`
+/// sets it before any thread exists. `None` where there is no libpulse to tell, or when the
+/// config cannot be made (the ALSA listing then refuses to run, pactl too).
+#[cfg(target_os = "linux")]
+pub fn pulse_client_config_env() -> Option<(&'static str, std::path::PathBuf)> {
+    client_config().ok().map(|path| (CLIENT_CONFIG_VAR, path))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn pulse_client_config_env() -> Option<(&'static str, std::path::PathBuf)> {
+    None
+}
 
 /// How long the sound server, then ALSA, may take to answer before the next fallback is used.
 pub const SOUND_SERVER_TIMEOUT: Duration = Duration::from_secs(2);

@@ -131,13 +131,6 @@ impl JanusHttp {
             other => other.map(drop),
         }
     }
-
-    /// Admin API: the stored tokens.
-    pub async fn list_tokens(&self, admin_url: &str, secret: &str) -> Result<Vec<String>, JanusError> {
-        let response = self.post(admin_url, &Self::envelope(None, Some(secret), Request::ListTokens)).await?;
-        let tokens = response.data.as_ref().and_then(|d| d["tokens"].as_array()).cloned().unwrap_or_default();
-        Ok(tokens.iter().filter_map(|t| t["token"].as_str().map(str::to_owned)).collect())
-    }
 }
 
 impl Default for JanusHttp {
