@@ -8,7 +8,8 @@ use partyline_shared::bridge::{BridgeError, Plan, PlanUser};
 use tokio::sync::Mutex;
 
 use crate::branch;
-use crate::pipeline::{Base, Devices};
+use crate::card::Available;
+use crate::pipeline::Base;
 use crate::plan::{Change, diff, validate};
 use crate::state::Shared;
 
@@ -54,23 +55,24 @@ impl Bridge {
                 let card_changed = old.is_none_or(|old| {
                     (&old.input_device, &old.output_device) != (&plan.input_device, &plan.output_device)
                 });
-                let server = if plan.users.is_empty() {
+                let card = if plan.users.is_empty() {
                     None
                 } else {
                     // Ask the sound server before tearing anything down.
-                    let devices = tokio::task::spawn_blocking(Devices::probe)
+                    let probed = plan.clone();
+                    let available = tokio::task::spawn_blocking(move || Available::probe(&probed))
                         .await
                         .map_err(|e| BridgeError::UnknownDevice(format!("device probe failed: {e}")))?;
-                    let server = devices.check(&plan).map_err(|e| {
+                    let card = available.choose(&plan).map_err(|e| {
                         tracing::warn!("plan refused: {e}");
                         BridgeError::UnknownDevice(e)
                     })?;
-                    Some(server)
+                    Some(card)
                 };
                 self.stop_all(&mut running).await;
                 self.shared.set_pipeline_error(None);
-                if let Some(server) = server {
-                    match Base::start(&plan, server, self.shared.clone()) {
+                if let Some(card) = card {
+                    match Base::start(&plan, &card, self.shared.clone()) {
                         Ok(base) => {
                             let base = Arc::new(base);
                             running.base = Some(base.clone());

@@ -8,6 +8,7 @@ extern crate gstreamer_webrtc as gst_webrtc;
 
 mod branch;
 mod bridge;
+mod card;
 mod janus;
 mod logbus;
 mod pipeline;

@@ -6,10 +6,12 @@
 //! its events.
 
 // The library's API is what the binary, the integration tests and the fuzz target use: the
-// HTTP API's types and OpenAPI document, the application with its state, and the CLI.
+// HTTP API's types and OpenAPI document, the application with its state, the CLI, and the
+// environment the binary sets before anything starts.
 pub mod api;
 pub mod app;
 pub use cli::Cli;
+pub use devices::pulse_client_config_env;
 pub use server::run;
 
 mod bridge;

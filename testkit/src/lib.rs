@@ -1,14 +1,17 @@
 //! partyline's test harnesses, one copy for every crate's tests (and `bench/audio`): a private
-//! PulseAudio whose null sinks are the sound card ([`pulse`]), a private D-Bus bus and the real
+//! PulseAudio whose null sinks are the sound card ([`pulse`]), a private PipeWire with its
+//! PulseAudio server ([`pipewire`]), ALSA devices of a test's own ([`alsa`]), a private D-Bus bus and the real
 //! `partyline-bridged` on it ([`dbus`]), a private Janus ([`janus`]), the real
 //! `partyline-control` ([`control`]), tones and their measurement ([`audio`]), and the small
 //! helpers below.
 
+pub mod alsa;
 pub mod audio;
 pub mod bench;
 pub mod control;
 pub mod dbus;
 pub mod janus;
+pub mod pipewire;
 pub mod pulse;
 
 use std::path::{Path, PathBuf};
