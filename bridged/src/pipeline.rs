@@ -35,6 +35,8 @@ const PLAYBACK_PERIOD_US: i64 = 10_000;
 /// ring buffer (≈ 20 ms, also part of the pipeline latency) is the margin. Measured: −20 ms of
 /// tone latency, no lost tick and no dropout in the audio path test.
 const PLAYBACK_DEADLINE: Duration = Duration::ZERO;
+/// How bridged's streams are named in the sound server.
+const CLIENT_NAME: &str = "partyline-bridged";
 /// The mixer's output block.
 const MIX_BLOCK: Duration = Duration::from_millis(10);
 /// Latency the mixer allows its inputs on top of the jitter buffer, so that branches plugged in
@@ -147,13 +149,6 @@ pub struct Base {
     bus_task: tokio::task::JoinHandle<()>,
 }
 
-fn make(factory: &str, name: &str) -> anyhow::Result<gst::Element> {
-    gst::ElementFactory::make(factory)
-        .name(name)
-        .build()
-        .with_context(|| format!("GStreamer element {factory} is missing (install its plugin package)"))
-}
-
 impl Base {
     /// Builds and starts the card side for `plan` and waits until it runs. Must run inside
     /// the tokio runtime (the bus is read by a task).
@@ -162,19 +157,19 @@ impl Base {
         let card_caps = raw_caps(rate, u32::from(CHANNELS));
         let pipeline = gst::Pipeline::with_name("partyline");
 
-        let (src_factory, sink_factory) = match server {
-            Server::Pulse => ("pulsesrc", "pulsesink"),
-            Server::Alsa => ("alsasrc", "alsasink"),
+        let (src_factory, sink_factory, package) = match server {
+            Server::Pulse => ("pulsesrc", "pulsesink", "gstreamer1.0-pulseaudio"),
+            Server::Alsa => ("alsasrc", "alsasink", "gstreamer1.0-alsa"),
         };
-        let src = make(src_factory, "capture")?;
-        src.set_property("buffer-time", CAPTURE_BUFFER_US);
-        src.set_property("latency-time", CAPTURE_PERIOD_US);
-        if !plan.input_device.is_empty() {
-            src.set_property("device", &plan.input_device);
-        }
-        if server == Server::Pulse {
-            src.set_property("client-name", "partyline-bridged");
-        }
+        let pulse = server == Server::Pulse;
+        let src = gst::ElementFactory::make(src_factory)
+            .name("capture")
+            .property("buffer-time", CAPTURE_BUFFER_US)
+            .property("latency-time", CAPTURE_PERIOD_US)
+            .property_if("device", &plan.input_device, !plan.input_device.is_empty())
+            .property_if("client-name", CLIENT_NAME, pulse)
+            .build()
+            .with_context(|| format!("GStreamer element {src_factory} is missing ({package})"))?;
         let capture_caps =
             gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
         let tee = gst::ElementFactory::make("tee").name("capture-tee").property("allow-not-linked", true).build()?;
@@ -195,16 +190,17 @@ impl Base {
             .property_from_str("start-time-selection", "first")
             .build()?;
         let mix_caps = gst::ElementFactory::make("capsfilter").name("mix-caps").property("caps", &card_caps).build()?;
-        let sink = make(sink_factory, "playback")?;
-        sink.set_property("buffer-time", PLAYBACK_BUFFER_US);
-        sink.set_property("latency-time", PLAYBACK_PERIOD_US);
-        sink.set_property("processing-deadline", PLAYBACK_DEADLINE.as_nanos() as u64);
-        if !plan.output_device.is_empty() {
-            sink.set_property("device", &plan.output_device);
-        }
+        let sink = gst::ElementFactory::make(sink_factory)
+            .name("playback")
+            .property("buffer-time", PLAYBACK_BUFFER_US)
+            .property("latency-time", PLAYBACK_PERIOD_US)
+            .property("processing-deadline", PLAYBACK_DEADLINE.as_nanos() as u64)
+            .property_if("device", &plan.output_device, !plan.output_device.is_empty())
+            .property_if("client-name", CLIENT_NAME, pulse)
+            .build()
+            .with_context(|| format!("GStreamer element {sink_factory} is missing ({package})"))?;
         let mut playback = vec![silence, silence_caps, mixer.clone(), mix_caps];
-        if server == Server::Pulse {
-            sink.set_property("client-name", "partyline-bridged");
+        if pulse {
             playback.push(unposition()?);
         }
         playback.push(sink);
