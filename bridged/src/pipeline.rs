@@ -1,5 +1,5 @@
 //! The card side of the pipeline: one capture of every input channel into a `tee`, one
-//! `audiomixer` of every branch's output into the playback device. Branches (`branch.rs`) plug
+//! `audiomixer` of every branch's output into the playback device. Branches (`branch/`) plug
 //! into the tee and the mixer while this keeps running.
 //!
 //! ```text
