@@ -180,7 +180,6 @@ impl Bin {
         // Plug into the running card side; on an error, the drop unplugs what was plugged.
         let base = &context.base;
         context.shared.add_tap(&name, Tap { stats, faults });
-        base.pipeline.add(&bin)?;
         let mut plugged = Bin {
             bin: bin.clone(),
             webrtc,
@@ -189,6 +188,7 @@ impl Bin {
             tee_pad: None,
             mixer_pad: None,
         };
+        base.pipeline.add(&bin)?;
         let tee_pad = base.tee.request_pad_simple("src_%u").ok_or_else(|| anyhow!("tee gave no pad"))?;
         plugged.tee_pad = Some(tee_pad.clone());
         let bin_sink = bin.static_pad("sink").ok_or_else(|| anyhow!("bin without sink"))?;
@@ -254,7 +254,9 @@ impl Drop for Bin {
             }
             self.base.mixer.release_request_pad(mixer_pad);
         }
-        let _ = self.base.pipeline.remove(&self.bin);
+        if self.bin.parent().is_some() {
+            let _ = self.base.pipeline.remove(&self.bin);
+        }
         self.shared.remove_tap(&self.bin.name());
     }
 }
