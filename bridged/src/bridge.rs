@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use partyline_shared::bridge::{BridgeError, Plan, PlanUser};
+use partyline_shared::janus::client::Client;
 use tokio::sync::Mutex;
 
 use crate::branch;
@@ -26,12 +27,12 @@ struct Running {
 pub struct Bridge {
     running: Mutex<Running>,
     shared: Arc<Shared>,
-    http: reqwest::Client,
+    janus: Client,
 }
 
 impl Bridge {
-    pub fn new(shared: Arc<Shared>, http: reqwest::Client) -> Bridge {
-        Bridge { running: Mutex::new(Running::default()), shared, http }
+    pub fn new(shared: Arc<Shared>, janus: Client) -> Bridge {
+        Bridge { running: Mutex::new(Running::default()), shared, janus }
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -137,7 +138,7 @@ impl Bridge {
         branch::Context {
             base,
             shared: self.shared.clone(),
-            http: self.http.clone(),
+            janus: self.janus.clone(),
             janus_url: plan.janus_url.clone(),
             ice_addresses: plan.ice_addresses.clone(),
             latency_ms: plan.latency_ms,

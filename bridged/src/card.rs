@@ -31,6 +31,15 @@ impl Api {
             Api::Alsa => "alsasink",
         }
     }
+
+    /// The message for a missing `factory` of this API: which package brings it.
+    pub fn missing(self, factory: &str) -> String {
+        let package = match self {
+            Api::Pulse => "gstreamer1.0-pulseaudio",
+            Api::Alsa => "gstreamer1.0-alsa",
+        };
+        format!("GStreamer element {factory} is missing ({package})")
+    }
 }
 
 /// One direction of the card: its API and device (`None`: the API's default device).
@@ -41,15 +50,14 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Sets the device on the source or sink made for this endpoint, and the client name the
-    /// sound server shows.
-    pub fn configure(&self, element: &gst::Element) {
-        if let Some(device) = &self.device {
-            element.set_property("device", device);
-        }
-        if self.api == Api::Pulse {
-            element.set_property("client-name", "partyline-bridged");
-        }
+    /// The builder of this endpoint's source or sink (`factory`) named `name`: on its device,
+    /// under the client name the sound server shows.
+    pub fn builder<'a>(&'a self, factory: &'a str, name: &'a str) -> gst::element_factory::ElementBuilder<'a> {
+        gst::ElementFactory::make(factory).name(name).property_if_some("device", self.device.as_deref()).property_if(
+            "client-name",
+            "partyline-bridged",
+            self.api == Api::Pulse,
+        )
     }
 }
 

@@ -1,5 +1,5 @@
 //! The card side of the pipeline: one capture of every input channel into a `tee`, one
-//! `audiomixer` of every branch's output into the playback device. Branches (`branch.rs`) plug
+//! `audiomixer` of every branch's output into the playback device. Branches (`branch/`) plug
 //! into the tee and the mixer while this keeps running.
 //!
 //! ```text
@@ -40,6 +40,7 @@ const PLAYBACK_PERIOD_US: i64 = 10_000;
 /// ring buffer (≈ 20 ms, also part of the pipeline latency) is the margin. Measured: −20 ms of
 /// tone latency, no lost tick and no dropout in the audio path test.
 const PLAYBACK_DEADLINE: Duration = Duration::ZERO;
+/// How bridged's streams are named in the sound server.
 /// The mixer's output block.
 const MIX_BLOCK: Duration = Duration::from_millis(10);
 /// Latency the mixer allows its inputs on top of the jitter buffer, so that branches plugged in
@@ -90,13 +91,6 @@ pub struct Base {
     bus_task: tokio::task::JoinHandle<()>,
 }
 
-fn make(factory: &str, name: &str) -> anyhow::Result<gst::Element> {
-    gst::ElementFactory::make(factory)
-        .name(name)
-        .build()
-        .with_context(|| format!("GStreamer element {factory} is missing (install its plugin package)"))
-}
-
 impl Base {
     /// Builds and starts the card side for `plan` and waits until it runs. Must run inside
     /// the tokio runtime (the bus is read by a task).
@@ -105,10 +99,13 @@ impl Base {
         let card_caps = raw_caps(rate, u32::from(CHANNELS));
         let pipeline = gst::Pipeline::with_name("partyline");
 
-        let src = make(card.input.api.source(), "capture")?;
-        src.set_property("buffer-time", CAPTURE_BUFFER_US);
-        src.set_property("latency-time", CAPTURE_PERIOD_US);
-        card.input.configure(&src);
+        let src = card
+            .input
+            .builder(card.input.api.source(), "capture")
+            .property("buffer-time", CAPTURE_BUFFER_US)
+            .property("latency-time", CAPTURE_PERIOD_US)
+            .build()
+            .with_context(|| card.input.api.missing(card.input.api.source()))?;
         let capture_caps =
             gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
         let mut capture = vec![src, capture_caps];
@@ -133,11 +130,14 @@ impl Base {
             .property_from_str("start-time-selection", "first")
             .build()?;
         let mix_caps = gst::ElementFactory::make("capsfilter").name("mix-caps").property("caps", &card_caps).build()?;
-        let sink = make(card.output.api.sink(), "playback")?;
-        sink.set_property("buffer-time", PLAYBACK_BUFFER_US);
-        sink.set_property("latency-time", PLAYBACK_PERIOD_US);
-        sink.set_property("processing-deadline", PLAYBACK_DEADLINE.as_nanos() as u64);
-        card.output.configure(&sink);
+        let sink = card
+            .output
+            .builder(card.output.api.sink(), "playback")
+            .property("buffer-time", PLAYBACK_BUFFER_US)
+            .property("latency-time", PLAYBACK_PERIOD_US)
+            .property("processing-deadline", PLAYBACK_DEADLINE.as_nanos() as u64)
+            .build()
+            .with_context(|| card.output.api.missing(card.output.api.sink()))?;
         let mut playback = vec![silence, silence_caps, mixer.clone(), mix_caps];
         match card.output.api {
             Api::Pulse => playback.push(unposition()?),

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, NO_OUTPUT, Plan, PlanUser, Status};
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanUser, Status};
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
@@ -20,7 +20,7 @@ async fn record(pulse: &PulseServer, seconds: f64) -> Vec<f32> {
     partyline_testkit::audio::record(pulse, "card_out.monitor", seconds).await
 }
 
-fn user(name: &str, input: u8, output: i32, token: &str) -> PlanUser {
+fn user(name: &str, input: u8, output: Option<u8>, token: &str) -> PlanUser {
     PlanUser {
         name: name.into(),
         identity: format!("srv-{name}"),
@@ -88,8 +88,8 @@ async fn tone_through_janus_onto_the_output_channel() {
     let _other_tone = Tone::play(&pulse, "card_in2", 0, 600);
 
     // A (input 0, no output) and B (input 1, silent; output 1) in room x: A's tone on output 1.
-    let a = user("a", 0, NO_OUTPUT, "tok-a");
-    let b = user("b", 1, 1, "tok-b");
+    let a = user("a", 0, None, "tok-a");
+    let b = user("b", 1, Some(1), "tok-b");
     let plan = plan(&janus, vec![a.clone(), b.clone()]);
     let took = apply_and_wait(&proxy, &plan, "A and B joined").await;
     println!("BENCH first plan (pipeline + 2 branches) Apply -> joined (media up): {} ms", took.as_millis());
@@ -112,7 +112,7 @@ async fn tone_through_janus_onto_the_output_channel() {
     }
 
     // B with no output: nothing comes out.
-    let b_silent = PlanUser { output_channel: NO_OUTPUT, ..b.clone() };
+    let b_silent = PlanUser { output_channel: None, ..b.clone() };
     let silent_plan = Plan { users: vec![a.clone(), b_silent], ..plan.clone() };
     let took = apply_and_wait(&proxy, &silent_plan, "B rejoined without output").await;
     println!("BENCH one branch changed Apply -> joined: {} ms", took.as_millis());
@@ -125,7 +125,7 @@ async fn tone_through_janus_onto_the_output_channel() {
     b_receives(&proxy, "B receives again").await;
     let recording = Recording::start(&pulse, "card_out.monitor");
     recording.wait_until(0.5).await;
-    let c = user("c", 2, 2, "tok-c");
+    let c = user("c", 2, Some(2), "tok-c");
     let with_c = Plan { users: vec![a.clone(), b.clone(), c], ..plan.clone() };
     let took = apply_and_wait(&proxy, &with_c, "C joined").await;
     println!("BENCH branch added Apply -> joined (media up): {} ms", took.as_millis());
@@ -172,7 +172,7 @@ async fn output_channel_is_the_device_channel_on_an_aux_card() {
     pulse.add_card_with_map("card_out", RATE, AUX_MAP);
     let (janus, _bus, bridged, proxy) = media_stack(&pulse, &["tok-a", "tok-b"]).await;
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
-    let users = vec![user("a", 0, NO_OUTPUT, "tok-a"), user("b", 1, 5, "tok-b")];
+    let users = vec![user("a", 0, None, "tok-a"), user("b", 1, Some(5), "tok-b")];
     apply_and_wait(&proxy, &plan(&janus, users), "A and B joined").await;
     b_receives(&proxy, "B receives").await;
     // Recorded with the device's own map, so PulseAudio copies by index.
@@ -228,7 +228,7 @@ async fn alsa_devices_open_directly_and_keep_every_channel_number() {
     // No PULSE_SERVER: two alsa: ids never ask a sound server.
     let bridged = Bridged::start(&bus, &[("HOME", home_dir), ("PULSE_SERVER", "unix:/nonexistent/none")]);
     let proxy = bus.bridge().await;
-    let users = vec![user("a", 2, NO_OUTPUT, "tok-a"), user("b", 1, 5, "tok-b")];
+    let users = vec![user("a", 2, None, "tok-a"), user("b", 1, Some(5), "tok-b")];
     let plan = Plan {
         input_device: "alsa:partyline_in".into(),
         output_device: "alsa:partyline_out".into(),

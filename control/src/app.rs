@@ -48,7 +48,8 @@ impl AppState {
     /// The state of a control with its config file at `config_file`, its state directory at
     /// `state_dir`, and no outside parts: Janus unconfigured (no secrets, so no link is made)
     /// and bridged absent (a bus address that does not exist). For running the router in one
-    /// process, as the fuzz target of request bodies does; call inside a tokio runtime.
+    /// process, as the fuzz target of request bodies does; call inside a tokio runtime, once
+    /// the process's TLS provider is installed (`partyline_shared::crypto::install_provider`).
     pub fn offline(config_file: &Path, state_dir: &Path, admin_token: &str) -> anyhow::Result<AppState> {
         let config = ConfigManager::load(config_file)?;
         let events = EventBus::default();

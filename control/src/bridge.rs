@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use partyline_shared::Config;
-use partyline_shared::bridge::{
-    BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, NO_OUTPUT, Plan, PlanUser, Status,
-};
+use partyline_shared::backoff::Backoff;
+use partyline_shared::bridge::{BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, Plan, PlanUser, Status};
+use partyline_shared::config::Channel;
 use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
@@ -26,8 +26,10 @@ use crate::janus::{Janus, JanusError};
 
 /// How often the status is refreshed without a signal (bridged signals state changes only; the
 /// branches' packet counters and input levels move all the time, and `/admin/stats` shows them
-/// at most this old), and the retry pace of a refused plan and of a missing bus.
+/// at most this old), and the retry pace of a refused plan.
 const REFRESH: Duration = Duration::from_secs(1);
+/// The pauses between attempts to connect to the bus, while it is missing.
+const BUS_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
 
 /// bridged's state as control sees it: control's own view of the link, or bridged's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -141,7 +143,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
                 room: user.group.clone(),
                 token,
                 input_channel: user.input_channel.get(),
-                output_channel: user.output_channel.map_or(NO_OUTPUT, |c| i32::from(c.get())),
+                output_channel: user.output_channel.map(Channel::get),
                 bitrate_kbps: bitrate.get(),
             })
         })
@@ -206,10 +208,14 @@ impl BridgeManager {
 
     /// Connects to the bus and follows bridged forever, reconnecting when the bus goes.
     pub async fn run(self: Arc<Self>) {
+        let mut retry = BUS_RETRY;
         loop {
             let error = match self.bus.builder() {
                 Ok(builder) => match builder.build().await {
-                    Ok(connection) => self.follow(&connection).await.err(),
+                    Ok(connection) => {
+                        retry.reset();
+                        self.follow(&connection).await.err()
+                    }
                     Err(e) => Some(e),
                 },
                 Err(e) => Some(e),
@@ -220,7 +226,7 @@ impl BridgeManager {
                 tracing::warn!(bus = %self.bus, error = message, "no D-Bus connection for the bridge; retrying");
             }
             self.set_view(BridgeView::without_bridge(BridgeViewState::Unreachable, format!("{}: {message}", self.bus)));
-            tokio::time::sleep(REFRESH).await;
+            tokio::time::sleep(retry.next_pause()).await;
         }
     }
 

@@ -32,9 +32,8 @@ type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
 pub fn run(cli: Cli) -> ExitCode {
     let logs = LogRing::default();
     let filter = init_logging(&logs);
-    // One TLS provider for the process (the listener and the Janus client): ring, which
-    // builds fast and everywhere. An error means one is already installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Before any HTTP client (the Janus link) is built.
+    partyline_shared::crypto::install_provider();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -77,8 +77,8 @@ fn routes() -> Vec<Route> {
 fn harness() -> &'static Harness {
     static HARNESS: OnceLock<Harness> = OnceLock::new();
     HARNESS.get_or_init(|| {
-        // As at start-up (server.rs): one TLS provider for the process, ring (the Janus client).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // As at start-up (server.rs): the process's TLS provider, before the Janus client.
+        partyline_shared::crypto::install_provider();
         // tmpfs where there is one: control fsyncs every write.
         let shm = std::path::Path::new("/dev/shm");
         let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.expect("temp dir");
