@@ -2,8 +2,10 @@
 //!
 //! control sends bridged a complete [`Plan`] (what to capture, what to play, who joins which
 //! room); bridged applies the difference and reports [`Status`]. Everything is typed D-Bus
-//! (zvariant `Type`), never a JSON string. The name is versioned: an incompatible change is
-//! `Bridge2`, served beside `Bridge1` for a while.
+//! (zvariant `Type`), never a JSON string. The name is versioned: once partyline has a release,
+//! an incompatible change is `Bridge2`, served beside `Bridge1` for a while. Until then both ends
+//! live in one repository and one package and change together under `Bridge1` (the checked-in
+//! XML shows every change).
 //!
 //! Both daemons choose their bus the same way ([`BusChoice`]): the system bus by default,
 //! `--session` / `PARTYLINE_BUS=session` for the session bus, `--bus-address ADDR` /
