@@ -1,0 +1,553 @@
+// The crew panel's benchmark (BENCHMARKS.md, "Crew panel"), run by bench/panel inside a network
+// namespace of its own (scripts/netns-run), with the browser tests' harness (../tests/harness.mjs):
+//
+//   latency    mouth-to-ear through one room: a browser's bursts to another browser and to the
+//              card's output (through bridged), ticks on the card's input to a browser; onsets
+//              measured in the pages (an AudioWorklet's 1 ms envelope) and on the card
+//   network    the namespace's link (pl0) down for DOWN_SECS, then up: the time from link up to
+//              audio on every line of a 4-line panel, TRIES times
+//   capacity   panel users with 4 lines each (one browser context each, in one Chromium) added
+//              STEP_USERS at a time, until a listener on one of the lines hears a steady talker
+//              drop out; Janus's and Chromium's CPU at every step; once with everything sharing
+//              both CPUs, once with the users' Chromium confined to CPU 0 (CAPACITY_SERIES)
+//
+//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity]
+//
+// Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), TRIES (20),
+// DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10),
+// CAPACITY_SERIES ("shared confined"); PARTYLINE_CONTROL_BIN and PARTYLINE_BRIDGED_BIN
+// (bench/panel sets the release builds).
+
+import { execFile } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import {
+  Control, Person, epochMs, launchBrowser, setLink, waitFor, writeBursts, writeTone,
+} from '../tests/harness.mjs';
+import { INSTRUMENTED, inboundStats, readEnvelope, startEnvelope } from './pages.mjs';
+import { CpuWindow, children, processTree } from './system.mjs';
+
+const run = promisify(execFile);
+const QUICK = process.argv.includes('--quick');
+const number = (name, normal, quick) => Number(process.env[name] ?? (QUICK ? quick : normal));
+const BURSTS = number('BURSTS', 30, 6);
+const TRIES = number('TRIES', 20, 3);
+/** The network part's outages: within the panel's 5 s ICE grace (ICE recovers), and beyond it (a rejoin). */
+const DOWN_SECS = (process.env.DOWN_SECS ?? (QUICK ? '5' : '5 15')).split(/\s+/).filter(Boolean).map(Number);
+const STEP_USERS = number('STEP_USERS', 2, 2);
+const MAX_USERS = number('MAX_USERS', 40, 4);
+const WINDOW_SECS = number('WINDOW_SECS', 10, 5);
+/** The capacity series: `shared` (everything on both CPUs), `confined` (the users' Chromium on CPU 0 at nice 19). */
+const CAPACITY_SERIES = (process.env.CAPACITY_SERIES ?? 'shared confined').split(/\s+/).filter(Boolean);
+
+/** An onset: a 1 ms window over this after at least ONSET_QUIET_MS under it. */
+const ONSET_DB = -50;
+const ONSET_QUIET_MS = 300;
+/** A burst not heard within this is lost (bursts come every BURST_EVERY_MS). */
+const HEARD_WITHIN_MS = 900;
+/** A line is heard (data-level-in) over this; the tests' threshold. */
+const SOUND_DB = -50;
+/** A dropout: at least this many 1 ms windows under DROP_DB while a steady tone plays. */
+const DROPOUT_MS = 10;
+const DROP_DB = -60;
+/**
+ * Bursts come about every second, but not every 1,000 ms: Janus mixes every 20 ms, and bursts a
+ * whole number of its ticks apart would all meet it at one phase.
+ */
+const BURST_EVERY_MS = 1007;
+/** The card's input for the card → browser path: a 20 ms tick of 1 kHz every BURST_EVERY_MS. */
+const TICKS = `audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=${BURST_EVERY_MS * 1e6} is-live=true`;
+
+// The harness reports page errors on stdout; stdout is this benchmark's markdown.
+console.log = (...parts) => console.error(...parts);
+const progress = (...parts) => console.error('bench/panel:', ...parts);
+const out = [];
+const md = (line = '') => out.push(line);
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+
+const sorted = (values) => values.filter((v) => v !== null && Number.isFinite(v)).sort((a, b) => a - b);
+/** The `q` quantile by nearest rank. */
+const quantile = (values, q) => {
+  const s = sorted(values);
+  return s.length ? s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))] : null;
+};
+const fmt = (v, digits = 0) => (v === null || v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(digits));
+const stats = (values) => {
+  const s = sorted(values);
+  return { n: s.length, median: quantile(s, 0.5), p95: quantile(s, 0.95), min: s[0] ?? null, max: s.at(-1) ?? null };
+};
+const load = () => readFile('/proc/loadavg', 'utf8').then((text) => text.split(' ').slice(0, 3).join(' '));
+const cpuLine = (u) => `the machine ${fmt(u.machine)} % busy of ${u.cpus * 100} % over ${fmt(u.seconds)} s: this benchmark ${fmt(u.own)} %, everything else ${fmt(u.others)} %`;
+
+/** Onsets in an envelope (`{ startMs, db }`): their wall-clock times. */
+function onsets({ startMs, db }) {
+  const found = [];
+  let quiet = 0; // a sound already on at the start is not an onset
+  db.forEach((v, i) => {
+    if (v > ONSET_DB) {
+      if (quiet >= ONSET_QUIET_MS) found.push(startMs + i);
+      quiet = 0;
+    } else {
+      quiet += 1;
+    }
+  });
+  return found;
+}
+
+/**
+ * Each source onset's delay to the first onset heard after it (within HEARD_WITHIN_MS), null
+ * when none; sources too late for the heard envelope (`heardUntil`) are left out.
+ */
+function delays(sources, heard, heardUntil) {
+  return sources.filter((s) => s + HEARD_WITHIN_MS < heardUntil).map((s) => {
+    const h = heard.find((t) => t > s && t < s + HEARD_WITHIN_MS);
+    return h === undefined ? null : h - s;
+  });
+}
+const endOf = ({ startMs, db }) => startMs + db.length;
+
+/** Dropouts of a steady tone in an envelope: runs of at least DROPOUT_MS windows under DROP_DB. */
+function dropouts({ db }) {
+  const runs = [];
+  let run = 0;
+  const first = db.findIndex((v) => v > DROP_DB);
+  for (const v of db.slice(Math.max(0, first))) {
+    if (v <= DROP_DB) {
+      run += 1;
+    } else {
+      if (run >= DROPOUT_MS) runs.push(run);
+      run = 0;
+    }
+  }
+  if (run >= DROPOUT_MS) runs.push(run);
+  return { count: runs.length, longest: Math.max(0, ...runs), median: quantile(db, 0.5) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parts
+
+async function withTemp(body) {
+  const dir = await mkdtemp(join(tmpdir(), 'bench-'));
+  try {
+    return await body(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Opens `name` on `path` (a preset link) in `browser` and joins; resolves once connected. */
+async function panel(browser, control, name, path, options = {}) {
+  const p = await Person.open(browser, control.origin, name, { path, ...options });
+  await p.joinPreset();
+  await p.waitState('connected', 60_000);
+  return p;
+}
+
+/** launchBrowser, and the process id of that Chromium (Playwright's Browser does not say it). */
+async function launch(options) {
+  const before = new Set(children(process.pid));
+  const browser = await launchBrowser(options);
+  const [pid] = children(process.pid).filter((p) => !before.has(p));
+  return { browser, pid };
+}
+
+async function latchAll(p, lines) {
+  for (const line of lines) {
+    await p.control(line, 'talk').click();
+    await p.waitLine(line, 'talk', 'latched');
+  }
+}
+
+/** Every line of `p` heard over SOUND_DB (bounded). */
+const hearsAll = (p, lines, timeout = 15_000) => waitFor(`${p.name} hearing ${lines}`, async () => {
+  const levels = await Promise.all(lines.map((line) => p.lineLevel(line)));
+  return levels.every((db) => db > SOUND_DB);
+}, { timeout, interval: 50 });
+
+/**
+ * Waits until the card's output (`recording`, channel 0) carries the talker's bursts; while it
+ * stays silent, removes the server audio user `desk` and adds it again, which rebuilds bridged's
+ * card side (web/tests/README.md: on a busy machine bridged's playback can stay silent, stuck in
+ * clock-skew corrections). Returns how many rebuilds it took (null: still silent after 3).
+ */
+async function cardOutputCarries(control, recording, desk) {
+  for (let rebuilds = 0; rebuilds <= 3; rebuilds += 1) {
+    const from = recording.seconds;
+    await sleep(3 * BURST_EVERY_MS);
+    if (onsets(recording.envelope(0, from)).length >= 2) return rebuilds;
+    if (rebuilds === 3) break;
+    progress('latency: the card\'s output is silent: the server audio user again (bridged rebuilds its card side)');
+    const { status } = await control.admin('DELETE', '/server-users/desk');
+    if (status !== 200 && status !== 204) throw new Error(`DELETE /api/admin/server-users/desk: ${status}`);
+    await waitFor('the server audio user gone from bridged', async () => ((await control.bridge()).branches ?? []).length === 0, { timeout: 15_000 });
+    await control.addServerUser(desk);
+    await sleep(2000); // the card side's first seconds
+  }
+  return null;
+}
+
+async function latency() {
+  const X = 'bench';
+  const desk = { name: 'Desk', group: X, inputChannel: 0, outputChannel: 0 };
+  md('### Mouth-to-ear (`latency`)');
+  md();
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Bench'], { card: true });
+    const browsers = [];
+    const recordings = [];
+    try {
+      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, { burstMs: 80, everyMs: BURST_EVERY_MS, seconds: (BURST_EVERY_MS * 10) / 1000 });
+      browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser());
+      const [talkBrowser, listenBrowser] = browsers;
+      // Both sides of the card recorded from the start: null sinks read at low latency render
+      // in small blocks.
+      const cardOut = await control.card.record('card_out.monitor');
+      const cardIn = await control.card.record('card_in.monitor');
+      recordings.push(cardOut, cardIn);
+      await control.addServerUser(desk);
+      const a = await panel(talkBrowser, control, 'Talker', `/?groups=${X}`, INSTRUMENTED);
+      const b = await panel(listenBrowser, control, 'Listener', `/?groups=${X}&talk=`, INSTRUMENTED);
+      await sleep(2000); // the card side's first seconds
+
+      // Browser → room → browser and → card: the talker's bursts.
+      const cpu = new CpuWindow();
+      await latchAll(a, [X]);
+      const rebuilds = await cardOutputCarries(control, cardOut, desk);
+      await startEnvelope(a.page, 'mouth', null);
+      await startEnvelope(b.page, 'ear', X);
+      const from = cardOut.seconds;
+      progress(`latency: ${BURSTS} bursts from the talker`);
+      await sleep((BURSTS + 1) * BURST_EVERY_MS);
+      const [mouth, ear] = [await readEnvelope(a.page, 'mouth'), await readEnvelope(b.page, 'ear')];
+      const card = cardOut.envelope(0, from);
+      await a.control(X, 'talk').click();
+      await a.waitLine(X, 'talk', 'off');
+      const browserToBrowser = delays(onsets(mouth), onsets(ear), endOf(ear));
+      const browserToCard = delays(onsets(mouth), onsets(card), endOf(card));
+
+      // Card → room → browser: ticks on the card's input 0.
+      await sleep(1000);
+      const ticks = await control.card.play(TICKS, [0]);
+      const inFrom = cardIn.seconds;
+      await readEnvelope(b.page, 'ear', { clear: true });
+      progress(`latency: ${BURSTS} ticks on the card's input`);
+      await sleep((BURSTS + 1) * BURST_EVERY_MS);
+      const [input, heard] = [cardIn.envelope(0, inFrom), await readEnvelope(b.page, 'ear')];
+      await ticks.stop();
+      const cardToBrowser = delays(onsets(input), onsets(heard), endOf(heard));
+      const usage = cpu.stop();
+
+      md('| path | median ms | p95 ms | min | max | onsets matched |');
+      md('|---|---|---|---|---|---|');
+      for (const [path, values] of [
+        ['browser → room → browser', browserToBrowser],
+        ['card → room → browser (bridged)', cardToBrowser],
+        ['browser → room → card (bridged)', browserToCard],
+      ]) {
+        const s = stats(values);
+        md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} |`);
+      }
+      md();
+      if (rebuilds !== 0) {
+        md(rebuilds === null
+          ? 'The card\'s output stayed silent through 3 rebuilds of bridged\'s card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).'
+          : `The card's output carried sound after ${rebuilds} rebuild(s) of bridged's card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).`);
+      }
+      md(`While measuring: ${cpuLine(usage)}.`);
+      md();
+    } finally {
+      await Promise.all(recordings.map((r) => r.stop()));
+      await Promise.all(browsers.map((b) => b.close()));
+      await control.stop();
+    }
+  });
+}
+
+async function network() {
+  md('### Network back (`network`): a 4-line panel');
+  md();
+  for (const down of DOWN_SECS) await networkSeries(down);
+}
+
+/** TRIES outages of `downSecs` each. */
+async function networkSeries(downSecs) {
+  const lines = ['net-1', 'net-2', 'net-3', 'net-4'];
+  md(`#### Link down ${downSecs} s, ${TRIES} times`);
+  md();
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Net 1', 'Net 2', 'Net 3', 'Net 4']);
+    const browsers = [];
+    const tries = [];
+    let cpu;
+    try {
+      browsers.push(await launchBrowser({ audioFile: await writeTone(join(dir, '440.wav'), 440) }), await launchBrowser());
+      const talker = await panel(browsers[0], control, 'Talker', `/?groups=${lines}`);
+      const listener = await panel(browsers[1], control, 'Listener', `/?groups=${lines}&talk=`);
+      await latchAll(talker, lines);
+      await hearsAll(listener, lines);
+      cpu = new CpuWindow();
+      for (let n = 1; n <= TRIES; n += 1) {
+        const identity = listener.token.participantIdentity;
+        const tDown = performance.now();
+        await setLink(false);
+        let up = false;
+        try {
+          await listener.waitState('reconnecting', 20_000);
+          await sleep(Math.max(0, downSecs * 1000 - (performance.now() - tDown)));
+          // Each line's first rise over SOUND_DB from under it, on the page's clock.
+          const watching = listener.page.evaluate(([ids, threshold]) => new Promise((resolve) => {
+            const heard = {};
+            const quiet = new Set();
+            const timer = setInterval(() => {
+              for (const id of ids) {
+                const db = Number(document.querySelector(`[data-line="${id}"]`)?.dataset.levelIn ?? -100);
+                if (db <= threshold) quiet.add(id);
+                else if (quiet.has(id) && heard[id] === undefined) heard[id] = performance.timeOrigin + performance.now();
+              }
+              if (ids.every((id) => heard[id] !== undefined)) {
+                clearInterval(timer);
+                resolve(heard);
+              }
+            }, 10);
+            setTimeout(() => {
+              clearInterval(timer);
+              resolve(heard);
+            }, 60_000);
+          }), [lines, SOUND_DB]);
+          await sleep(100); // the watcher sees every line quiet first
+          await setLink(true);
+          up = true;
+          const tUp = epochMs();
+          const connected = listener.waitState('connected', 60_000).then(() => epochMs() - tUp);
+          const heard = await watching;
+          const perLine = lines.map((id) => (heard[id] === undefined ? null : heard[id] - tUp));
+          const all = perLine.includes(null) ? null : Math.max(...perLine);
+          const connectedMs = await connected;
+          const rejoined = listener.token.participantIdentity !== identity;
+          tries.push({ all, perLine, connectedMs, rejoined });
+          progress(`network (${downSecs} s down): try ${n}: audio on every line ${fmt(all)} ms after link up (lines ${perLine.map((v) => fmt(v)).join(', ')}), panel connected after ${fmt(connectedMs)} ms, ${rejoined ? 'rejoined' : 'same session'}`);
+        } finally {
+          if (!up) await setLink(true);
+        }
+        await talker.waitState('connected', 60_000);
+        await hearsAll(listener, lines, 60_000);
+        await sleep(1000);
+      }
+    } finally {
+      await setLink(true).catch(() => {});
+      await Promise.all(browsers.map((b) => b.close()));
+      await control.stop();
+    }
+    const usage = cpu.stop();
+    const all = stats(tries.map((t) => t.all));
+    const first = stats(tries.map((t) => Math.min(...t.perLine.filter((v) => v !== null))));
+    const connected = stats(tries.map((t) => t.connectedMs));
+    const rejoins = tries.filter((t) => t.rejoined).length;
+    md('| from link up to | median ms | p95 ms | min | max | tries |');
+    md('|---|---|---|---|---|---|');
+    md(`| audio on **every** line (the last line heard) | **${fmt(all.median)}** | **${fmt(all.p95)}** | ${fmt(all.min)} | ${fmt(all.max)} | ${all.n} of ${tries.length} |`);
+    md(`| audio on the first line | ${fmt(first.median)} | ${fmt(first.p95)} | ${fmt(first.min)} | ${fmt(first.max)} | ${first.n} |`);
+    md(`| the panel \`connected\` | ${fmt(connected.median)} | ${fmt(connected.p95)} | ${fmt(connected.min)} | ${fmt(connected.max)} | ${connected.n} |`);
+    md();
+    md(`${tries.length - rejoins} of ${tries.length} tries came back in the same session (ICE recovered), ${rejoins} rejoined with a new token.`);
+    md(`While measuring: ${cpuLine(usage)}.`);
+    md();
+  });
+}
+
+/**
+ * Confines `pid` and the processes below it (every thread) to CPU 0 at nice 19: the other CPU
+ * stays to Janus, the talker and the listener (and to the rest of the machine).
+ */
+async function confine(pid) {
+  const tids = processTree(pid).flatMap((p) => {
+    try {
+      return readdirSync(`/proc/${p}/task`);
+    } catch {
+      return []; // gone meanwhile
+    }
+  });
+  if (tids.length === 0) return;
+  await run('renice', ['-n', '19', '-p', ...tids]).catch(() => {});
+  await Promise.all(tids.map((tid) => run('taskset', ['-p', '-c', '0', tid]).catch(() => {})));
+}
+
+/**
+ * Janus's view of the participant `display` in `room` (AudioBridge's `queue-in`: its packets
+ * waiting to be mixed; RTCP's `jitter-local`: of the packets it receives), sampled every 200 ms
+ * until `stop()`: `{ emptyQueue, samples, jitterMs }`: how many samples found its queue empty
+ * (Janus mixed without it: its packets came late).
+ */
+function watchParticipant(janus, room, display) {
+  let handle = null;
+  const seen = { emptyQueue: 0, samples: 0, jitterMs: 0 };
+  const find = async () => {
+    for (const session of (await janus.admin({ janus: 'list_sessions' })).sessions ?? []) {
+      for (const id of (await janus.admin({ janus: 'list_handles', session_id: session })).handles ?? []) {
+        const info = (await janus.admin({ janus: 'handle_info', session_id: session, handle_id: id })).info;
+        if (info?.plugin_specific?.display === display && info.plugin_specific.room === room) return { session, id };
+      }
+    }
+    return null;
+  };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      handle ??= await find();
+      if (handle) {
+        const info = (await janus.admin({ janus: 'handle_info', session_id: handle.session, handle_id: handle.id })).info;
+        const queue = info?.plugin_specific?.['queue-in'];
+        if (queue === undefined) {
+          handle = null;
+        } else {
+          seen.samples += 1;
+          if (queue === 0) seen.emptyQueue += 1;
+          seen.jitterMs = Math.max(seen.jitterMs, info.webrtc?.media?.[0]?.rtcp?.main?.['jitter-local'] ?? 0);
+        }
+      }
+      await sleep(200);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return seen;
+    },
+  };
+}
+
+/**
+ * One capacity series: users added STEP_USERS at a time until two steps in a row are degraded
+ * or MAX_USERS; `confined`: the users' Chromium on CPU 0 at nice 19. A row per step.
+ */
+async function capacitySeries(confined) {
+  const lines = ['load-1', 'load-2', 'load-3', 'load-4'];
+  const [L] = lines;
+  const rows = [];
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Load 1', 'Load 2', 'Load 3', 'Load 4']);
+    const browsers = [];
+    try {
+      const launched = [await launch({ audioFile: await writeTone(join(dir, '440.wav'), 440) }), await launch(), await launch()];
+      browsers.push(...launched.map((l) => l.browser));
+      const [talkBrowser, listenBrowser, loadBrowser] = browsers;
+      const [talkPid, listenPid, loadPid] = launched.map((l) => l.pid);
+      const talker = await panel(talkBrowser, control, 'Talker', `/?groups=${L}`, INSTRUMENTED);
+      const listener = await panel(listenBrowser, control, 'Listener', `/?groups=${L}&talk=`, INSTRUMENTED);
+      await latchAll(talker, [L]);
+      await hearsAll(listener, [L]);
+      // What the talker's page sends (its microphone) and what the listener's receives: a
+      // dropout heard but not sent happened between them.
+      await startEnvelope(talker.page, 'mouth', null);
+      await startEnvelope(listener.page, 'ear', L);
+      const janus = await control.janus.pid();
+      const users = [];
+      let bad = 0;
+      for (let target = 0; target <= MAX_USERS; target += STEP_USERS) {
+        const joining = [];
+        for (let n = users.length + 1; n <= target; n += 1) {
+          joining.push(panel(loadBrowser, control, `User ${n}`, `/?groups=${lines}`).then((p) => users.push(p)));
+        }
+        const joined = await Promise.allSettled(joining);
+        const joinsFailed = joined.filter((j) => j.status === 'rejected').length;
+        if (confined) await confine(loadPid); // the new users' renderers and threads too
+        await sleep(3000);
+        await readEnvelope(talker.page, 'mouth', { clear: true });
+        await readEnvelope(listener.page, 'ear', { clear: true });
+        const before = await inboundStats(listener.page);
+        const talkerInJanus = watchParticipant(control.janus, L, 'Talker');
+        const cpu = new CpuWindow({
+          janus: () => [janus],
+          load: () => processTree(loadPid),
+          measuring: () => [...processTree(talkPid), ...processTree(listenPid)],
+        }, janus);
+        await sleep(WINDOW_SECS * 1000);
+        const usage = cpu.stop();
+        const inJanus = await talkerInJanus.stop();
+        const heard = dropouts(await readEnvelope(listener.page, 'ear', { clear: true }));
+        const sent = dropouts(await readEnvelope(talker.page, 'mouth', { clear: true }));
+        const after = await inboundStats(listener.page);
+        const received = after.totalSamplesReceived - before.totalSamplesReceived;
+        const concealed = received > 0 ? ((after.concealedSamples - before.concealedSamples) / received) * 100 : null;
+        const states = await Promise.all(users.map((p) => p.state().catch(() => 'closed')));
+        const connected = states.filter((state) => state === 'connected').length;
+        // Degraded: the listener hears dropouts the talker's page did not send, conceals 1 % of
+        // its audio or more, or hears nothing; or a user could not join or fell out.
+        const degraded = heard.count > sent.count || !(concealed < 1) || heard.median < SOUND_DB
+          || joinsFailed > 0 || connected < users.length;
+        rows.push({ users: users.length, connected, joinsFailed, usage, heard, sent, inJanus, concealed, jitterMs: after.jitter * 1000, degraded });
+        progress(`capacity (${confined ? 'confined' : 'shared'}): ${users.length} users (${connected} connected): Janus ${usage.groups.janus} % (busiest thread ${usage.busiestThread?.name} ${usage.busiestThread?.percent} %), users' Chromium ${usage.groups.load} %, machine ${usage.machine} % (others ${usage.others} %); listener median ${heard.median} dBFS, ${heard.count} dropouts (longest ${heard.longest} ms; the talker's microphone ${sent.count}; the talker's queue in Janus empty in ${inJanus.emptyQueue} of ${inJanus.samples} samples), concealed ${fmt(concealed, 2)} %${degraded ? ': DEGRADED' : ''}`);
+        bad = degraded ? bad + 1 : 0;
+        if (bad >= 2) break;
+      }
+    } finally {
+      await Promise.all(browsers.map((b) => b.close()));
+      await control.stop();
+    }
+  });
+  return rows;
+}
+
+async function capacity() {
+  md('### Capacity (`capacity`): panel users with 4 lines each');
+  for (const series of CAPACITY_SERIES) {
+    const confined = series === 'confined';
+    const rows = await capacitySeries(confined);
+    md();
+    md(confined
+      ? '#### The users\' Chromium confined to CPU 0 at nice 19 (Janus, the talker and the listener keep the other CPU)'
+      : '#### Everything shares both CPUs (the users\' Chromium competes with Janus, as on one machine)');
+    md();
+    md('| users (lines) | connected | Janus CPU % (busiest thread) | Chromium CPU %: users / talker + listener | machine busy % (others) | listener level dBFS | dropouts ≥ 10 ms heard (longest) / sent | talker\'s queue in Janus empty | concealed % | jitter ms: Janus → listener / talker → Janus | |');
+    md('|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const r of rows) {
+      const u = r.usage;
+      md(`| ${r.users} (${r.users * 4}) | ${r.connected}${r.joinsFailed ? ` (${r.joinsFailed} joins failed)` : ''} | ${fmt(u.groups.janus)} (${u.busiestThread?.name ?? '–'} ${fmt(u.busiestThread?.percent)}) | ${fmt(u.groups.load)} / ${fmt(u.groups.measuring)} | ${fmt(u.machine)} (${fmt(u.others)}) | ${fmt(r.heard.median, 1)} | ${r.heard.count} (${r.heard.longest} ms) / ${r.sent.count} | ${r.inJanus.emptyQueue} of ${r.inJanus.samples} | ${fmt(r.concealed, 2)} | ${fmt(r.jitterMs)} / ${fmt(r.inJanus.jitterMs)} | ${r.degraded ? 'degraded' : 'clean'} |`);
+    }
+    md();
+    const firstBad = rows.findIndex((r) => r.degraded);
+    const lastClean = (firstBad < 0 ? rows : rows.slice(0, firstBad)).at(-1);
+    md(firstBad < 0
+      ? `No step degraded up to ${rows.at(-1)?.users} users.`
+      : `Last clean step: **${lastClean ? `${lastClean.users} users (${lastClean.users * 4} lines)` : 'none'}**; first degraded: ${rows[firstBad].users} users, with Janus at ${fmt(rows[firstBad].usage.groups.janus)} %, the users' Chromium at ${fmt(rows[firstBad].usage.groups.load)} % and the machine at ${fmt(rows[firstBad].usage.machine)} % of ${rows[firstBad].usage.cpus * 100} %.`);
+    const measured = rows.slice(0, firstBad < 0 ? rows.length : firstBad + 1).filter((r) => r.users > 0 && r.joinsFailed === 0);
+    if (measured.length >= 2) {
+      const [a, b] = [measured[0], measured.at(-1)];
+      const perUser = (key) => (b.usage.groups[key] - a.usage.groups[key]) / (b.users - a.users);
+      md(`Per user (4 lines), from ${a.users} to ${b.users} users: Janus ${fmt(perUser('janus'), 1)} % of one CPU, the users' Chromium ${fmt(perUser('load'), 1)} %.`);
+    }
+    md();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const PARTS = { latency, network, capacity };
+const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
+for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity)`);
+const parts = chosen.length ? chosen : Object.keys(PARTS);
+
+md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);
+md();
+let status = 0;
+for (const name of parts) {
+  progress(`== ${name} (load average ${await load()})`);
+  try {
+    await PARTS[name]();
+  } catch (error) {
+    status = 1;
+    progress(`${name} failed: ${error.stack}`);
+    md(`(\`${name}\` failed: ${error.message.split('\n')[0]})`);
+    md();
+  }
+}
+md(`Load average after: ${await load()}.`);
+process.stdout.write(`${out.join('\n')}\n`);
+process.exit(status);
