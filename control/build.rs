@@ -1,5 +1,6 @@
 //! Installs the browser libraries that `src/web.rs` embeds (`web/node_modules`, pinned by
-//! `web/package-lock.json`) when they are missing or older than the lockfile.
+//! `web/package-lock.json`) when they are missing or older than the lockfile, and rebuilds
+//! when a file of the pages is added or changed (rust-embed sees the files it embedded only).
 
 use std::path::Path;
 use std::process::Command;
@@ -11,6 +12,9 @@ fn main() {
     let installed = web.join("node_modules/.package-lock.json");
     println!("cargo::rerun-if-changed={}", lockfile.display());
     println!("cargo::rerun-if-changed={}", installed.display());
+    for pages in ["join", "admin", "common"] {
+        println!("cargo::rerun-if-changed={}", web.join(pages).display());
+    }
     if !is_older(&installed, &lockfile) {
         return;
     }

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use partyline_shared::bridge::{BridgeError, Plan, PlanUser};
+use partyline_shared::janus::client::Client;
 use tokio::sync::Mutex;
 
 use crate::branch;
-use crate::pipeline::{Base, Devices};
+use crate::card::Available;
+use crate::pipeline::Base;
 use crate::plan::{Change, diff, validate};
 use crate::state::Shared;
 
@@ -25,12 +27,12 @@ struct Running {
 pub struct Bridge {
     running: Mutex<Running>,
     shared: Arc<Shared>,
-    http: reqwest::Client,
+    janus: Client,
 }
 
 impl Bridge {
-    pub fn new(shared: Arc<Shared>, http: reqwest::Client) -> Bridge {
-        Bridge { running: Mutex::new(Running::default()), shared, http }
+    pub fn new(shared: Arc<Shared>, janus: Client) -> Bridge {
+        Bridge { running: Mutex::new(Running::default()), shared, janus }
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -54,23 +56,24 @@ impl Bridge {
                 let card_changed = old.is_none_or(|old| {
                     (&old.input_device, &old.output_device) != (&plan.input_device, &plan.output_device)
                 });
-                let server = if plan.users.is_empty() {
+                let card = if plan.users.is_empty() {
                     None
                 } else {
                     // Ask the sound server before tearing anything down.
-                    let devices = tokio::task::spawn_blocking(Devices::probe)
+                    let probed = plan.clone();
+                    let available = tokio::task::spawn_blocking(move || Available::probe(&probed))
                         .await
                         .map_err(|e| BridgeError::UnknownDevice(format!("device probe failed: {e}")))?;
-                    let server = devices.check(&plan).map_err(|e| {
+                    let card = available.choose(&plan).map_err(|e| {
                         tracing::warn!("plan refused: {e}");
                         BridgeError::UnknownDevice(e)
                     })?;
-                    Some(server)
+                    Some(card)
                 };
                 self.stop_all(&mut running).await;
                 self.shared.set_pipeline_error(None);
-                if let Some(server) = server {
-                    match Base::start(&plan, server, self.shared.clone()) {
+                if let Some(card) = card {
+                    match Base::start(&plan, &card, self.shared.clone()) {
                         Ok(base) => {
                             let base = Arc::new(base);
                             running.base = Some(base.clone());
@@ -135,7 +138,7 @@ impl Bridge {
         branch::Context {
             base,
             shared: self.shared.clone(),
-            http: self.http.clone(),
+            janus: self.janus.clone(),
             janus_url: plan.janus_url.clone(),
             ice_addresses: plan.ice_addresses.clone(),
             latency_ms: plan.latency_ms,

@@ -8,7 +8,7 @@ extern crate gstreamer_webrtc as gst_webrtc;
 
 mod branch;
 mod bridge;
-mod janus;
+mod card;
 mod logbus;
 mod pipeline;
 mod plan;
@@ -16,10 +16,12 @@ mod service;
 mod state;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
 use partyline_shared::bridge::{BUS_NAME, BusChoice, OBJECT_PATH};
+use partyline_shared::janus::client::Client;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::prelude::*;
 
@@ -62,15 +64,18 @@ fn main() -> anyhow::Result<()> {
         .with(logbus::BusLayer::new(log_tx))
         .init();
     gst::init().context("GStreamer does not initialise")?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    partyline_shared::crypto::install_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(run(bus, log_rx))
 }
 
+/// How long a request to Janus may take (the long poll aside).
+const JANUS_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
 async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine>) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder().no_proxy().build().context("HTTP client")?;
+    let janus = Client::new(JANUS_REQUEST_TIMEOUT).context("HTTP client")?;
     let shared = Arc::new(state::Shared::default());
-    let bridge = Arc::new(bridge::Bridge::new(shared, http));
+    let bridge = Arc::new(bridge::Bridge::new(shared, janus));
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     // The object is served before the name is requested: a client that sees the name can call.

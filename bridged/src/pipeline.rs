@@ -1,5 +1,5 @@
 //! The card side of the pipeline: one capture of every input channel into a `tee`, one
-//! `audiomixer` of every branch's output into the playback device. Branches (`branch.rs`) plug
+//! `audiomixer` of every branch's output into the playback device. Branches (`branch/`) plug
 //! into the tee and the mixer while this keeps running.
 //!
 //! ```text
@@ -8,6 +8,10 @@
 //! audiotestsrc wave=silence ! F32 8ch ─┐
 //! branch B's mix on channel k ─────────┴─ audiomixer ! F32 8ch ! capssetter (unpositioned) ! pulsesink
 //! ```
+//!
+//! An ALSA device (`alsa:` id, or no sound server) is opened with alsasrc/alsasink instead, each
+//! direction on its own (`card.rs`), with the reorder of `card::alsa_order` after alsasrc and
+//! before alsasink in place of the capssetter.
 
 use std::str::FromStr as _;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use gst::glib;
 use gst::prelude::*;
 use partyline_shared::bridge::Plan;
 
+use crate::card::{Api, Card, alsa_order};
 use crate::plan::CHANNELS;
 use crate::state::Shared;
 
@@ -35,6 +40,7 @@ const PLAYBACK_PERIOD_US: i64 = 10_000;
 /// ring buffer (≈ 20 ms, also part of the pipeline latency) is the margin. Measured: −20 ms of
 /// tone latency, no lost tick and no dropout in the audio path test.
 const PLAYBACK_DEADLINE: Duration = Duration::ZERO;
+/// How bridged's streams are named in the sound server.
 /// The mixer's output block.
 const MIX_BLOCK: Duration = Duration::from_millis(10);
 /// Latency the mixer allows its inputs on top of the jitter buffer, so that branches plugged in
@@ -43,68 +49,6 @@ const MIX_BLOCK: Duration = Duration::from_millis(10);
 /// send jitter and the decoder's scheduling: 10 ms (it was 30: −20 ms of tone latency). Every
 /// millisecond here is a millisecond of latency on every output.
 const MIX_SLACK_MS: u64 = 10;
-
-/// The sound server bridged talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Server {
-    Pulse,
-    Alsa,
-}
-
-/// The sound server's devices, when it can list them.
-#[derive(Debug, Clone)]
-pub struct Devices {
-    pub server: Option<Server>,
-    pub sources: Vec<String>,
-    pub sinks: Vec<String>,
-}
-
-impl Devices {
-    /// Asks the sound server which devices exist (PulseAudio when one answers, else ALSA, whose
-    /// device names are taken on trust). Blocking: call it off the async threads.
-    pub fn probe() -> Devices {
-        if let Some(provider) = gst::DeviceProviderFactory::by_name("pulsedeviceprovider")
-            && provider.start().is_ok()
-        {
-            let mut devices = Devices { server: Some(Server::Pulse), sources: Vec::new(), sinks: Vec::new() };
-            for device in provider.devices() {
-                let Some(name) = internal_name(&device) else { continue };
-                if device.has_classes("Audio/Source") {
-                    devices.sources.push(name);
-                } else if device.has_classes("Audio/Sink") {
-                    devices.sinks.push(name);
-                }
-            }
-            provider.stop();
-            return devices;
-        }
-        let alsa = gst::ElementFactory::find("alsasrc").is_some() && gst::ElementFactory::find("alsasink").is_some();
-        Devices { server: alsa.then_some(Server::Alsa), sources: Vec::new(), sinks: Vec::new() }
-    }
-
-    /// `Err(message)` when a device of the plan is missing.
-    pub fn check(&self, plan: &Plan) -> Result<Server, String> {
-        let Some(server) = self.server else {
-            return Err("no sound server: no PulseAudio server answers and GStreamer has no ALSA elements".into());
-        };
-        if server == Server::Pulse {
-            if !plan.input_device.is_empty() && !self.sources.contains(&plan.input_device) {
-                return Err(format!("input_device: no PulseAudio source named {:?}", plan.input_device));
-            }
-            if !plan.output_device.is_empty() && !self.sinks.contains(&plan.output_device) {
-                return Err(format!("output_device: no PulseAudio sink named {:?}", plan.output_device));
-            }
-        }
-        Ok(server)
-    }
-}
-
-fn internal_name(device: &gst::Device) -> Option<String> {
-    if device.has_property("internal-name") {
-        return device.property::<Option<String>>("internal-name");
-    }
-    device.properties().and_then(|p| p.get::<String>("device.name").ok())
-}
 
 /// GStreamer's 7.1 layout, in its canonical order: front-left, front-right, front-center, lfe,
 /// rear-left, rear-right, side-left, side-right. The card's channels are numbers, not speakers,
@@ -147,36 +91,27 @@ pub struct Base {
     bus_task: tokio::task::JoinHandle<()>,
 }
 
-fn make(factory: &str, name: &str) -> anyhow::Result<gst::Element> {
-    gst::ElementFactory::make(factory)
-        .name(name)
-        .build()
-        .with_context(|| format!("GStreamer element {factory} is missing (install its plugin package)"))
-}
-
 impl Base {
     /// Builds and starts the card side for `plan` and waits until it runs. Must run inside
     /// the tokio runtime (the bus is read by a task).
-    pub fn start(plan: &Plan, server: Server, shared: Arc<Shared>) -> anyhow::Result<Base> {
+    pub fn start(plan: &Plan, card: &Card, shared: Arc<Shared>) -> anyhow::Result<Base> {
         let rate = plan.device_sample_rate;
         let card_caps = raw_caps(rate, u32::from(CHANNELS));
         let pipeline = gst::Pipeline::with_name("partyline");
 
-        let (src_factory, sink_factory) = match server {
-            Server::Pulse => ("pulsesrc", "pulsesink"),
-            Server::Alsa => ("alsasrc", "alsasink"),
-        };
-        let src = make(src_factory, "capture")?;
-        src.set_property("buffer-time", CAPTURE_BUFFER_US);
-        src.set_property("latency-time", CAPTURE_PERIOD_US);
-        if !plan.input_device.is_empty() {
-            src.set_property("device", &plan.input_device);
-        }
-        if server == Server::Pulse {
-            src.set_property("client-name", "partyline-bridged");
-        }
+        let src = card
+            .input
+            .builder(card.input.api.source(), "capture")
+            .property("buffer-time", CAPTURE_BUFFER_US)
+            .property("latency-time", CAPTURE_PERIOD_US)
+            .build()
+            .with_context(|| card.input.api.missing(card.input.api.source()))?;
         let capture_caps =
             gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
+        let mut capture = vec![src, capture_caps];
+        if card.input.api == Api::Alsa {
+            capture.extend(alsa_order(&card_caps, "capture-order")?);
+        }
         let tee = gst::ElementFactory::make("tee").name("capture-tee").property("allow-not-linked", true).build()?;
 
         let silence = gst::ElementFactory::make("audiotestsrc")
@@ -195,23 +130,25 @@ impl Base {
             .property_from_str("start-time-selection", "first")
             .build()?;
         let mix_caps = gst::ElementFactory::make("capsfilter").name("mix-caps").property("caps", &card_caps).build()?;
-        let sink = make(sink_factory, "playback")?;
-        sink.set_property("buffer-time", PLAYBACK_BUFFER_US);
-        sink.set_property("latency-time", PLAYBACK_PERIOD_US);
-        sink.set_property("processing-deadline", PLAYBACK_DEADLINE.as_nanos() as u64);
-        if !plan.output_device.is_empty() {
-            sink.set_property("device", &plan.output_device);
-        }
+        let sink = card
+            .output
+            .builder(card.output.api.sink(), "playback")
+            .property("buffer-time", PLAYBACK_BUFFER_US)
+            .property("latency-time", PLAYBACK_PERIOD_US)
+            .property("processing-deadline", PLAYBACK_DEADLINE.as_nanos() as u64)
+            .build()
+            .with_context(|| card.output.api.missing(card.output.api.sink()))?;
         let mut playback = vec![silence, silence_caps, mixer.clone(), mix_caps];
-        if server == Server::Pulse {
-            sink.set_property("client-name", "partyline-bridged");
-            playback.push(unposition()?);
+        match card.output.api {
+            Api::Pulse => playback.push(unposition()?),
+            Api::Alsa => playback.extend(alsa_order(&card_caps, "playback-order")?),
         }
         playback.push(sink);
+        capture.push(tee.clone());
 
-        pipeline.add_many([&src, &capture_caps, &tee])?;
+        pipeline.add_many(&capture)?;
         pipeline.add_many(&playback)?;
-        gst::Element::link_many([&src, &capture_caps, &tee])?;
+        gst::Element::link_many(&capture)?;
         gst::Element::link_many(&playback)?;
 
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;

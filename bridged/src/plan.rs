@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use partyline_shared::bridge::{NO_OUTPUT, Plan, PlanUser};
+use partyline_shared::bridge::{Plan, PlanUser};
 use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate};
 
 /// Channels of the sound card (inputs and outputs): 0..=7.
@@ -40,11 +40,8 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
             }
         }
         Channel::try_from(user.input_channel).map_err(|e| format!("{}: {e}", field("input_channel")))?;
-        if user.output_channel != NO_OUTPUT {
-            let channel = u8::try_from(user.output_channel).map_err(|_| user.output_channel.to_string());
-            channel
-                .and_then(Channel::try_from)
-                .map_err(|e| format!("{}: {e} (or -1: no output)", field("output_channel")))?;
+        if let Some(channel) = user.output_channel {
+            Channel::try_from(channel).map_err(|e| format!("{}: {e}", field("output_channel")))?;
         }
         Bitrate::try_from(user.bitrate_kbps).map_err(|e| format!("{}: {e}", field("bitrate_kbps")))?;
         if !names.insert(user.name.as_str()) {
@@ -102,7 +99,7 @@ pub fn diff(old: Option<&Plan>, new: &Plan) -> Change {
 mod tests {
     use super::*;
 
-    fn user(name: &str, input: u8, output: i32) -> PlanUser {
+    fn user(name: &str, input: u8, output: Option<u8>) -> PlanUser {
         PlanUser {
             name: name.into(),
             identity: format!("id-{name}"),
@@ -130,36 +127,38 @@ mod tests {
     fn rules_name_the_field() {
         let cases: Vec<(Plan, &str)> = vec![
             (Plan { device_sample_rate: 0, ..plan(vec![]) }, "device_sample_rate"),
-            (plan(vec![user("a", 8, 0)]), "users[0].input_channel"),
-            (plan(vec![user("a", 0, 8)]), "users[0].output_channel"),
-            (plan(vec![user("a", 0, -2)]), "users[0].output_channel"),
-            (plan(vec![user("a", 0, 0), user("a", 1, 1)]), "users[1].name"),
-            (plan(vec![user("a", 0, 0), PlanUser { identity: "id-a".into(), ..user("b", 1, 1) }]), "users[1].identity"),
-            (plan(vec![PlanUser { room: String::new(), ..user("a", 0, 0) }]), "users[0].room"),
-            (plan(vec![PlanUser { token: " ".into(), ..user("a", 0, 0) }]), "users[0].token"),
-            (plan(vec![PlanUser { bitrate_kbps: 0, ..user("a", 0, 0) }]), "users[0].bitrate_kbps"),
-            (Plan { janus_url: String::new(), ..plan(vec![user("a", 0, 0)]) }, "janus_url"),
+            (plan(vec![user("a", 8, Some(0))]), "users[0].input_channel"),
+            (plan(vec![user("a", 0, Some(8))]), "users[0].output_channel"),
+            (plan(vec![user("a", 0, Some(0)), user("a", 1, Some(1))]), "users[1].name"),
+            (
+                plan(vec![user("a", 0, Some(0)), PlanUser { identity: "id-a".into(), ..user("b", 1, Some(1)) }]),
+                "users[1].identity",
+            ),
+            (plan(vec![PlanUser { room: String::new(), ..user("a", 0, Some(0)) }]), "users[0].room"),
+            (plan(vec![PlanUser { token: " ".into(), ..user("a", 0, Some(0)) }]), "users[0].token"),
+            (plan(vec![PlanUser { bitrate_kbps: 0, ..user("a", 0, Some(0)) }]), "users[0].bitrate_kbps"),
+            (Plan { janus_url: String::new(), ..plan(vec![user("a", 0, Some(0))]) }, "janus_url"),
             (Plan { ice_addresses: vec!["nope".into()], ..plan(vec![]) }, "ice_addresses[0]"),
         ];
         for (plan, field) in cases {
             let error = validate(&plan).expect_err(field);
             assert!(error.starts_with(field), "{error:?} should name {field}");
         }
-        validate(&plan(vec![user("a", 7, NO_OUTPUT), user("b", 0, 7)])).expect("valid");
+        validate(&plan(vec![user("a", 7, None), user("b", 0, Some(7))])).expect("valid");
         validate(&Plan { device_sample_rate: 48_000, ..Plan::default() }).expect("an empty plan is valid");
     }
 
     #[test]
     fn differences() {
-        let a = user("a", 0, NO_OUTPUT);
-        let b = user("b", 1, 1);
+        let a = user("a", 0, None);
+        let b = user("b", 1, Some(1));
         let one = plan(vec![a.clone(), b.clone()]);
         assert_eq!(diff(None, &one), Change::Rebuild);
         assert_eq!(diff(Some(&one), &one.clone()), Change::Nothing);
-        let c = user("c", 2, 2);
+        let c = user("c", 2, Some(2));
         let two = plan(vec![a.clone(), b.clone(), c.clone()]);
         assert_eq!(diff(Some(&one), &two), Change::Branches { added: vec![c], changed: vec![], removed: vec![] });
-        let b2 = PlanUser { output_channel: NO_OUTPUT, ..b.clone() };
+        let b2 = PlanUser { output_channel: None, ..b.clone() };
         let three = plan(vec![a.clone(), b2.clone()]);
         assert_eq!(diff(Some(&one), &three), Change::Branches { added: vec![], changed: vec![b2], removed: vec![] });
         assert_eq!(

@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, NO_OUTPUT, Plan, PlanUser, Status};
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanUser, Status};
+use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
@@ -19,7 +20,7 @@ async fn record(pulse: &PulseServer, seconds: f64) -> Vec<f32> {
     partyline_testkit::audio::record(pulse, "card_out.monitor", seconds).await
 }
 
-fn user(name: &str, input: u8, output: i32, token: &str) -> PlanUser {
+fn user(name: &str, input: u8, output: Option<u8>, token: &str) -> PlanUser {
     PlanUser {
         name: name.into(),
         identity: format!("srv-{name}"),
@@ -87,8 +88,8 @@ async fn tone_through_janus_onto_the_output_channel() {
     let _other_tone = Tone::play(&pulse, "card_in2", 0, 600);
 
     // A (input 0, no output) and B (input 1, silent; output 1) in room x: A's tone on output 1.
-    let a = user("a", 0, NO_OUTPUT, "tok-a");
-    let b = user("b", 1, 1, "tok-b");
+    let a = user("a", 0, None, "tok-a");
+    let b = user("b", 1, Some(1), "tok-b");
     let plan = plan(&janus, vec![a.clone(), b.clone()]);
     let took = apply_and_wait(&proxy, &plan, "A and B joined").await;
     println!("BENCH first plan (pipeline + 2 branches) Apply -> joined (media up): {} ms", took.as_millis());
@@ -111,7 +112,7 @@ async fn tone_through_janus_onto_the_output_channel() {
     }
 
     // B with no output: nothing comes out.
-    let b_silent = PlanUser { output_channel: NO_OUTPUT, ..b.clone() };
+    let b_silent = PlanUser { output_channel: None, ..b.clone() };
     let silent_plan = Plan { users: vec![a.clone(), b_silent], ..plan.clone() };
     let took = apply_and_wait(&proxy, &silent_plan, "B rejoined without output").await;
     println!("BENCH one branch changed Apply -> joined: {} ms", took.as_millis());
@@ -124,7 +125,7 @@ async fn tone_through_janus_onto_the_output_channel() {
     b_receives(&proxy, "B receives again").await;
     let recording = Recording::start(&pulse, "card_out.monitor");
     recording.wait_until(0.5).await;
-    let c = user("c", 2, 2, "tok-c");
+    let c = user("c", 2, Some(2), "tok-c");
     let with_c = Plan { users: vec![a.clone(), b.clone(), c], ..plan.clone() };
     let took = apply_and_wait(&proxy, &with_c, "C joined").await;
     println!("BENCH branch added Apply -> joined (media up): {} ms", took.as_millis());
@@ -171,7 +172,7 @@ async fn output_channel_is_the_device_channel_on_an_aux_card() {
     pulse.add_card_with_map("card_out", RATE, AUX_MAP);
     let (janus, _bus, bridged, proxy) = media_stack(&pulse, &["tok-a", "tok-b"]).await;
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
-    let users = vec![user("a", 0, NO_OUTPUT, "tok-a"), user("b", 1, 5, "tok-b")];
+    let users = vec![user("a", 0, None, "tok-a"), user("b", 1, Some(5), "tok-b")];
     apply_and_wait(&proxy, &plan(&janus, users), "A and B joined").await;
     b_receives(&proxy, "B receives").await;
     // Recorded with the device's own map, so PulseAudio copies by index.
@@ -186,6 +187,81 @@ async fn output_channel_is_the_device_channel_on_an_aux_card() {
     for k in [0, 1, 2, 3, 4, 6, 7] {
         let level = rms_db(&channel(&samples, k));
         assert!(level < -60.0, "device channel {k} should be silent, is {level:.1} dBFS");
+    }
+    drop(bridged);
+}
+
+/// ALSA devices selected by `alsa:` ids are opened directly (alsasrc/alsasink), and card channel
+/// k is device channel k both ways. The devices are ALSA `file` PCMs of the test's own: the
+/// input plays a FIFO with a 1000 Hz tone on device channel 2 only, the output writes every
+/// device channel to a file; each is paced by a PulseAudio null device behind it (the only
+/// clock a machine without a card has), which sees none of the data. A (input 2) and B (output
+/// 5) share room x: the tone must come out on device channel 5 alone. Without bridged's
+/// reordering ALSA's 7.1 order would put it on card input 4 (A silent) and play card output 5
+/// on device channel 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alsa_devices_open_directly_and_keep_every_channel_number() {
+    require_namespace();
+    let pulse = PulseServer::start();
+    pulse.add_card("clock_in", RATE);
+    pulse.add_card("clock_out", RATE);
+    let server = pulse.server_address();
+    let home = AlsaHome::new("");
+    let fifo = home.tone_fifo("in.fifo", 2, 1000);
+    let out = home.file("out.raw");
+    let asoundrc = format!(
+        "pcm.partyline_in {{\n    type file\n    slave.pcm {{ type pulse; server \"{server}\"; device \"clock_in.monitor\" }}\n    \
+         file \"/dev/null\"\n    infile \"{}\"\n    format \"raw\"\n}}\n\
+         pcm.partyline_out {{\n    type file\n    slave.pcm {{ type pulse; server \"{server}\"; device \"clock_out\" }}\n    \
+         file \"{}\"\n    format \"raw\"\n}}\n",
+        fifo.display(),
+        out.display()
+    );
+    std::fs::write(home.home().join(".asoundrc"), asoundrc).expect("write .asoundrc");
+    let janus = Janus::builder().ice_iface(ICE_IFACE).start();
+    for token in ["tok-a", "tok-b"] {
+        janus.add_token(token).await;
+    }
+    janus.create_room("x", 2).await;
+    let bus = Bus::start();
+    let home_dir = home.home().to_str().expect("a UTF-8 path");
+    // No PULSE_SERVER: two alsa: ids never ask a sound server.
+    let bridged = Bridged::start(&bus, &[("HOME", home_dir), ("PULSE_SERVER", "unix:/nonexistent/none")]);
+    let proxy = bus.bridge().await;
+    let users = vec![user("a", 2, None, "tok-a"), user("b", 1, Some(5), "tok-b")];
+    let plan = Plan {
+        input_device: "alsa:partyline_in".into(),
+        output_device: "alsa:partyline_out".into(),
+        ..plan(&janus, users)
+    };
+    apply_and_wait(&proxy, &plan, "A and B joined on the ALSA devices").await;
+    let status = b_receives(&proxy, "B receives").await;
+    assert_eq!(status.state, BridgeState::Running, "{status:#?}{}", bridged.log());
+    wait_status(&proxy, JOIN_WAIT, "A hears device channel 2", |s| {
+        s.branches.iter().any(|br| br.name == "a" && br.input_level_db > -20.0)
+    })
+    .await;
+    // What the output device was given over the last second, once the tone arrived (bounded:
+    // the assertions below say what it was otherwise).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let samples = loop {
+        let samples = raw_tail(&out, 1.0);
+        let out5 = channel(&samples, 5);
+        let last_half_second = &out5[out5.len().saturating_sub(RATE as usize / 2)..];
+        if rms_db(last_half_second) > -30.0 || Instant::now() > deadline {
+            break samples;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
+    println!("ALSA output device, dBFS per device channel: {}", levels.join(", "));
+    let out5 = channel(&samples, 5);
+    let (level, freq) = (rms_db(&out5), frequency(&out5));
+    assert!(level > -30.0, "device channel 5 is {level:.1} dBFS: no tone ({}){}", levels.join(", "), bridged.log());
+    assert!((freq - 1000.0).abs() < 30.0, "device channel 5 at {freq:.0} Hz, not 1000 Hz");
+    for k in [0, 1, 2, 3, 4, 6, 7] {
+        let level = rms_db(&channel(&samples, k));
+        assert!(level < -60.0, "device channel {k} should be silent, is {level:.1} dBFS ({})", levels.join(", "));
     }
     drop(bridged);
 }

@@ -2,6 +2,7 @@
 //! listener, wrapped in the admin check, the body limits and the refused-request log; and the
 //! loopback events listener. The state every handler reaches is [`AppState`].
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,11 +15,13 @@ use crate::api::{self, ApiError};
 use crate::bridge::BridgeManager;
 use crate::calls::Calls;
 use crate::config::ConfigManager;
+use crate::events::EventBus;
 use crate::janus::Janus;
 use crate::logring::LogRing;
 use crate::pin::PinLimiter;
-use crate::secrets::AdminToken;
+use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
 use crate::users::Users;
+use partyline_shared::bridge::BusChoice;
 
 /// What every handler can reach.
 #[derive(Debug, Clone)]
@@ -34,12 +37,41 @@ pub struct AppState {
     pub calls: Arc<Calls>,
     /// Wrong PINs per client address.
     pub pins: Arc<PinLimiter>,
+    /// Live events for the admin's event stream.
+    pub events: EventBus,
     /// Whether the public listener speaks TLS (for the URLs handed to browsers).
     pub tls: bool,
     pub started: Instant,
 }
 
 impl AppState {
+    /// The state of a control with its config file at `config_file`, its state directory at
+    /// `state_dir`, and no outside parts: Janus unconfigured (no secrets, so no link is made)
+    /// and bridged absent (a bus address that does not exist). For running the router in one
+    /// process, as the fuzz target of request bodies does; call inside a tokio runtime, once
+    /// the process's TLS provider is installed (`partyline_shared::crypto::install_provider`).
+    pub fn offline(config_file: &Path, state_dir: &Path, admin_token: &str) -> anyhow::Result<AppState> {
+        let config = ConfigManager::load(config_file)?;
+        let events = EventBus::default();
+        let users = Arc::new(Users::restore(state_dir, events.clone()));
+        let janus = Janus::new(Arc::clone(&config), JanusSecrets::default(), Arc::clone(&users))?;
+        let bus = BusChoice::Address(format!("unix:path={}", state_dir.join("no-bus").display()));
+        let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus, events.clone());
+        Ok(AppState {
+            config,
+            events,
+            logs: LogRing::default(),
+            admin_token: Arc::new(SecretValue::new(admin_token.to_owned())),
+            janus,
+            bridge,
+            users,
+            calls: Arc::default(),
+            pins: Arc::default(),
+            tls: false,
+            started: Instant::now(),
+        })
+    }
+
     /// For changes bridged must act on: refused while it is not on the bus to act on them.
     pub fn require_bridge(&self) -> Result<(), ApiError> {
         if self.bridge.is_present() {

@@ -13,20 +13,23 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use partyline_shared::Config;
-use partyline_shared::bridge::{
-    BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, NO_OUTPUT, Plan, PlanUser, Status,
-};
+use partyline_shared::backoff::Backoff;
+use partyline_shared::bridge::{BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, Plan, PlanUser, Status};
+use partyline_shared::config::Channel;
 use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use crate::config::ConfigManager;
+use crate::events::{EventBus, LiveEvent};
 use crate::janus::{Janus, JanusError};
 
 /// How often the status is refreshed without a signal (bridged signals state changes only; the
 /// branches' packet counters and input levels move all the time, and `/admin/stats` shows them
-/// at most this old), and the retry pace of a refused plan and of a missing bus.
+/// at most this old), and the retry pace of a refused plan.
 const REFRESH: Duration = Duration::from_secs(1);
+/// The pauses between attempts to connect to the bus, while it is missing.
+const BUS_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
 
 /// bridged's state as control sees it: control's own view of the link, or bridged's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -140,7 +143,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
                 room: user.group.clone(),
                 token,
                 input_channel: user.input_channel.get(),
-                output_channel: user.output_channel.map_or(NO_OUTPUT, |c| i32::from(c.get())),
+                output_channel: user.output_channel.map(Channel::get),
                 bitrate_kbps: bitrate.get(),
             })
         })
@@ -167,10 +170,12 @@ pub struct BridgeManager {
     /// The plan bridged last accepted; `None` forces the next push.
     applied: tokio::sync::Mutex<Option<Plan>>,
     wake: Notify,
+    /// Where changes of bridged's state are published.
+    events: EventBus,
 }
 
 impl BridgeManager {
-    pub fn new(config: Arc<ConfigManager>, janus: Arc<Janus>, bus: BusChoice) -> Arc<BridgeManager> {
+    pub fn new(config: Arc<ConfigManager>, janus: Arc<Janus>, bus: BusChoice, events: EventBus) -> Arc<BridgeManager> {
         let view = BridgeView::without_bridge(BridgeViewState::Unknown, String::new());
         Arc::new(BridgeManager {
             config,
@@ -180,6 +185,7 @@ impl BridgeManager {
             present: AtomicBool::new(false),
             applied: tokio::sync::Mutex::new(None),
             wake: Notify::new(),
+            events,
         })
     }
 
@@ -193,15 +199,23 @@ impl BridgeManager {
     }
 
     fn set_view(&self, view: BridgeView) {
-        *self.view.lock().unwrap_or_else(PoisonError::into_inner) = view;
+        let mut current = self.view.lock().unwrap_or_else(PoisonError::into_inner);
+        if (current.state, &current.message) != (view.state, &view.message) {
+            self.events.publish(&LiveEvent::BridgeState { state: view.state, message: view.message.clone() });
+        }
+        *current = view;
     }
 
     /// Connects to the bus and follows bridged forever, reconnecting when the bus goes.
     pub async fn run(self: Arc<Self>) {
+        let mut retry = BUS_RETRY;
         loop {
             let error = match self.bus.builder() {
                 Ok(builder) => match builder.build().await {
-                    Ok(connection) => self.follow(&connection).await.err(),
+                    Ok(connection) => {
+                        retry.reset();
+                        self.follow(&connection).await.err()
+                    }
                     Err(e) => Some(e),
                 },
                 Err(e) => Some(e),
@@ -212,7 +226,7 @@ impl BridgeManager {
                 tracing::warn!(bus = %self.bus, error = message, "no D-Bus connection for the bridge; retrying");
             }
             self.set_view(BridgeView::without_bridge(BridgeViewState::Unreachable, format!("{}: {message}", self.bus)));
-            tokio::time::sleep(REFRESH).await;
+            tokio::time::sleep(retry.next_pause()).await;
         }
     }
 

@@ -1,29 +1,34 @@
 //! partyline's control plane.
 //!
-//! One HTTP(S) listener serves the admin API (`/api/admin`), the user API (`/api`) and, in
-//! later issues, the pages. This process is the only writer of the config file
-//! ([`config::ConfigManager`]); every other component reads snapshots of it and subscribes to
+//! One HTTP(S) listener serves the admin API (`/api/admin`), the user API (`/api`), the pages
+//! and the `/janus` proxy. This process is the only writer of the config file
+//! (`config::ConfigManager`); every other component reads snapshots of it and subscribes to
 //! its events.
 
+// The library's API is what the binary, the integration tests and the fuzz target use: the
+// HTTP API's types and OpenAPI document, the application with its state, the CLI, and the
+// environment the binary sets before anything starts.
 pub mod api;
 pub mod app;
-pub mod bridge;
-pub mod calls;
-pub mod config;
-pub mod devices;
-pub mod janus;
-pub mod janus_proxy;
-pub mod logring;
-pub mod pin;
-pub mod secrets;
-pub mod stats;
-pub mod tls;
-pub mod users;
-pub mod web;
-
-mod cli;
-mod linger;
-mod server;
-
 pub use cli::Cli;
+pub use devices::pulse_client_config_env;
 pub use server::run;
+
+mod bridge;
+mod calls;
+mod cli;
+mod config;
+mod devices;
+mod events;
+mod files;
+mod janus;
+mod janus_proxy;
+mod linger;
+mod logring;
+mod pin;
+mod secrets;
+mod server;
+mod stats;
+mod tls;
+mod users;
+mod web;

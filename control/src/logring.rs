@@ -14,6 +14,8 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 
+use crate::events::{EventBus, LiveEvent};
+
 pub const CAPACITY: usize = 1_000;
 
 /// One log event as the API shows it.
@@ -42,6 +44,8 @@ fn serialize_level<S: serde::Serializer>(level: &Level, s: S) -> Result<S::Ok, S
 struct Ring {
     entries: VecDeque<LogEntry>,
     last_seq: u64,
+    /// Where warnings and errors also go, once there is a bus.
+    events: Option<EventBus>,
 }
 
 /// Shared handle to the ring; cheap to clone.
@@ -61,6 +65,11 @@ impl LogRing {
         RingLayer(self.clone())
     }
 
+    /// From now on, warnings and errors are also published on `bus`.
+    pub fn publish_warnings_to(&self, bus: EventBus) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).events = Some(bus);
+    }
+
     /// Entries at `min_level` or more severe (`warn` → warn and error), with a sequence
     /// number above `after`, newest first, at most `limit` of them.
     pub fn query(&self, min_level: Level, after: u64, limit: usize) -> LogPage {
@@ -77,7 +86,19 @@ impl LogRing {
         if ring.entries.len() == CAPACITY {
             ring.entries.pop_front();
         }
+        let publish = (entry.level <= Level::WARN).then(|| ring.events.clone()).flatten().map(|bus| {
+            let event = LiveEvent::Log {
+                level: entry.level.as_str().to_ascii_lowercase(),
+                message: entry.message.clone(),
+                source: entry.source.clone(),
+            };
+            (bus, event)
+        });
         ring.entries.push_back(entry);
+        drop(ring);
+        if let Some((bus, event)) = publish {
+            bus.publish(&event);
+        }
     }
 }
 

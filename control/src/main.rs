@@ -3,6 +3,18 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    // libpulse inside this process (alsa-lib loads its PulseAudio hook when the device listing
+    // asks ALSA) reads its client config from the environment: point it at control's, which
+    // forbids starting a sound server. Without it the listing falls back to the built-in devices
+    // rather than risk one.
+    if let Some((variable, path)) = partyline_control::pulse_client_config_env() {
+        // SAFETY: no other thread exists yet (the runtime and the logger start in `run`), so
+        // nothing reads the environment while it changes.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var(variable, path);
+        }
+    }
     partyline_control::run(partyline_control::Cli::parse())
 }
 

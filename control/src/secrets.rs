@@ -3,13 +3,14 @@
 //! Secrets are never logged (their `Debug` is redacted); where they came from is.
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use partyline_shared::config::{Config, Secret};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
+
+use crate::files;
 
 /// Where one secret may be found.
 #[derive(Debug, Clone, Copy)]
@@ -119,9 +120,7 @@ pub fn find_or_generate(
     let value = random_hex(32)?;
     let path = state_dir.join(spec.file_name);
     fs::create_dir_all(state_dir)?;
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
-    writeln!(file, "{value}")?;
-    file.sync_all()?;
+    files::create_new(&path, format!("{value}\n").as_bytes(), 0o600)?;
     Ok((SecretValue(value), SecretSource::Generated(path)))
 }
 

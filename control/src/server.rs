@@ -18,6 +18,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use crate::app::{self, AppState};
 use crate::bridge::BridgeManager;
 use crate::config::{self, ConfigManager};
+use crate::events::{self, EventBus};
 use crate::janus::Janus;
 use crate::linger::LingeringAcceptor;
 use crate::logring::LogRing;
@@ -31,9 +32,8 @@ type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
 pub fn run(cli: Cli) -> ExitCode {
     let logs = LogRing::default();
     let filter = init_logging(&logs);
-    // One TLS provider for the process (the listener and the Janus client): ring, which
-    // builds fast and everywhere. An error means one is already installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Before any HTTP client (the Janus link) is built.
+    partyline_shared::crypto::install_provider();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -70,7 +70,9 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         .with_context(|| format!("cannot read the Janus secrets in {}", state_dir.display()))?;
     // The crew as the previous process left it (crew.json); Janus's reconciliation then
     // confirms who is still connected and expires unused tokens.
-    let users = Arc::new(Users::restore(&state_dir));
+    let events = EventBus::default();
+    logs.publish_warnings_to(events.clone());
+    let users = Arc::new(Users::restore(&state_dir, events.clone()));
     let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users))?;
     let events_listener = TcpListener::bind(initial.server.events_listen)
         .await
@@ -80,7 +82,8 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
     tokio::spawn(Arc::clone(&janus).run());
-    let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), cli.bus());
+    tokio::spawn(events::forward_config_changes(Arc::clone(&config), events.clone()));
+    let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), cli.bus(), events.clone());
     tokio::spawn(Arc::clone(&bridge).run());
 
     let admin_token = Arc::new(admin_token);
@@ -93,6 +96,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         users,
         calls: Arc::default(),
         pins: Arc::default(),
+        events,
         tls: tls.is_some(),
         started,
     };

@@ -2,8 +2,6 @@
 //! start into the state directory (browsers give the microphone only to secure contexts).
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,6 +9,8 @@ use anyhow::Context;
 use partyline_shared::config::TlsMode;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::files::{self, Durability};
 
 /// The rustls server config for `mode`, or `None` for plain HTTP.
 pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
@@ -45,15 +45,8 @@ fn self_signed(state_dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     }
     let generated = rcgen::generate_simple_self_signed(names).context("cannot generate a certificate")?;
     fs::create_dir_all(state_dir)?;
-    write_private(&key_path, generated.signing_key.serialize_pem().as_bytes())?;
-    write_private(&cert_path, generated.cert.pem().as_bytes())?;
+    files::replace(&key_path, generated.signing_key.serialize_pem().as_bytes(), 0o600, Durability::Disk)?;
+    files::replace(&cert_path, generated.cert.pem().as_bytes(), 0o600, Durability::Disk)?;
     tracing::info!(cert = %cert_path.display(), "generated a self-signed TLS certificate");
     Ok((cert_path, key_path))
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut file = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    Ok(())
 }

@@ -2,8 +2,10 @@
 //!
 //! control sends bridged a complete [`Plan`] (what to capture, what to play, who joins which
 //! room); bridged applies the difference and reports [`Status`]. Everything is typed D-Bus
-//! (zvariant `Type`), never a JSON string. The name is versioned: an incompatible change is
-//! `Bridge2`, served beside `Bridge1` for a while.
+//! (zvariant `Type`), never a JSON string. The name is versioned: once partyline has a release,
+//! an incompatible change is `Bridge2`, served beside `Bridge1` for a while. Until then both ends
+//! live in one repository and one package and change together under `Bridge1` (the checked-in
+//! XML shows every change).
 //!
 //! Both daemons choose their bus the same way ([`BusChoice`]): the system bus by default,
 //! `--session` / `PARTYLINE_BUS=session` for the session bus, `--bus-address ADDR` /
@@ -18,9 +20,6 @@ pub const BUS_NAME: &str = "org.partyline.Bridge1";
 pub const OBJECT_PATH: &str = "/org/partyline/Bridge1";
 /// The interface name.
 pub const INTERFACE: &str = "org.partyline.Bridge1";
-
-/// [`PlanUser::output_channel`] of a user that plays nothing ("no output").
-pub const NO_OUTPUT: i32 = -1;
 
 /// Everything bridged must do: applying the same plan twice does nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
@@ -57,16 +56,17 @@ pub struct PlanUser {
     pub token: String,
     /// 0..=7.
     pub input_channel: u8,
-    /// 0..=7, or [`NO_OUTPUT`].
-    pub output_channel: i32,
+    /// 0..=7; `None`: the user plays nothing (it only talks into its room).
+    ///
+    /// D-Bus has no optional type: on the bus this is an array of at most one byte (`ay`,
+    /// zvariant's `option-as-array` encoding). Of the encodings D-Bus allows, it is the one
+    /// that keeps `Option<u8>` in the Rust types on both sides with no hand-written
+    /// conversion, and that cannot say anything but "none" or "this channel": a presence flag
+    /// beside a byte (`(by)`) would carry a meaningless channel when the flag is off, and a
+    /// sentinel (-1 in an `i`) is a number every reader must remember to test first.
+    pub output_channel: Option<u8>,
     /// Opus bitrate, kbit/s.
     pub bitrate_kbps: u32,
-}
-
-impl PlanUser {
-    pub fn output(&self) -> Option<u8> {
-        u8::try_from(self.output_channel).ok()
-    }
 }
 
 /// bridged's state as a whole; a string on the bus.
@@ -220,8 +220,8 @@ mod tests {
 
     #[test]
     fn signatures_are_typed() {
-        assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssssyiu)");
-        assert_eq!(Plan::SIGNATURE.to_string(), "(ssusasua(ssssyiu))");
+        assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssssyayu)");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssusasua(ssssyayu))");
         assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttds))");
     }
 
@@ -234,10 +234,23 @@ mod tests {
         assert_eq!(BusChoice::pick(true, Some("unix:path=/y".into()), None), BusChoice::Address("unix:path=/y".into()));
     }
 
+    /// The output channel on the bus: no element for no output, one for a channel.
     #[test]
-    fn no_output() {
-        let user = PlanUser { output_channel: NO_OUTPUT, ..PlanUser::default() };
-        assert_eq!(user.output(), None);
-        assert_eq!(PlanUser { output_channel: 3, ..user }.output(), Some(3));
+    fn the_output_channel_is_an_array_of_at_most_one_byte() {
+        use zbus::zvariant::{LE, serialized::Context, to_bytes};
+        let context = Context::new_dbus(LE, 0);
+        let user = |output_channel| PlanUser { output_channel, ..PlanUser::default() };
+        for output in [None, Some(0), Some(7)] {
+            let bytes = to_bytes(context, &user(output)).expect("encodes");
+            let (decoded, _): (PlanUser, _) = bytes.deserialize().expect("decodes");
+            assert_eq!(decoded.output_channel, output);
+        }
+        // What a reader without the Option sees: a plain array of bytes.
+        type Wire = (String, String, String, String, u8, Vec<u8>, u32);
+        let wire = |output| {
+            let bytes = to_bytes(context, &user(output)).expect("encodes");
+            bytes.deserialize::<Wire>().expect("decodes").0.5
+        };
+        assert_eq!((wire(None), wire(Some(5))), (vec![], vec![5]));
     }
 }

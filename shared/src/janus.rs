@@ -1,11 +1,17 @@
-//! Janus API messages partyline sends and reads: the core API (sessions, handles), the admin
-//! API (stored tokens), AudioBridge plugin requests, and the event handler's posts.
+//! Janus API messages partyline sends and reads: the core API (sessions, handles, the long
+//! poll's events), the admin API (stored tokens), AudioBridge plugin requests, and the event
+//! handler's posts; [`JanusError`], why a request failed; and, with the feature `janus-client`,
+//! the HTTP client both daemons use ([`client`]).
 //!
-//! Shapes were measured against Janus 1.1.2 (see `packaging/janus/README.md`). Fields partyline
-//! does not read are not modelled; unknown fields are ignored.
+//! Shapes were measured against Janus 1.1.2 (see `packaging/janus/README.md`), configured with
+//! string room and participant ids. Fields partyline does not read are not modelled; unknown
+//! fields are ignored.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+#[cfg(feature = "janus-client")]
+pub mod client;
 
 /// The AudioBridge plugin's package name.
 pub const AUDIOBRIDGE: &str = "janus.plugin.audiobridge";
@@ -30,8 +36,12 @@ pub enum Request<'a> {
     Create,
     /// Core: a handle on a plugin (`POST /janus/SESSION`).
     Attach { plugin: &'a str },
-    /// Core: a plugin request (`POST /janus/SESSION/HANDLE`).
-    Message { body: AudioBridgeRequest },
+    /// Core: a plugin request (`POST /janus/SESSION/HANDLE`), with an SDP for `join`.
+    Message {
+        body: AudioBridgeRequest,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        jsep: Option<Jsep>,
+    },
     /// Core: keeps a session alive (sessions expire after 60 s without a request).
     Keepalive,
     /// Core: ends a session.
@@ -73,6 +83,22 @@ pub enum AudioBridgeRequest {
         room: String,
         secret: String,
         permanent: bool,
+    },
+    /// Whether `room` exists (the answer's `exists`).
+    Exists {
+        room: String,
+    },
+    /// Joins `room` as participant `id` (asynchronous: Janus acks, and the result, with its
+    /// SDP answer, comes as an event on the session's long poll). `token` must be in the room's
+    /// `allowed` list; `prebuffer` is the participant's own prebuffering, in 20 ms packets.
+    Join {
+        room: String,
+        id: String,
+        display: String,
+        token: String,
+        bitrate: u32,
+        muted: bool,
+        prebuffer: u32,
     },
     List,
     ListParticipants {
@@ -138,15 +164,117 @@ pub struct Response {
     #[serde(default)]
     pub data: Option<Value>,
     #[serde(default)]
-    pub error: Option<JanusError>,
+    pub error: Option<ErrorDetail>,
     #[serde(default)]
     pub plugindata: Option<PluginData>,
 }
 
+/// The `error` of an answer or event whose `janus` is `error`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct JanusError {
+pub struct ErrorDetail {
     pub code: i64,
     pub reason: String,
+}
+
+/// `GET /janus/info`, as far as partyline reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ServerInfo {
+    #[serde(default)]
+    pub version_string: Option<String>,
+}
+
+/// A session description travelling with a `join` (the offer) and its result (the answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Jsep {
+    #[serde(rename = "type")]
+    pub kind: JsepType,
+    pub sdp: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JsepType {
+    Offer,
+    Answer,
+}
+
+/// One event of a session's long poll (`GET /janus/SESSION`); `janus` is its tag on the wire.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "janus", rename_all = "lowercase")]
+pub enum SessionEvent {
+    /// A plugin event.
+    Event(Box<PluginEvent>),
+    /// The PeerConnection is up (ICE and DTLS).
+    Webrtcup,
+    /// Janus started or stopped receiving media.
+    Media,
+    /// The PeerConnection is gone.
+    Hangup {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// The handle is gone.
+    Detached,
+    /// Janus had nothing to say for 30 s.
+    Keepalive,
+    /// The session failed (no such session, …).
+    Error { error: ErrorDetail },
+    /// Anything else (`slowlink`, `trickle`, …).
+    #[serde(other)]
+    Other,
+}
+
+/// A plugin event of the long poll: the result of an asynchronous request (with its
+/// `transaction`), or news of the room (a participant kicked or leaving, the room destroyed).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PluginEvent {
+    #[serde(default)]
+    pub transaction: Option<String>,
+    #[serde(default)]
+    pub plugindata: Option<PluginData<AudioBridgeReply>>,
+    #[serde(default)]
+    pub jsep: Option<Jsep>,
+}
+
+/// Why a request to Janus failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JanusError {
+    #[error("Janus is unreachable at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("Janus refused the request ({code}): {reason}")]
+    Refused { code: i64, reason: String },
+    #[error("AudioBridge refused the request ({code}): {reason}")]
+    Plugin { code: i64, reason: String },
+    #[error("unexpected answer from Janus: {0}")]
+    Protocol(String),
+    /// A secret the request needs is missing (control's Janus admin secret or room admin key).
+    #[error("{0}")]
+    NotConfigured(&'static str),
+}
+
+impl JanusError {
+    /// Errors after which the session must be created again (Janus restarted or went away).
+    pub fn loses_session(&self) -> bool {
+        match self {
+            JanusError::Unreachable { .. } | JanusError::Protocol(_) => true,
+            JanusError::Refused { code, .. } => *code == codes::NO_SUCH_SESSION || *code == codes::UNAUTHORIZED,
+            JanusError::Plugin { .. } | JanusError::NotConfigured(_) => false,
+        }
+    }
+
+    /// The AudioBridge's error code, for a plugin error.
+    pub fn plugin_code(&self) -> Option<i64> {
+        match self {
+            JanusError::Plugin { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<ErrorDetail> for JanusError {
+    fn from(error: ErrorDetail) -> Self {
+        JanusError::Refused { code: error.code, reason: error.reason }
+    }
 }
 
 /// Janus's error codes partyline acts on.
@@ -163,27 +291,52 @@ pub mod codes {
     pub const NO_SUCH_USER: i64 = 492;
     /// AudioBridge: the join's token is not in the room's `allowed` list.
     pub const NOT_ALLOWED: i64 = 489;
+    /// Admin API: no such stored token.
+    pub const TOKEN_NOT_FOUND: i64 = 490;
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct PluginData {
+/// A plugin's part of an answer or event.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PluginData<T = Value> {
     pub plugin: String,
-    pub data: Value,
+    pub data: T,
 }
 
-/// The `data` of an AudioBridge answer. Plugin errors arrive as `"janus": "success"` with
-/// `error_code` set here.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The `data` of an AudioBridge answer or event. Plugin errors arrive as `"janus": "success"`
+/// (or `"event"`) with `error_code` set here.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct AudioBridgeReply {
+    /// What it is: `success`, `created`, `joined`, `event`, `destroyed`, `participants`, …
     pub audiobridge: String,
     #[serde(default)]
     pub error_code: Option<i64>,
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
+    pub room: Option<String>,
+    /// `exists`: whether the room exists.
+    #[serde(default)]
+    pub exists: bool,
+    /// Events: the participant kicked out of the room.
+    #[serde(default)]
+    pub kicked: Option<String>,
+    /// Events: the participant leaving the room.
+    #[serde(default)]
+    pub leaving: Option<String>,
+    #[serde(default)]
     pub list: Vec<RoomListing>,
     #[serde(default)]
     pub participants: Vec<Participant>,
+}
+
+impl AudioBridgeReply {
+    /// The reply, or its plugin error.
+    pub fn checked(self) -> Result<AudioBridgeReply, JanusError> {
+        match self.error_code {
+            Some(code) => Err(JanusError::Plugin { code, reason: self.error.unwrap_or_default() }),
+            None => Ok(self),
+        }
+    }
 }
 
 /// An entry of the AudioBridge `list`.
@@ -303,6 +456,7 @@ mod tests {
             admin_secret: None,
             request: Request::Message {
                 body: AudioBridgeRequest::Kick { room: "r".into(), secret: "x".into(), id: "u".into() },
+                jsep: None,
             },
         };
         assert_eq!(
@@ -310,6 +464,32 @@ mod tests {
             json!({"janus": "message", "transaction": "t2", "token": "mine",
                    "body": {"request": "kick", "room": "r", "secret": "x", "id": "u"}})
         );
+        let join = Envelope {
+            transaction: "t3".into(),
+            token: Some("mine"),
+            admin_secret: None,
+            request: Request::Message {
+                body: AudioBridgeRequest::Join {
+                    room: "r".into(),
+                    id: "server-foh".into(),
+                    display: "FOH".into(),
+                    token: "mine".into(),
+                    bitrate: 64_000,
+                    muted: false,
+                    prebuffer: 2,
+                },
+                jsep: Some(Jsep { kind: JsepType::Offer, sdp: "v=0\r\n".into() }),
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&join).expect("json"),
+            json!({"janus": "message", "transaction": "t3", "token": "mine",
+                   "body": {"request": "join", "room": "r", "id": "server-foh", "display": "FOH", "token": "mine",
+                            "bitrate": 64_000, "muted": false, "prebuffer": 2},
+                   "jsep": {"type": "offer", "sdp": "v=0\r\n"}})
+        );
+        let exists = serde_json::to_value(AudioBridgeRequest::Exists { room: "r".into() }).expect("json");
+        assert_eq!(exists, json!({"request": "exists", "room": "r"}));
         let list = serde_json::to_value(AudioBridgeRequest::ListParticipants { room: "r".into() }).expect("json");
         assert_eq!(list, json!({"request": "listparticipants", "room": "r"}));
         let allow = AudioBridgeRequest::Allowed {
@@ -341,6 +521,21 @@ mod tests {
             (&create["request"], &create["room"], &create["allowed"]),
             (&json!("create"), &json!("r"), &json!([]))
         );
+    }
+
+    #[test]
+    fn audiobridge_replies_and_their_errors() {
+        let parse = |data: Value| serde_json::from_value::<AudioBridgeReply>(data).expect("a reply");
+        let exists = parse(json!({"audiobridge": "success", "room": "r", "exists": true}));
+        assert!(exists.checked().expect("no error").exists);
+        let refused = parse(
+            json!({"audiobridge": "event", "error_code": 489, "error": "Unauthorized (not in the allowed list)"}),
+        );
+        let error = refused.checked().expect_err("a plugin error");
+        assert_eq!(error.plugin_code(), Some(codes::NOT_ALLOWED));
+        assert!(!error.loses_session(), "the session is fine");
+        let kicked = parse(json!({"audiobridge": "event", "room": "r", "kicked": "server-foh"}));
+        assert_eq!((kicked.room.as_deref(), kicked.kicked.as_deref()), (Some("r"), Some("server-foh")));
     }
 
     #[test]

@@ -2,11 +2,17 @@
 //!
 //! This crate links neither GStreamer nor axum (an architecture invariant held by
 //! `control/tests/it/invariants.rs`): it is plain data, the rules that derive from it, and
-//! the YAML codec behind two functions so the YAML crate can be swapped in one place.
+//! the YAML codec behind two functions so the YAML crate can be swapped in one place. With the
+//! features `janus-client` and `crypto`, it also holds the Janus HTTP client both daemons use
+//! and the installation of the process's TLS provider; without them it stays light (no HTTP
+//! stack) for its other users (the config fuzzer).
 
+pub mod backoff;
 pub mod bridge;
 pub mod card;
 pub mod config;
+#[cfg(feature = "crypto")]
+pub mod crypto;
 pub mod janus;
 pub mod slug;
 pub mod yaml;

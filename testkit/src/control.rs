@@ -19,9 +19,10 @@ pub const LOOPBACK_PLAIN: &str = "server:\n  listen: 127.0.0.1:0\n  eventsListen
 #[derive(Debug, Default)]
 pub struct Builder {
     config: Option<String>,
-    env: Vec<(String, String)>,
+    env: Vec<(String, Option<String>)>,
     dir: Option<Arc<tempfile::TempDir>>,
     binary: Option<PathBuf>,
+    user: Option<(u32, u32)>,
 }
 
 impl Builder {
@@ -38,21 +39,46 @@ impl Builder {
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {
-        self.env.push((key.to_owned(), value.to_owned()));
+        self.env.push((key.to_owned(), Some(value.to_owned())));
+        self
+    }
+
+    /// Starts the binary without the variable `key` (the test's own, or one set before).
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.env.push((key.to_owned(), None));
+        self
+    }
+
+    /// Runs the binary as user `uid`, group `gid` (the test runs as root): its directory is
+    /// handed over to that user.
+    pub fn user(mut self, uid: u32, gid: u32) -> Self {
+        self.user = Some((uid, gid));
         self
     }
 
     /// Starts the binary and waits until it listens.
     pub async fn start(self) -> Control {
-        let dir = self.dir.unwrap_or_else(|| Arc::new(tempfile::tempdir().expect("temp dir")));
+        let dir = self.dir.unwrap_or_else(|| {
+            // Another user cannot reach into the test's $TMPDIR (scripts/netns-run's is 0700).
+            let dir = if self.user.is_some() { tempfile::tempdir_in("/tmp") } else { tempfile::tempdir() };
+            Arc::new(dir.expect("temp dir"))
+        });
         let config_path = dir.path().join("partyline.yaml");
         if let Some(text) = self.config.filter(|_| !config_path.exists()) {
             std::fs::write(&config_path, text).expect("write config");
         }
+        if let Some((uid, gid)) = self.user {
+            for path in [dir.path(), config_path.as_path()].into_iter().filter(|path| path.exists()) {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid)).expect("hand the directory over");
+            }
+        }
         let binary = self.binary.unwrap_or_else(|| crate::binary("partyline-control"));
-        Control::spawn(binary, dir, config_path, self.env).await
+        Control::spawn(binary, dir, config_path, (self.env, self.user)).await
     }
 }
+
+/// The environment of a control process (`None`: removed) and the user it runs as.
+type Launch = (Vec<(String, Option<String>)>, Option<(u32, u32)>);
 
 /// A running control process; killed on drop.
 #[derive(Debug)]
@@ -61,7 +87,7 @@ pub struct Control {
     binary: PathBuf,
     dir: Arc<tempfile::TempDir>,
     config_path: PathBuf,
-    env: Vec<(String, String)>,
+    env: Launch,
     pub origin: String,
     /// The loopback events listener (`http://127.0.0.1:PORT`).
     pub events_origin: String,
@@ -81,28 +107,32 @@ impl Control {
         Control::builder().start().await
     }
 
-    async fn spawn(
-        binary: PathBuf,
-        dir: Arc<tempfile::TempDir>,
-        config_path: PathBuf,
-        env: Vec<(String, String)>,
-    ) -> Control {
+    async fn spawn(binary: PathBuf, dir: Arc<tempfile::TempDir>, config_path: PathBuf, env: Launch) -> Control {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(dir.path().join("control.log"))
             .expect("log file");
-        let mut child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        command
             .arg("--config")
             .arg(&config_path)
             .env_remove("PARTYLINE_ADMIN_TOKEN")
             .env_remove("PARTYLINE_CONFIG")
             .env_remove("RUST_LOG")
-            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("spawn partyline-control");
+            .stderr(log);
+        for (key, value) in &env.0 {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        if let Some((uid, gid)) = env.1 {
+            std::os::unix::process::CommandExt::uid(&mut command, uid);
+            std::os::unix::process::CommandExt::gid(&mut command, gid);
+        }
+        let mut child = command.spawn().expect("spawn partyline-control");
         let stdout = child.stdout.take().expect("stdout");
         // The ready line carries the origins; read it off the blocking pipe on a thread.
         let ready = tokio::task::spawn_blocking(move || {
@@ -120,9 +150,9 @@ impl Control {
             panic!("partyline-control did not start:\n{log}");
         };
         let token =
-            env.iter().find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN").map(|(_, v)| v.clone()).unwrap_or_else(|| {
-                std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned()
-            });
+            env.0.iter().rev().find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN").and_then(|(_, v)| v.clone()).unwrap_or_else(
+                || std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned(),
+            );
         let client = crate::http();
         Control { child, binary, dir, config_path, env, origin, events_origin, token, client }
     }

@@ -1,5 +1,12 @@
 //! A private, real Janus instance (`scripts/janus-instance`) in a temp dir, on free ports,
 //! configured from `packaging/janus/`, and a raw JSON client of its APIs ([`Probe`]).
+//!
+//! This client is independent of the daemons' (`partyline_shared::janus::client`) on purpose,
+//! and must stay so: the tests use it as an oracle, to see what Janus really holds after control
+//! or bridged acted (rooms, participants, tokens, whether a join is admitted). An oracle sharing
+//! the code it checks would share its mistakes (a request shaped wrongly, an answer misread) and
+//! agree with it. So it speaks raw JSON, as a browser's janus.js does, and imports no message
+//! type from `partyline_shared::janus`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

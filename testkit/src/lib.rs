@@ -1,14 +1,17 @@
 //! partyline's test harnesses, one copy for every crate's tests (and `bench/audio`): a private
-//! PulseAudio whose null sinks are the sound card ([`pulse`]), a private D-Bus bus and the real
+//! PulseAudio whose null sinks are the sound card ([`pulse`]), a private PipeWire with its
+//! PulseAudio server ([`pipewire`]), ALSA devices of a test's own ([`alsa`]), a private D-Bus bus and the real
 //! `partyline-bridged` on it ([`dbus`]), a private Janus ([`janus`]), the real
 //! `partyline-control` ([`control`]), tones and their measurement ([`audio`]), and the small
 //! helpers below.
 
+pub mod alsa;
 pub mod audio;
 pub mod bench;
 pub mod control;
 pub mod dbus;
 pub mod janus;
+pub mod pipewire;
 pub mod pulse;
 
 use std::path::{Path, PathBuf};
@@ -49,10 +52,12 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
-/// An HTTP client for tests. reqwest is built without a bundled crypto provider (ring is the
-/// one this workspace uses), so install it first. No proxy: everything tests talk to is local.
+/// An HTTP client for tests. reqwest is built without a bundled crypto provider, so the
+/// process's is installed first (the daemons' own function: which provider a test process uses
+/// is no part of what the tests check, since the daemons run as processes of their own). No
+/// proxy: everything tests talk to is local.
 pub fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    partyline_shared::crypto::install_provider();
     reqwest::Client::builder().timeout(Duration::from_secs(30)).no_proxy().build().expect("client")
 }
 

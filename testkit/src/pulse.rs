@@ -55,19 +55,7 @@ impl PulseServer {
 
     /// `pactl load-module NAME ARGS`; returns the module index. Panics with pactl's stderr.
     pub fn load_module(&self, name: &str, args: &str) -> u32 {
-        let mut command_args = vec!["load-module", name];
-        if !args.trim().is_empty() {
-            command_args.push(args);
-        }
-        let output = self.pactl(&command_args);
-        assert!(
-            output.status.success(),
-            "pactl load-module {name} {args} failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        stdout.trim().parse().unwrap_or_else(|_| panic!("module index from pactl: {stdout:?}"))
+        load_module(&self.address, name, args)
     }
 
     /// A null sink `name` shaped like the card bridged expects: 8 channels at `rate`, in
@@ -83,12 +71,7 @@ impl PulseServer {
 
     /// `pactl ARGS` on this server.
     pub fn pactl(&self, args: &[&str]) -> Output {
-        Command::new("pactl")
-            .arg(format!("--server={}", self.address))
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run pactl (is pulseaudio-utils installed?)")
+        pactl(&self.address, args)
     }
 
     fn wait_until_ready(&mut self) {
@@ -110,6 +93,34 @@ impl PulseServer {
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("pulseaudio.log")).unwrap_or_default()
     }
+}
+
+/// `pactl ARGS` on the server at `address` (PulseAudio, or PipeWire's PulseAudio server).
+pub(crate) fn pactl(address: &str, args: &[&str]) -> Output {
+    Command::new("pactl")
+        .arg(format!("--server={address}"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run pactl (is pulseaudio-utils installed?)")
+}
+
+/// `pactl load-module NAME ARGS` on the server at `address`; returns the module index. Panics
+/// with pactl's stderr.
+pub(crate) fn load_module(address: &str, name: &str, args: &str) -> u32 {
+    let mut command_args = vec!["load-module", name];
+    if !args.trim().is_empty() {
+        command_args.push(args);
+    }
+    let output = pactl(address, &command_args);
+    assert!(
+        output.status.success(),
+        "pactl load-module {name} {args} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout.trim().parse().unwrap_or_else(|_| panic!("module index from pactl: {stdout:?}"))
 }
 
 /// Starts `pulseaudio` with every path it uses inside `dir`: no user config, no shared memory

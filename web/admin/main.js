@@ -1,9 +1,10 @@
 // The admin UI: login, five tabs (Groups with the sound card, Positions with the join links,
-// Users, Stats, Logs) refreshed every 3 s, an "unreachable" banner, logout. Plain ES modules,
-// no build step; served by control at /admin, talking to /api/admin on the same origin.
+// Users, Stats, Logs), an "unreachable" banner, logout. Plain ES modules, no build step; served
+// by control at /admin, talking to /api/admin on the same origin.
 //
-// Refresh rules: every 3 s the stats (the chart keeps sampling on every tab) and the visible
-// tab are fetched again and written into the page in place (keyed rows, text only where it
+// Refresh rules: the stats (the chart keeps sampling on every tab) and the visible tab are
+// fetched again on every live event (live.js: the server's event stream) and every 3 s
+// whatever happens, and written into the page in place (keyed rows, text only where it
 // changed); a form with focus or unsaved input is never overwritten.
 
 import { initTheme } from '/common/theme.js';
@@ -15,6 +16,7 @@ import * as soundcard from '/admin/soundcard.js';
 import * as users from '/admin/users.js';
 import * as stats from '/admin/stats.js';
 import * as logs from '/admin/logs.js';
+import * as live from '/admin/live.js';
 
 const REFRESH_MS = 3_000;
 const TABS = ['groups', 'positions', 'users', 'stats', 'logs'];
@@ -32,6 +34,7 @@ const ui = {
   offline: $('offline'),
   offlineDetail: $('offline-detail'),
   lastRefresh: $('last-refresh'),
+  live: $('live'),
   tablist: document.querySelector('[role="tablist"]'),
 };
 
@@ -77,6 +80,15 @@ async function tick() {
     // Every 3 s from start to start: a change on the server shows within 3 s plus one fetch.
     timer = setTimeout(tick, Math.max(0, REFRESH_MS - (performance.now() - started)));
   }
+}
+
+/**
+ * Live events: fetch again now. A log line alone matters to the Logs tab only (and a refused
+ * request of a refresh logs one: refreshing on it would loop).
+ */
+function onLiveEvents(names) {
+  const onlyLogs = names && [...names].every((name) => name === 'log');
+  if (!onlyLogs || active === 'logs') refreshNow();
 }
 
 /** Fetch again now (after a change, on a tab switch). */
@@ -172,10 +184,14 @@ function enterApp() {
   ui.loginView.hidden = true;
   ui.app.hidden = false;
   ui.logout.hidden = false;
+  ui.live.hidden = false;
+  live.start();
   selectTab(location.hash.slice(1), { fromHash: true });
 }
 
 function logout(message) {
+  live.stop();
+  ui.live.hidden = true;
   token.clear();
   for (const module of [groups, positions, soundcard, users, stats, logs]) module.reset?.();
   lastContact = 0;
@@ -216,6 +232,7 @@ function init() {
   initTheme($('theme'));
   const context = { refreshNow };
   for (const module of [groups, positions, soundcard, users, stats, logs]) module.init(context);
+  live.init(ui.live, onLiveEvents);
   initTabs();
   ui.loginForm.addEventListener('submit', onLogin);
   ui.logout.addEventListener('click', () => logout());

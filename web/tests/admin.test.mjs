@@ -15,6 +15,8 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SHOTS = join(ROOT, 'target', 'ui-screenshots');
 /** The UI refreshes every 3 s (start to start); one fetch on top of that is the grace. */
 const REFRESH_BOUND_MS = 3_000 + 500;
+/** A change pushed by the live event stream: the event, then one round of fetches. */
+const LIVE_BOUND_MS = 500;
 const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 360, height: 740 };
 
@@ -139,6 +141,25 @@ describe('admin UI', { timeout: 120_000 }, () => {
     assert.equal(await page.evaluate(() => sessionStorage.getItem('partyline.adminToken')), null);
     await login(page);
     await page.locator('#app').waitFor({ state: 'visible' });
+  });
+
+  check('live: the badge says the event stream is up; a change elsewhere shows at once, not at the next tick', async () => {
+    await page.locator('#tab-groups').click();
+    await page.locator('#live[data-live="on"]').waitFor();
+    assert.equal(await page.locator('#live').textContent(), 'Live');
+    const delays = [];
+    for (const name of ['Live One', 'Live Two', 'Live Three']) {
+      // Just after a tick, so the next one is ~3 s away: only the event can show it sooner.
+      await nextFetch(page, '/groups');
+      const t0 = Date.now();
+      assert.equal((await control.admin('POST', '/groups', { name })).status, 201);
+      delays.push((await shownAt(page, '#groups-rows tr', name, REFRESH_BOUND_MS)) - t0);
+    }
+    report(`admin: groups created through the API showed in ${delays.join(', ')} ms (live events)`);
+    for (const ms of delays) assert.ok(ms <= LIVE_BOUND_MS, `showed after ${ms} ms: ${delays}`);
+    for (const id of ['live-one', 'live-two', 'live-three']) {
+      assert.equal((await control.admin('DELETE', `/groups/${id}`)).status, 200);
+    }
   });
 
   check('create, rename and delete a group through the forms, each in the YAML on disk', async () => {

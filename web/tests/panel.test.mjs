@@ -333,7 +333,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
       assert.ok(key.width >= 300 && key.height >= 88, `the talk key is ${key.width}×${key.height}`);
       await Promise.all([kim.close(), lou.close()]);
     }
-    const manifest = await (await fetch(new URL('/manifest.webmanifest', control.origin))).json();
+    const manifest = await (await fetch(new URL('/join/manifest.webmanifest', control.origin))).json();
     assert.equal(manifest.display, 'standalone');
     for (const icon of manifest.icons) {
       const response = await fetch(new URL(icon.src, control.origin));

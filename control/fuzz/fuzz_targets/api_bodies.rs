@@ -22,13 +22,8 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use libfuzzer_sys::fuzz_target;
 use partyline_control::api::{self, AppState};
-use partyline_control::bridge::BridgeManager;
-use partyline_control::config::ConfigManager;
-use partyline_control::janus::Janus;
-use partyline_control::logring::LogRing;
-use partyline_control::secrets::{JanusSecrets, SecretValue};
+use partyline_control::app;
 use partyline_shared::Config;
-use partyline_shared::bridge::BusChoice;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -48,7 +43,8 @@ struct Harness {
     runtime: tokio::runtime::Runtime,
     app: Router,
     events: Router,
-    config: Arc<ConfigManager>,
+    /// For the config manager (reset to the seed, compared with the file).
+    state: AppState,
     path: PathBuf,
     routes: Vec<Route>,
     /// The file may differ from the seed (an input was accepted).
@@ -81,31 +77,21 @@ fn routes() -> Vec<Route> {
 fn harness() -> &'static Harness {
     static HARNESS: OnceLock<Harness> = OnceLock::new();
     HARNESS.get_or_init(|| {
-        // As at start-up (server.rs): one TLS provider for the process, ring (the Janus client).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // As at start-up (server.rs): the process's TLS provider, before the Janus client.
+        partyline_shared::crypto::install_provider();
         // tmpfs where there is one: control fsyncs every write.
         let shm = std::path::Path::new("/dev/shm");
         let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.expect("temp dir");
         let path = dir.path().join("partyline.yaml");
         std::fs::write(&path, SEED).expect("write the seed");
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        let config = ConfigManager::load(&path).expect("the seed loads");
-        let path = config.path().to_owned();
-        let janus = Janus::new(Arc::clone(&config), JanusSecrets::default()).expect("janus");
-        let bus = BusChoice::Address("unix:path=/nonexistent/partyline-fuzz-bus".into());
-        let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus);
-        let state = AppState {
-            config: Arc::clone(&config),
-            logs: LogRing::default(),
-            admin_token: Arc::new(SecretValue::new(TOKEN.into())),
-            janus,
-            bridge,
-            tls: false,
-            started: Instant::now(),
-        };
-        let events = api::events_app(state.clone());
-        let app = api::app(state);
-        Harness { runtime, app, events, config, path, routes: routes(), dirty: AtomicBool::new(false), _dir: dir }
+        let state = runtime
+            .block_on(async { AppState::offline(&path, dir.path(), TOKEN) })
+            .expect("the seed loads");
+        let path = state.config.path().to_owned();
+        let events = app::events_app(state.clone());
+        let app = app::app(state.clone());
+        Harness { runtime, app, events, state, path, routes: routes(), dirty: AtomicBool::new(false), _dir: dir }
     })
 }
 
@@ -118,7 +104,7 @@ fuzz_target!(|data: &[u8]| {
     let h = harness();
     if h.dirty.swap(false, Ordering::Relaxed) {
         std::fs::write(&h.path, SEED).expect("restore the seed");
-        h.config.reload().expect("the seed reloads");
+        h.state.config.reload().expect("the seed reloads");
     }
     let route = &h.routes[usize::from(pick) % h.routes.len()];
     let before = read(&h.path);
@@ -158,7 +144,7 @@ fuzz_target!(|data: &[u8]| {
                 Config::from_yaml(&after).unwrap_or_else(|e| panic!("{what}: accepted, file unreadable: {e}\n{after}"));
             assert!(on_disk.take_legacy().is_empty());
             on_disk.validate().unwrap_or_else(|e| panic!("{what}: accepted, file invalid: {e}\n{after}"));
-            assert_eq!(on_disk, *h.config.current(), "{what}: file and memory disagree");
+            assert_eq!(on_disk, *h.state.config.current(), "{what}: file and memory disagree");
         }
     } else {
         assert_eq!(after, before, "{what}: {status} {text}: refused, yet the file changed");

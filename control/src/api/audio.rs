@@ -275,7 +275,7 @@ pub struct AudioDevice {
     pub max_output_channels: u32,
     #[schema(example = 48000)]
     pub default_sample_rate: u32,
-    /// The sound system it belongs to: `PulseAudio`, `ALSA` or `default`.
+    /// The sound system it belongs to: `PulseAudio`, `PipeWire`, `ALSA` or `default`.
     #[serde(rename = "hostAPIName")]
     #[schema(example = "PulseAudio")]
     pub host_api_name: &'static str,
@@ -325,6 +325,7 @@ impl AudioDevice {
 fn host_api_name(platform: &str) -> &'static str {
     match platform {
         "pulseaudio" => "PulseAudio",
+        "pipewire" => "PipeWire",
         "alsa" => "ALSA",
         _ => "default",
     }

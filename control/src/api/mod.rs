@@ -7,6 +7,7 @@
 
 mod audio;
 mod error;
+mod events;
 mod extract;
 mod groups;
 mod panel;
@@ -72,6 +73,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(system::config))
         .routes(routes!(system::logs))
         .routes(routes!(system::stats))
+        .routes(routes!(events::stream))
         .routes(routes!(audio::set_audio))
         .routes(routes!(audio::get_device, audio::set_device))
         .routes(routes!(audio::get_channel_names, audio::set_channel_names))

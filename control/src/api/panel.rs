@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 use super::positions::LineView;
 use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
 use crate::calls::Call;
+use crate::events::LiveEvent;
 use crate::janus::JanusError;
 use crate::users::{Line, User};
 
@@ -219,6 +220,11 @@ pub async fn call(State(state): State<AppState>, ApiJson(body): ApiJson<CallRequ
     let user = state.users.by_token(&body.token).filter(|u| u.has_line(&body.group_id)).ok_or(ApiError::Forbidden)?;
     let at = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     tracing::info!(identity = user.identity, username = user.username, group = body.group_id, "call");
+    state.events.publish(&LiveEvent::Call {
+        group_id: body.group_id.clone(),
+        from: user.username.clone(),
+        identity: user.identity.clone(),
+    });
     state.calls.send(Call { group_id: body.group_id, from: user.username, identity: user.identity, at });
     Ok(StatusCode::NO_CONTENT)
 }
@@ -235,7 +241,7 @@ pub struct SessionQuery {
 /// The panel's events (Server-Sent Events): `event: call` with a [`Call`] as data, for calls
 /// on the session's lines. Ends when the session does.
 #[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
-    responses((status = 200, description = "text/event-stream of `call` events", body = Call),
+    responses((status = 200, description = "The stream of `call` events", body = Call, content_type = "text/event-stream"),
         (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
 pub async fn session_events(
     State(state): State<AppState>,

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 use super::server_users::ServerUserView;
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
 use crate::bridge::{BranchView, BridgeView, BridgeViewState};
+use crate::events::EventStats;
 use crate::janus::{JanusState, JanusStatus};
 use crate::logring::{self, LogEntry};
 use crate::stats::Memory;
@@ -110,6 +111,8 @@ pub struct Stats {
     pub janus: JanusStatus,
     /// The bridge's figures per server audio user, by name (the same as `bridge.branches`).
     pub audio_stats: BTreeMap<String, BranchView>,
+    /// The live event stream's clients.
+    pub events: EventStats,
 }
 
 /// Process and connection figures.
@@ -125,6 +128,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         audio_stats: bridge.branches.iter().map(|b| (b.name.clone(), b.clone())).collect(),
         bridge,
         janus: state.janus.status(),
+        events: state.events.stats(),
     })
 }
 

@@ -9,8 +9,7 @@ mod edit;
 mod watch;
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -18,6 +17,8 @@ use partyline_shared::Config;
 use partyline_shared::config::ConfigError;
 use partyline_shared::yaml::YamlError;
 use tokio::sync::broadcast;
+
+use crate::files::{self, Durability};
 
 pub use edit::*;
 pub use watch::watch_for_reloads;
@@ -38,6 +39,8 @@ pub enum ConfigEventKind {
 pub struct ConfigEvent {
     pub kind: ConfigEventKind,
     pub config: Arc<Config>,
+    /// What changed, as the log says it (`create group Stage`, `reload from disk`).
+    pub what: Arc<str>,
 }
 
 /// Why a config could not be loaded.
@@ -83,7 +86,7 @@ impl ConfigManager {
     pub fn load(path: &Path) -> Result<Arc<Self>, LoadError> {
         // Write through a symlink to its target, rather than replacing the link.
         let path = &fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        remove_stale_temp_files(path);
+        files::remove_stale_temp_files(files::parent_dir(path));
         let (config, text) = match fs::read_to_string(path) {
             Ok(text) => (parse(path, &text)?, text),
             Err(e) if e.kind() == io::ErrorKind::NotFound => create_default(path)?,
@@ -135,12 +138,12 @@ impl ConfigManager {
         new.validate()?;
         if new != *old {
             let text = new.to_yaml()?;
-            write_atomically(&self.path, text.as_bytes()).inspect_err(|e| {
+            files::replace(&self.path, text.as_bytes(), FILE_MODE, Durability::Disk).inspect_err(|e| {
                 tracing::error!(path = %self.path.display(), error = %e, change = what, "config write failed; the previous config stays in force");
             })?;
             *on_disk = text;
             tracing::info!(change = what, "config updated");
-            self.swap(&old, new);
+            self.swap(&old, new, what);
         }
         Ok(output)
     }
@@ -162,18 +165,21 @@ impl ConfigManager {
             return Ok(false);
         }
         tracing::info!(path = %self.path.display(), "config reloaded from disk");
-        self.swap(&old, new);
+        self.swap(&old, new, "reload from disk");
         Ok(true)
     }
 
-    fn swap(&self, old: &Config, new: Config) {
+    fn swap(&self, old: &Config, new: Config, what: &str) {
         let device_changed = old.audio.device != new.audio.device;
         let new = Arc::new(new);
+        let what: Arc<str> = what.into();
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&new);
         // No subscriber is not an error: events are for whoever listens now.
-        let _ = self.events.send(ConfigEvent { kind: ConfigEventKind::ConfigUpdated, config: Arc::clone(&new) });
+        let updated =
+            ConfigEvent { kind: ConfigEventKind::ConfigUpdated, config: Arc::clone(&new), what: what.clone() };
+        let _ = self.events.send(updated);
         if device_changed {
-            let _ = self.events.send(ConfigEvent { kind: ConfigEventKind::AudioDeviceUpdated, config: new });
+            let _ = self.events.send(ConfigEvent { kind: ConfigEventKind::AudioDeviceUpdated, config: new, what });
         }
     }
 }
@@ -183,7 +189,7 @@ fn create_default(path: &Path) -> Result<(Config, String), LoadError> {
     let config = Config::default();
     let create = || -> Result<String, UpdateError> {
         let text = config.to_yaml()?;
-        write_atomically(path, text.as_bytes())?;
+        files::replace(path, text.as_bytes(), FILE_MODE, Durability::Disk)?;
         Ok(text)
     };
     let text = create().map_err(|source| LoadError::Create { path: path.to_owned(), source })?;
@@ -206,43 +212,10 @@ fn parse(path: &Path, text: &str) -> Result<Config, LoadError> {
     Ok(config)
 }
 
-/// Temp files of writes that a crash interrupted (never taken for the config: the rename
-/// is what makes a write count).
-fn remove_stale_temp_files(path: &Path) {
-    let Ok(entries) = fs::read_dir(parent_dir(path)) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) && fs::remove_file(entry.path()).is_ok() {
-            tracing::info!(file = %entry.path().display(), "removed a temp file left by an interrupted write");
-        }
-    }
-}
-
-const TEMP_PREFIX: &str = ".partyline-";
-const TEMP_SUFFIX: &str = ".tmp";
-
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    }
-}
-
-/// Replaces `path` with `bytes` so that a crash at any moment leaves either the old or the
-/// new file: temp file in the same directory, fsync, rename over, fsync the directory.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = parent_dir(path);
-    let mut temp = tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX).tempfile_in(dir)?;
-    temp.as_file().set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
-    temp.write_all(bytes)?;
-    temp.as_file().sync_all()?;
-    temp.persist(path).map_err(|e| e.error)?;
-    fs::File::open(dir)?.sync_all()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

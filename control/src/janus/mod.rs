@@ -7,7 +7,6 @@
 //! session is lost (Janus restarted), control's own token and every registered user's token
 //! are added again and the rooms recreated.
 
-mod client;
 mod rooms;
 
 use std::collections::HashMap;
@@ -15,15 +14,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use partyline_shared::Config;
+use partyline_shared::backoff::Backoff;
 use partyline_shared::config::ServerAudioUser;
-use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusEvent, RoomSpec, codes};
+use partyline_shared::janus::client::{Client, Session};
+use partyline_shared::janus::{AllowedAction, AudioBridgeReply, AudioBridgeRequest, JanusEvent, RoomSpec, codes};
 use partyline_shared::slugify;
 use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
 
-pub use client::{Handle, JanusError, JanusHttp};
+pub use partyline_shared::janus::JanusError;
 
 use crate::config::ConfigManager;
 use crate::secrets::{JanusSecrets, derive, random_hex};
@@ -32,11 +33,12 @@ use crate::users::{Line, UNUSED_TOKEN_LIFETIME, User, UserKind, Users};
 /// How often control reconciles with Janus while it is up (a session needs a request at
 /// least every 60 s; missed leave events are noticed within this time).
 pub const POLL: Duration = Duration::from_secs(2);
-/// Backoff bounds while Janus is unreachable.
-const RETRY_MIN: Duration = Duration::from_millis(250);
+/// The pauses between passes while Janus is unreachable or refusing.
+const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
 /// The least time between two passes a burst of config writes triggers.
 const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
-const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Longest wait for one answer of Janus (on loopback it answers in about a millisecond).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The link to Janus.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -80,13 +82,13 @@ pub struct JanusStatus {
 
 #[derive(Debug)]
 pub struct Janus {
-    http: JanusHttp,
+    http: Client,
     config: Arc<ConfigManager>,
     secrets: JanusSecrets,
     /// control's own stored token, for its session.
     own_token: String,
-    /// The session and AudioBridge handle; `None` until (re)connected.
-    link: tokio::sync::Mutex<Option<Handle>>,
+    /// The session and its AudioBridge handle; `None` until (re)connected.
+    link: tokio::sync::Mutex<Option<Session>>,
     /// Rooms as control created them, to notice a changed spec.
     created: Mutex<HashMap<String, RoomSpec>>,
     status: Mutex<JanusStatus>,
@@ -128,7 +130,7 @@ impl Janus {
             JanusState::Unconfigured
         };
         Ok(Arc::new(Janus {
-            http: JanusHttp::new(),
+            http: Client::new(REQUEST_TIMEOUT).map_err(std::io::Error::other)?,
             config,
             secrets,
             own_token: random_hex(32)?,
@@ -159,19 +161,18 @@ impl Janus {
     /// Reconciles forever: on wake-ups, config events, and every [`POLL`].
     pub async fn run(self: Arc<Self>) {
         let mut events = self.config.subscribe();
-        let mut retry = RETRY_MIN;
+        let mut retry = RETRY;
         loop {
             let result = self.sync().await;
             let passed = tokio::time::Instant::now();
             let wait = match result {
                 Ok(()) => {
-                    retry = RETRY_MIN;
+                    retry.reset();
                     POLL
                 }
                 Err(e) => {
                     self.mark_down(&e);
-                    retry = (retry * 2).min(RETRY_MAX);
-                    retry
+                    retry.next_pause()
                 }
             };
             tokio::select! {
@@ -198,7 +199,7 @@ impl Janus {
     async fn sync(&self) -> Result<(), JanusError> {
         let config = self.config.current();
         let at = self.link().await?;
-        let result = self.reconcile(&config, at).await;
+        let result = self.reconcile(&config, &at).await;
         if let Err(e) = &result
             && e.loses_session()
         {
@@ -207,23 +208,23 @@ impl Janus {
         result
     }
 
-    async fn reconcile(&self, config: &Config, at: Handle) -> Result<(), JanusError> {
+    async fn reconcile(&self, config: &Config, at: &Session) -> Result<(), JanusError> {
         let desired = self.desired_rooms(config)?;
         self.drop_users_of_gone_groups().await;
         self.expire_unused_tokens().await;
-        let reply = self.request(&config.janus.url, at, AudioBridgeRequest::List).await?;
+        let reply = at.audiobridge(AudioBridgeRequest::List).await?;
         let plan = {
             let mut created = self.created.lock().unwrap_or_else(PoisonError::into_inner);
             rooms::plan(&desired, &reply.list, &mut created)
         };
         for room in &plan.destroy {
-            self.destroy_room(config, at, room).await?;
+            self.destroy_room(at, room).await?;
         }
         for spec in plan.recreate.iter().chain(&plan.create) {
-            self.create_room(config, at, spec, plan.recreate.contains(spec)).await?;
+            self.create_room(at, spec, plan.recreate.contains(spec)).await?;
         }
         self.sync_server_users(at).await?;
-        let participants = self.reconcile_participants(config, at, &desired).await?;
+        let participants = self.reconcile_participants(at, &desired).await?;
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.rooms = desired.len();
         status.participants = participants;
@@ -233,14 +234,15 @@ impl Janus {
         Ok(())
     }
 
-    /// The connected session, (re)connecting when there is none: control's own token is
-    /// added, a session opened, and every registered user's token added again.
-    async fn link(&self) -> Result<Handle, JanusError> {
+    /// The connected session, (re)connecting when there is none (or when the config moved
+    /// Janus to another URL): control's own token is added, a session opened, and every
+    /// registered user's token added again.
+    async fn link(&self) -> Result<Session, JanusError> {
         let mut link = self.link.lock().await;
-        if let Some(at) = *link {
-            return Ok(at);
-        }
         let config = self.config.current();
+        if let Some(at) = link.as_ref().filter(|at| at.url() == config.janus.url.trim_end_matches('/')) {
+            return Ok(at.clone());
+        }
         let admin_secret = self.admin_secret()?;
         let (api, admin) = (&config.janus.url, &config.janus.admin_url);
         self.http.add_token(admin, admin_secret, &self.own_token).await?;
@@ -248,12 +250,12 @@ impl Janus {
         for token in self.users.tokens() {
             self.http.add_token(admin, admin_secret, token.expose()).await?;
         }
-        let version = self.http.info(api).await.ok().and_then(|i| i["version_string"].as_str().map(str::to_owned));
+        let version = self.http.info(api).await.ok().and_then(|info| info.version_string);
         tracing::info!(url = api, version = version.as_deref().unwrap_or("?"), "connected to Janus");
         self.status.lock().unwrap_or_else(PoisonError::into_inner).version = version;
         // Whatever control created before is gone if Janus restarted; `plan` recreates it.
         self.created.lock().unwrap_or_else(PoisonError::into_inner).clear();
-        *link = Some(at);
+        *link = Some(at.clone());
         Ok(at)
     }
 
@@ -284,22 +286,13 @@ impl Janus {
         Ok(rooms::desired(config, admin_key.expose(), self.admin_secret()?))
     }
 
-    async fn request(
-        &self,
-        api: &str,
-        at: Handle,
-        body: AudioBridgeRequest,
-    ) -> Result<partyline_shared::janus::AudioBridgeReply, JanusError> {
-        self.http.audiobridge(api, at, &self.own_token, body).await
-    }
-
-    async fn create_room(&self, config: &Config, at: Handle, spec: &RoomSpec, replace: bool) -> Result<(), JanusError> {
+    async fn create_room(&self, at: &Session, spec: &RoomSpec, replace: bool) -> Result<(), JanusError> {
         if replace {
-            self.destroy_room(config, at, &spec.room).await?;
+            self.destroy_room(at, &spec.room).await?;
         }
         let allowed = self.users.tokens_of_room(&spec.room);
         let create = AudioBridgeRequest::Create { spec: spec.clone(), allowed: allowed.clone() };
-        match self.request(&config.janus.url, at, create).await {
+        match at.audiobridge(create).await {
             Ok(_) => tracing::info!(
                 room = spec.room,
                 bitrate = spec.default_bitrate,
@@ -314,7 +307,7 @@ impl Janus {
         // issued from now on finds it. Those in between are read again here.
         let late: Vec<String> =
             self.users.tokens_of_room(&spec.room).into_iter().filter(|t| !allowed.contains(t)).collect();
-        self.allow(config, at, &spec.room, AllowedAction::Add, late).await?;
+        self.allow(at, &spec.room, AllowedAction::Add, late).await?;
         self.created.lock().unwrap_or_else(PoisonError::into_inner).insert(spec.room.clone(), spec.clone());
         Ok(())
     }
@@ -323,8 +316,7 @@ impl Janus {
     /// exist yet is not an error: it is created with the registry's tokens.
     async fn allow(
         &self,
-        config: &Config,
-        at: Handle,
+        at: &Session,
         room: &str,
         action: AllowedAction,
         tokens: Vec<String>,
@@ -334,16 +326,16 @@ impl Janus {
         }
         let secret = rooms::room_secret(self.admin_secret()?, room);
         let body = AudioBridgeRequest::Allowed { room: room.to_owned(), secret, action, allowed: tokens };
-        match self.request(&config.janus.url, at, body).await {
+        match at.audiobridge(body).await {
             Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => Err(e),
             _ => Ok(()),
         }
     }
 
-    async fn destroy_room(&self, config: &Config, at: Handle, room: &str) -> Result<(), JanusError> {
+    async fn destroy_room(&self, at: &Session, room: &str) -> Result<(), JanusError> {
         let secret = rooms::room_secret(self.admin_secret()?, room);
         let body = AudioBridgeRequest::Destroy { room: room.to_owned(), secret, permanent: false };
-        match self.request(&config.janus.url, at, body).await {
+        match at.audiobridge(body).await {
             Ok(_) => tracing::info!(room, "room destroyed"),
             Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => {}
             Err(e) => return Err(e),
@@ -354,17 +346,12 @@ impl Janus {
 
     /// Marks who is in each room from `listparticipants` (catching missed events) and
     /// returns how many participants there are in all.
-    async fn reconcile_participants(
-        &self,
-        config: &Config,
-        at: Handle,
-        rooms: &[RoomSpec],
-    ) -> Result<usize, JanusError> {
+    async fn reconcile_participants(&self, at: &Session, rooms: &[RoomSpec]) -> Result<usize, JanusError> {
         let mut total = 0;
         for spec in rooms {
             let asked = OffsetDateTime::now_utc();
             let body = AudioBridgeRequest::ListParticipants { room: spec.room.clone() };
-            let reply = match self.request(&config.janus.url, at, body).await {
+            let reply: AudioBridgeReply = match at.audiobridge(body).await {
                 Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => continue,
                 other => other?,
             };
@@ -425,7 +412,7 @@ impl Janus {
         let user = self.users.register(identity, username.to_owned(), lines, token);
         for line in &user.lines {
             let token = vec![user.token.expose().to_owned()];
-            if let Err(e) = self.allow(&config, at, &line.group_id, AllowedAction::Add, token).await {
+            if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Add, token).await {
                 self.users.remove(&user.identity);
                 self.revoke(&user).await;
                 return Err(e);
@@ -444,7 +431,7 @@ impl Janus {
         let config = self.config.current();
         for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
             let at = self.link().await?;
-            self.kick(&config, at, &line.group_id, &user.identity).await?;
+            self.kick(&at, &line.group_id, &user.identity).await?;
         }
         self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, user.token.expose()).await?;
         self.users.remove(identity);
@@ -467,11 +454,10 @@ impl Janus {
         if user.lines.len() == 1 {
             return self.disconnect(identity, &format!("line {group} removed by the admin"), by).await;
         }
-        let config = self.config.current();
         let at = self.link().await?;
         let token = vec![user.token.expose().to_owned()];
-        self.allow(&config, at, group, AllowedAction::Remove, token).await?;
-        self.kick(&config, at, group, identity).await?;
+        self.allow(&at, group, AllowedAction::Remove, token).await?;
+        self.kick(&at, group, identity).await?;
         let Some((_, now, _)) = self.users.remove_line(identity, group) else {
             return Err(DisconnectError::NotFound(identity.to_owned()));
         };
@@ -489,7 +475,7 @@ impl Janus {
         // One failure must not spare the others: each leftover blocks its own user.
         for user in &config.server_audio_users {
             let (identity, _) = self.server_user_credentials(user)?;
-            match self.kick(&config, at, &user.group, &identity).await {
+            match self.kick(&at, &user.group, &identity).await {
                 Ok(true) => tracing::info!(identity, "kicked the participant a previous partyline-bridged left behind"),
                 Ok(false) => {}
                 Err(e) => {
@@ -510,9 +496,8 @@ impl Janus {
             return;
         }
         tracing::warn!(room, identity = id, "a participant joined under an identity not issued for this room: kicked");
-        let config = self.config.current();
         let kicked = match self.link().await {
-            Ok(at) => self.kick(&config, at, room, id).await,
+            Ok(at) => self.kick(&at, room, id).await,
             Err(e) => Err(e),
         };
         if let Err(e) = kicked {
@@ -522,10 +507,10 @@ impl Janus {
 
     /// Kicks `identity` out of `room` with the room's secret; whether it was there. A
     /// participant or room already gone is not an error.
-    async fn kick(&self, config: &Config, at: Handle, room: &str, identity: &str) -> Result<bool, JanusError> {
+    async fn kick(&self, at: &Session, room: &str, identity: &str) -> Result<bool, JanusError> {
         let secret = rooms::room_secret(self.admin_secret()?, room);
         let kick = AudioBridgeRequest::Kick { room: room.to_owned(), secret, id: identity.to_owned() };
-        match self.request(&config.janus.url, at, kick).await {
+        match at.audiobridge(kick).await {
             Ok(_) => Ok(true),
             Err(e) if matches!(e.plugin_code(), Some(codes::NO_SUCH_USER | codes::NO_SUCH_ROOM)) => Ok(false),
             Err(e) => Err(e),
@@ -559,9 +544,9 @@ impl Janus {
             if before.as_deref() != Some(user.group.as_str()) {
                 let at = self.link().await?;
                 if let Some(old_room) = before {
-                    self.allow(config, at, &old_room, AllowedAction::Remove, vec![token.clone()]).await?;
+                    self.allow(&at, &old_room, AllowedAction::Remove, vec![token.clone()]).await?;
                 }
-                self.allow(config, at, &user.group, AllowedAction::Add, vec![token]).await?;
+                self.allow(&at, &user.group, AllowedAction::Add, vec![token]).await?;
             }
             identities.push(identity);
         }
@@ -577,7 +562,7 @@ impl Janus {
     /// the pass started with: a user added meanwhile has had its token admitted and its plan
     /// pushed to bridged, and the pass would revoke that token (bridged's join refused, 403,
     /// and retried 500 ms later: 2 of 300 joins in the bench did so).
-    async fn sync_server_users(&self, at: Handle) -> Result<(), JanusError> {
+    async fn sync_server_users(&self, at: &Session) -> Result<(), JanusError> {
         let admitting = self.admitting.lock().await;
         let config = self.config.current();
         let identities = self.admit_server_users_locked(&config).await?;
@@ -597,7 +582,7 @@ impl Janus {
         drop(admitting);
         for (gone, _) in due {
             // Normally gone already: bridged left with its token during the grace.
-            match self.kick(&config, at, gone.first_group(), &gone.identity).await {
+            match self.kick(at, gone.first_group(), &gone.identity).await {
                 Ok(true) => tracing::info!(
                     identity = gone.identity,
                     "a removed server audio user was still in its room: kicked"
@@ -650,12 +635,11 @@ impl Janus {
     /// Takes a gone user's token off its rooms' admission lists (they would otherwise grow with
     /// every session until the room is recreated).
     async fn unlist(&self, user: &User) {
-        let config = self.config.current();
         // Only over a session that is up: a reconnect recreates the rooms from the registry.
-        let Some(at) = *self.link.lock().await else { return };
+        let Some(at) = self.link.lock().await.clone() else { return };
         for line in &user.lines {
             let token = vec![user.token.expose().to_owned()];
-            if let Err(e) = self.allow(&config, at, &line.group_id, AllowedAction::Remove, token).await {
+            if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Remove, token).await {
                 tracing::debug!(identity = user.identity, error = %e, "cannot take the token off its room's list");
             }
         }

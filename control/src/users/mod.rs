@@ -21,6 +21,7 @@ use time::format_description::well_known::Rfc3339;
 
 mod store;
 
+use crate::events::{EventBus, LiveEvent};
 use crate::secrets::SecretValue;
 use store::{CrewRecord, CrewStore, LineRecord};
 
@@ -225,6 +226,8 @@ fn unix_ns(t: OffsetDateTime) -> i64 {
 pub struct Users {
     by_identity: Mutex<HashMap<String, User>>,
     total_connections: AtomicU64,
+    /// Where joins and leaves of lines are published.
+    events: EventBus,
     /// Where the crew is kept across restarts; none in unit tests.
     store: Option<CrewStore>,
 }
@@ -262,7 +265,7 @@ impl std::ops::DerefMut for Registry<'_> {
 impl Users {
     /// The registry with its crew kept in `state_dir` (`crew.json`): the crew stored there
     /// comes back as it was (a pending token's lifetime still counts from its issue).
-    pub fn restore(state_dir: &Path) -> Users {
+    pub fn restore(state_dir: &Path, events: EventBus) -> Users {
         let (store, records) = CrewStore::open(state_dir);
         let now = OffsetDateTime::now_utc();
         let mut users = HashMap::new();
@@ -285,7 +288,7 @@ impl Users {
         if !users.is_empty() {
             tracing::info!(count = users.len(), file = %store.path().display(), "crew members restored");
         }
-        Users { by_identity: Mutex::new(users), total_connections: AtomicU64::new(0), store: Some(store) }
+        Users { by_identity: Mutex::new(users), total_connections: AtomicU64::new(0), events, store: Some(store) }
     }
 
     fn lock(&self) -> Registry<'_> {
@@ -356,6 +359,11 @@ impl Users {
         let now = OffsetDateTime::now_utc();
         line.joined_at = Some(now);
         user.last_activity = now;
+        self.events.publish(&LiveEvent::UserJoined {
+            identity: id.to_owned(),
+            username: user.username.clone(),
+            group_id: room.to_owned(),
+        });
         if user.state == UserState::Connected {
             tracing::info!(identity = id, username = user.username, group = room, "user joined a line");
         } else {
@@ -378,6 +386,12 @@ impl Users {
         let user = users.get_mut(id)?;
         let line = user.lines.iter_mut().find(|l| l.group_id == room && l.joined_at.is_some())?;
         line.joined_at = None;
+        self.events.publish(&LiveEvent::UserLeft {
+            identity: id.to_owned(),
+            username: user.username.clone(),
+            group_id: room.to_owned(),
+            why: why.to_owned(),
+        });
         if user.lines.iter().any(|l| l.joined_at.is_some()) {
             // Still on other lines: the session goes on.
             tracing::info!(identity = id, username = user.username, group = room, why, "user left a line");
@@ -406,10 +420,25 @@ impl Users {
     pub fn remove(&self, identity: &str) -> Option<User> {
         let mut users = self.lock();
         let gone = users.remove(identity);
+        if let Some(user) = &gone {
+            self.publish_left(user, user.lines.iter(), "removed");
+        }
         if gone.as_ref().is_some_and(|u| u.kind == UserKind::Crew) {
             users.crew_changed();
         }
         gone
+    }
+
+    /// Publishes that `user` left each of `lines` it was on.
+    fn publish_left<'a>(&self, user: &User, lines: impl Iterator<Item = &'a Line>, why: &str) {
+        for line in lines.filter(|l| l.joined_at.is_some()) {
+            self.events.publish(&LiveEvent::UserLeft {
+                identity: user.identity.clone(),
+                username: user.username.clone(),
+                group_id: line.group_id.clone(),
+                why: why.to_owned(),
+            });
+        }
     }
 
     pub fn get(&self, identity: &str) -> Option<User> {
@@ -438,6 +467,7 @@ impl Users {
         let user = users.get_mut(identity)?;
         let index = user.lines.iter().position(|l| l.group_id == room)?;
         let line = user.lines.remove(index);
+        self.publish_left(user, std::iter::once(&line), "line removed");
         if !user.lines.iter().any(|l| l.joined_at.is_some()) {
             user.state = UserState::Pending;
         }
@@ -470,9 +500,10 @@ impl Users {
         let mut users = self.lock();
         let mut changed = false;
         for user in users.values_mut().filter(|u| u.kind == UserKind::Crew) {
-            let before = user.lines.len();
-            user.lines.retain(|l| groups.contains(&l.group_id));
-            changed |= user.lines.len() != before;
+            let (kept, gone): (Vec<Line>, Vec<Line>) = user.lines.drain(..).partition(|l| groups.contains(&l.group_id));
+            user.lines = kept;
+            self.publish_left(user, gone.iter(), "group deleted");
+            changed |= !gone.is_empty();
         }
         if changed {
             users.crew_changed();
@@ -490,6 +521,9 @@ impl Users {
         let mut users = self.lock();
         let gone: Vec<String> = users.values().filter(|u| doomed(u)).map(|u| u.identity.clone()).collect();
         let gone: Vec<User> = gone.iter().filter_map(|id| users.remove(id)).collect();
+        for user in &gone {
+            self.publish_left(user, user.lines.iter(), "removed");
+        }
         if gone.iter().any(|u| u.kind == UserKind::Crew) {
             users.crew_changed();
         }
@@ -600,7 +634,7 @@ mod tests {
     #[test]
     fn the_crew_is_restored_and_server_users_are_not_stored() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let users = Users::restore(dir.path());
+        let users = Users::restore(dir.path(), EventBus::default());
         users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into());
         users.register("bob-2".into(), "Bob".into(), vec![Line::both("stage")], "t2".into());
         users.register("carol-3".into(), "Carol".into(), vec![Line::both("stage")], "t3".into());
@@ -609,24 +643,29 @@ mod tests {
         assert!(users.joined("stage", "carol-3"));
         assert!(users.left("stage", "carol-3", "test").is_some());
 
-        let again = Users::restore(dir.path());
+        let again = Users::restore(dir.path(), EventBus::default());
         assert_eq!(crew(&again), crew(&users), "as it was, times to the nanosecond");
         assert_eq!(again.list().len(), 2, "no server audio user");
         assert!(again.take_expired(UNUSED_TOKEN_LIFETIME).is_empty(), "a fresh token is not expired");
         assert!(again.remove("bob-2").is_some());
-        assert_eq!(crew(&Users::restore(dir.path())), crew(&again));
+        assert_eq!(crew(&Users::restore(dir.path(), EventBus::default())), crew(&again));
     }
 
     #[test]
     fn a_pending_token_keeps_its_age_across_a_restore() {
         let dir = tempfile::tempdir().expect("tempdir");
-        Users::restore(dir.path()).register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into());
+        Users::restore(dir.path(), EventBus::default()).register(
+            "alice-1".into(),
+            "Alice".into(),
+            vec![Line::both("stage")],
+            "t1".into(),
+        );
         let (store, mut stored) = CrewStore::open(dir.path());
         stored[0].issued_at_unix_ns -= 9 * 60 * 1_000_000_000;
         store.save(&stored);
-        let users = Users::restore(dir.path());
+        let users = Users::restore(dir.path(), EventBus::default());
         assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty(), "9 min old: 1 min left");
         assert_eq!(users.take_expired(Duration::from_secs(8 * 60)).len(), 1, "older than 8 min");
-        assert!(Users::restore(dir.path()).list().is_empty(), "the expiry is stored");
+        assert!(Users::restore(dir.path(), EventBus::default()).list().is_empty(), "the expiry is stored");
     }
 }

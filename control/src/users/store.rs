@@ -3,8 +3,7 @@
 //! Server audio users are not stored: they are derived from the config.
 //!
 //! The file is rewritten whole on every change of a crew member (it is small: one record per
-//! crew member), atomically: a temp file in the same directory, mode 0600 (it holds tokens),
-//! renamed over the old one. There is no fsync: the file only matters while Janus, a process on
+//! crew member), atomically (`crate::files`), mode 0600 (it holds tokens). There is no fsync: the file only matters while Janus, a process on
 //! the same machine, still holds the tokens in its memory, and whatever loses the page cache
 //! (power loss, kernel crash) loses Janus's tokens too; a process crash, the case this file is
 //! for, keeps the page cache. Without fsync a write is a few tens of microseconds, so it is done
@@ -15,13 +14,13 @@
 //! inspection, and control starts with no crew.
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::files::{self, Durability};
 use crate::secrets::SecretValue;
 use crate::users::UserState;
 
@@ -29,7 +28,6 @@ use crate::users::UserState;
 pub const FILE_NAME: &str = "crew.json";
 /// What an unreadable file is renamed to.
 pub const BAD_FILE_NAME: &str = "crew.json.bad";
-const TEMP_FILE_NAME: &str = "crew.json.tmp";
 const FILE_MODE: u32 = 0o600;
 const VERSION: u32 = 1;
 
@@ -76,7 +74,6 @@ struct CrewFile {
 #[derive(Debug)]
 pub struct CrewStore {
     path: PathBuf,
-    temp: PathBuf,
     /// The last write failed (logged once per failure streak, not once per change).
     failing: AtomicBool,
 }
@@ -85,8 +82,8 @@ impl CrewStore {
     /// The store in `dir` and the crew it holds. Never fails: a missing file is an empty crew;
     /// an unreadable one is logged, moved aside, and an empty crew.
     pub fn open(dir: &Path) -> (CrewStore, Vec<CrewRecord>) {
-        let store =
-            CrewStore { path: dir.join(FILE_NAME), temp: dir.join(TEMP_FILE_NAME), failing: AtomicBool::new(false) };
+        files::remove_stale_temp_files(dir);
+        let store = CrewStore { path: dir.join(FILE_NAME), failing: AtomicBool::new(false) };
         let crew = match store.read() {
             Ok(crew) => crew,
             Err(why) => {
@@ -152,7 +149,6 @@ impl CrewStore {
                 }
             }
             Err(e) => {
-                let _ = fs::remove_file(&self.temp);
                 if !self.failing.swap(true, Ordering::Relaxed) {
                     tracing::error!(
                         file = %self.path.display(),
@@ -169,19 +165,14 @@ impl CrewStore {
         let file = CrewFile { version: VERSION, crew: crew.to_vec() };
         let mut bytes = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
         bytes.push(b'\n');
-        // A temp file left by a crash is simply replaced; its mode is set again in case it
-        // was created otherwise.
-        let mut temp =
-            fs::OpenOptions::new().write(true).create(true).truncate(true).mode(FILE_MODE).open(&self.temp)?;
-        temp.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
-        temp.write_all(&bytes)?;
-        drop(temp);
-        fs::rename(&self.temp, &self.path)
+        files::replace(&self.path, &bytes, FILE_MODE, Durability::PageCache)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     fn record(identity: &str, state: UserState) -> CrewRecord {
@@ -206,7 +197,7 @@ mod tests {
         store.save(&[record("a-1", UserState::Pending), record("b-2", UserState::Connected)]);
         let mode = fs::metadata(store.path()).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert!(!dir.path().join(TEMP_FILE_NAME).exists());
+        assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 1, "no temp file left");
         let (_, crew) = CrewStore::open(dir.path());
         let got: Vec<_> = crew.iter().map(|r| (r.identity.as_str(), r.state, r.connected_at_unix_ns)).collect();
         assert_eq!(
@@ -282,16 +273,19 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_write_leaves_the_old_file() {
+    fn a_failed_write_is_flagged_and_the_next_one_recovers() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, _) = CrewStore::open(dir.path());
         store.save(&[record("a-1", UserState::Pending)]);
-        // A directory where the temp file goes makes the write fail.
-        fs::create_dir(dir.path().join(TEMP_FILE_NAME)).expect("mkdir");
+        let kept = fs::read(store.path()).expect("read");
+        // A directory where the file goes makes the rename fail.
+        fs::remove_file(store.path()).expect("rm");
+        fs::create_dir(store.path()).expect("mkdir");
         store.save(&[]);
         assert!(store.failing.load(Ordering::Relaxed));
+        fs::remove_dir(store.path()).expect("rmdir");
+        fs::write(store.path(), kept).expect("put the file back");
         assert_eq!(CrewStore::open(dir.path()).1.len(), 1);
-        fs::remove_dir(dir.path().join(TEMP_FILE_NAME)).expect("rmdir");
         store.save(&[]);
         assert!(!store.failing.load(Ordering::Relaxed));
         assert!(CrewStore::open(dir.path()).1.is_empty());

@@ -1,5 +1,6 @@
-//! Device listing against a real PulseAudio started by the test, and the fallbacks when no sound
-//! server answers (refused connection, or a server that never replies).
+//! Device listing against a real PulseAudio, a real PipeWire and ALSA devices of the test's own,
+//! each started by the test, and the fallbacks when no sound server answers (refused connection,
+//! or a server that never replies); control's pactl never starts a sound server.
 
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
@@ -9,6 +10,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::{Control, wait_for};
+use partyline_testkit::alsa::{AlsaHome, fixed_channels_pcm};
+use partyline_testkit::pipewire::PipeWireServer;
 use partyline_testkit::pulse::{AUX_MAP, PulseServer};
 
 /// How long the warning of a device selection may take (a listing is bounded by 2 s).
@@ -86,6 +89,120 @@ async fn devices_come_from_pulseaudio_without_monitors() {
     assert_eq!(kinds.len(), 3, "{devices:#}");
     assert_eq!(devices["defaultInput"]["id"], "card_mic", "{devices:#}");
     assert!(matches!(devices["defaultOutput"]["id"].as_str(), Some("card_out" | "card_in")), "{devices:#}");
+}
+
+#[tokio::test]
+async fn devices_come_from_pipewire_with_their_channels_and_rates() {
+    let mut pipewire = PipeWireServer::start();
+    pipewire.load_module("module-null-sink", "sink_name=card_out channels=8 rate=48000");
+    pipewire.load_module("module-null-sink", "sink_name=card_in channels=6 rate=44100");
+    pipewire.load_module(
+        "module-remap-source",
+        "source_name=card_mic master=card_in.monitor channels=2 master_channel_map=aux0,aux1",
+    );
+    pipewire.wait_for_default_sink("card_out");
+    let control = Control::builder().env("PULSE_SERVER", &pipewire.server_address()).start().await;
+
+    let listing = device_list(&control).await;
+
+    assert_eq!(listing["platform"], "pipewire", "{listing:#}");
+    for (name, channels, rate) in [("card_out", 8, 48_000), ("card_in", 6, 44_100)] {
+        let sink = find(&listing, "outputs", name);
+        assert_eq!((&sink["channels"], &sink["sampleRate"]), (&json!(channels), &json!(rate)), "{sink}");
+    }
+    let mic = find(&listing, "inputs", "card_mic");
+    assert_eq!(mic["channels"], 2, "{mic}");
+    // PipeWire's monitors are no inputs either.
+    assert_eq!(entries(&listing, "inputs").len(), 1, "{listing:#}");
+    assert_eq!(find(&listing, "outputs", "card_out")["isDefault"], true, "{listing:#}");
+    let (_, devices) = control.get_json("/admin/audio/devices").await;
+    assert_eq!(devices["defaultOutput"]["hostAPIName"], "PipeWire", "{devices:#}");
+    assert_eq!(devices["defaultOutput"]["maxOutputChannels"], 8, "{devices:#}");
+}
+
+#[tokio::test]
+async fn devices_come_from_alsa_with_their_channels_when_no_sound_server_answers() {
+    // No card on a test machine: PCMs of the test's own with fixed channel counts stand in.
+    let asoundrc = format!(
+        "{}{}",
+        fixed_channels_pcm("partyline_quad", 4, "Four-channel test device"),
+        fixed_channels_pcm("partyline_six", 6, "Six-channel test device")
+    );
+    let alsa = AlsaHome::new(&asoundrc);
+    let home = alsa.home().to_str().expect("a UTF-8 path");
+    let control = Control::builder().env("HOME", home).start().await;
+
+    let listing = device_list(&control).await;
+
+    assert_eq!(listing["platform"], "alsa", "{listing:#}");
+    for (id, channels) in [("alsa:partyline_quad", 4), ("alsa:partyline_six", 6)] {
+        for direction in ["inputs", "outputs"] {
+            let device = find(&listing, direction, id);
+            assert_eq!(device["channels"], channels, "{device}");
+            assert_eq!(device["sampleRate"], 48_000, "{device}");
+        }
+    }
+    let quad = find(&listing, "outputs", "alsa:partyline_quad");
+    assert_eq!(quad["description"], "Output: Four-channel test device (partyline_quad)", "{quad}");
+    // Converters that take any channel count (null, the rate converters) and the bridges to
+    // other sound systems are not devices.
+    for direction in ["inputs", "outputs"] {
+        let ids: Vec<&str> = entries(&listing, direction).iter().filter_map(|d| d["identifier"].as_str()).collect();
+        assert_eq!(ids, ["alsa:partyline_quad", "alsa:partyline_six"], "{listing:#}");
+    }
+
+    let (_, devices) = control.get_json("/admin/audio/devices").await;
+    assert!(devices["devices"].as_array().expect("devices").iter().all(|d| d["hostAPIName"] == "ALSA"), "{devices:#}");
+    let (status, body) = control
+        .post_json(
+            "/admin/audio/device",
+            json!({ "inputDeviceId": "alsa:partyline_six", "outputDeviceId": "alsa:partyline_quad" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!((&body["device"]["inputChannels"], &body["device"]["outputChannels"]), (&json!(6), &json!(4)), "{body}");
+    assert_eq!(body["device"]["inputDeviceName"], "Six-channel test device (partyline_six)", "{body}");
+}
+
+/// Runs control as user `nobody`, with no `PULSE_SERVER` and a client config of that user's
+/// that asks for autospawn (as `/run/pulseaudio-enable-autospawn` does on a machine without
+/// systemd): libpulse would start `PULSE_BINARY` (here a script that leaves a mark) to have a
+/// server. Neither control's pactl nor alsa-lib inside control (its PulseAudio hook) may; the
+/// listing falls back to ALSA.
+#[tokio::test]
+async fn pactl_never_starts_a_sound_server() {
+    const NOBODY: u32 = 65_534;
+    let dir = tempfile::Builder::new().prefix("partyline-autospawn-").tempdir_in("/tmp").expect("temp dir");
+    let home = dir.path().join("home");
+    // libpulse's runtime directory, which it would otherwise make in /tmp and leave there.
+    let runtime = dir.path().join("run");
+    std::fs::create_dir_all(home.join(".config/pulse")).expect("home");
+    std::fs::create_dir(&runtime).expect("runtime dir");
+    std::fs::write(home.join(".config/pulse/client.conf"), "autospawn = yes\n").expect("client.conf");
+    let mark = dir.path().join("spawned");
+    let binary = dir.path().join("pulseaudio");
+    std::fs::write(&binary, format!("#!/bin/sh\necho \"$@\" >> {}\nexit 1\n", mark.display())).expect("script");
+    std::fs::set_permissions(&binary, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    for path in [dir.path(), &runtime, &home, &home.join(".config"), &home.join(".config/pulse")] {
+        std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).expect("chown");
+    }
+    let (home, binary) = (home.to_str().expect("UTF-8"), binary.to_str().expect("UTF-8"));
+    let control = Control::builder()
+        .user(NOBODY, NOBODY)
+        .env_remove("PULSE_SERVER")
+        .env("XDG_RUNTIME_DIR", runtime.to_str().expect("UTF-8"))
+        // The test's own temp dir may be closed to other users (scripts/netns-run's is).
+        .env("TMPDIR", "/tmp")
+        .env("HOME", home)
+        .env("PULSE_BINARY", binary)
+        .start()
+        .await;
+
+    let listing = device_list(&control).await;
+
+    assert_fallback(&listing);
+    let spawned = std::fs::read_to_string(&mark).unwrap_or_default();
+    assert_eq!(spawned, "", "control's pactl started a sound server ({}):\n{}", mark.display(), control.log_text());
 }
 
 /// What every fallback must offer: a platform that says so and at least one device each way.

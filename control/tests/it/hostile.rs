@@ -259,6 +259,8 @@ struct Operation {
     /// Served on the loopback events listener.
     internal: bool,
     documents_503: bool,
+    /// Answers with an event stream that does not end: only its status and type are read.
+    streaming: bool,
 }
 
 impl Operation {
@@ -410,6 +412,7 @@ fn operations() -> Vec<Operation> {
                 body,
                 internal: tags.iter().any(|t| t == "internal"),
                 documents_503: operation["responses"].get("503").is_some(),
+                streaming: operation["responses"]["200"]["content"].get("text/event-stream").is_some(),
             });
         }
     }
@@ -522,6 +525,11 @@ impl Run<'_> {
         let what = format!("{} {url:.200} [{}]", operation.method, probe.label);
         let oversize = probe.body.as_ref().is_some_and(|b| b.len() > partyline_control::api::BODY_LIMIT);
         let answer = match request.send().await {
+            Ok(response) if operation.streaming && response.status().is_success() => {
+                let stream = response.headers().get(CONTENT_TYPE).is_some_and(|t| t == "text/event-stream");
+                // `{}` stands for the stream: the checks below see a well-formed answer.
+                Ok((response.status(), if stream { "{}".to_owned() } else { "not an event stream".to_owned() }))
+            }
             Ok(response) => {
                 let status = response.status();
                 response.text().await.map(|text| (status, text))

@@ -20,6 +20,7 @@ mod concurrency;
 mod crash;
 #[cfg(feature = "services")]
 mod devices;
+mod events;
 #[cfg(feature = "services")]
 mod faults;
 #[cfg(feature = "services")]

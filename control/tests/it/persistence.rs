@@ -41,7 +41,7 @@ async fn a_missing_file_is_created_with_defaults_and_serves_https() {
     assert_eq!(key_mode, 0o600);
 
     let pem = std::fs::read(control.dir().join("tls-cert.pem")).expect("cert");
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    partyline_shared::crypto::install_provider();
     let client = reqwest::Client::builder()
         .tls_certs_only([reqwest::Certificate::from_pem(&pem).expect("pem")])
         .build()

@@ -8,10 +8,10 @@ use crate::support::{Control, http};
 
 /// What each file must be served as, and a piece of its content that proves it is the right one.
 const FILES: &[(&str, &str, &str)] = &[
-    ("/", "text/html; charset=utf-8", r#"<script type="module" src="/join.js">"#),
-    ("/join.js", "text/javascript; charset=utf-8", "from '/join/connection.js'"),
+    ("/", "text/html; charset=utf-8", r#"<script type="module" src="/join/join.js">"#),
+    ("/join/join.js", "text/javascript; charset=utf-8", "from '/join/connection.js'"),
     ("/join/connection.js", "text/javascript; charset=utf-8", "from '/vendor/janus.js'"),
-    ("/manifest.webmanifest", "application/manifest+json", "\"display\": \"standalone\""),
+    ("/join/manifest.webmanifest", "application/manifest+json", "\"display\": \"standalone\""),
     ("/common/style.css", "text/css; charset=utf-8", "prefers-color-scheme: dark"),
     ("/vendor/janus.js", "text/javascript; charset=utf-8", "export { Janus as default }"),
     ("/vendor/adapter.js", "text/javascript; charset=utf-8", "adapterFactory"),

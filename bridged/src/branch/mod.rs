@@ -1,0 +1,271 @@
+//! One server audio user's branch: a bin plugged into the card side (`pipeline.rs`), a
+//! webrtcbin joined to its Janus AudioBridge room, and the task that joins, watches and rejoins.
+//! By job:
+//!
+//! - `bin.rs`: the GStreamer bin `branch:NAME` (encoder, decoder, webrtcbin), plugged into the
+//!   card side's tee and mixer, and taken out again without stopping the other branches.
+//! - `negotiation.rs`: WebRTC: the offer with every local ICE candidate, Janus's answer.
+//! - `signalling.rs`: Janus: the session's long poll, the join and its answer, the events that
+//!   end a participation.
+//! - this file: the supervisor, one [`Attempt`] after another with the retry policy between them.
+
+mod bin;
+mod negotiation;
+mod signalling;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use partyline_shared::backoff::Backoff;
+use partyline_shared::bridge::{BranchState, PlanUser};
+use partyline_shared::janus::AudioBridgeRequest;
+use partyline_shared::janus::SessionEvent;
+use partyline_shared::janus::client::{Client, Session};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::pipeline::Base;
+use crate::state::{BranchStats, Shared};
+
+use self::bin::Bin;
+use self::signalling::Events;
+
+/// The pauses between two attempts.
+const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
+/// An attempt that joined and lasted this long was a success: the next pause is the shortest.
+const STABLE: Duration = Duration::from_secs(10);
+/// Janus drops a session after 60 s without a request.
+const KEEPALIVE: Duration = Duration::from_secs(25);
+/// How long each step of a join may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long leaving the room (destroying the session) may take.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What every branch of one plan shares.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub base: Arc<Base>,
+    pub shared: Arc<Shared>,
+    pub janus: Client,
+    pub janus_url: String,
+    pub ice_addresses: Vec<String>,
+    pub latency_ms: u32,
+}
+
+/// A running branch; [`Handle::stop`] leaves the room and removes the bin.
+#[derive(Debug)]
+pub struct Handle {
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Handle {
+    pub fn start(context: Context, user: PlanUser) -> Handle {
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(supervise(context, user, cancel.clone()));
+        Handle { cancel, task }
+    }
+
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// Attempts to join and stay joined until cancelled, pausing between attempts.
+async fn supervise(context: Context, user: PlanUser, cancel: CancellationToken) {
+    let stats = context.shared.add_branch(&user.name, &user.room);
+    let mut retry = RETRY;
+    loop {
+        let attempt =
+            Attempt { context: &context, user: &user, stats: &stats, stages: Stages::new(&user.name), joined: false };
+        let (error, joined, lasted) = match attempt.run(&cancel).await {
+            Outcome::Stopped => break,
+            Outcome::Failed { error, joined, lasted } => (error, joined, lasted),
+        };
+        let pause = pause_after(&mut retry, joined, lasted);
+        tracing::warn!("{}: {error:#}; retrying in {} ms", user.name, pause.as_millis());
+        context.shared.branch_state(&user.name, BranchState::Retrying, "", Some(&format!("{error:#}")));
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+    context.shared.remove_branch(&user.name);
+}
+
+/// The pause after a failed attempt: the policy's next, or its shortest again after an attempt
+/// that had joined and held for [`STABLE`] (a failure after a long good run is news, not a
+/// streak).
+fn pause_after(retry: &mut Backoff, joined: bool, lasted: Duration) -> Duration {
+    if joined && lasted > STABLE {
+        retry.reset();
+    }
+    retry.next_pause()
+}
+
+/// How an attempt ended.
+#[derive(Debug)]
+enum Outcome {
+    /// Cancelled: the plan no longer has the user, or bridged stops.
+    Stopped,
+    /// Failed: the branch joins again after a pause. `joined`: Janus had answered the join.
+    Failed { error: anyhow::Error, joined: bool, lasted: Duration },
+}
+
+/// One join of the room and its watch, from the Janus session to the end of the participation.
+#[derive(Debug)]
+struct Attempt<'a> {
+    context: &'a Context,
+    user: &'a PlanUser,
+    stats: &'a Arc<BranchStats>,
+    stages: Stages,
+    /// Whether Janus answered the join (its answer is set in webrtcbin).
+    joined: bool,
+}
+
+impl Attempt<'_> {
+    /// Whatever the attempt built is taken down before it returns: the bin is unplugged, the
+    /// long poll stopped, and the session destroyed (the participant leaves the room).
+    async fn run(mut self, cancel: &CancellationToken) -> Outcome {
+        self.context.shared.branch_state(&self.user.name, BranchState::Connecting, "", None);
+        // control registers a user's token with Janus before bridged hears of the user, so a
+        // refusal here is a real failure (Janus restarted and not yet told, a revoked token).
+        let opened = tokio::select! {
+            () = cancel.cancelled() => return Outcome::Stopped,
+            opened = self.context.janus.open(&self.context.janus_url, &self.user.token) => opened,
+        };
+        let session = match opened {
+            Ok(session) => session,
+            Err(error) => return self.failed(error.into()),
+        };
+        self.stages.mark("Janus session and handle");
+        let ended = tokio::select! {
+            () = cancel.cancelled() => None,
+            Err(error) = self.in_session(&session) => Some(error),
+        };
+        // Leave the room: a session destroyed is a participant gone (best effort, bounded).
+        let _ = tokio::time::timeout(LEAVE_TIMEOUT, session.destroy()).await;
+        match ended {
+            None => Outcome::Stopped,
+            Some(error) => self.failed(error),
+        }
+    }
+
+    fn failed(&self, error: anyhow::Error) -> Outcome {
+        Outcome::Failed { error, joined: self.joined, lasted: self.stages.started.elapsed() }
+    }
+
+    /// Joins and watches the participation until something ends it: returns only its error.
+    /// Dropped when the branch is stopped: what it built (the bin, the long poll) goes with it.
+    async fn in_session(&mut self, session: &Session) -> anyhow::Result<Infallible> {
+        let (user, stages) = (self.user, &self.stages);
+        let exists = session.audiobridge(AudioBridgeRequest::Exists { room: user.room.clone() }).await?;
+        if !exists.exists {
+            return Err(anyhow!("room {:?} does not exist on Janus", user.room));
+        }
+        stages.mark("room exists");
+        let mut events = Events::start(session);
+        let (faults_tx, mut faults) = mpsc::unbounded_channel();
+        let (bin, mut rtc) = Bin::build(self.context, user, self.stats.clone(), faults_tx, stages)?;
+        stages.mark("bin built and plugged in");
+        let offer = tokio::time::timeout(STEP_TIMEOUT, negotiation::offer(bin.webrtc(), &mut rtc, stages))
+            .await
+            .map_err(|_| anyhow!("webrtcbin made no offer within {STEP_TIMEOUT:?}"))??;
+        let answer = signalling::join(session, &mut events, user, self.context.latency_ms, offer, stages).await?;
+        stages.mark("Janus's answer received");
+        negotiation::set_answer(bin.webrtc(), &answer).await?;
+        stages.mark("answer set as remote description");
+        self.joined = true;
+        self.context.shared.branch_state(&user.name, BranchState::Connecting, &user.identity, None);
+        self.watch(session, &mut events, &mut faults).await
+    }
+
+    /// Until the participation ends: keeps the session alive, waits for the media to come up
+    /// (Janus's `webrtcup`), and follows Janus's events and the bin's faults.
+    async fn watch(
+        &self,
+        session: &Session,
+        events: &mut Events,
+        faults: &mut mpsc::UnboundedReceiver<String>,
+    ) -> anyhow::Result<Infallible> {
+        let user = self.user;
+        let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
+        let media_deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
+        let mut media_up = false;
+        loop {
+            tokio::select! {
+                _ = keepalive.tick() => session.keepalive().await?,
+                () = tokio::time::sleep_until(media_deadline), if !media_up => {
+                    return Err(anyhow!("ICE/DTLS with Janus did not come up within {STEP_TIMEOUT:?}"));
+                }
+                fault = faults.recv() => return Err(anyhow!("pipeline: {}", fault.unwrap_or_default())),
+                batch = events.next() => {
+                    for event in batch? {
+                        match event {
+                            SessionEvent::Webrtcup => self.stages.mark("Janus event webrtcup"),
+                            SessionEvent::Media => self.stages.mark("Janus event media"),
+                            _ => {}
+                        }
+                        if event == SessionEvent::Webrtcup && !media_up {
+                            media_up = true;
+                            let ms = self.stages.started.elapsed().as_millis();
+                            tracing::info!("{} joined room {} (media up in {ms} ms)", user.name, user.room);
+                            self.context.shared.branch_state(&user.name, BranchState::Joined, &user.identity, Some(""));
+                        }
+                        if let Some(ended) = signalling::ending(&event, &user.identity) {
+                            return Err(ended.into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The stages of one join, timed from the start of the attempt: `debug` lines
+/// (`RUST_LOG=partyline_bridged=debug`) that show where a join's time goes.
+#[derive(Debug, Clone)]
+struct Stages {
+    user: Arc<str>,
+    started: Instant,
+}
+
+impl Stages {
+    fn new(user: &str) -> Stages {
+        Stages { user: user.into(), started: Instant::now() }
+    }
+
+    fn mark(&self, stage: &str) {
+        tracing::debug!(
+            "{}: join stage at {:.1} ms: {stage}",
+            self.user,
+            self.started.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_grows_while_attempts_fail_and_starts_over_after_a_join_that_held() {
+        let ms = Duration::from_millis;
+        let mut retry = RETRY;
+        let quick = ms(300);
+        // Never joined, or joined but not for long: the pauses grow to the cap.
+        let pauses: Vec<Duration> = [false, true, false, true, false, false]
+            .iter()
+            .map(|&joined| pause_after(&mut retry, joined, quick))
+            .collect();
+        assert_eq!(pauses, [ms(500), ms(1_000), ms(2_000), ms(4_000), ms(5_000), ms(5_000)]);
+        // A long attempt that never joined (a join stuck until its timeouts) is still a failure.
+        assert_eq!(pause_after(&mut retry, false, STABLE * 3), ms(5_000));
+        // A join that held: the shortest pause again, then growing anew.
+        assert_eq!(pause_after(&mut retry, true, STABLE + ms(1)), ms(500));
+        assert_eq!(pause_after(&mut retry, false, quick), ms(1_000));
+    }
+}

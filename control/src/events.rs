@@ -1,0 +1,311 @@
+//! The live event bus: one ordered sequence of typed events (users joining and leaving lines,
+//! calls, config changes, bridged's state, the log's warnings and errors) for
+//! `GET /api/admin/events`, so that the admin UI and control surfaces learn of a change at once
+//! instead of at their next poll.
+//!
+//! Every event gets the next sequence id and goes into a ring of the last [`RING`] events, from
+//! which a client that reconnects with `Last-Event-ID` resumes without a loss; a client whose
+//! last id has left the ring (or is from an earlier run of control) gets a `reset` event first
+//! and re-reads the state. Publishing never waits for a client: each client has a buffer of
+//! [`CLIENT_BUFFER`] events, and a client that lets it fill is cut (its stream ends with an
+//! `overflow` event), counted, and logged.
+//!
+//! Publishing must not log (the log layer publishes warnings through here).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::response::sse;
+use futures_util::{Stream, StreamExt as _};
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::bridge::BridgeViewState;
+use crate::config::{ConfigEventKind, ConfigManager};
+
+/// Events kept for resuming.
+pub const RING: usize = 1024;
+/// Events a client may have unread before it is cut.
+pub const CLIENT_BUFFER: usize = 256;
+
+/// One event, as `data:` of the stream (its `event:` is the `type`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum LiveEvent {
+    /// A user joined a line (its group's room).
+    UserJoined { identity: String, username: String, group_id: String },
+    /// A user left a line.
+    UserLeft { identity: String, username: String, group_id: String, why: String },
+    /// A crew member pressed Call on a line.
+    Call { group_id: String, from: String, identity: String },
+    /// The config changed, through the API (`what` names the change) or on disk.
+    ConfigChanged { what: String },
+    /// partyline-bridged's state changed.
+    BridgeState { state: BridgeViewState, message: String },
+    /// A warning or an error of control's log.
+    Log { level: String, message: String, source: String },
+}
+
+impl LiveEvent {
+    /// The SSE event name: the serde tag.
+    fn name(&self) -> &'static str {
+        match self {
+            LiveEvent::UserJoined { .. } => "userJoined",
+            LiveEvent::UserLeft { .. } => "userLeft",
+            LiveEvent::Call { .. } => "call",
+            LiveEvent::ConfigChanged { .. } => "configChanged",
+            LiveEvent::BridgeState { .. } => "bridgeState",
+            LiveEvent::Log { .. } => "log",
+        }
+    }
+}
+
+/// An event with its id, serialized once for every client.
+#[derive(Debug, Clone)]
+struct Published {
+    id: u64,
+    name: &'static str,
+    data: Arc<str>,
+}
+
+impl Published {
+    fn sse(&self) -> sse::Event {
+        sse::Event::default().id(self.id.to_string()).event(self.name).data(&*self.data)
+    }
+}
+
+#[derive(Debug)]
+struct Ring {
+    last_id: u64,
+    events: VecDeque<Published>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    ring: Mutex<Ring>,
+    sender: broadcast::Sender<Published>,
+    clients_cut: AtomicU64,
+}
+
+/// The bus; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EventBus(Arc<Inner>);
+
+impl Default for EventBus {
+    fn default() -> Self {
+        // The broadcast only hands events to the clients' pumps, which move them on at once:
+        // its capacity only has to cover a burst while a pump is scheduled.
+        let (sender, _) = broadcast::channel(RING);
+        EventBus(Arc::new(Inner {
+            ring: Mutex::new(Ring { last_id: 0, events: VecDeque::with_capacity(RING) }),
+            sender,
+            clients_cut: AtomicU64::new(0),
+        }))
+    }
+}
+
+/// What `Last-Event-ID` resumes from, and what the stream starts with.
+#[derive(Debug)]
+pub struct Subscription {
+    /// The client's last id is gone from the ring: it must re-read the state.
+    missed: bool,
+    backlog: Vec<Published>,
+    receiver: broadcast::Receiver<Published>,
+}
+
+/// Figures for `/admin/stats`.
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventStats {
+    /// Clients of the event stream now.
+    pub clients: u64,
+    /// Clients cut since start because they did not read fast enough.
+    pub clients_cut: u64,
+    /// The id of the newest event.
+    pub last_id: u64,
+}
+
+impl EventBus {
+    /// Sends `event` to every client and keeps it for resuming.
+    pub fn publish(&self, event: &LiveEvent) {
+        let Ok(data) = serde_json::to_string(event) else { return };
+        let mut ring = self.0.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        ring.last_id += 1;
+        let published = Published { id: ring.last_id, name: event.name(), data: data.into() };
+        if ring.events.len() == RING {
+            ring.events.pop_front();
+        }
+        ring.events.push_back(published.clone());
+        // Under the lock, so a new client's backlog and its live events neither overlap nor
+        // leave a gap. No client is not an error.
+        let _ = self.0.sender.send(published);
+    }
+
+    /// A new client, resuming after `last_id` when it gives one.
+    pub fn subscribe(&self, last_id: Option<u64>) -> Subscription {
+        let ring = self.0.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let receiver = self.0.sender.subscribe();
+        let Some(last_id) = last_id else { return Subscription { missed: false, backlog: Vec::new(), receiver } };
+        let oldest_kept = ring.events.front().map_or(ring.last_id + 1, |e| e.id);
+        // An id past the newest is from an earlier run of control: its events are gone too.
+        let missed = last_id + 1 < oldest_kept || last_id > ring.last_id;
+        let backlog =
+            if missed { Vec::new() } else { ring.events.iter().filter(|e| e.id > last_id).cloned().collect() };
+        Subscription { missed, backlog, receiver }
+    }
+
+    pub fn stats(&self) -> EventStats {
+        EventStats {
+            clients: self.0.sender.receiver_count() as u64,
+            clients_cut: self.0.clients_cut.load(Ordering::Relaxed),
+            last_id: self.0.ring.lock().unwrap_or_else(PoisonError::into_inner).last_id,
+        }
+    }
+
+    /// The SSE stream of `subscription`: `reset` if the client missed events, the backlog, then
+    /// live events; `overflow` and the end if the client falls [`CLIENT_BUFFER`] events behind.
+    pub fn stream(&self, subscription: Subscription) -> impl Stream<Item = Result<sse::Event, Infallible>> + use<> {
+        let Subscription { missed, backlog, receiver } = subscription;
+        let (sender, mut events) = mpsc::channel(CLIENT_BUFFER);
+        let cut = Arc::new(AtomicBool::new(false));
+        tokio::spawn(pump(receiver, sender, Arc::clone(&cut), Arc::clone(&self.0)));
+        let reset = missed.then(|| {
+            Ok(sse::Event::default().event("reset").data(r#"{"reason":"events were missed: read the state again"}"#))
+        });
+        let backlog = backlog.into_iter().map(|e| Ok(e.sse()));
+        let live = futures_util::stream::poll_fn(move |cx| events.poll_recv(cx)).map(|e: Published| Ok(e.sse()));
+        let overflow =
+            futures_util::stream::once(async move { cut.load(Ordering::Relaxed) }).filter_map(|cut| async move {
+                cut.then(|| {
+                    Ok(sse::Event::default().event("overflow").data(r#"{"reason":"the client read too slowly"}"#))
+                })
+            });
+        futures_util::stream::iter(reset.into_iter().chain(backlog)).chain(live).chain(overflow)
+    }
+}
+
+/// Publishes every change of the config in force, until the config manager goes.
+pub async fn forward_config_changes(config: Arc<ConfigManager>, bus: EventBus) {
+    let mut changes = config.subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(change) if change.kind == ConfigEventKind::ConfigUpdated => {
+                bus.publish(&LiveEvent::ConfigChanged { what: change.what.to_string() });
+            }
+            Ok(_) => {}
+            // Changes came faster than this task ran: say that something changed.
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                bus.publish(&LiveEvent::ConfigChanged { what: "several changes".into() });
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Moves events from the bus to one client's buffer until the client goes or falls behind.
+async fn pump(
+    mut bus: broadcast::Receiver<Published>,
+    client: mpsc::Sender<Published>,
+    cut: Arc<AtomicBool>,
+    inner: Arc<Inner>,
+) {
+    loop {
+        let event = tokio::select! {
+            () = client.closed() => return,
+            event = bus.recv() => event,
+        };
+        let full = match event {
+            Ok(event) => client.try_send(event).is_err_and(|e| matches!(e, mpsc::error::TrySendError::Full(_))),
+            Err(broadcast::error::RecvError::Lagged(_)) => true,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if full {
+            cut.store(true, Ordering::Relaxed);
+            inner.clients_cut.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(buffer = CLIENT_BUFFER, "an event stream client fell too far behind: its stream is cut");
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changed(what: &str) -> LiveEvent {
+        LiveEvent::ConfigChanged { what: what.into() }
+    }
+
+    fn ids(subscription: &Subscription) -> Vec<u64> {
+        subscription.backlog.iter().map(|e| e.id).collect()
+    }
+
+    #[test]
+    fn events_are_numbered_and_serialized_with_their_type() {
+        let bus = EventBus::default();
+        let mut live = bus.subscribe(None).receiver;
+        bus.publish(&changed("create group A"));
+        let event = live.try_recv().expect("sent");
+        assert_eq!((event.id, event.name), (1, "configChanged"));
+        assert_eq!(&*event.data, r#"{"type":"configChanged","what":"create group A"}"#);
+        let joined = LiveEvent::UserJoined { identity: "a-1".into(), username: "A".into(), group_id: "x".into() };
+        bus.publish(&joined);
+        let event = live.try_recv().expect("sent");
+        assert_eq!(event.name, "userJoined");
+        assert_eq!(&*event.data, r#"{"type":"userJoined","identity":"a-1","username":"A","groupId":"x"}"#);
+    }
+
+    #[test]
+    fn resume_gives_what_came_after_the_last_id() {
+        let bus = EventBus::default();
+        for i in 0..5 {
+            bus.publish(&changed(&i.to_string()));
+        }
+        let resumed = bus.subscribe(Some(2));
+        assert!(!resumed.missed);
+        assert_eq!(ids(&resumed), [3, 4, 5]);
+        let current = bus.subscribe(Some(5));
+        assert!(!current.missed && current.backlog.is_empty());
+        assert!(bus.subscribe(Some(9)).missed, "an id from an earlier run");
+    }
+
+    #[test]
+    fn resume_past_the_ring_says_so() {
+        let bus = EventBus::default();
+        for i in 0..RING + 10 {
+            bus.publish(&changed(&i.to_string()));
+        }
+        let oldest = (RING + 10 - RING + 1) as u64;
+        let just_in = bus.subscribe(Some(oldest - 1));
+        assert!(!just_in.missed);
+        assert_eq!(just_in.backlog.len(), RING);
+        assert!(bus.subscribe(Some(oldest - 2)).missed);
+    }
+
+    #[tokio::test]
+    async fn a_client_that_does_not_read_is_cut_and_counted_and_others_go_on() {
+        let bus = EventBus::default();
+        let slow = bus.stream(bus.subscribe(None));
+        let mut fast = Box::pin(bus.stream(bus.subscribe(None)));
+        for i in 0..CLIENT_BUFFER + 50 {
+            bus.publish(&changed(&i.to_string()));
+            // The fast client reads everything as it comes.
+            assert!(fast.next().await.is_some());
+            tokio::task::yield_now().await;
+        }
+        let cut = async {
+            while bus.stats().clients_cut == 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(5), cut).await.expect("the slow client is cut");
+        // The slow client gets what its buffer held, then `overflow`, then the end.
+        let all: Vec<_> = slow.collect().await;
+        assert_eq!(all.len(), CLIENT_BUFFER + 1);
+        let last = format!("{:?}", all.last().expect("events"));
+        assert!(last.contains("overflow"), "{last}");
+        assert_eq!(bus.stats().clients, 1, "the fast client only");
+    }
+}
