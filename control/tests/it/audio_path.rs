@@ -103,8 +103,10 @@ async fn a_tone_crosses_the_whole_stack_through_reloads_and_faults() {
             b["generation"].as_u64() > generation && joined(b, &["A", "B"])
         })
         .await;
+    // What was mixed before the change may still be on its way out (the playback's queue):
+    // the first 100 ms are not judged.
     let samples = record(&pulse, "card_out.monitor", 0.6).await;
-    let level = rms_db(&channel(&samples, 1));
+    let level = rms_db(&channel(&samples, 1)[RATE as usize / 10..]);
     println!("AUDIO B with no output: output channel 1 at {level:.1} dBFS");
     assert!(level < -60.0, "B has no output, yet output channel 1 is at {level:.1} dBFS");
     send_ok(&stack, reqwest::Method::PUT, "/admin/server-users/b", json!({ "outputChannel": 1 }), StatusCode::OK).await;
