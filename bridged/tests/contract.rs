@@ -11,6 +11,7 @@ use partyline_shared::bridge::{
 };
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::pulse::PulseServer;
+use partyline_testkit::SoundServer;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -1,4 +1,5 @@
-//! Media end to end: a private PulseAudio as the sound card, a real Janus, the real bridged
+//! Media end to end: a private PipeWire's null sinks as the sound card (a fixed quantum: the
+//! same timing in every run; one test also on PulseAudio), a real Janus, the real bridged
 //! (harnesses: `partyline-testkit`), and a second bridged on a card of its own as the remote
 //! crew member (a WebRTC peer in the room like any browser). Needs root and must run inside a
 //! network namespace holding `pl0` (Janus offers no loopback ICE candidate):
@@ -11,7 +12,9 @@ use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db, tone_db};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::pulse::{AUX_MAP, PulseServer};
+use partyline_testkit::card::{CardKind, CardServer};
+use partyline_testkit::pulse::AUX_MAP;
+use partyline_testkit::SoundServer;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
 const RATE: u32 = partyline_testkit::audio::RATE;
@@ -20,7 +23,13 @@ const JOIN_WAIT: Duration = Duration::from_secs(20);
 const PRESENT_DB: f64 = -30.0;
 const ABSENT_DB: f64 = -60.0;
 
-async fn record(pulse: &PulseServer, device: &str, seconds: f64) -> Vec<f32> {
+/// The sound server holding a test's card: PipeWire at a fixed quantum, opened by bridged
+/// through pipewire-pulse.
+fn test_card() -> CardServer {
+    CardServer::start(CardKind::PipeWire)
+}
+
+async fn record(pulse: &dyn SoundServer, device: &str, seconds: f64) -> Vec<f32> {
     partyline_testkit::audio::record(pulse, &format!("{device}.monitor"), seconds).await
 }
 
@@ -63,7 +72,7 @@ async fn start_janus(rooms: &[&str]) -> Janus {
 }
 
 /// Janus with `rooms`, a private bus, and bridged on it using `pulse`.
-async fn media_stack(pulse: &PulseServer, rooms: &[&str]) -> (Janus, Bus, Bridged, BridgeProxy<'static>) {
+async fn media_stack(pulse: &dyn SoundServer, rooms: &[&str]) -> (Janus, Bus, Bridged, BridgeProxy<'static>) {
     let janus = start_janus(rooms).await;
     let bus = Bus::start();
     let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
@@ -94,7 +103,7 @@ struct Crew {
 }
 
 impl Crew {
-    async fn join(pulse: &PulseServer, janus: &Janus, room: &str) -> Crew {
+    async fn join(pulse: &dyn SoundServer, janus: &Janus, room: &str) -> Crew {
         let bus = Bus::start();
         let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
         let proxy = bus.bridge().await;
@@ -117,7 +126,7 @@ impl Crew {
 /// Records `device` until `done` holds for the last 0.5 s (bounded), then returns 1 s more.
 /// On failure the message shows every channel's level and `bridged`'s log.
 async fn record_once(
-    pulse: &PulseServer,
+    pulse: &dyn SoundServer,
     device: &str,
     bridged: &Bridged,
     what: &str,
@@ -169,7 +178,7 @@ fn assert_silent(samples: &[f32], outputs: impl IntoIterator<Item = usize>, what
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_output_hears_its_group_minus_itself_and_the_remote_crew() {
     require_namespace();
-    let pulse = PulseServer::start();
+    let pulse = test_card();
     for sink in ["card_in", "card_out", "crew_in", "crew_out"] {
         pulse.add_card(sink, RATE);
     }
@@ -220,7 +229,7 @@ async fn each_output_hears_its_group_minus_itself_and_the_remote_crew() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_and_groups_come_and_go_without_a_gap() {
     require_namespace();
-    let pulse = PulseServer::start();
+    let pulse = test_card();
     for sink in ["card_in", "card_in2", "card_out"] {
         pulse.add_card(sink, RATE);
     }
@@ -284,7 +293,7 @@ async fn users_and_groups_come_and_go_without_a_gap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_users_in_one_group_then_in_eight_groups() {
     require_namespace();
-    let pulse = PulseServer::start();
+    let pulse = test_card();
     for sink in ["card_in", "card_out", "crew_in", "crew_out"] {
         pulse.add_card(sink, RATE);
     }
@@ -334,7 +343,7 @@ async fn eight_users_in_one_group_then_in_eight_groups() {
 /// unreachable and the group's participant keeps retrying meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_full_scale_inputs_are_limited_not_wrapped() {
-    let pulse = PulseServer::start();
+    let pulse = test_card();
     for sink in ["card_in", "card_out"] {
         pulse.add_card(sink, RATE);
     }
@@ -380,8 +389,19 @@ async fn two_full_scale_inputs_are_limited_not_wrapped() {
 /// pipeline name none of the device's channels; README, "Channel order").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_channel_is_the_device_channel_on_an_aux_card() {
+    aux_card(CardKind::PipeWire).await;
+}
+
+/// The same on PulseAudio: the smoke test of the PulseAudio path (bridged opens both servers
+/// through the same protocol, but each server maps channels its own way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_channel_is_the_device_channel_on_an_aux_card_on_pulseaudio() {
+    aux_card(CardKind::Pulse).await;
+}
+
+async fn aux_card(kind: CardKind) {
     require_namespace();
-    let pulse = PulseServer::start();
+    let pulse = CardServer::start(kind);
     pulse.add_card("card_in", RATE);
     pulse.add_card_with_map("card_out", RATE, AUX_MAP);
     let (janus, _bus, bridged, proxy) = media_stack(&pulse, &["x"]).await;
@@ -415,7 +435,7 @@ async fn output_channel_is_the_device_channel_on_an_aux_card() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alsa_devices_open_directly_and_keep_every_channel_number() {
     require_namespace();
-    let pulse = PulseServer::start();
+    let pulse = test_card();
     pulse.add_card("clock_in", RATE);
     pulse.add_card("clock_out", RATE);
     let server = pulse.server_address();

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use partyline_testkit::audio::{RATE, TickRecorder, gst_launch};
 use partyline_testkit::pulse::PulseServer;
+use partyline_testkit::SoundServer;
 
 /// The card side's first seconds on a null sink (bridged/README.md): the measurement waits
 /// them out, as bench_audio's `CARD_SETTLE` does.

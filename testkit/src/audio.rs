@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::pulse::{CARD_MAP, PulseServer};
+use crate::card::SoundServer;
+use crate::pulse::CARD_MAP;
 
 /// The card's rate in every test.
 pub const RATE: u32 = 48_000;
@@ -21,24 +22,24 @@ pub struct Tone(Child);
 impl Tone {
     /// Plays into channel `channel` of the null sink `device`: its monitor `DEVICE.monitor`
     /// carries the tone on that channel, silence on the others.
-    pub fn play(pulse: &PulseServer, device: &str, channel: usize, freq: u32) -> Tone {
+    pub fn play(pulse: &dyn SoundServer, device: &str, channel: usize, freq: u32) -> Tone {
         Tone::source(pulse, device, &[channel], &format!("audiotestsrc freq={freq} is-live=true"))
     }
 
     /// Plays what the GStreamer element `source` (a live mono source with its properties,
     /// e.g. `audiotestsrc wave=ticks is-live=true`) makes, at half its amplitude, into each of
     /// `channels` of the null sink `device`.
-    pub fn source(pulse: &PulseServer, device: &str, channels: &[usize], source: &str) -> Tone {
+    pub fn source(pulse: &dyn SoundServer, device: &str, channels: &[usize], source: &str) -> Tone {
         Tone::scaled(pulse, device, channels, source, 0.5)
     }
 
     /// A sine of `freq` Hz and `amplitude` (1.0: full scale), the same in phase on each of
     /// `channels` of the null sink `device`.
-    pub fn at(pulse: &PulseServer, device: &str, channels: &[usize], freq: u32, amplitude: f32) -> Tone {
+    pub fn at(pulse: &dyn SoundServer, device: &str, channels: &[usize], freq: u32, amplitude: f32) -> Tone {
         Tone::scaled(pulse, device, channels, &format!("audiotestsrc freq={freq} is-live=true volume=1.0"), amplitude)
     }
 
-    fn scaled(pulse: &PulseServer, device: &str, channels: &[usize], source: &str, gain: f32) -> Tone {
+    fn scaled(pulse: &dyn SoundServer, device: &str, channels: &[usize], source: &str, gain: f32) -> Tone {
         let column: Vec<String> =
             (0..CHANNELS).map(|c| format!("<(float){}>", if channels.contains(&c) { gain } else { 0.0 })).collect();
         let matrix = format!("mix-matrix=<{}>", column.join(","));
@@ -74,13 +75,13 @@ pub struct Recording {
 }
 
 impl Recording {
-    pub fn start(pulse: &PulseServer, source: &str) -> Recording {
+    pub fn start(pulse: &dyn SoundServer, source: &str) -> Recording {
         Recording::start_with_map(pulse, source, CARD_MAP)
     }
 
     /// [`Recording::start`] with the source's own channel map `map` (PulseAudio then copies
     /// channels by index), for a device whose map is not the test card's.
-    pub fn start_with_map(pulse: &PulseServer, source: &str, map: &str) -> Recording {
+    pub fn start_with_map(pulse: &dyn SoundServer, source: &str, map: &str) -> Recording {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("rec.raw");
         let child = Command::new("parecord")
@@ -160,7 +161,7 @@ impl Drop for Recording {
 }
 
 /// `seconds` of every channel of `source`.
-pub async fn record(pulse: &PulseServer, source: &str, seconds: f64) -> Vec<f32> {
+pub async fn record(pulse: &dyn SoundServer, source: &str, seconds: f64) -> Vec<f32> {
     Recording::start(pulse, source).finish_after(seconds).await
 }
 
@@ -265,7 +266,7 @@ pub fn tone_start(samples: &[f32], k: usize, freq: f64, from: f64) -> Option<f64
 
 /// `gst-launch-1.0 -q PIPELINE` (elements separated by whitespace, none with a space inside) on
 /// `pulse`'s sound server; kill the child to stop it.
-pub fn gst_launch(pulse: &PulseServer, pipeline: &str) -> Child {
+pub fn gst_launch(pulse: &dyn SoundServer, pipeline: &str) -> Child {
     Command::new("gst-launch-1.0")
         .arg("-q")
         .args(pipeline.split_whitespace())
@@ -292,7 +293,7 @@ pub struct TickRecorder {
 }
 
 impl TickRecorder {
-    pub fn start(pulse: &PulseServer, in_channel: usize, out_channel: usize) -> TickRecorder {
+    pub fn start(pulse: &dyn SoundServer, in_channel: usize, out_channel: usize) -> TickRecorder {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("both.raw");
         let pick = |k: usize| {
@@ -320,7 +321,7 @@ impl TickRecorder {
     /// Plays [`TICKS`] into channel 0 of `card_in` for `length`, lets the last ones through,
     /// stops the recording and returns each input tick's latency in ms (None: not heard within
     /// 250 ms on the output).
-    pub async fn ticks_through(mut self, pulse: &PulseServer, length: Duration) -> Vec<Option<f64>> {
+    pub async fn ticks_through(mut self, pulse: &dyn SoundServer, length: Duration) -> Vec<Option<f64>> {
         let ticks = Tone::source(pulse, "card_in", &[0], TICKS);
         tokio::time::sleep(length).await; // the measurement's length
         drop(ticks);
@@ -331,11 +332,7 @@ impl TickRecorder {
         let samples: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         let input: Vec<f32> = samples.iter().step_by(2).copied().collect();
         let output: Vec<f32> = samples.iter().skip(1).step_by(2).copied().collect();
-        let heard = tick_onsets(&output);
-        tick_onsets(&input)
-            .iter()
-            .map(|t| heard.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
-            .collect()
+        tick_latencies(&input, &output)
     }
 }
 
@@ -344,6 +341,16 @@ impl Drop for TickRecorder {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Each tick's latency in ms from `input` to `output` (two aligned mono signals): its onset on
+/// the output minus its onset on the input; None for a tick not heard within 250 ms.
+pub fn tick_latencies(input: &[f32], output: &[f32]) -> Vec<Option<f64>> {
+    let heard = tick_onsets(output);
+    tick_onsets(input)
+        .iter()
+        .map(|t| heard.iter().find(|o| **o >= *t && **o < t + 0.25).map(|o| (o - t) * 1000.0))
+        .collect()
 }
 
 /// Onsets (s) of ticks in a mono signal: a 1 ms window over -30 dBFS after ≥ 100 ms of quiet.

@@ -13,6 +13,7 @@ use crate::audio::RATE;
 use crate::control::Control;
 use crate::dbus::{Bridged, Bus};
 use crate::janus::Janus;
+use crate::card::SoundServer;
 use crate::pulse::PulseServer;
 use crate::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
 

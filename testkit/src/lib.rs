@@ -1,6 +1,6 @@
-//! partyline's test harnesses, one copy for every crate's tests (and `bench/audio`): a private
-//! PulseAudio whose null sinks are the sound card ([`pulse`]), a private PipeWire with its
-//! PulseAudio server ([`pipewire`]), ALSA devices of a test's own ([`alsa`]), a private D-Bus bus and the real
+//! partyline's test harnesses, one copy for every crate's tests (and `bench/audio`): the test
+//! sound card, null sinks on a private sound server ([`card`]): PipeWire with its PulseAudio
+//! server ([`pipewire`]) or PulseAudio ([`pulse`]), ALSA devices of a test's own ([`alsa`]), a private D-Bus bus and the real
 //! `partyline-bridged` on it ([`dbus`]), a private Janus ([`janus`]), the real
 //! `partyline-control` ([`control`]), tones and their measurement ([`audio`]), and the small
 //! helpers below.
@@ -8,11 +8,14 @@
 pub mod alsa;
 pub mod audio;
 pub mod bench;
+pub mod card;
 pub mod control;
 pub mod dbus;
 pub mod janus;
 pub mod pipewire;
 pub mod pulse;
+
+pub use card::SoundServer;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

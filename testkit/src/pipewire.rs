@@ -8,12 +8,18 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::audio::{RATE, Recording};
+use crate::card::SoundServer;
 use crate::dbus::Bus;
+
+/// PipeWire's names of the card's channel positions ([`crate::pulse::CARD_MAP`]), in card order:
+/// a null sink's ports are `NAME:playback_FL`, …, its monitor's `NAME:monitor_FL`, ….
+const POSITIONS: [&str; 8] = ["FL", "FR", "FC", "LFE", "RL", "RR", "SL", "SR"];
 
 /// How long each part may take to come up.
 const START_DEADLINE: Duration = Duration::from_secs(10);
@@ -55,19 +61,42 @@ impl PipeWireServer {
         server
     }
 
-    /// The address to put in `PULSE_SERVER` (or pass to `pactl --server`).
-    pub fn server_address(&self) -> String {
-        self.address.clone()
+    /// Forces the graph's quantum to `frames` (at its 48 kHz), whatever the streams ask for:
+    /// every cycle of every driver is then `frames` long, so a latency through the card is the
+    /// same number of cycles from run to run.
+    pub fn force_quantum(&self, frames: u32) {
+        let quantum = frames.to_string();
+        self.tool("pw-metadata", &["-n", "settings", "0", "clock.force-quantum", &quantum]);
     }
 
-    /// `pactl ARGS` on PipeWire's PulseAudio server.
-    pub fn pactl(&self, args: &[&str]) -> Output {
-        crate::pulse::pactl(&self.address, args)
-    }
-
-    /// `pactl load-module NAME ARGS`; returns the module index. Panics with pactl's stderr.
-    pub fn load_module(&self, name: &str, args: &str) -> u32 {
-        crate::pulse::load_module(&self.address, name, args)
+    /// A recording of the ports `(device, channel)` (the monitor of null sink `device`, card
+    /// channel `channel`) in one stream, channel i of the recording being `ports[i]`: they are
+    /// linked into a null sink of their own, so every sample of the recording comes from the
+    /// same graph cycle on every port (no offset between two recorders to account for).
+    pub fn record_ports(&self, ports: &[(&str, usize)]) -> Recording {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static PROBES: AtomicUsize = AtomicUsize::new(0);
+        assert!(ports.len() <= POSITIONS.len(), "at most {} ports in one recording", POSITIONS.len());
+        let probe = format!("probe{}", PROBES.fetch_add(1, Ordering::Relaxed));
+        self.add_card(&probe, RATE);
+        for (i, (device, channel)) in ports.iter().enumerate() {
+            let (from, to) = (format!("{device}:monitor_{}", POSITIONS[*channel]), format!("{probe}:playback_{}", POSITIONS[i]));
+            // pipewire-pulse creates a module's node a moment after answering.
+            let deadline = Instant::now() + START_DEADLINE;
+            loop {
+                let output = self.command("pw-link").args([&from, &to]).output().expect("run pw-link");
+                if output.status.success() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "pw-link {from} {to}: {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                );
+                std::thread::sleep(POLL_INTERVAL);
+            }
+        }
+        Recording::start(self, &format!("{probe}.monitor"))
     }
 
     /// Waits until WirePlumber has made `sink` the default sink (it picks defaults a moment
@@ -92,6 +121,23 @@ impl PipeWireServer {
 
     fn log_path(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("{name}.log"))
+    }
+
+    /// `NAME` (a PipeWire tool) on this server's socket, with the daemons' environment.
+    fn command(&self, name: &str) -> Command {
+        daemon(name, self.dir.path(), &self._bus.address)
+    }
+
+    /// Runs the tool `name ARGS`; panics with its stderr when it fails.
+    fn tool(&self, name: &str, args: &[&str]) {
+        let output = self.command(name).args(args).output().unwrap_or_else(|e| panic!("run {name}: {e}"));
+        assert!(
+            output.status.success(),
+            "{name} {} failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
     }
 
     fn spawn(&mut self, name: &'static str) {
@@ -136,6 +182,12 @@ fn daemon(name: &str, dir: &Path, bus: &str) -> Command {
         .env_remove("PIPEWIRE_RUNTIME_DIR")
         .stdin(Stdio::null());
     command
+}
+
+impl SoundServer for PipeWireServer {
+    fn server_address(&self) -> String {
+        self.address.clone()
+    }
 }
 
 impl Drop for PipeWireServer {

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::card::SoundServer;
+
 /// GStreamer's 7.1 order: bridged opens the card as 7.1 and card channel k is position k of
 /// this list (bridged/README.md, "Channel order"), so a test card has this channel map.
 /// The same constant as [`partyline_shared::card::CARD_CHANNEL_MAP`].
@@ -22,7 +24,7 @@ const START_DEADLINE: Duration = Duration::from_secs(10);
 /// Pause between two readiness probes (each probe is a `pactl` run of a few milliseconds).
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
-/// A running `pulseaudio` with no devices until [`PulseServer::load_module`] adds some.
+/// A running `pulseaudio` with no devices until [`SoundServer::load_module`] adds some.
 /// Dropping it kills the server and removes its directory.
 #[derive(Debug)]
 pub struct PulseServer {
@@ -48,32 +50,6 @@ impl PulseServer {
         server
     }
 
-    /// The address to put in `PULSE_SERVER` (or pass to `pactl --server`).
-    pub fn server_address(&self) -> String {
-        self.address.clone()
-    }
-
-    /// `pactl load-module NAME ARGS`; returns the module index. Panics with pactl's stderr.
-    pub fn load_module(&self, name: &str, args: &str) -> u32 {
-        load_module(&self.address, name, args)
-    }
-
-    /// A null sink `name` shaped like the card bridged expects: 8 channels at `rate`, in
-    /// [`CARD_MAP`] order; its monitor is `NAME.monitor`. Returns the module index.
-    pub fn add_card(&self, name: &str, rate: u32) -> u32 {
-        self.add_card_with_map(name, rate, CARD_MAP)
-    }
-
-    /// [`PulseServer::add_card`] with the channel map `map` (8 positions, e.g. [`AUX_MAP`]).
-    pub fn add_card_with_map(&self, name: &str, rate: u32, map: &str) -> u32 {
-        self.load_module("module-null-sink", &format!("sink_name={name} channels=8 rate={rate} channel_map={map}"))
-    }
-
-    /// `pactl ARGS` on this server.
-    pub fn pactl(&self, args: &[&str]) -> Output {
-        pactl(&self.address, args)
-    }
-
     fn wait_until_ready(&mut self) {
         let deadline = Instant::now() + START_DEADLINE;
         loop {
@@ -92,6 +68,12 @@ impl PulseServer {
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("pulseaudio.log")).unwrap_or_default()
+    }
+}
+
+impl SoundServer for PulseServer {
+    fn server_address(&self) -> String {
+        self.address.clone()
     }
 }
 

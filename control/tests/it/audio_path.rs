@@ -15,6 +15,7 @@ use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::Janus;
 use partyline_testkit::pulse::PulseServer;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
+use partyline_testkit::SoundServer;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
+use partyline_testkit::SoundServer;
 
 use crate::janus::{Stack, branch, joined};
 
