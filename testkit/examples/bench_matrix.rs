@@ -1,0 +1,522 @@
+//! The matrix benchmark of issue 16 (run by `bench/matrix`, inside `scripts/netns-run`): a
+//! release build of partyline-bridged on the PipeWire test card (null sinks at a forced quantum
+//! of 256 frames at 48 kHz: the same timing in every run), a private Janus on `pl0`, a private
+//! bus, and a second bridged on a card of its own (`crew_in`/`crew_out`) as the crew member in
+//! the room. bridged is driven over D-Bus (`Apply`), as control drives it. Prints a markdown
+//! section; exits 1 when a goal is missed.
+//!
+//!   bench_matrix --bridged BIN [--secs S] [--changes N] [--cpu-secs S] [--trace-secs S]
+//!                [--jitter-ms MS] [--trace PATH]
+//!
+//! Latencies are measured on the card's ports themselves: the input's and the outputs' monitor
+//! ports are linked into one recording ([`PipeWireServer::record_ports`]), so input and output
+//! come from the same graph cycles, with no recorder offset. A tick is 20 ms of 1 kHz every
+//! 300 ms; its latency is its onset on the output minus its onset on the input (1 ms windows).
+//!
+//! The share of each stage inside bridged comes from GStreamer's `latency` tracer on a second
+//! bridged process (tracing costs CPU and writes from the streaming threads, so the latency and
+//! CPU figures come from a bridged without it): the time a buffer takes from a source element
+//! to a sink element, and each element's own.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanGroup, PlanUser, Status};
+use partyline_shared::janus::prebuffer_packets;
+use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
+use partyline_testkit::bench::{cpu_ticks, machine_line, mib, status_field};
+use partyline_testkit::card::QUANTUM;
+use partyline_testkit::dbus::{Bridged, Bus, wait_status};
+use partyline_testkit::janus::Janus;
+use partyline_testkit::pipewire::PipeWireServer;
+use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, SoundServer, require_namespace};
+
+const WAIT: Duration = Duration::from_secs(30);
+/// From every participant joined to the first measurement: Janus's prebuffering fills and
+/// bridged's queues trim what their start left (they trim once a second).
+const SETTLE: Duration = Duration::from_secs(3);
+/// The malloc setting of the packaged unit (packaging/systemd).
+const MALLOC_ARENAS: (&str, &str) = ("MALLOC_ARENA_MAX", "2");
+/// Opus frame of bridged's encoder and of Janus's mixer, ms.
+const FRAME_MS: f64 = 20.0;
+/// Goals of issue 16.
+const LOCAL_GOAL_MS: f64 = 20.0;
+const OVER_FLOOR_GOAL_MS: f64 = 10.0;
+const ONE_GROUP_CPU_GOAL: f64 = 5.0;
+const EIGHT_GROUPS_RATIO_GOAL: f64 = 1.3;
+
+#[derive(Debug)]
+struct Options {
+    bridged: PathBuf,
+    secs: f64,
+    changes: usize,
+    cpu_secs: f64,
+    trace_secs: f64,
+    jitter_ms: u32,
+    trace: Option<PathBuf>,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        bridged: PathBuf::new(),
+        secs: 20.0,
+        changes: 10,
+        cpu_secs: 20.0,
+        trace_secs: 10.0,
+        jitter_ms: 20,
+        trace: None,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let value = pair.get(1).cloned().unwrap_or_default();
+        match pair[0].as_str() {
+            "--bridged" => o.bridged = value.into(),
+            "--secs" => o.secs = value.parse().expect("--secs S"),
+            "--changes" => o.changes = value.parse().expect("--changes N"),
+            "--cpu-secs" => o.cpu_secs = value.parse().expect("--cpu-secs S"),
+            "--trace-secs" => o.trace_secs = value.parse().expect("--trace-secs S"),
+            "--jitter-ms" => o.jitter_ms = value.parse().expect("--jitter-ms MS"),
+            "--trace" => o.trace = Some(value.into()),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    assert!(o.bridged.exists(), "--bridged: the release binary");
+    o
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Median and p95 of a set of figures.
+#[derive(Debug, Clone, Copy)]
+struct Spread {
+    median: f64,
+    p95: f64,
+    min: f64,
+    max: f64,
+    n: usize,
+}
+
+fn spread(values: &[f64]) -> Spread {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Spread {
+        median: percentile(&sorted, 50.0),
+        p95: percentile(&sorted, 95.0),
+        min: sorted.first().copied().unwrap_or(f64::NAN),
+        max: sorted.last().copied().unwrap_or(f64::NAN),
+        n: sorted.len(),
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "median {:.1}, p95 {:.1} (min {:.1}, max {:.1}, n = {})",
+            self.median, self.p95, self.min, self.max, self.n
+        )
+    }
+}
+
+fn load() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// CPU (percent of one core) of `pid` over `secs`, and the machine's busy share of all its CPUs
+/// over the same time (percent of the whole machine), from /proc.
+async fn cpu_percent(pid: u32, secs: f64) -> (f64, f64) {
+    let (t0, c0, m0) = (Instant::now(), cpu_ticks(pid), machine_ticks());
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let (c1, m1, elapsed) = (cpu_ticks(pid), machine_ticks(), t0.elapsed().as_secs_f64());
+    let busy = (m1.0 - m0.0) as f64 / ((m1.1 - m0.1) as f64).max(1.0) * 100.0;
+    ((c1 - c0) as f64 / 100.0 / elapsed * 100.0, busy)
+}
+
+/// (busy, total) jiffies of the whole machine from /proc/stat.
+fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> =
+        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
+    PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output }
+}
+
+fn group(room: &str) -> PlanGroup {
+    PlanGroup {
+        room: room.into(),
+        identity: format!("card:{room}"),
+        token: format!("tok-{room}"),
+        display: format!("card of {room}"),
+        bitrate_kbps: 64,
+    }
+}
+
+fn plan(janus: &Janus, jitter_ms: u32, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
+    Plan {
+        input_device: "card_in.monitor".into(),
+        output_device: "card_out".into(),
+        device_sample_rate: RATE,
+        janus_url: janus.url().into(),
+        ice_addresses: vec![ICE_ADDRESS.into()],
+        latency_ms: jitter_ms,
+        groups: rooms.iter().map(|room| group(room)).collect(),
+        users,
+    }
+}
+
+fn receiving(status: &Status, groups: usize) -> bool {
+    status.participants.len() == groups
+        && status.participants.iter().all(|p| p.state == BranchState::Joined && p.packets_received > 50)
+}
+
+/// Applies `plan` and waits until each of its groups' participants is joined and receiving.
+async fn apply(proxy: &BridgeProxy<'_>, plan: &Plan, what: &str) {
+    let generation = proxy.apply(plan).await.unwrap_or_else(|e| panic!("Apply ({what}): {e:?}"));
+    wait_status(proxy, WAIT, what, |s| s.generation == generation && receiving(s, plan.groups.len())).await;
+}
+
+fn start_bridged(binary: &std::path::Path, bus: &Bus, card: &PipeWireServer, extra: &[(&str, &str)]) -> Bridged {
+    let address = card.server_address();
+    let mut env = vec![("PULSE_SERVER", address.as_str()), ("RUST_LOG", "warn"), MALLOC_ARENAS];
+    env.extend_from_slice(extra);
+    Bridged::start_binary(binary, bus, &env)
+}
+
+/// The crew member in room `room`: another bridged on `crew_in`/`crew_out` (input 0, output 0).
+struct Crew {
+    _bridged: Bridged,
+    _bus: Bus,
+}
+
+impl Crew {
+    async fn join(o: &Options, card: &PipeWireServer, janus: &Janus, room: &str) -> Crew {
+        let bus = Bus::start();
+        let bridged = start_bridged(&o.bridged, &bus, card, &[]);
+        let proxy = bus.bridge().await;
+        let plan = Plan {
+            input_device: "crew_in.monitor".into(),
+            output_device: "crew_out".into(),
+            groups: vec![PlanGroup {
+                identity: format!("crew-member:{room}"),
+                token: format!("crew-{room}"),
+                display: "crew member".into(),
+                ..group(room)
+            }],
+            ..plan(janus, o.jitter_ms, &[], vec![user("crew", room, 0, Some(0))])
+        };
+        apply(&proxy, &plan, "the crew member joined").await;
+        Crew { _bridged: bridged, _bus: bus }
+    }
+}
+
+/// Ticks on channel `channel` of `device` for `secs` while `recording` runs; returns the
+/// recording (every port it holds), once the last tick had 0.5 s to come through.
+async fn ticks_into(card: &PipeWireServer, recording: Recording, device: &str, channel: usize, secs: f64) -> Vec<f32> {
+    recording.wait_until(0.5).await;
+    let ticks = Tone::source(card, device, &[channel], TICKS);
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await; // the measurement's length
+    drop(ticks);
+    let until = recording.seconds() + 0.5;
+    recording.finish_after(until).await
+}
+
+/// The latencies (ms) of the ticks heard, and how many of how many were.
+fn heard(latencies: &[Option<f64>]) -> (Vec<f64>, String) {
+    let found: Vec<f64> = latencies.iter().flatten().copied().collect();
+    let steps = found.windows(2).filter(|w| (w[1] - w[0]).abs() >= 3.0).count();
+    let what = format!("{} of {} ticks heard, {steps} step(s) of ≥ 3 ms between consecutive ticks", found.len(), latencies.len());
+    (found, what)
+}
+
+/// From the sample `from` on, the first 1 ms window of channel 0 of `samples` (8 channels) over
+/// -30 dBFS, in seconds.
+fn onset_after(samples: &[f32], from: f64) -> Option<f64> {
+    let ch = channel(samples, 0);
+    let window = (RATE / 1000) as usize;
+    let first = (from * f64::from(RATE)) as usize;
+    ch.get(first..)?.chunks_exact(window).position(|w| rms_db(w) > -30.0).map(|i| (first + i * window) as f64 / f64::from(RATE))
+}
+
+/// Stage figures from the `latency` tracer's records in a GStreamer debug log: per source →
+/// sink pair ("pipeline" records) and per element (numbers stripped from unnamed elements).
+fn trace_stages(log: &str) -> (BTreeMap<String, Vec<f64>>, BTreeMap<String, Vec<f64>>) {
+    let field = |line: &str, key: &str| -> Option<String> {
+        let start = line.find(key)? + key.len();
+        let rest = &line[start..];
+        Some(rest[..rest.find([',', ';']).unwrap_or(rest.len())].trim().to_owned())
+    };
+    let bare = |name: String| name.trim_end_matches(|c: char| c.is_ascii_digit()).to_owned();
+    let (mut paths, mut elements) = (BTreeMap::<String, Vec<f64>>::new(), BTreeMap::<String, Vec<f64>>::new());
+    for line in log.lines() {
+        let Some(ns) = field(line, "time=(guint64)").and_then(|t| t.parse::<f64>().ok()) else { continue };
+        let ms = ns / 1e6;
+        if line.contains(" element-latency,") {
+            if let Some(element) = field(line, " element=(string)") {
+                elements.entry(bare(element)).or_default().push(ms);
+            }
+        } else if line.contains(" latency,")
+            && let (Some(src), Some(sink)) = (field(line, "src-element=(string)"), field(line, "sink-element=(string)"))
+        {
+            paths.entry(format!("{} → {}", bare(src), bare(sink))).or_default().push(ms);
+        }
+    }
+    (paths, elements)
+}
+
+fn stage_rows(stages: &BTreeMap<String, Vec<f64>>) -> String {
+    stages
+        .iter()
+        .map(|(name, values)| {
+            let s = spread(values);
+            format!("| {name} | {:.3} | {:.3} | {:.3} | {} |\n", s.median, s.p95, s.max, s.n)
+        })
+        .collect()
+}
+
+/// The bare Opus work of `groups` participants: per group, a 440 Hz tone at the card's rate
+/// through bridged's encoder settings, payloaded, depayloaded and decoded, at the live pace.
+fn bare_opus(card: &PipeWireServer, groups: usize, bitrate_kbps: u32) -> std::process::Child {
+    let branch = format!(
+        "audiotestsrc is-live=true freq=440 samplesperbuffer={} ! audio/x-raw,format=S16LE,rate={RATE},channels=1 \
+         ! opusenc bitrate={} frame-size=20 audio-type=restricted-lowdelay ! rtpopuspay ! rtpopusdepay \
+         ! opusdec plc=true ! audio/x-raw,format=S16LE ! audioconvert ! audio/x-raw,format=F32LE ! fakesink sync=false",
+        RATE / 100,
+        bitrate_kbps * 1000
+    );
+    gst_launch(card, &vec![branch; groups].join(" "))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let o = options();
+    require_namespace();
+    let started_load = machine_line();
+    let card = PipeWireServer::start();
+    card.force_quantum(QUANTUM);
+    for sink in ["card_in", "card_out", "crew_in", "crew_out"] {
+        card.add_card(sink, RATE);
+    }
+    let groups: Vec<String> = (0..8).map(|k| format!("g{k}")).collect();
+    let mut rooms: Vec<&str> = groups.iter().map(String::as_str).collect();
+    rooms.push("x");
+    let prebuffer = prebuffer_packets(o.jitter_ms);
+    let janus = Janus::builder().ice_iface(ICE_IFACE).start();
+    for room in &rooms {
+        janus.add_token(&format!("tok-{room}")).await;
+        janus.add_token(&format!("crew-{room}")).await;
+        janus.create_room(room, prebuffer).await;
+    }
+    let bus = Bus::start();
+    let bridged = start_bridged(&o.bridged, &bus, &card, &[]);
+    let proxy = bus.bridge().await;
+    let mut missed = Vec::new();
+
+    // 1. Latencies: A (input 0, no output) and B (input 1, output 1) in group x, the crew
+    //    member in room x.
+    let (a, b) = (user("a", "x", 0, None), user("b", "x", 1, Some(1)));
+    let base = plan(&janus, o.jitter_ms, &["x"], vec![a.clone(), b.clone()]);
+    apply(&proxy, &base, "x's participant joined").await;
+    let crew = Crew::join(&o, &card, &janus, "x").await;
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench_matrix: ticks card_in 0 → card_out 1 (local) and crew_out 0 (through Janus), {:.0} s", o.secs);
+    let recording = card.record_ports(&[("card_in", 0), ("card_out", 1), ("crew_out", 0)]);
+    let samples = ticks_into(&card, recording, "card_in", 0, o.secs).await;
+    let (local, local_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
+    let (to_crew, to_crew_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 2)));
+    eprintln!("bench_matrix: ticks crew_in 0 → card_out 1 (through Janus), {:.0} s", o.secs);
+    let recording = card.record_ports(&[("crew_in", 0), ("card_out", 1)]);
+    let samples = ticks_into(&card, recording, "crew_in", 0, o.secs).await;
+    let (from_crew, from_crew_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
+    let latency_load = load();
+    drop(crew);
+
+    // 2. Config change → audio on the new user's output: a steady tone on A's input, C (input
+    //    2, output 2) added to x; from just before Apply is sent to the tone's first 1 ms on
+    //    output 2. The recording's clock is the card's; "just before Apply" is how much it had
+    //    written then, which trails the card by parecord's latency (10 ms): the figure is at
+    //    most that much too long.
+    eprintln!("bench_matrix: {} config changes", o.changes);
+    let tone = Tone::play(&card, "card_in", 0, 1000);
+    let with_c = plan(&janus, o.jitter_ms, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
+    let recording = card.record_ports(&[("card_out", 2)]);
+    recording.wait_until(0.5).await;
+    let mut change_ms = Vec::new();
+    let mut answer_ms = Vec::new();
+    for _ in 0..o.changes {
+        let at = recording.seconds();
+        let sent = Instant::now();
+        proxy.apply(&with_c).await.expect("Apply (C added)");
+        answer_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let onset = loop {
+            if let Some(onset) = onset_after(&recording.samples(), at) {
+                break onset;
+            }
+            assert!(Instant::now() < deadline, "no tone on C's output within 5 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        change_ms.push((onset - at) * 1000.0);
+        proxy.apply(&base).await.expect("Apply (C removed)");
+        // Until C's output has been silent for 100 ms.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let samples = recording.samples();
+            let tail = &samples[samples.len().saturating_sub(RATE as usize / 10 * 8)..];
+            if rms_db(&channel(tail, 0)) < -60.0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "C's output still plays 5 s after C was removed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    drop(recording);
+    drop(tone);
+
+    // 3. CPU and RSS: eight users (a tone on every input) in one group, then in eight groups;
+    //    then the bare Opus work of eight participants alone.
+    let _tones = Tone::source(&card, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
+    let pid = bridged.pid();
+    let one_group = plan(&janus, o.jitter_ms, &["x"], (0..8u8).map(|k| user(&format!("u{k}"), "x", k, Some(k))).collect());
+    apply(&proxy, &one_group, "eight users in one group").await;
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench_matrix: CPU, 8 users in one group, {:.0} s", o.cpu_secs);
+    let (one_cpu, one_busy) = cpu_percent(pid, o.cpu_secs).await;
+    let (one_rss, one_threads) = (status_field(pid, "VmRSS:"), status_field(pid, "Threads:"));
+    let group_names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let eight_groups = plan(
+        &janus,
+        o.jitter_ms,
+        &group_names,
+        (0..8u8).map(|k| user(&format!("u{k}"), group_names[usize::from(k)], k, Some(k))).collect(),
+    );
+    apply(&proxy, &eight_groups, "eight users in eight groups").await;
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench_matrix: CPU, 8 users in 8 groups, {:.0} s", o.cpu_secs);
+    let (eight_cpu, eight_busy) = cpu_percent(pid, o.cpu_secs).await;
+    let (eight_rss, eight_threads, hwm) =
+        (status_field(pid, "VmRSS:"), status_field(pid, "Threads:"), status_field(pid, "VmHWM:"));
+    proxy.apply(&plan(&janus, o.jitter_ms, &["x"], vec![a.clone(), b.clone()])).await.expect("Apply (back to A, B)");
+    let mut bare = bare_opus(&card, 8, 64);
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench_matrix: CPU, bare Opus work of 8 participants, {:.0} s", o.cpu_secs);
+    let (bare_cpu, bare_busy) = cpu_percent(bare.id(), o.cpu_secs).await;
+    let _ = bare.kill();
+    let _ = bare.wait();
+    drop(bridged);
+
+    // 4. The tracer's stages, on a bridged of its own: A → B locally and the crew member in the
+    //    room, ticks both ways.
+    let trace_dir = tempfile::tempdir().expect("dir");
+    let trace_path = o.trace.clone().unwrap_or_else(|| trace_dir.path().join("trace.log"));
+    let trace_file = trace_path.to_str().expect("a UTF-8 path");
+    let traced = start_bridged(
+        &o.bridged,
+        &bus,
+        &card,
+        &[
+            ("GST_TRACERS", "latency(flags=pipeline+element)"),
+            ("GST_DEBUG", "GST_TRACER:7"),
+            ("GST_DEBUG_FILE", trace_file),
+            ("GST_DEBUG_NO_COLOR", "1"),
+        ],
+    );
+    let proxy = bus.bridge().await;
+    apply(&proxy, &base, "x's participant joined (traced)").await;
+    let crew = Crew::join(&o, &card, &janus, "x").await;
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench_matrix: tracing {:.0} s", o.trace_secs);
+    let ticks = Tone::source(&card, "card_in", &[0], TICKS);
+    let crew_ticks = Tone::source(&card, "crew_in", &[0], TICKS);
+    tokio::time::sleep(Duration::from_secs_f64(o.trace_secs)).await; // the trace's length
+    drop((ticks, crew_ticks, crew, traced));
+    let (paths, elements) = trace_stages(&std::fs::read_to_string(&trace_path).unwrap_or_default());
+
+    // The floor of the paths through Janus: the encoder waits for a whole frame (its first
+    // sample 20 ms), Janus holds `prebuffer` frames of each participant before mixing, and mixes
+    // on its 20 ms tick (a frame waits 0–20 ms for it, 10 on average).
+    let floor = FRAME_MS + f64::from(prebuffer) * FRAME_MS + FRAME_MS / 2.0;
+    let (local_s, to_crew_s, from_crew_s) = (spread(&local), spread(&to_crew), spread(&from_crew));
+    let mut verdict = |what: &str, met: bool| {
+        if met {
+            "met".to_owned()
+        } else {
+            missed.push(what.to_owned());
+            "**missed**".to_owned()
+        }
+    };
+    let local_verdict = verdict("card → card", local_s.median <= LOCAL_GOAL_MS && local_s.p95 <= LOCAL_GOAL_MS);
+    let to_crew_verdict = verdict("card → crew", to_crew_s.median - floor <= OVER_FLOOR_GOAL_MS);
+    let from_crew_verdict = verdict("crew → card", from_crew_s.median - floor <= OVER_FLOOR_GOAL_MS);
+    let one_verdict = verdict("one group CPU", one_cpu <= ONE_GROUP_CPU_GOAL);
+    let ratio = eight_cpu / bare_cpu;
+    let eight_verdict = verdict("eight groups CPU", ratio <= EIGHT_GROUPS_RATIO_GOAL);
+
+    println!("## Matrix run of {}\n", chrono_now());
+    println!("{started_load}");
+    println!(
+        "Test card: PipeWire null sinks, quantum {QUANTUM} at {RATE} Hz ({:.2} ms); bridge.jitterBufferMs {} (webrtcbin latency {} ms, Janus prebuffering {prebuffer} frames); Opus 64 kb/s, 20 ms frames.\n",
+        f64::from(QUANTUM) * 1000.0 / f64::from(RATE),
+        o.jitter_ms,
+        o.jitter_ms
+    );
+    println!("| path | figure (ms) | goal | verdict |\n|---|---|---|---|");
+    println!("| card → card, same group (local) | {local_s} | median and p95 ≤ {LOCAL_GOAL_MS} | {local_verdict} |");
+    println!(
+        "| card → Janus → crew peer | {to_crew_s} | median ≤ floor {floor:.0} + {OVER_FLOOR_GOAL_MS} | {to_crew_verdict} ({:+.1} over the floor) |",
+        to_crew_s.median - floor
+    );
+    println!(
+        "| crew peer → Janus → card | {from_crew_s} | median ≤ floor {floor:.0} + {OVER_FLOOR_GOAL_MS} | {from_crew_verdict} ({:+.1} over the floor) |",
+        from_crew_s.median - floor
+    );
+    println!("| config change (user added to a joined group) → audio on its output | {} | — | — |", spread(&change_ms));
+    println!();
+    println!("- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; load average after: {latency_load}");
+    println!(
+        "- floor through Janus: {FRAME_MS:.0} ms (the encoder's frame) + {prebuffer} × {FRAME_MS:.0} ms (Janus's prebuffering) + {:.0} ms (half of Janus's 20 ms tick, on average) = {floor:.0} ms; the crew peer's own receive side (its jitter buffer, queues and card) is on top of it, as a browser's would be",
+        FRAME_MS / 2.0
+    );
+    println!("- Apply answered in {} ms", spread(&answer_ms));
+    println!(
+        "- CPU of bridged (percent of one core, over {:.0} s; the machine's CPUs busy meanwhile): 8 users in one group {one_cpu:.1} % (machine {one_busy:.0} %; goal ≤ {ONE_GROUP_CPU_GOAL} %: {one_verdict}); \
+         in 8 groups {eight_cpu:.1} % (machine {eight_busy:.0} %); bare Opus work of 8 participants (gst-launch: 8 × opusenc + opusdec) {bare_cpu:.1} % (machine {bare_busy:.0} %): ratio {ratio:.2} (goal ≤ {EIGHT_GROUPS_RATIO_GOAL}: {eight_verdict})",
+        o.cpu_secs
+    );
+    println!(
+        "- RSS of bridged: one group {} MiB ({one_threads} threads), eight groups {} MiB ({eight_threads} threads), peak {} MiB",
+        mib(one_rss),
+        mib(eight_rss),
+        mib(hwm)
+    );
+    println!("\nbridged's own share per stage (GStreamer `latency` tracer, {:.0} s, one group with the crew member in its room; ms):\n", o.trace_secs);
+    println!("| source → sink | median | p95 | max | n |\n|---|---|---|---|---|");
+    print!("{}", stage_rows(&paths));
+    println!("\n| element | median | p95 | max | n |\n|---|---|---|---|---|");
+    print!("{}", stage_rows(&elements));
+    if missed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("bench_matrix: goals missed: {}", missed.join(", "));
+        ExitCode::FAILURE
+    }
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MMZ`, from `date` (no date crate for one line).
+fn chrono_now() -> String {
+    let output = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%MZ"]).output().expect("date");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
