@@ -9,9 +9,9 @@ use futures_util::StreamExt as _;
 use partyline_shared::bridge::{
     BUS_NAME, BranchState, BridgeError, BridgeProxy, BridgeState, INTERFACE, OBJECT_PATH, Plan, PlanGroup, PlanUser,
 };
+use partyline_testkit::SoundServer;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::SoundServer;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -8,13 +8,13 @@
 use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status};
+use partyline_testkit::SoundServer;
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db, tone_db};
+use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::pulse::AUX_MAP;
-use partyline_testkit::SoundServer;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
 const RATE: u32 = partyline_testkit::audio::RATE;

@@ -16,9 +16,9 @@ use std::net::UdpSocket;
 use std::process::Child;
 use std::time::Duration;
 
+use partyline_testkit::SoundServer;
 use partyline_testkit::audio::{RATE, TickRecorder, gst_launch};
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::SoundServer;
 
 /// The card side's first seconds on a null sink (bridged/README.md): the measurement waits
 /// them out, as bench_audio's `CARD_SETTLE` does.

@@ -240,7 +240,11 @@ async fn ticks_into(card: &PipeWireServer, recording: Recording, device: &str, c
 fn heard(latencies: &[Option<f64>]) -> (Vec<f64>, String) {
     let found: Vec<f64> = latencies.iter().flatten().copied().collect();
     let steps = found.windows(2).filter(|w| (w[1] - w[0]).abs() >= 3.0).count();
-    let what = format!("{} of {} ticks heard, {steps} step(s) of ≥ 3 ms between consecutive ticks", found.len(), latencies.len());
+    let what = format!(
+        "{} of {} ticks heard, {steps} step(s) of ≥ 3 ms between consecutive ticks",
+        found.len(),
+        latencies.len()
+    );
     (found, what)
 }
 
@@ -250,7 +254,10 @@ fn onset_after(samples: &[f32], from: f64) -> Option<f64> {
     let ch = channel(samples, 0);
     let window = (RATE / 1000) as usize;
     let first = (from * f64::from(RATE)) as usize;
-    ch.get(first..)?.chunks_exact(window).position(|w| rms_db(w) > -30.0).map(|i| (first + i * window) as f64 / f64::from(RATE))
+    ch.get(first..)?
+        .chunks_exact(window)
+        .position(|w| rms_db(w) > -30.0)
+        .map(|i| (first + i * window) as f64 / f64::from(RATE))
 }
 
 /// Stage figures from the `latency` tracer's records in a GStreamer debug log: per source →
@@ -358,20 +365,32 @@ async fn main() -> ExitCode {
     recording.wait_until(0.5).await;
     let mut change_ms = Vec::new();
     let mut answer_ms = Vec::new();
+    let mut change_missed = 0;
     for _ in 0..o.changes {
         let at = recording.seconds();
         let sent = Instant::now();
         proxy.apply(&with_c).await.expect("Apply (C added)");
         answer_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
         let deadline = Instant::now() + Duration::from_secs(5);
-        let onset = loop {
-            if let Some(onset) = onset_after(&recording.samples(), at) {
-                break onset;
+        loop {
+            let samples = recording.samples();
+            if let Some(onset) = onset_after(&samples, at) {
+                change_ms.push((onset - at) * 1000.0);
+                break;
             }
-            assert!(Instant::now() < deadline, "no tone on C's output within 5 s");
+            if Instant::now() > deadline {
+                let tail = channel(&samples[samples.len().saturating_sub(RATE as usize * 8)..], 0);
+                eprintln!(
+                    "bench_matrix: no tone on C's output 5 s after Apply (sent at {at:.3} s of the recording, now {:.3} s; its last second {:.1} dBFS); bridged's log:\n{}",
+                    recording.seconds(),
+                    rms_db(&tail),
+                    bridged.log()
+                );
+                change_missed += 1;
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        change_ms.push((onset - at) * 1000.0);
+        }
         proxy.apply(&base).await.expect("Apply (C removed)");
         // Until C's output has been silent for 100 ms.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -392,7 +411,8 @@ async fn main() -> ExitCode {
     //    then the bare Opus work of eight participants alone.
     let _tones = Tone::source(&card, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
     let pid = bridged.pid();
-    let one_group = plan(&janus, o.jitter_ms, &["x"], (0..8u8).map(|k| user(&format!("u{k}"), "x", k, Some(k))).collect());
+    let one_group =
+        plan(&janus, o.jitter_ms, &["x"], (0..8u8).map(|k| user(&format!("u{k}"), "x", k, Some(k))).collect());
     apply(&proxy, &one_group, "eight users in one group").await;
     tokio::time::sleep(SETTLE).await;
     eprintln!("bench_matrix: CPU, 8 users in one group, {:.0} s", o.cpu_secs);
@@ -485,9 +505,15 @@ async fn main() -> ExitCode {
         "| crew peer → Janus → card | {from_crew_s} | median ≤ floor {floor:.0} + {OVER_FLOOR_GOAL_MS} | {from_crew_verdict} ({:+.1} over the floor) |",
         from_crew_s.median - floor
     );
-    println!("| config change (user added to a joined group) → audio on its output | {} | — | — |", spread(&change_ms));
+    println!(
+        "| config change (user added to a joined group) → audio on its output | {}; {change_missed} of {} never heard within 5 s | — | — |",
+        spread(&change_ms),
+        o.changes
+    );
     println!();
-    println!("- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; load average after: {latency_load}");
+    println!(
+        "- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; load average after: {latency_load}"
+    );
     println!(
         "- floor through Janus: {FRAME_MS:.0} ms (the encoder's frame) + {prebuffer} × {FRAME_MS:.0} ms (Janus's prebuffering) + {:.0} ms (half of Janus's 20 ms tick, on average) = {floor:.0} ms; the crew peer's own receive side (its jitter buffer, queues and card) is on top of it, as a browser's would be",
         FRAME_MS / 2.0
@@ -504,7 +530,10 @@ async fn main() -> ExitCode {
         mib(eight_rss),
         mib(hwm)
     );
-    println!("\nbridged's own share per stage (GStreamer `latency` tracer, {:.0} s, one group with the crew member in its room; ms):\n", o.trace_secs);
+    println!(
+        "\nbridged's own share per stage (GStreamer `latency` tracer, {:.0} s, one group with the crew member in its room; ms):\n",
+        o.trace_secs
+    );
     println!("| source → sink | median | p95 | max | n |\n|---|---|---|---|---|");
     print!("{}", stage_rows(&paths, 0.0));
     println!("\nEach element's own time (elements with a median under {ELEMENT_LEAST_MS} ms left out; ms):\n");

@@ -10,10 +10,10 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::audio::RATE;
+use crate::card::SoundServer;
 use crate::control::Control;
 use crate::dbus::{Bridged, Bus};
 use crate::janus::Janus;
-use crate::card::SoundServer;
 use crate::pulse::PulseServer;
 use crate::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
 

@@ -80,7 +80,8 @@ impl PipeWireServer {
         let probe = format!("probe{}", PROBES.fetch_add(1, Ordering::Relaxed));
         self.add_card(&probe, RATE);
         for (i, (device, channel)) in ports.iter().enumerate() {
-            let (from, to) = (format!("{device}:monitor_{}", POSITIONS[*channel]), format!("{probe}:playback_{}", POSITIONS[i]));
+            let (from, to) =
+                (format!("{device}:monitor_{}", POSITIONS[*channel]), format!("{probe}:playback_{}", POSITIONS[i]));
             // pipewire-pulse creates a module's node a moment after answering.
             let deadline = Instant::now() + START_DEADLINE;
             loop {

@@ -10,12 +10,12 @@
 
 use std::time::{Duration, Instant};
 
+use partyline_testkit::SoundServer;
 use partyline_testkit::audio::{RATE, Recording, Tone, channel, longest_dropout_ms, record, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::Janus;
 use partyline_testkit::pulse::PulseServer;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
-use partyline_testkit::SoundServer;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

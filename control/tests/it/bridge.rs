@@ -6,9 +6,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use partyline_testkit::SoundServer;
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::SoundServer;
 
 use crate::janus::{Stack, branch, joined};
 

@@ -21,12 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState};
+use partyline_testkit::SoundServer;
 use partyline_testkit::audio::{RATE, Recording, Tone, channel, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::{Janus, Probe};
 use partyline_testkit::pulse::PulseServer;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
-use partyline_testkit::SoundServer;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
