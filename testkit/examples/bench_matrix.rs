@@ -236,6 +236,16 @@ async fn ticks_into(card: &PipeWireServer, recording: Recording, device: &str, c
     recording.finish_after(until).await
 }
 
+/// What bridged and the sound server say, when a measurement heard nothing.
+async fn diagnose(card: &PipeWireServer, proxy: &BridgeProxy<'_>, bridged: &Bridged) {
+    eprintln!("bench_matrix: Status: {:#?}", proxy.status().await);
+    for what in ["sink-inputs", "source-outputs"] {
+        let output = card.pactl(&["list", "short", what]);
+        eprintln!("bench_matrix: pactl list short {what}:\n{}", String::from_utf8_lossy(&output.stdout));
+    }
+    eprintln!("bench_matrix: bridged's log:\n{}", bridged.log());
+}
+
 /// The latencies (ms) of the ticks heard, and how many of how many were.
 fn heard(latencies: &[Option<f64>]) -> (Vec<f64>, String) {
     let found: Vec<f64> = latencies.iter().flatten().copied().collect();
@@ -350,6 +360,10 @@ async fn main() -> ExitCode {
     let recording = card.record_ports(&[("crew_in", 0), ("card_out", 1)]);
     let samples = ticks_into(&card, recording, "crew_in", 0, o.secs).await;
     let (from_crew, from_crew_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
+    if local.is_empty() || to_crew.is_empty() || from_crew.is_empty() {
+        eprintln!("bench_matrix: a path heard no tick");
+        diagnose(&card, &proxy, &bridged).await;
+    }
     let latency_load = load();
     drop(crew);
 
@@ -381,11 +395,11 @@ async fn main() -> ExitCode {
             if Instant::now() > deadline {
                 let tail = channel(&samples[samples.len().saturating_sub(RATE as usize * 8)..], 0);
                 eprintln!(
-                    "bench_matrix: no tone on C's output 5 s after Apply (sent at {at:.3} s of the recording, now {:.3} s; its last second {:.1} dBFS); bridged's log:\n{}",
+                    "bench_matrix: no tone on C's output 5 s after Apply (sent at {at:.3} s of the recording, now {:.3} s; its last second {:.1} dBFS)",
                     recording.seconds(),
                     rms_db(&tail),
-                    bridged.log()
                 );
+                diagnose(&card, &proxy, &bridged).await;
                 change_missed += 1;
                 break;
             }
@@ -439,6 +453,23 @@ async fn main() -> ExitCode {
     let _ = bare.kill();
     let _ = bare.wait();
     drop(bridged);
+
+    // The sound server's own share of the local path: the same devices, buffer and period
+    // sizes as bridged's card side (capture 20/10 ms, playback 20/5 ms, unsynced), in one bare
+    // gst-launch loop from input 0 to output 0, with no queue or mix between.
+    eprintln!("bench_matrix: ticks through a bare loop card_in 0 → card_out 0, {:.0} s", o.secs);
+    let card_caps = format!("audio/x-raw,format=F32LE,rate={RATE},channels=8,channel-mask=(bitmask)0xc3f");
+    let recording = card.record_ports(&[("card_in", 0), ("card_out", 0)]);
+    let bare_loop = gst_launch(
+        &card,
+        &format!(
+            "pulsesrc device=card_in.monitor buffer-time=20000 latency-time=10000 ! {card_caps} \
+             ! pulsesink device=card_out buffer-time=20000 latency-time=5000 sync=false"
+        ),
+    );
+    let samples = ticks_into(&card, recording, "card_in", 0, o.secs).await;
+    drop(bare_loop);
+    let (server_loop, server_loop_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
 
     // 4. The tracer's stages, on a bridged of its own: A → B locally and the crew member in the
     //    room, ticks both ways.
@@ -506,13 +537,17 @@ async fn main() -> ExitCode {
         from_crew_s.median - floor
     );
     println!(
+        "| the same card through a bare pulsesrc → pulsesink loop with bridged's buffer sizes (the sound server's share of the local path) | {} | — | — |",
+        spread(&server_loop)
+    );
+    println!(
         "| config change (user added to a joined group) → audio on its output | {}; {change_missed} of {} never heard within 5 s | — | — |",
         spread(&change_ms),
         o.changes
     );
     println!();
     println!(
-        "- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; load average after: {latency_load}"
+        "- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; bare loop {server_loop_note}; load average after the paths of bridged: {latency_load}"
     );
     println!(
         "- floor through Janus: {FRAME_MS:.0} ms (the encoder's frame) + {prebuffer} × {FRAME_MS:.0} ms (Janus's prebuffering) + {:.0} ms (half of Janus's 20 ms tick, on average) = {floor:.0} ms; the crew peer's own receive side (its jitter buffer, queues and card) is on top of it, as a browser's would be",
