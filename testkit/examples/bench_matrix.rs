@@ -6,7 +6,7 @@
 //! section; exits 1 when a goal is missed.
 //!
 //!   bench_matrix --bridged BIN [--secs S] [--changes N] [--cpu-secs S] [--trace-secs S]
-//!                [--jitter-ms MS] [--trace PATH]
+//!                [--jitter-ms MS] [--trace PATH] [--sound-log PATH]
 //!
 //! Latencies are measured on the card's ports themselves: the input's and the outputs' monitor
 //! ports are linked into one recording ([`PipeWireServer::record_ports`]), so input and output
@@ -58,6 +58,7 @@ struct Options {
     trace_secs: f64,
     jitter_ms: u32,
     trace: Option<PathBuf>,
+    sound_log: Option<PathBuf>,
 }
 
 fn options() -> Options {
@@ -69,6 +70,7 @@ fn options() -> Options {
         trace_secs: 10.0,
         jitter_ms: 20,
         trace: None,
+        sound_log: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -81,6 +83,7 @@ fn options() -> Options {
             "--trace-secs" => o.trace_secs = value.parse().expect("--trace-secs S"),
             "--jitter-ms" => o.jitter_ms = value.parse().expect("--jitter-ms MS"),
             "--trace" => o.trace = Some(value.into()),
+            "--sound-log" => o.sound_log = Some(value.into()),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -423,7 +426,7 @@ async fn main() -> ExitCode {
 
     // 3. CPU and RSS: eight users (a tone on every input) in one group, then in eight groups;
     //    then the bare Opus work of eight participants alone.
-    let _tones = Tone::source(&card, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
+    let tones = Tone::source(&card, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
     let pid = bridged.pid();
     let one_group =
         plan(&janus, o.jitter_ms, &["x"], (0..8u8).map(|k| user(&format!("u{k}"), "x", k, Some(k))).collect());
@@ -445,6 +448,7 @@ async fn main() -> ExitCode {
     let (eight_cpu, eight_busy) = cpu_percent(pid, o.cpu_secs).await;
     let (eight_rss, eight_threads, hwm) =
         (status_field(pid, "VmRSS:"), status_field(pid, "Threads:"), status_field(pid, "VmHWM:"));
+    drop(tones);
     proxy.apply(&plan(&janus, o.jitter_ms, &["x"], vec![a.clone(), b.clone()])).await.expect("Apply (back to A, B)");
     let mut bare = bare_opus(&card, 8, 64);
     tokio::time::sleep(SETTLE).await;
@@ -460,7 +464,7 @@ async fn main() -> ExitCode {
     eprintln!("bench_matrix: ticks through a bare loop card_in 0 → card_out 0, {:.0} s", o.secs);
     let card_caps = format!("audio/x-raw,format=F32LE,rate={RATE},channels=8,channel-mask=(bitmask)0xc3f");
     let recording = card.record_ports(&[("card_in", 0), ("card_out", 0)]);
-    let bare_loop = gst_launch(
+    let mut bare_loop = gst_launch(
         &card,
         &format!(
             "pulsesrc device=card_in.monitor buffer-time=20000 latency-time=10000 ! {card_caps} \
@@ -468,7 +472,8 @@ async fn main() -> ExitCode {
         ),
     );
     let samples = ticks_into(&card, recording, "card_in", 0, o.secs).await;
-    drop(bare_loop);
+    let _ = bare_loop.kill();
+    let _ = bare_loop.wait();
     let (server_loop, server_loop_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
 
     // 4. The tracer's stages, on a bridged of its own: A → B locally and the crew member in the
@@ -497,6 +502,9 @@ async fn main() -> ExitCode {
     tokio::time::sleep(Duration::from_secs_f64(o.trace_secs)).await; // the trace's length
     drop((ticks, crew_ticks, crew, traced));
     let (paths, elements) = trace_stages(&std::fs::read_to_string(&trace_path).unwrap_or_default());
+    if let Some(path) = &o.sound_log {
+        std::fs::write(path, card.logs()).expect("--sound-log");
+    }
 
     // The floor of the paths through Janus: the encoder waits for a whole frame (its first
     // sample 20 ms), Janus holds `prebuffer` frames of each participant before mixing, and mixes
