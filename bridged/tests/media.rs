@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status};
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
-use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db, tone_db};
+use partyline_testkit::audio::{Recording, Tone, channel, dropouts, frequency, longest_dropout_ms, rms_db, tone_db};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::{Janus, Probe};
 use partyline_testkit::pulse::{AUX_MAP, PulseServer};
@@ -16,9 +16,12 @@ use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
 const RATE: u32 = partyline_testkit::audio::RATE;
 const JOIN_WAIT: Duration = Duration::from_secs(20);
-/// A tone "is there" above this level, "is not" below [`ABSENT_DB`].
+/// A tone "is there" above this level, "is not" below [`ABSENT_DB`]. The tones play at about
+/// −11 dBFS: a wrong route would put one there; a glitch of a busy machine (a dropout, a
+/// concealed packet) splatters a tone's energy across the spectrum, measured up to −48 dBFS
+/// 400 Hz away with both cores busy.
 const PRESENT_DB: f64 = -30.0;
-const ABSENT_DB: f64 = -60.0;
+const ABSENT_DB: f64 = -45.0;
 
 async fn record(pulse: &PulseServer, device: &str, seconds: f64) -> Vec<f32> {
     partyline_testkit::audio::record(pulse, &format!("{device}.monitor"), seconds).await
@@ -234,6 +237,9 @@ async fn users_and_groups_come_and_go_without_a_gap() {
     record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB)
         .await;
 
+    // The input is recorded too: a gap the player or the recorder makes on a busy machine
+    // shows on both, one bridged makes only on the output.
+    let input = Recording::start(&pulse, "card_in.monitor");
     let recording = Recording::start(&pulse, "card_out.monitor");
     recording.wait_until(0.5).await;
     // C joins X: A's tone on C's output at once, no Janus join.
@@ -255,11 +261,24 @@ async fn users_and_groups_come_and_go_without_a_gap() {
     apply_and_wait(&proxy, &base, "Z's participant left").await;
     let until = recording.seconds() + 0.5;
     let samples = recording.finish_after(until).await;
+    let in0 = channel(&input.finish_after(0.0).await, 0);
     let out1 = channel(&samples, 1);
-    let dropout = longest_dropout_ms(&out1);
-    println!("B's output across C and Z coming and going: longest dropout {dropout} ms over {until:.2} s");
     assert!(rms_db(&out1) > PRESENT_DB, "no tone on B's output");
-    assert!(dropout <= 10.0, "A -> B dropped out for {dropout} ms while users and groups came and went");
+    let (gaps_in, gaps_out) = (dropouts(&in0), dropouts(&out1));
+    // An output gap is bridged's unless the input had one as long within the path's latency
+    // and the two recorders' start offset (a quarter second covers both many times over).
+    let bridged_gaps: Vec<&(f64, f64)> = gaps_out
+        .iter()
+        .filter(|(at, ms)| !gaps_in.iter().any(|(at_in, ms_in)| (at - at_in).abs() < 0.25 && ms_in + 10.0 >= *ms))
+        .collect();
+    println!(
+        "B's output across C and Z coming and going ({until:.2} s): gaps (s, ms) on the output {gaps_out:?}, on the input {gaps_in:?}"
+    );
+    let longest = bridged_gaps.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
+    assert!(
+        longest <= 10.0,
+        "A -> B dropped out for {longest} ms while users and groups came and went: {bridged_gaps:?}"
+    );
     let status = proxy.status().await.expect("Status");
     assert_eq!(status.participants.len(), 1, "{status:#?}");
     assert_eq!(status.participants[0].participant_id, joined_as, "X's participant rejoined");
