@@ -122,6 +122,11 @@ impl Bridge {
                     let handle = participant::Handle::start(context.clone(), group.clone(), feed.clone());
                     running.participants.insert(group.room.clone(), (handle, feed));
                 }
+                for group in &plan.groups {
+                    if let Some((handle, _)) = running.participants.get(&group.room) {
+                        handle.rename(&group.display);
+                    }
+                }
                 let feeds: HashMap<String, Arc<Feed>> =
                     running.participants.iter().map(|(room, (_, feed))| (room.clone(), feed.clone())).collect();
                 if let Some(base) = &running.base {

@@ -242,8 +242,10 @@ async fn users_and_groups_come_and_go_without_a_gap() {
     let input = Recording::start(&pulse, "card_in.monitor");
     let recording = Recording::start(&pulse, "card_out.monitor");
     recording.wait_until(0.5).await;
-    // C joins X: A's tone on C's output at once, no Janus join.
-    let with_c = plan(&janus, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
+    // C joins X: A's tone on C's output at once, no Janus join; the participant's name in the
+    // room follows its users.
+    let mut with_c = plan(&janus, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
+    with_c.groups[0].display = "A, B, C".into();
     let at_apply = recording.seconds();
     let started = Instant::now();
     apply_and_wait(&proxy, &with_c, "C added").await;
@@ -253,6 +255,18 @@ async fn users_and_groups_come_and_go_without_a_gap() {
         "BENCH user added -> its output plays: {:.0} ms after Apply was sent (Apply answered in {applied_ms:.0} ms; 20 ms windows)",
         ((heard_at - at_apply) * 1000.0).max(0.0)
     );
+    let probe = Probe::admin(&janus).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let listed = probe.audiobridge(serde_json::json!({"request": "listparticipants", "room": "x"})).await;
+        let display = listed.as_ref().ok().and_then(|l| l["participants"][0]["display"].as_str().map(str::to_owned));
+        if display.as_deref() == Some("A, B, C") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "Janus shows the card as {display:?}, not \"A, B, C\"");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(proxy.status().await.expect("Status").participants[0].display, "A, B, C");
     apply_and_wait(&proxy, &base, "C removed").await;
     // The first user of Z: Z's participant joins; then it leaves with its last user.
     let with_z = plan(&janus, &["x", "z"], vec![a.clone(), b.clone(), user("d", "z", 4, Some(4))]);

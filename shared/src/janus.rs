@@ -100,6 +100,11 @@ pub enum AudioBridgeRequest {
         muted: bool,
         prebuffer: u32,
     },
+    /// Changes a joined participant's display name (asynchronous, as `join`; the room's other
+    /// participants get an event with the new name).
+    Configure {
+        display: String,
+    },
     List,
     ListParticipants {
         room: String,
@@ -490,6 +495,8 @@ mod tests {
         );
         let exists = serde_json::to_value(AudioBridgeRequest::Exists { room: "r".into() }).expect("json");
         assert_eq!(exists, json!({"request": "exists", "room": "r"}));
+        let renamed = serde_json::to_value(AudioBridgeRequest::Configure { display: "A, B".into() }).expect("json");
+        assert_eq!(renamed, json!({"request": "configure", "display": "A, B"}));
         let list = serde_json::to_value(AudioBridgeRequest::ListParticipants { room: "r".into() }).expect("json");
         assert_eq!(list, json!({"request": "listparticipants", "room": "r"}));
         let allow = AudioBridgeRequest::Allowed {
