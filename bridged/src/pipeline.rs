@@ -37,16 +37,18 @@ use crate::state::Shared;
 
 /// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs): the capture
 /// delivers a block every `latency-time`, and each block is mixed and played at once.
-const CAPTURE_BUFFER_US: i64 = 20_000;
-const CAPTURE_PERIOD_US: i64 = 10_000;
+const CAPTURE_BUFFER_US: i64 = 10_000;
+const CAPTURE_PERIOD_US: i64 = 5_000;
 /// Playback buffering (µs): what the playback may queue, the card → card latency's main part.
 const PLAYBACK_BUFFER_US: i64 = 20_000;
 const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
 /// over its blocks in bursts (a sound server's period can be longer than ours), and a burst
 /// must not leave the playback empty between two. It starts at two blocks, keeps one block
-/// beyond what the bursts need, and trims over windows of a second.
-const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 20, margin_ms: 10, limit_ms: 200 };
+/// beyond what the bursts need, and trims over windows of a second. Card → card on PulseAudio's
+/// null sinks with 10 ms / 5 ms capture and this queue: 15–25 ms (20 ms with 20 / 10 and 20 ms:
+/// 70 ms).
+const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
 const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
