@@ -46,8 +46,8 @@ const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// over its blocks in bursts (a sound server's period can be longer than ours), and a burst
 /// must not leave the playback empty between two. It starts at two blocks, keeps one block
 /// beyond what the bursts need, and trims over windows of a second. Card → card on PulseAudio's
-/// null sinks with 10 ms / 5 ms capture and this queue: 15–25 ms (20 ms with 20 / 10 and 20 ms:
-/// 70 ms).
+/// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
+/// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
