@@ -150,7 +150,7 @@ async fn a_tone_crosses_the_whole_stack_through_reloads_and_faults() {
          (input card: {input_gap} ms)"
     );
     assert!(rms_db(&out1) > -30.0, "no tone on output channel 1 while C was added");
-    assert!(gap <= MAX_GAP_MS, "A → B dropped out for {gap} ms while C was added");
+    assert!(gap <= MAX_GAP_MS, "A → B dropped out for {gap} ms while C was added\n{}", bridged.log());
 
     // bridged killed: the test restarts it, control pushes the plan again, the tone is back.
     // One recording across the fault: a monitor stream that stays keeps the output card at a low
