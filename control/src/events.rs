@@ -1,5 +1,6 @@
 //! The live event bus: one ordered sequence of typed events (users joining and leaving lines,
-//! calls, config changes, bridged's state, the log's warnings and errors) for
+//! users talking, calls, config changes, the states of bridged and of the link to Janus, the
+//! log's warnings and errors) for
 //! `GET /api/admin/events`, so that the admin UI and control surfaces learn of a change at once
 //! instead of at their next poll.
 //!
@@ -24,6 +25,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::bridge::BridgeViewState;
 use crate::config::{ConfigEventKind, ConfigManager};
+use crate::janus::JanusState;
 
 /// Events kept for resuming.
 pub const RING: usize = 1024;
@@ -38,12 +40,19 @@ pub enum LiveEvent {
     UserJoined { identity: String, username: String, group_id: String },
     /// A user left a line.
     UserLeft { identity: String, username: String, group_id: String, why: String },
+    /// A user on a line started talking: Janus heard its voice (not merely its talk key on).
+    /// Ends with `stoppedTalking`, or with `userLeft` when the user leaves while talking.
+    Talking { identity: String, username: String, group_id: String },
+    /// A user on a line stopped talking.
+    StoppedTalking { identity: String, username: String, group_id: String },
     /// A crew member pressed Call on a line.
     Call { group_id: String, from: String, identity: String },
     /// The config changed, through the API (`what` names the change) or on disk.
     ConfigChanged { what: String },
     /// partyline-bridged's state changed.
     BridgeState { state: BridgeViewState, message: String },
+    /// The link to Janus changed state (`message`: why it is down, empty when up).
+    JanusState { state: JanusState, message: String },
     /// A warning or an error of control's log.
     Log { level: String, message: String, source: String },
 }
@@ -54,9 +63,12 @@ impl LiveEvent {
         match self {
             LiveEvent::UserJoined { .. } => "userJoined",
             LiveEvent::UserLeft { .. } => "userLeft",
+            LiveEvent::Talking { .. } => "talking",
+            LiveEvent::StoppedTalking { .. } => "stoppedTalking",
             LiveEvent::Call { .. } => "call",
             LiveEvent::ConfigChanged { .. } => "configChanged",
             LiveEvent::BridgeState { .. } => "bridgeState",
+            LiveEvent::JanusState { .. } => "janusState",
             LiveEvent::Log { .. } => "log",
         }
     }

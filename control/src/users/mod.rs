@@ -416,6 +416,23 @@ impl Users {
         }
     }
 
+    /// Janus says `id` started or stopped talking in `room`: published for a user on that line
+    /// (a participant partyline did not admit is kicked on its join, not reported here).
+    pub fn talking(&self, room: &str, id: &str, talking: bool) {
+        let users = self.lock();
+        let Some(user) = users.get(id).filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some()))
+        else {
+            return;
+        };
+        let (identity, username, group_id) = (id.to_owned(), user.username.clone(), room.to_owned());
+        // Under the lock, so that a talk event cannot overtake the join or leave around it.
+        self.events.publish(&if talking {
+            LiveEvent::Talking { identity, username, group_id }
+        } else {
+            LiveEvent::StoppedTalking { identity, username, group_id }
+        });
+    }
+
     /// Removes a user (disconnect by the admin, group gone); the caller logs why.
     pub fn remove(&self, identity: &str) -> Option<User> {
         let mut users = self.lock();

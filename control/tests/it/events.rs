@@ -145,3 +145,112 @@ async fn only_the_admin_may_listen() {
     let response = partyline_testkit::http().get(control.url("/admin/events")).send().await.expect("request");
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// Every event the subscriber has read, for checking the ids of a whole run.
+#[cfg(feature = "services")]
+struct Recorder {
+    events: Subscriber,
+    ids: Vec<u64>,
+}
+
+#[cfg(feature = "services")]
+impl Recorder {
+    /// The next event named `name` whose data satisfies `check`, within `within`; what comes
+    /// before it is skipped (but its id recorded).
+    async fn until(&mut self, name: &str, within: Duration, check: impl Fn(&Value) -> bool) -> SseEvent {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no {name} event within {within:?}");
+            let event = self.events.next(left).await;
+            self.ids.push(event.id.expect("an id"));
+            if event.name == name && check(&event.data) {
+                return event;
+            }
+        }
+    }
+}
+
+/// The path through the whole stack: a group created, a user joining and talking, a
+/// call, a bridged restart and a Janus restart each reach a subscribed client, in order, with
+/// consecutive ids (nothing lost). Talking is real: a tone on the card's input channel of a
+/// server audio user, heard by Janus's voice activity detection through bridged's RFC 6464
+/// levels; silence again ends it.
+#[cfg(feature = "services")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_stack_reaches_a_subscriber_in_order() {
+    use partyline_testkit::audio::{RATE, Tone};
+    use partyline_testkit::dbus::{Bridged, Bus};
+    use partyline_testkit::janus::Janus;
+    use partyline_testkit::pulse::PulseServer;
+    use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
+
+    use crate::janus::Stack;
+
+    /// Joins and restarts with a debug build on a busy machine.
+    const SLOW: Duration = Duration::from_secs(20);
+    require_namespace();
+    let pulse = PulseServer::start();
+    for card in ["card_in", "card_out"] {
+        pulse.add_card(card, RATE);
+    }
+    let bus = Bus::start();
+    let mut stack = Stack::start_custom(
+        Janus::builder().ice_iface(ICE_IFACE),
+        "  - name: X\n",
+        &format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n"),
+        &[("PARTYLINE_BUS", &bus.address)],
+    )
+    .await;
+    let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+    stack.bridge_becomes("bridged seen by control", SLOW, |b| b["state"] == "idle").await;
+    let control = &stack.control;
+    let mut events = Recorder { events: Subscriber::open(control, None).await, ids: Vec::new() };
+
+    create_group(control, "Y").await;
+    events.until("configChanged", SLOW, |d| d["what"].as_str().is_some_and(|w| w.contains('Y'))).await;
+
+    let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
+    let (status, body) = control.send(Method::POST, "/admin/audio/device", Some(device)).await;
+    assert!(status.is_success(), "{body}");
+    let a = json!({ "name": "A", "group": "x", "inputChannel": 0, "outputChannel": null });
+    let (status, body) = control.post_json("/admin/server-users", a).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let is_a = |d: &Value| d["username"] == "A" && d["groupId"] == "x";
+    let joined = events.until("userJoined", SLOW, is_a).await;
+    let identity = joined.data["identity"].clone();
+
+    // A's input carries a tone: A talks; silence again: A stops.
+    let tone = Tone::play(&pulse, "card_in", 0, 1000);
+    let started = Instant::now();
+    let talking = events.until("talking", SLOW, is_a).await;
+    println!("[events] tone on A's input → talking: {:?}", started.elapsed());
+    assert_eq!(talking.data["identity"], identity);
+    drop(tone);
+    let stopped = Instant::now();
+    events.until("stoppedTalking", SLOW, is_a).await;
+    println!("[events] silence on A's input → stoppedTalking: {:?}", stopped.elapsed());
+
+    let (status, ann) = control.post_json("/token", json!({ "username": "Ann", "groupId": "x" })).await;
+    assert_eq!(status, StatusCode::OK, "{ann}");
+    let (status, _) = control.post_json("/call", json!({ "token": ann["token"], "groupId": "x" })).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    events.until("call", SLOW, |d| d["from"] == "Ann" && d["groupId"] == "x").await;
+
+    // bridged crashes and comes back: gone, then running A again.
+    bridged.kill();
+    events.until("bridgeState", SLOW, |d| d["state"] == "absent").await;
+    bridged.restart();
+    events.until("bridgeState", SLOW, |d| d["state"] == "running").await;
+
+    // Janus stopped and started again: the link goes down and comes back up.
+    stack.janus.stop();
+    let down = events.until("janusState", SLOW, |d| d["state"] == "down").await;
+    assert!(down.data["message"].as_str().is_some_and(|m| !m.is_empty()), "{:?}", down.data);
+    stack.janus.restart();
+    events.until("janusState", SLOW, |d| d["state"] == "up").await;
+
+    let first = events.ids[0];
+    let expected: Vec<u64> = (first..first + events.ids.len() as u64).collect();
+    assert_eq!(events.ids, expected, "ids consecutive: nothing lost, nothing out of order");
+}
