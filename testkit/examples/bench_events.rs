@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, machine_line, status_field};
+use partyline_testkit::bench::{cpu_ticks, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -105,10 +105,6 @@ fn machine_ticks() -> (u64, u64) {
 /// The `q` quantile of sorted `values`, in milliseconds.
 fn quantile(values: &[Duration], q: f64) -> f64 {
     values[((values.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1}", kib as f64 / 1024.0)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

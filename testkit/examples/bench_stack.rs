@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::BranchState;
 use partyline_testkit::audio::Tone;
-use partyline_testkit::bench::{BenchStack, cpu_ticks, machine_line, status_field};
+use partyline_testkit::bench::{BenchStack, cpu_ticks, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
 use partyline_testkit::janus::{Janus, Probe};
@@ -138,10 +138,6 @@ async fn janus_handles(janus: &Janus) -> (usize, usize) {
         handles += answer["handles"].as_array().map_or(0, Vec::len);
     }
     (ids.len(), handles)
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1}", kib as f64 / 1024.0)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

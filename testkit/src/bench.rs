@@ -103,3 +103,8 @@ pub fn machine_line() -> String {
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     )
 }
+
+/// KiB as MiB with one decimal.
+pub fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}

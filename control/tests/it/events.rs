@@ -326,9 +326,8 @@ impl Recorder {
 async fn the_whole_stack_reaches_a_subscriber_in_order() {
     use partyline_testkit::audio::{RATE, Tone};
     use partyline_testkit::dbus::{Bridged, Bus};
-    use partyline_testkit::janus::Janus;
     use partyline_testkit::pulse::PulseServer;
-    use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
+    use partyline_testkit::require_namespace;
 
     use crate::janus::Stack;
 
@@ -340,13 +339,7 @@ async fn the_whole_stack_reaches_a_subscriber_in_order() {
         pulse.add_card(card, RATE);
     }
     let bus = Bus::start();
-    let mut stack = Stack::start_custom(
-        Janus::builder().ice_iface(ICE_IFACE),
-        "  - name: X\n",
-        &format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n"),
-        &[("PARTYLINE_BUS", &bus.address)],
-    )
-    .await;
+    let mut stack = Stack::start_media("  - name: X\n", &bus).await;
     let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
     stack.bridge_becomes("bridged seen by control", SLOW, |b| b["state"] == "idle").await;
     let control = &stack.control;
