@@ -270,6 +270,22 @@ mod tests {
     }
 
     #[test]
+    fn every_event_is_named_by_its_type() {
+        let who = || ("a-1".to_owned(), "A".to_owned(), "x".to_owned());
+        let (identity, username, group_id) = who();
+        let talking = LiveEvent::Talking { identity, username, group_id };
+        let (identity, username, group_id) = who();
+        let stopped = LiveEvent::StoppedTalking { identity, username, group_id };
+        let janus = LiveEvent::JanusState { state: JanusState::Down, message: "unreachable".into() };
+        let bridge = LiveEvent::BridgeState { state: BridgeViewState::Absent, message: String::new() };
+        let log = LiveEvent::Log { level: "warn".into(), message: "m".into(), source: "s".into() };
+        for event in [talking, stopped, janus, bridge, log, changed("c")] {
+            let json = serde_json::to_value(&event).expect("json");
+            assert_eq!(json["type"], event.name(), "{json}");
+        }
+    }
+
+    #[test]
     fn resume_gives_what_came_after_the_last_id() {
         let bus = EventBus::default();
         for i in 0..5 {

@@ -230,8 +230,9 @@ async fn main() {
         mib(rss_peak)
     );
     println!(
-        "| the machine meanwhile: all processes, this driver | {busy:.0} % of {:.0} %, of which the driver {own:.0} % |\n",
-        cores * 100.0
+        "| the machine meanwhile: busy, of which control, this driver, everything else | {busy:.0} % of {:.0} %: {cpu:.0} %, {own:.0} %, {:.0} % |\n",
+        cores * 100.0,
+        (busy - cpu - own).max(0.0)
     );
     if !ok {
         println!("**Events were lost.**\n");

@@ -598,6 +598,23 @@ mod tests {
     }
 
     #[test]
+    fn talking_is_published_for_users_on_the_line_only() {
+        let users = Users::default();
+        let published = || users.events.stats().last_id;
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "stranger", true);
+        assert_eq!(published(), 0, "not joined yet, or not admitted: nothing");
+        assert!(users.joined("stage", "alice-1"));
+        let joined = published();
+        users.talking("backstage", "alice-1", true);
+        assert_eq!(published(), joined, "not her line");
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "alice-1", false);
+        assert_eq!(published(), joined + 2);
+    }
+
+    #[test]
     fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
         let users = Users::default();
         users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
