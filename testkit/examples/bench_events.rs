@@ -193,7 +193,7 @@ async fn main() {
     let ok = lost == 0 && gaps == 0 && trouble.is_empty() && stats["events"]["clientsCut"] == 0;
 
     println!("### Event fan-out (`bench/events`)\n");
-    println!("{machine}");
+    println!("{machine}\n");
     println!(
         "{} clients of `GET /api/admin/events`, {} config changes a second for {} s ({count} changes, \
          each `PUT /api/admin/groups/foh` with a new `audioBitrate`: a durable write and one event), \
