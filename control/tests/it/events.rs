@@ -296,6 +296,7 @@ async fn a_client_that_never_reads_is_closed_without_slowing_the_others() {
 struct Recorder {
     events: Subscriber,
     ids: Vec<u64>,
+    names: Vec<String>,
 }
 
 #[cfg(feature = "services")]
@@ -309,6 +310,7 @@ impl Recorder {
             assert!(!left.is_zero(), "no {name} event within {within:?}");
             let event = self.events.next(left).await;
             self.ids.push(event.id.expect("an id"));
+            self.names.push(event.name.clone());
             if event.name == name && check(&event.data) {
                 return event;
             }
@@ -343,7 +345,7 @@ async fn the_whole_stack_reaches_a_subscriber_in_order() {
     let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
     stack.bridge_becomes("bridged seen by control", SLOW, |b| b["state"] == "idle").await;
     let control = &stack.control;
-    let mut events = Recorder { events: Subscriber::open(control, None).await, ids: Vec::new() };
+    let mut events = Recorder { events: Subscriber::open(control, None).await, ids: Vec::new(), names: Vec::new() };
 
     create_group(control, "Y").await;
     events.until("configChanged", SLOW, |d| d["what"].as_str().is_some_and(|w| w.contains('Y'))).await;
@@ -381,12 +383,17 @@ async fn the_whole_stack_reaches_a_subscriber_in_order() {
     bridged.restart();
     events.until("bridgeState", SLOW, |d| d["state"] == "running").await;
 
-    // Janus stopped and started again: the link goes down and comes back up.
+    // Janus stopped and, after control has retried it a few times, started again: the link
+    // goes down and comes back up, one event each. (No outside sign marks a retry; control's
+    // pauses between them start at 0.5 s and double, so 2 s hold two more.)
     stack.janus.stop();
     let down = events.until("janusState", SLOW, |d| d["state"] == "down").await;
     assert!(down.data["message"].as_str().is_some_and(|m| !m.is_empty()), "{:?}", down.data);
+    tokio::time::sleep(Duration::from_secs(2)).await;
     stack.janus.restart();
     events.until("janusState", SLOW, |d| d["state"] == "up").await;
+    let janus_events = events.names.iter().filter(|n| *n == "janusState").count();
+    assert_eq!(janus_events, 2, "one event per change of state, not one per retry: {:?}", events.names);
 
     let first = events.ids[0];
     let expected: Vec<u64> = (first..first + events.ids.len() as u64).collect();
