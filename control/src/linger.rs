@@ -19,7 +19,9 @@
 //! [`WRITE_STALL`] fails with `TimedOut`, hyper drops the connection, and it closes as above. An
 //! event stream's client that stops reading is cut from the events at once (its buffer is
 //! bounded: `crate::events`), but without this its connection, and what hyper holds for it,
-//! would stay until the client went away.
+//! would stay until the client went away. The clock starts once the socket's buffers are full
+//! (the kernel grows a send buffer with the connection's window: tens of KiB on a network, past
+//! a megabyte on loopback), so a stream of small events takes that much longer to stall.
 
 use std::future::{Future, Ready, ready};
 use std::io;
