@@ -20,8 +20,8 @@
 //! event stream's client that stops reading is cut from the events at once (its buffer is
 //! bounded: `crate::events`), but without this its connection, and what hyper holds for it,
 //! would stay until the client went away. The clock starts once the socket's buffers are full
-//! (the kernel grows a send buffer with the connection's window: tens of KiB on a network, past
-//! a megabyte on loopback), so a stream of small events takes that much longer to stall.
+//! (the kernel sizes a send buffer by the connection's congestion window: tens of KiB on a
+//! network, past a megabyte on loopback), so a stream of small events takes that long to stall.
 
 use std::future::{Future, Ready, ready};
 use std::io;
