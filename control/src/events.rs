@@ -1,8 +1,7 @@
 //! The live event bus: one ordered sequence of typed events (users joining and leaving lines,
 //! users talking, calls, config changes, the states of bridged and of the link to Janus, the
-//! log's warnings and errors) for
-//! `GET /api/admin/events`, so that the admin UI and control surfaces learn of a change at once
-//! instead of at their next poll.
+//! log's warnings and errors) for `GET /api/admin/events`, so that the admin UI and control
+//! surfaces learn of a change at once instead of at their next poll.
 //!
 //! Every event gets the next sequence id and goes into a ring of the last [`RING`] events, from
 //! which a client that reconnects with `Last-Event-ID` resumes without a loss; a client whose
