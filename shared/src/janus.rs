@@ -389,6 +389,9 @@ pub enum JanusEvent {
     Joined { room: String, id: String, handle_id: Option<u64> },
     /// A participant left a room: left, hung up, kicked, or its session ended.
     Left { room: String, id: String },
+    /// A participant started (`talking`) or stopped talking, as the room's voice activity
+    /// detection decides from its RFC 6464 audio levels (rooms with `audiolevel_event`).
+    Talking { room: String, id: String, talking: bool },
     /// Janus (re)started: its rooms and tokens are gone.
     Started,
     /// Janus is shutting down.
@@ -415,9 +418,12 @@ impl HandlerEvent {
                 let (Some(room), Some(id)) = (text(&data["room"]), text(&data["id"])) else {
                     return JanusEvent::Other;
                 };
-                match data["event"].as_str() {
+                // Joins and leaves name themselves in `event`, voice activity in `audiobridge`.
+                match data["event"].as_str().or_else(|| data["audiobridge"].as_str()) {
                     Some("joined") => JanusEvent::Joined { room, id, handle_id: self.handle_id },
                     Some("left" | "kicked") => JanusEvent::Left { room, id },
+                    Some("talking") => JanusEvent::Talking { room, id, talking: true },
+                    Some("stopped-talking") => JanusEvent::Talking { room, id, talking: false },
                     _ => JanusEvent::Other,
                 }
             }
@@ -552,6 +558,8 @@ mod tests {
             {"emitter":"j","type":64,"session_id":1,"handle_id":5,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"joined","room":"stage-left","id":"alice-1","display":"Alice","setup":false,"muted":false}}},
             {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"left","room":"stage-left","id":"alice-1","display":"Alice"}}},
             {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"kicked","room":"stage-left","id":"carol"}}},
+            {"emitter":"j","type":64,"session_id":2,"handle_id":6,"event":{"plugin":AUDIOBRIDGE,"data":{"audiobridge":"talking","id":"server-a","room":"x"}}},
+            {"emitter":"j","type":64,"session_id":2,"handle_id":6,"event":{"plugin":AUDIOBRIDGE,"data":{"audiobridge":"stopped-talking","id":"server-a","room":"x"}}},
             {"emitter":"j","type":256,"subtype":1,"event":{"status":"started","info":{}}},
             {"emitter":"j","type":1,"session_id":1,"event":{"name":"timeout"}}
         ]);
@@ -564,6 +572,8 @@ mod tests {
                 JanusEvent::Joined { room: "stage-left".into(), id: "alice-1".into(), handle_id: Some(5) },
                 JanusEvent::Left { room: "stage-left".into(), id: "alice-1".into() },
                 JanusEvent::Left { room: "stage-left".into(), id: "carol".into() },
+                JanusEvent::Talking { room: "x".into(), id: "server-a".into(), talking: true },
+                JanusEvent::Talking { room: "x".into(), id: "server-a".into(), talking: false },
                 JanusEvent::Started,
                 JanusEvent::Other,
             ]

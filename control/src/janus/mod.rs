@@ -26,6 +26,7 @@ use tokio::sync::broadcast::error::TryRecvError;
 pub use partyline_shared::janus::JanusError;
 
 use crate::config::ConfigManager;
+use crate::events::{EventBus, LiveEvent};
 use crate::secrets::{JanusSecrets, derive, random_hex};
 use crate::users::{Line, UNUSED_TOKEN_LIFETIME, User, UserKind, Users};
 
@@ -105,6 +106,8 @@ pub struct Janus {
     created: Mutex<HashMap<String, RoomSpec>>,
     status: Mutex<JanusStatus>,
     users: Arc<Users>,
+    /// Where changes of [`JanusState`] are published.
+    events: EventBus,
     /// Held while server audio users' tokens are registered, so that whoever comes second
     /// (the reconcile pass or a plan push) waits until Janus has them.
     admitting: tokio::sync::Mutex<()>,
@@ -135,7 +138,12 @@ pub enum DisconnectError {
 impl Janus {
     /// The link to Janus, keeping Janus in step with the config and `users` (the registry the
     /// app state owns) in step with Janus.
-    pub fn new(config: Arc<ConfigManager>, secrets: JanusSecrets, users: Arc<Users>) -> std::io::Result<Arc<Janus>> {
+    pub fn new(
+        config: Arc<ConfigManager>,
+        secrets: JanusSecrets,
+        users: Arc<Users>,
+        events: EventBus,
+    ) -> std::io::Result<Arc<Janus>> {
         let state = if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() {
             JanusState::Unknown
         } else {
@@ -150,6 +158,7 @@ impl Janus {
             created: Mutex::new(HashMap::new()),
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
             users,
+            events,
             admitting: tokio::sync::Mutex::new(()),
             leaving: Mutex::new(Vec::new()),
             wake: Notify::new(),
@@ -240,6 +249,9 @@ impl Janus {
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.rooms = desired.len();
         status.participants = participants;
+        if status.state != JanusState::Up {
+            self.events.publish(&LiveEvent::JanusState { state: JanusState::Up, message: String::new() });
+        }
         status.state = JanusState::Up;
         status.reachable = true;
         status.last_error = None;
@@ -279,6 +291,9 @@ impl Janus {
         // Once per change, not once per retry.
         if status.state != state || status.last_error.as_deref() != Some(message.as_str()) {
             tracing::warn!(error = message, "Janus unavailable; retrying");
+        }
+        if status.state != state {
+            self.events.publish(&LiveEvent::JanusState { state, message: message.clone() });
         }
         status.state = state;
         status.reachable = !matches!(error, JanusError::Unreachable { .. });
@@ -396,6 +411,7 @@ impl Janus {
                     self.revoke(&user).await;
                 }
             }
+            JanusEvent::Talking { room, id, talking } => self.users.talking(&room, &id, talking),
             JanusEvent::Started => {
                 // Janus retries this post until someone listens, so it may predate our own
                 // session: reconcile now, and let a session Janus no longer knows (458/403)

@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 
 use partyline_testkit::audio::{RATE, Recording, Tone, channel, longest_dropout_ms, record, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
-use partyline_testkit::janus::Janus;
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
+use partyline_testkit::require_namespace;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -54,13 +53,7 @@ async fn a_tone_crosses_the_whole_stack_through_reloads_and_faults() {
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
     let _other_tone = Tone::play(&pulse, "card_in2", 0, 600);
     let bus = Bus::start();
-    let mut stack = Stack::start_custom(
-        Janus::builder().ice_iface(ICE_IFACE),
-        "  - name: X\n",
-        &format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n"),
-        &[("PARTYLINE_BUS", &bus.address)],
-    )
-    .await;
+    let mut stack = Stack::start_media("  - name: X\n", &bus).await;
     let pulse_env = pulse.server_address();
     let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse_env)]);
     let (control_pid, bridged_pid) = (stack.control.pid(), bridged.pid());
