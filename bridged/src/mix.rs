@@ -157,6 +157,8 @@ pub struct Jitter {
     calm_windows: usize,
     pub underruns: u64,
     pub dropped: u64,
+    /// `underruns` and `dropped` when [`Jitter::glitches_since_last_asked`] last answered.
+    reported: (u64, u64),
 }
 
 /// How many times its base margin a [`Jitter`]'s margin may grow to.
@@ -185,7 +187,15 @@ impl Jitter {
             calm_windows: 0,
             underruns: 0,
             dropped: 0,
+            reported: (0, 0),
         }
+    }
+
+    /// The underruns and the samples dropped since the last call: each is an audible glitch.
+    pub fn glitches_since_last_asked(&mut self) -> (u64, u64) {
+        let since = (self.underruns - self.reported.0, self.dropped - self.reported.1);
+        self.reported = (self.underruns, self.dropped);
+        since
     }
 
     /// The level it starts playing at: its start, plus what the margin has grown by.
