@@ -56,12 +56,15 @@ pub struct Line {
     pub talk: bool,
     /// When Janus said the user joined this line's room; `None` while not in it.
     pub joined_at: Option<OffsetDateTime>,
+    /// The admin muted the user on this line (AudioBridge `mute`): it cannot talk there until
+    /// the admin releases it.
+    pub muted_by_admin: bool,
 }
 
 impl Line {
     /// A line not joined yet.
     pub fn new(group_id: impl Into<String>, listen: bool, talk: bool) -> Line {
-        Line { group_id: group_id.into(), listen, talk, joined_at: None }
+        Line { group_id: group_id.into(), listen, talk, joined_at: None, muted_by_admin: false }
     }
 
     /// A listen-and-talk line on `group_id` (a server audio user's, or a one-group join).
@@ -81,6 +84,8 @@ pub struct LineState {
     pub joined: bool,
     /// Someone called this line in the last 5 s.
     pub call: bool,
+    /// The admin muted the user on this line.
+    pub muted_by_admin: bool,
 }
 
 /// A registered user. Its `Debug` leaves the token out (a [`SecretValue`]: secrets never reach
@@ -93,6 +98,9 @@ pub struct User {
     /// Its lines, one room each (at least one); a server audio user has one.
     pub lines: Vec<Line>,
     pub token: SecretValue,
+    /// A crew member's panel key: the secret of its panel's remote control
+    /// (`/api/panel/{key}`), revoked with the session. Never logged, never in a URL that is.
+    pub panel_key: Option<SecretValue>,
     pub kind: UserKind,
     pub state: UserState,
     /// When the token was issued: monotonic, for its lifetime…
@@ -137,6 +145,7 @@ impl User {
                     talk: l.talk,
                     joined: l.joined_at.is_some(),
                     call: false,
+                    muted_by_admin: l.muted_by_admin,
                 })
                 .collect(),
             kind: self.kind,
@@ -156,8 +165,13 @@ impl User {
         self.lines.iter().any(|l| l.group_id == group_id)
     }
 
+    /// Its line on `group_id`, if it has one.
+    pub fn line(&self, group_id: &str) -> Option<&Line> {
+        self.lines.iter().find(|l| l.group_id == group_id)
+    }
+
     fn record(&self) -> CrewRecord {
-        let simple = matches!(&self.lines[..], [line] if line.listen && line.talk);
+        let simple = matches!(&self.lines[..], [line] if line.listen && line.talk && !line.muted_by_admin);
         let lines = if simple {
             Vec::new()
         } else {
@@ -166,6 +180,7 @@ impl User {
                 listen: l.listen,
                 talk: l.talk,
                 joined: l.joined_at.is_some(),
+                muted_by_admin: l.muted_by_admin,
             };
             self.lines.iter().map(record).collect()
         };
@@ -175,6 +190,7 @@ impl User {
             group_id: self.first_group().to_owned(),
             lines,
             token: self.token.clone(),
+            panel_key: self.panel_key.clone(),
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
             connected_at_unix_ns: self.connected_at.map(unix_ns),
@@ -199,8 +215,11 @@ impl User {
             let joined = record.state == UserState::Connected;
             vec![Line { joined_at: joined_at(joined), ..Line::both(record.group_id) }]
         } else {
-            let line =
-                |l: LineRecord| Line { joined_at: joined_at(l.joined), ..Line::new(l.group_id, l.listen, l.talk) };
+            let line = |l: LineRecord| Line {
+                joined_at: joined_at(l.joined),
+                muted_by_admin: l.muted_by_admin,
+                ..Line::new(l.group_id, l.listen, l.talk)
+            };
             record.lines.into_iter().map(line).collect()
         };
         Some(User {
@@ -208,6 +227,7 @@ impl User {
             username: record.username,
             lines,
             token: record.token,
+            panel_key: record.panel_key,
             kind: UserKind::Crew,
             state: record.state,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
@@ -295,9 +315,16 @@ impl Users {
         Registry { users: self.by_identity.lock().unwrap_or_else(PoisonError::into_inner), store: self.store.as_ref() }
     }
 
-    /// Registers a new pending crew member with its lines (at least one).
-    pub fn register(&self, identity: String, username: String, lines: Vec<Line>, token: String) -> User {
-        self.insert(identity, username, lines, token, UserKind::Crew)
+    /// Registers a new pending crew member with its lines (at least one) and its panel key.
+    pub fn register(
+        &self,
+        identity: String,
+        username: String,
+        lines: Vec<Line>,
+        token: String,
+        panel_key: String,
+    ) -> User {
+        self.insert(identity, username, lines, token, UserKind::Crew, Some(SecretValue::new(panel_key)))
     }
 
     /// Registers (or updates) a server audio user; true if it was not registered as such.
@@ -313,17 +340,26 @@ impl Users {
         }
         drop(users);
         let lines = vec![Line::both(group_id)];
-        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server);
+        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server, None);
         true
     }
 
-    fn insert(&self, identity: String, username: String, lines: Vec<Line>, token: String, kind: UserKind) -> User {
+    fn insert(
+        &self,
+        identity: String,
+        username: String,
+        lines: Vec<Line>,
+        token: String,
+        kind: UserKind,
+        panel_key: Option<SecretValue>,
+    ) -> User {
         let now = OffsetDateTime::now_utc();
         let user = User {
             identity: identity.clone(),
             username,
             lines,
             token: SecretValue::new(token),
+            panel_key,
             kind,
             state: UserState::Pending,
             issued: Instant::now(),
@@ -450,6 +486,30 @@ impl Users {
         self.lock().values().find(|u| u.kind == UserKind::Crew && u.token.matches(token)).cloned()
     }
 
+    /// The crew member whose panel key is `key`, if any (compared in constant time).
+    pub fn by_panel_key(&self, key: &str) -> Option<User> {
+        self.lock().values().find(|u| u.panel_key.as_ref().is_some_and(|k| k.matches(key))).cloned()
+    }
+
+    /// Sets whether the admin mutes `identity` on its line `group`; the user as it is now,
+    /// `None` when it has no such line.
+    pub fn set_muted_by_admin(&self, identity: &str, group: &str, muted: bool) -> Option<User> {
+        let mut users = self.lock();
+        let user = users.get_mut(identity)?;
+        let line = user.lines.iter_mut().find(|l| l.group_id == group)?;
+        line.muted_by_admin = muted;
+        let now = user.clone();
+        if now.kind == UserKind::Crew {
+            users.crew_changed();
+        }
+        Some(now)
+    }
+
+    /// Whether the admin mutes `identity` on `group`.
+    pub fn muted_by_admin(&self, identity: &str, group: &str) -> bool {
+        self.lock().get(identity).and_then(|u| u.line(group)).is_some_and(|l| l.muted_by_admin)
+    }
+
     /// Every user, sorted by (first) group then name.
     pub fn list(&self) -> Vec<User> {
         let mut users: Vec<User> = self.lock().values().cloned().collect();
@@ -568,7 +628,7 @@ mod tests {
     #[test]
     fn pending_connected_left() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into(), "k".into());
         assert!(!users.joined("other-room", "alice-1"), "wrong room");
         assert!(users.left("stage", "alice-1", "test").is_none(), "pending users stay");
         assert!(users.joined("stage", "alice-1"));
@@ -583,7 +643,7 @@ mod tests {
     #[test]
     fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into(), "k".into());
         let asked = OffsetDateTime::now_utc();
         assert!(users.joined("stage", "alice-1"));
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
@@ -594,9 +654,9 @@ mod tests {
     #[test]
     fn debug_output_leaves_the_token_out() {
         let users = Users::default();
-        let user = users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "s3cr3t-token".into());
+        let user = users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "s3cr3t-token".into(), "p4nel-key".into());
         let shown = format!("{user:?}");
-        assert!(shown.contains("alice-1") && !shown.contains("s3cr3t-token"), "{shown}");
+        assert!(shown.contains("alice-1") && !shown.contains("s3cr3t-token") && !shown.contains("p4nel-key"), "{shown}");
     }
 
     #[test]
@@ -615,12 +675,12 @@ mod tests {
     #[test]
     fn expiry_and_group_removal() {
         let users = Users::default();
-        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into());
-        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into());
+        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into(), "k1".into());
+        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into(), "k2".into());
         assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty());
         assert_eq!(users.take_expired(Duration::ZERO).len(), 2);
-        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into());
-        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into());
+        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into(), "k3".into());
+        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into(), "k4".into());
         let gone = users.take_outside(&["g1".to_owned()]);
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
     }
@@ -635,9 +695,9 @@ mod tests {
     fn the_crew_is_restored_and_server_users_are_not_stored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let users = Users::restore(dir.path(), EventBus::default());
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into());
-        users.register("bob-2".into(), "Bob".into(), vec![Line::both("stage")], "t2".into());
-        users.register("carol-3".into(), "Carol".into(), vec![Line::both("stage")], "t3".into());
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into(), "k1".into());
+        users.register("bob-2".into(), "Bob".into(), vec![Line::both("stage")], "t2".into(), "k2".into());
+        users.register("carol-3".into(), "Carol".into(), vec![Line::both("stage")], "t3".into(), "k3".into());
         assert!(users.upsert_server("server-foh", "FOH", "stage", "t4"));
         assert!(users.joined("stage", "alice-1"));
         assert!(users.joined("stage", "carol-3"));
