@@ -96,7 +96,8 @@ pub async fn talk_off(
     State(state): State<AppState>,
     ApiPath((identity, group)): ApiPath<(String, String)>,
 ) -> Result<Json<TalkForcedOff>, ApiError> {
-    let user = state.users.get(&identity).ok_or_else(|| ApiError::NotFound(format!("no user has identity {identity:?}")))?;
+    let user =
+        state.users.get(&identity).ok_or_else(|| ApiError::NotFound(format!("no user has identity {identity:?}")))?;
     if user.kind == UserKind::Server {
         return Err(ApiError::Conflict(format!(
             "{identity:?} is a server audio user: it has no talk key (mute it on the line instead)"
@@ -127,7 +128,10 @@ pub struct LineMuted {
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = LineMuted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 503, description = "Janus is unreachable; nothing was changed", body = ErrorBody)))]
-pub async fn mute_line(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<Json<LineMuted>, ApiError> {
+pub async fn mute_line(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<LineMuted>, ApiError> {
     set_line_muted(&state, &id, true).await
 }
 

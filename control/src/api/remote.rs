@@ -157,7 +157,10 @@ pub struct VolumeRequest {
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, body = RemotePanel),
         (status = 404, description = "Unknown key, or its session ended", body = ErrorBody)))]
-pub async fn panel(State(state): State<AppState>, ApiPath(key): ApiPath<String>) -> Result<Json<RemotePanel>, ApiError> {
+pub async fn panel(
+    State(state): State<AppState>,
+    ApiPath(key): ApiPath<String>,
+) -> Result<Json<RemotePanel>, ApiError> {
     let user = panel_of(&state, &key)?;
     Ok(Json(panel_view(&state, &user)))
 }

@@ -542,8 +542,11 @@ impl Janus {
         }
         let at = self.link().await?;
         let (room, secret) = (group.to_owned(), rooms::room_secret(self.admin_secret()?, group));
-        let request =
-            if muted { AudioBridgeRequest::MuteRoom { room, secret } } else { AudioBridgeRequest::UnmuteRoom { room, secret } };
+        let request = if muted {
+            AudioBridgeRequest::MuteRoom { room, secret }
+        } else {
+            AudioBridgeRequest::UnmuteRoom { room, secret }
+        };
         match at.audiobridge(request).await {
             Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => return Err(e.into()),
             _ => {}

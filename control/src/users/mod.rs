@@ -654,9 +654,18 @@ mod tests {
     #[test]
     fn debug_output_leaves_the_token_out() {
         let users = Users::default();
-        let user = users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "s3cr3t-token".into(), "p4nel-key".into());
+        let user = users.register(
+            "alice-1".into(),
+            "Alice".into(),
+            vec![Line::both("stage")],
+            "s3cr3t-token".into(),
+            "p4nel-key".into(),
+        );
         let shown = format!("{user:?}");
-        assert!(shown.contains("alice-1") && !shown.contains("s3cr3t-token") && !shown.contains("p4nel-key"), "{shown}");
+        assert!(
+            shown.contains("alice-1") && !shown.contains("s3cr3t-token") && !shown.contains("p4nel-key"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -286,3 +286,75 @@ async fn a_call_reaches_every_panel_on_the_line_and_no_other() {
     let (status, _) = control.get_json("/session/events?token=nope").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn an_unknown_panel_key_is_404_and_never_reaches_a_log_line() {
+    let control = Control::start().await;
+    let key = "5ec2e75ec2e75ec2e75ec2e75ec2e7aa";
+    for (method, path, body) in [
+        (reqwest::Method::GET, format!("/panel/{key}"), None),
+        (reqwest::Method::GET, format!("/panel/{key}/events"), None),
+        (reqwest::Method::POST, format!("/panel/{key}/lines/foh/talk"), Some(json!({ "state": "on" }))),
+        (reqwest::Method::POST, format!("/panel/{key}/lines/foh/volume"), Some(json!({ "value": 10 }))),
+        (reqwest::Method::POST, format!("/panel/{key}/nothing/here"), Some(json!({}))),
+        (reqwest::Method::DELETE, format!("/panel/{key}"), None),
+    ] {
+        let (status, error) = control.send(method.clone(), &path, body).await;
+        assert!(matches!(status.as_u16(), 404 | 405), "{method} {path}: {status} {error}");
+        assert!(!error.to_string().contains(key), "{method} {path} echoes the key: {error}");
+    }
+    let (_, logs) = control.get_json("/admin/logs?limit=1000&level=trace").await;
+    assert!(logs.to_string().contains("/api/panel/{key}"), "the refused writes are logged, key left out: {logs}");
+    assert!(!logs.to_string().contains(key), "a log entry holds the key: {logs}");
+    assert!(!control.log_text().contains(key), "control's stderr holds the key");
+}
+
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn a_participant_muted_by_the_admin_that_unmutes_itself_is_muted_again() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let (status, bea) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
+    assert_eq!(status, StatusCode::OK, "{bea}");
+    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
+    let key = bea["panelKey"].as_str().expect("panelKey");
+    assert_ne!(key, token_b, "the panel key is a secret of its own");
+    let bea_janus = Probe::open(&stack.janus, token_b).await.expect("session");
+    bea_janus.join_result("stage-left", bea_id, "Bea").await.expect("joined");
+    wait_for("Bea connected", SOON, async || {
+        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+    let observer = Probe::admin(&stack.janus).await;
+    let muted = async || {
+        let answer = observer.audiobridge(json!({ "request": "listparticipants", "room": "stage-left" })).await.ok()?;
+        answer["participants"].as_array()?.iter().find(|p| p["id"] == bea_id).map(|p| p["muted"] == true)
+    };
+    // She joined muted (as a panel does); she unmutes herself: Janus lets her.
+    bea_janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+    wait_for("Bea unmuted", SOON, async || (muted().await == Some(false)).then_some(())).await;
+
+    let path = format!("/admin/users/{bea_id}/lines/stage-left");
+    let (status, answer) = control.post_json(&format!("{path}/mute"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["user"]["lines"][0]["mutedByAdmin"], true, "{answer}");
+    wait_for("Bea muted by the admin in the room", SOON, async || (muted().await == Some(true)).then_some(())).await;
+    // Her own unmute, straight to Janus (around her panel), is undone by control.
+    bea_janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+    wait_for("the self-unmute undone", SOON, async || {
+        let logged = control.log_text().contains("a participant muted by the admin unmuted itself: muted again");
+        (logged && muted().await == Some(true)).then_some(())
+    })
+    .await;
+    let (status, refused) =
+        control.post_json(&format!("/panel/{key}/lines/stage-left/talk"), json!({ "state": "on" })).await;
+    assert_eq!((status, &refused["code"]), (StatusCode::CONFLICT, &json!("muted_by_admin")), "{refused}");
+
+    // Released: she may unmute herself again.
+    assert_eq!(control.post_json(&format!("{path}/unmute"), json!({})).await.0, StatusCode::OK);
+    let (_, users) = control.get_json("/admin/users").await;
+    assert_eq!(users["users"][0]["lines"][0]["mutedByAdmin"], false, "{users}");
+    bea_janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+    wait_for("Bea unmuted by herself", SOON, async || (muted().await == Some(false)).then_some(())).await;
+    assert!(!control.log_text().contains(key), "the panel key is in control's log");
+}
