@@ -199,7 +199,11 @@ impl Panels {
     }
 
     /// Sends `command` to `identity`'s panel and waits until the panel reports it applied.
-    pub async fn command(&self, identity: &str, mut command: Command) -> Result<(), CommandError> {
+    pub async fn command(&self, identity: &str, command: Command) -> Result<(), CommandError> {
+        self.command_within(identity, command, COMMAND_TIMEOUT).await
+    }
+
+    async fn command_within(&self, identity: &str, mut command: Command, within: Duration) -> Result<(), CommandError> {
         if !self.online(identity) {
             return Err(CommandError::Offline);
         }
@@ -208,7 +212,7 @@ impl Panels {
         lock(&self.waiting).insert(id, done);
         command.id = Some(id);
         self.push(identity, Push::Command(command));
-        let result = tokio::time::timeout(COMMAND_TIMEOUT, applied).await;
+        let result = tokio::time::timeout(within, applied).await;
         lock(&self.waiting).remove(&id);
         match result {
             Ok(Ok(())) => Ok(()),
@@ -288,11 +292,12 @@ mod tests {
         assert_eq!(panels.reported("alice-1"), [line(TalkState::Remote)]);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_panel_that_never_reports_times_the_command_out() {
         let panels = Panels::default();
         panels.open_stream("alice-1");
-        assert!(matches!(panels.command("alice-1", Command::new("stage")).await, Err(CommandError::NoAnswer)));
+        let answer = panels.command_within("alice-1", Command::new("stage"), Duration::from_millis(50)).await;
+        assert!(matches!(answer, Err(CommandError::NoAnswer)));
         assert!(lock(&panels.waiting).is_empty(), "the waiter is gone");
     }
 

@@ -728,6 +728,7 @@ mod tests {
             "Alice".into(),
             vec![Line::both("stage")],
             "t1".into(),
+            "k1".into(),
         );
         let (store, mut stored) = CrewStore::open(dir.path());
         stored[0].issued_at_unix_ns -= 9 * 60 * 1_000_000_000;

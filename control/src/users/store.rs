@@ -188,6 +188,7 @@ mod tests {
             group_id: "stage".into(),
             lines: Vec::new(),
             token: SecretValue::new("secret-token".into()),
+            panel_key: None,
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),
