@@ -222,7 +222,12 @@ impl Panels {
 
     /// A panel's report of its lines; `ack` the command it applied, if any.
     pub fn report(&self, identity: &str, lines: Vec<LineReport>, ack: Option<u64>) {
-        let changed = lock(&self.reports).insert(identity.to_owned(), lines.clone()).as_ref() != Some(&lines);
+        let changed = {
+            let mut reports = lock(&self.reports);
+            let changed = reports.get(identity) != Some(&lines);
+            reports.insert(identity.to_owned(), lines);
+            changed
+        };
         if let Some(done) = ack.and_then(|id| lock(&self.waiting).remove(&id)) {
             let _ = done.send(());
         }
