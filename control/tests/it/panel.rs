@@ -220,6 +220,10 @@ async fn listen_for_calls(control: &Control, token: &str) -> tokio::sync::mpsc::
             text.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = text.find("\n\n") {
                 let event: String = text.drain(..end + 2).collect();
+                // The stream also carries the admin's state of each line and remote commands.
+                if !event.lines().any(|l| l == "event: call") {
+                    continue;
+                }
                 if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
                     let _ = sender.send(serde_json::from_str::<Value>(data.trim()).unwrap_or(Value::Null));
                 }
