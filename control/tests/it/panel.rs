@@ -362,3 +362,76 @@ async fn a_participant_muted_by_the_admin_that_unmutes_itself_is_muted_again() {
     wait_for("Bea unmuted by herself", SOON, async || (muted().await == Some(false)).then_some(())).await;
     assert!(!control.log_text().contains(key), "the panel key is in control's log");
 }
+
+/// A panel that obeys its session stream's commands only on paper: it reports each one applied
+/// (talk `remote`) and unmutes itself in the room, then never acts again, as a page that hung.
+#[cfg(feature = "services")]
+async fn hung_panel(control: &Control, token: &str, janus: Probe) -> tokio::task::JoinHandle<()> {
+    let response = control
+        .request(reqwest::Method::GET, &format!("/session/events?token={token}"))
+        .send()
+        .await
+        .expect("GET /session/events");
+    assert_eq!(response.status(), StatusCode::OK);
+    let (client, report_url, token) = (reqwest::Client::new(), control.url("/session/state"), token.to_owned());
+    tokio::spawn(async move {
+        let (mut response, mut text) = (response, String::new());
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                if !event.lines().any(|l| l == "event: command") {
+                    continue;
+                }
+                let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) else { continue };
+                let command: Value = serde_json::from_str(data.trim()).unwrap_or(Value::Null);
+                if command["talk"] == "on" {
+                    janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+                }
+                let line = json!({ "groupId": command["groupId"], "listen": true, "volume": 80, "talk": "remote" });
+                let report = json!({ "token": token, "ack": command["id"], "lines": [line] });
+                client.post(&report_url).json(&report).send().await.expect("POST /session/state");
+            }
+        }
+    })
+}
+
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn a_remote_talk_whose_surface_goes_silent_is_muted_in_the_room_even_if_its_panel_hangs() {
+    let crew = "crew:\n  maxRemoteTalkSeconds: 1\n";
+    let stack = Stack::start_custom(partyline_testkit::janus::Janus::builder(), GROUPS, crew, &[]).await;
+    let control = &stack.control;
+    let (status, bea) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
+    assert_eq!(status, StatusCode::OK, "{bea}");
+    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
+    let key = bea["panelKey"].as_str().expect("panelKey");
+    let bea_janus = Probe::open(&stack.janus, token_b).await.expect("session");
+    bea_janus.join_result("stage-left", bea_id, "Bea").await.expect("joined");
+    wait_for("Bea connected", SOON, async || {
+        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+    let panel = hung_panel(control, token_b, bea_janus).await;
+    let observer = Probe::admin(&stack.janus).await;
+    let muted = async || {
+        let answer = observer.audiobridge(json!({ "request": "listparticipants", "room": "stage-left" })).await.ok()?;
+        answer["participants"].as_array()?.iter().find(|p| p["id"] == bea_id).map(|p| p["muted"] == true)
+    };
+    let online = async || control.get_json(&format!("/panel/{key}")).await.1["online"].as_bool().filter(|o| *o);
+    wait_for("Bea's panel online", SOON, online).await;
+
+    let (status, line) =
+        control.post_json(&format!("/panel/{key}/lines/stage-left/talk"), json!({ "state": "on" })).await;
+    assert_eq!((status, &line["talk"]), (StatusCode::OK, &json!("remote")), "{line}");
+    let pressed = std::time::Instant::now();
+    wait_for("Bea talking in the room", SOON, async || (muted().await == Some(false)).then_some(())).await;
+    // The surface goes silent; the panel never lets go: control mutes her in the room.
+    wait_for("Bea muted in the room after the silence", SOON, async || (muted().await == Some(true)).then_some(()))
+        .await;
+    let after = pressed.elapsed();
+    assert!(after >= Duration::from_millis(900), "released after {after:?}, before crew.maxRemoteTalkSeconds");
+    assert!(control.log_text().contains("remote talk released: the control surface went silent"));
+    assert!(!control.log_text().contains(key), "the panel key is in control's log");
+    panel.abort();
+}
