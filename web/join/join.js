@@ -762,6 +762,12 @@ function tokenRequest() {
   };
 }
 
+/** A rejoin keeps the panel key (its remote control's link) when control still allows it. */
+function resumeRequest() {
+  const previous = session.token;
+  return previous?.panelKey ? { resume: { token: previous.token, panelKey: previous.panelKey } } : {};
+}
+
 async function join() {
   clearTimeout(session.retryTimer);
   const reconnecting = session.attempt > 0;
@@ -770,7 +776,7 @@ async function join() {
     await initJanus();
     const answer = await api('/token', {
       method: 'POST',
-      body: JSON.stringify({ username: session.username, ...tokenRequest(), ...(session.pin ? { pin: session.pin } : {}) }),
+      body: JSON.stringify({ username: session.username, ...tokenRequest(), ...(session.pin ? { pin: session.pin } : {}), ...resumeRequest() }),
     });
     session.token = answer;
     setLines(linesOf(answer));

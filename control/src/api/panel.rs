@@ -50,6 +50,19 @@ pub struct TokenRequest {
     /// The PIN of the group or position (of every protected group of an ad-hoc panel).
     #[serde(default)]
     pub pin: Option<String>,
+    /// A panel rejoining (after a network loss): its previous session's token and panel key. It
+    /// keeps its panel key (and the admin's mutes of its lines) when that session ended by
+    /// leaving its rooms less than 2 minutes ago, or has not ended yet; otherwise it gets a new one.
+    #[serde(default)]
+    pub resume: Option<ResumeRequest>,
+}
+
+/// A rejoining panel's previous secrets.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumeRequest {
+    pub token: String,
+    pub panel_key: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -105,7 +118,8 @@ pub async fn token(
     let (lines, pins) = requested_lines(&config, &body)?;
     let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(address))| address.ip());
     check_pins(&state, client, pins, body.pin).await?;
-    let user = state.janus.issue_token(&username, lines).await.map_err(|e| unavailable(&e))?;
+    let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
+    let user = state.janus.issue_token(&username, lines, resume).await.map_err(|e| unavailable(&e))?;
     Ok(Json(token_response(&config, &user, &headers, state.tls)))
 }
 

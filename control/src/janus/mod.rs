@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::TryRecvError;
 pub use partyline_shared::janus::JanusError;
 
 use crate::config::ConfigManager;
-use crate::secrets::{JanusSecrets, derive, random_hex};
+use crate::secrets::{JanusSecrets, SecretValue, derive, random_hex};
 use crate::users::{Line, UNUSED_TOKEN_LIFETIME, User, UserKind, Users};
 
 /// How often control reconciles with Janus while it is up (a session needs a request at
@@ -414,8 +414,15 @@ impl Janus {
     }
 
     /// Issues one token for `username` on `lines` and registers the user as pending; each
-    /// line's room admits the token. Nothing stays registered unless Janus took it all.
-    pub async fn issue_token(&self, username: &str, lines: Vec<Line>) -> Result<User, JanusError> {
+    /// line's room admits the token. Nothing stays registered unless Janus took it all. A panel
+    /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
+    /// admin's mutes of its lines, when [`Users::resume`] allows.
+    pub async fn issue_token(
+        &self,
+        username: &str,
+        mut lines: Vec<Line>,
+        resume: Option<(&str, &str)>,
+    ) -> Result<User, JanusError> {
         let config = self.config.current();
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let base = match slugify(username) {
@@ -423,11 +430,22 @@ impl Janus {
             slug => slug.chars().take(32).collect(),
         };
         let identity = format!("{base}-{}", random_hex(3).map_err(|e| JanusError::Protocol(e.to_string()))?);
-        let panel_key = random_hex(16).map_err(|e| JanusError::Protocol(e.to_string()))?;
+        let resumed = resume.and_then(|(token, key)| self.users.resume(token, key));
+        let panel_key = match &resumed {
+            Some(resumed) => resumed.panel_key.clone(),
+            None => SecretValue::new(random_hex(16).map_err(|e| JanusError::Protocol(e.to_string()))?),
+        };
+        for line in &mut lines {
+            // Muted again as it joins (`on_event`).
+            line.muted_by_admin = resumed.as_ref().is_some_and(|r| r.muted.contains(&line.group_id));
+        }
         let at = self.link().await?;
         self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
         // Registered before its rooms admit it, so that a room created meanwhile lists it.
         let user = self.users.register(identity, username.to_owned(), lines, token, panel_key);
+        if resumed.is_some() {
+            tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
+        }
         for line in &user.lines {
             let token = vec![user.token.expose().to_owned()];
             if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Add, token).await {
@@ -453,6 +471,7 @@ impl Janus {
         }
         self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, user.token.expose()).await?;
         self.users.remove(identity);
+        self.users.forget_resume(&user.token);
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::warn!(identity, username = user.username, group = groups.join(","), by, why, "user disconnected");
         self.unlist(&user).await;

@@ -27,6 +27,9 @@ use store::{CrewRecord, CrewStore, LineRecord};
 
 /// A token never used for this long is revoked.
 pub const UNUSED_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 60);
+/// How long a panel whose session ended by leaving its rooms (network loss, a closed page) may
+/// take its panel key (and the admin's mutes of its lines) into the session it rejoins with.
+pub const RESUME_GRACE: Duration = Duration::from_secs(2 * 60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -250,6 +253,24 @@ pub struct Users {
     events: EventBus,
     /// Where the crew is kept across restarts; none in unit tests.
     store: Option<CrewStore>,
+    /// Crew sessions that ended by leaving their rooms, for [`Users::resume`]: (token, panel
+    /// key, groups muted by the admin, when).
+    ended: Mutex<Vec<Ended>>,
+}
+
+/// What a panel may take into the session it rejoins with: its panel key and the lines the
+/// admin muted.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    pub panel_key: SecretValue,
+    pub muted: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Ended {
+    token: SecretValue,
+    resumed: Resumed,
+    at: Instant,
 }
 
 /// The registry, locked; [`Registry::crew_changed`] writes the crew to the store (if any) while
@@ -308,7 +329,13 @@ impl Users {
         if !users.is_empty() {
             tracing::info!(count = users.len(), file = %store.path().display(), "crew members restored");
         }
-        Users { by_identity: Mutex::new(users), total_connections: AtomicU64::new(0), events, store: Some(store) }
+        Users {
+            by_identity: Mutex::new(users),
+            total_connections: AtomicU64::new(0),
+            events,
+            store: Some(store),
+            ended: Mutex::default(),
+        }
     }
 
     fn lock(&self) -> Registry<'_> {
@@ -322,9 +349,9 @@ impl Users {
         username: String,
         lines: Vec<Line>,
         token: String,
-        panel_key: String,
+        panel_key: SecretValue,
     ) -> User {
-        self.insert(identity, username, lines, token, UserKind::Crew, Some(SecretValue::new(panel_key)))
+        self.insert(identity, username, lines, token, UserKind::Crew, Some(panel_key))
     }
 
     /// Registers (or updates) a server audio user; true if it was not registered as such.
@@ -442,6 +469,10 @@ impl Users {
             UserKind::Crew => {
                 let gone = users.remove(id);
                 users.crew_changed();
+                drop(users);
+                if let Some(user) = &gone {
+                    self.keep_for_resume(user);
+                }
                 gone
             }
             UserKind::Server => {
@@ -450,6 +481,42 @@ impl Users {
                 None
             }
         }
+    }
+
+    /// Keeps what a crew member that left may take into the session it rejoins with.
+    fn keep_for_resume(&self, user: &User) {
+        let Some(panel_key) = user.panel_key.clone() else { return };
+        let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
+        ended.push(Ended { token: user.token.clone(), resumed: Resumed { panel_key, muted }, at: Instant::now() });
+    }
+
+    /// What the panel that held `token` and `panel_key` takes into its new session: its session
+    /// ended by leaving its rooms within [`RESUME_GRACE`], or has not ended yet (its leave not
+    /// seen: it loses the key). Both secrets must match: a control surface knows the key, never
+    /// the token. `None`: a new key.
+    pub fn resume(&self, token: &str, panel_key: &str) -> Option<Resumed> {
+        let matches = |t: &SecretValue, k: &SecretValue| t.matches(token) & k.matches(panel_key);
+        {
+            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+            ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
+            if let Some(index) = ended.iter().position(|e| matches(&e.token, &e.resumed.panel_key)) {
+                return Some(ended.remove(index).resumed);
+            }
+        }
+        let mut users = self.lock();
+        let user = users.values_mut().find(|u| u.panel_key.as_ref().is_some_and(|k| matches(&u.token, k)))?;
+        let panel_key = user.panel_key.take()?;
+        let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
+        users.crew_changed();
+        Some(Resumed { panel_key, muted })
+    }
+
+    /// A session the admin ended is not resumed, even when Janus's report of the kick (a leave)
+    /// came first.
+    pub fn forget_resume(&self, token: &SecretValue) {
+        self.ended.lock().unwrap_or_else(PoisonError::into_inner).retain(|e| !e.token.matches(token.expose()));
     }
 
     /// Removes a user (disconnect by the admin, group gone); the caller logs why.
@@ -628,7 +695,13 @@ mod tests {
     #[test]
     fn pending_connected_left() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into(), "k".into());
+        users.register(
+            "alice-1".into(),
+            "Alice".into(),
+            vec![Line::both("stage")],
+            "t".into(),
+            SecretValue::new("k".into()),
+        );
         assert!(!users.joined("other-room", "alice-1"), "wrong room");
         assert!(users.left("stage", "alice-1", "test").is_none(), "pending users stay");
         assert!(users.joined("stage", "alice-1"));
@@ -643,7 +716,13 @@ mod tests {
     #[test]
     fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into(), "k".into());
+        users.register(
+            "alice-1".into(),
+            "Alice".into(),
+            vec![Line::both("stage")],
+            "t".into(),
+            SecretValue::new("k".into()),
+        );
         let asked = OffsetDateTime::now_utc();
         assert!(users.joined("stage", "alice-1"));
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
@@ -659,13 +738,61 @@ mod tests {
             "Alice".into(),
             vec![Line::both("stage")],
             "s3cr3t-token".into(),
-            "p4nel-key".into(),
+            SecretValue::new("p4nel-key".into()),
         );
         let shown = format!("{user:?}");
         assert!(
             shown.contains("alice-1") && !shown.contains("s3cr3t-token") && !shown.contains("p4nel-key"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn a_panel_that_left_takes_its_key_and_mutes_into_its_next_session_with_both_secrets() {
+        let users = Users::default();
+        let lines = vec![Line::both("stage"), Line::both("foh")];
+        users.register("alice-1".into(), "Alice".into(), lines, "t1".into(), SecretValue::new("k1".into()));
+        assert!(users.joined("stage", "alice-1") && users.joined("foh", "alice-1"));
+        assert!(users.set_muted_by_admin("alice-1", "foh", true).is_some());
+        // Not ended yet: the key moves, the old session keeps none.
+        assert!(users.resume("t1", "wrong").is_none() && users.resume("wrong", "k1").is_none());
+        let moved = users.resume("t1", "k1").expect("the live session's key");
+        assert_eq!((moved.panel_key.expose(), moved.muted.as_slice()), ("k1", ["foh".to_owned()].as_slice()));
+        assert!(users.by_panel_key("k1").is_none(), "taken from the old session");
+        assert!(users.resume("t1", "k1").is_none(), "once");
+
+        users.register(
+            "bob-2".into(),
+            "Bob".into(),
+            vec![Line::both("stage")],
+            "t2".into(),
+            SecretValue::new("k2".into()),
+        );
+        assert!(users.joined("stage", "bob-2"));
+        assert!(users.left("stage", "bob-2", "left the room").is_some());
+        assert!(users.resume("t2", "k1").is_none(), "both secrets");
+        assert_eq!(users.resume("t2", "k2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("k2"));
+        assert!(users.resume("t2", "k2").is_none(), "once");
+        users.register(
+            "cy-3".into(),
+            "Cy".into(),
+            vec![Line::both("stage")],
+            "t3".into(),
+            SecretValue::new("k3".into()),
+        );
+        assert!(users.remove("cy-3").is_some());
+        assert!(users.resume("t3", "k3").is_none(), "a disconnect by the admin is not resumed");
+        users.register(
+            "di-4".into(),
+            "Di".into(),
+            vec![Line::both("stage")],
+            "t4".into(),
+            SecretValue::new("k4".into()),
+        );
+        assert!(users.joined("stage", "di-4"));
+        assert!(users.left("stage", "di-4", "kicked").is_some(), "the kick's leave came first");
+        users.forget_resume(&SecretValue::new("t4".into()));
+        assert!(users.resume("t4", "k4").is_none(), "…and the disconnect forgets it");
     }
 
     #[test]
@@ -684,12 +811,12 @@ mod tests {
     #[test]
     fn expiry_and_group_removal() {
         let users = Users::default();
-        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into(), "k1".into());
-        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into(), "k2".into());
+        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into(), SecretValue::new("k1".into()));
+        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into(), SecretValue::new("k2".into()));
         assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty());
         assert_eq!(users.take_expired(Duration::ZERO).len(), 2);
-        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into(), "k3".into());
-        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into(), "k4".into());
+        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into(), SecretValue::new("k3".into()));
+        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into(), SecretValue::new("k4".into()));
         let gone = users.take_outside(&["g1".to_owned()]);
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
     }
@@ -704,9 +831,27 @@ mod tests {
     fn the_crew_is_restored_and_server_users_are_not_stored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let users = Users::restore(dir.path(), EventBus::default());
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into(), "k1".into());
-        users.register("bob-2".into(), "Bob".into(), vec![Line::both("stage")], "t2".into(), "k2".into());
-        users.register("carol-3".into(), "Carol".into(), vec![Line::both("stage")], "t3".into(), "k3".into());
+        users.register(
+            "alice-1".into(),
+            "Alice".into(),
+            vec![Line::both("stage")],
+            "t1".into(),
+            SecretValue::new("k1".into()),
+        );
+        users.register(
+            "bob-2".into(),
+            "Bob".into(),
+            vec![Line::both("stage")],
+            "t2".into(),
+            SecretValue::new("k2".into()),
+        );
+        users.register(
+            "carol-3".into(),
+            "Carol".into(),
+            vec![Line::both("stage")],
+            "t3".into(),
+            SecretValue::new("k3".into()),
+        );
         assert!(users.upsert_server("server-foh", "FOH", "stage", "t4"));
         assert!(users.joined("stage", "alice-1"));
         assert!(users.joined("stage", "carol-3"));
@@ -728,7 +873,7 @@ mod tests {
             "Alice".into(),
             vec![Line::both("stage")],
             "t1".into(),
-            "k1".into(),
+            SecretValue::new("k1".into()),
         );
         let (store, mut stored) = CrewStore::open(dir.path());
         stored[0].issued_at_unix_ns -= 9 * 60 * 1_000_000_000;

@@ -435,3 +435,44 @@ async fn a_remote_talk_whose_surface_goes_silent_is_muted_in_the_room_even_if_it
     assert!(!control.log_text().contains(key), "the panel key is in control's log");
     panel.abort();
 }
+
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn a_panel_rejoining_after_it_left_keeps_its_key_and_mutes_with_both_secrets() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let (status, first) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (token_a, bea_id) =
+        (first["token"].as_str().expect("token"), first["participantIdentity"].as_str().expect("id"));
+    let key = first["panelKey"].as_str().expect("panelKey");
+    let session = Probe::open(&stack.janus, token_a).await.expect("session");
+    session.join_result("stage-left", bea_id, "Bea").await.expect("joined");
+    wait_for("Bea connected", SOON, async || {
+        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+    let mute = format!("/admin/users/{bea_id}/lines/stage-left/mute");
+    assert_eq!(control.post_json(&mute, json!({})).await.0, StatusCode::OK);
+
+    // Her session ends by leaving the room (a network loss, a closed page): the key with it.
+    session.destroy().await.expect("destroy");
+    wait_for("Bea gone", SOON, async || user_state(control, bea_id).await.is_none().then_some(())).await;
+    assert_eq!(control.get_json(&format!("/panel/{key}")).await.0, StatusCode::NOT_FOUND, "revoked meanwhile");
+
+    // The key alone (what a surface knows) does not bring it back.
+    let body = |token: &str| json!({ "username": "Bea", "groupId": "stage-left", "resume": { "token": token, "panelKey": key } });
+    let (status, stranger) = token(control, body("not-her-token")).await;
+    assert_eq!(status, StatusCode::OK, "{stranger}");
+    assert_ne!(stranger["panelKey"], json!(key), "a new key without her token");
+    // Her panel rejoining (both secrets): the same key, now for the new session, still muted.
+    let (status, again) = token(control, body(token_a)).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["panelKey"], json!(key), "{again}");
+    let (status, panel) = control.get_json(&format!("/panel/{key}")).await;
+    assert_eq!(status, StatusCode::OK, "{panel}");
+    assert_eq!((&panel["identity"], &panel["lines"][0]["mutedByAdmin"]), (&again["participantIdentity"], &json!(true)));
+    let (_, once_more) = token(control, body(token_a)).await;
+    assert_ne!(once_more["panelKey"], json!(key), "once only");
+    assert!(!control.log_text().contains(key), "the panel key is in control's log");
+}
