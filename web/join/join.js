@@ -624,8 +624,9 @@ function applyCommand(line, command) {
         if (on) line.setTalk('off');
         if (command.reason) line.showReleased(command.reason);
       } else if (!line.admin) {
-        // `on` holds the key for the surface; `toggle` latches it (or lets it go).
-        const next = command.talk === 'on' ? 'remote' : on ? 'off' : 'latched';
+        // `on` holds the key for the surface (a key already on stays as it is: a latch is not
+        // turned into a hold its surface's silence would release); `toggle` latches it or lets it go.
+        const next = command.talk === 'on' ? (on ? line.talk : 'remote') : on ? 'off' : 'latched';
         if (next !== line.talk) line.setTalk(next);
       }
     }
