@@ -166,8 +166,8 @@ pub async fn panel(
 }
 
 /// Work a line's talk key, as if pressed on the panel. `on` holds it (released after
-/// `crew.maxRemoteTalkSeconds` without a request from the surface), `toggle` latches it or lets
-/// it go, `off` lets it go. Answers once the panel applied it.
+/// `crew.maxRemoteTalkSeconds` without a request from the surface; a key already on stays as it
+/// is), `toggle` latches it or lets it go, `off` lets it go. Answers once the panel applied it.
 #[utoipa::path(post, path = "/panel/{key}/lines/{group}/talk", operation_id = "panel_talk", tag = "panel", request_body = SwitchRequest,
     params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
