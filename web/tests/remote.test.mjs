@@ -143,6 +143,7 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     await ann.page.waitForTimeout(MAX_REMOTE_TALK_S * 1000 + 1000);
     assert.equal((await ann.lineState(X)).talk, 'latched', 'a latch is not released by the silence');
     await hears(ben, X);
+    assert.equal((await press(key, X, 'talk', { state: 'on' })).body.talk, 'latched', 'on leaves a latch as it is');
     assert.equal((await press(key, X, 'talk', { state: 'toggle' })).body.talk, 'off');
 
     // Listen and volume, as if switched on the panel.
