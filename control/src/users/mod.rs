@@ -519,6 +519,23 @@ impl Users {
         self.ended.lock().unwrap_or_else(PoisonError::into_inner).retain(|e| !e.token.matches(token.expose()));
     }
 
+    /// Janus says `id` started or stopped talking in `room`: published for a user on that line
+    /// (a participant partyline did not admit is kicked on its join, not reported here).
+    pub fn talking(&self, room: &str, id: &str, talking: bool) {
+        let users = self.lock();
+        let Some(user) = users.get(id).filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some()))
+        else {
+            return;
+        };
+        let (identity, username, group_id) = (id.to_owned(), user.username.clone(), room.to_owned());
+        // Under the lock, so that a talk event cannot overtake the join or leave around it.
+        self.events.publish(&if talking {
+            LiveEvent::Talking { identity, username, group_id }
+        } else {
+            LiveEvent::StoppedTalking { identity, username, group_id }
+        });
+    }
+
     /// Removes a user (disconnect by the admin, group gone); the caller logs why.
     pub fn remove(&self, identity: &str) -> Option<User> {
         let mut users = self.lock();
@@ -711,6 +728,23 @@ mod tests {
         assert!(users.left("stage", "alice-1", "test").is_some());
         assert_eq!(users.active_connections(), 0);
         assert!(users.list().is_empty());
+    }
+
+    #[test]
+    fn talking_is_published_for_users_on_the_line_only() {
+        let users = Users::default();
+        let published = || users.events.stats().last_id;
+        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "stranger", true);
+        assert_eq!(published(), 0, "not joined yet, or not admitted: nothing");
+        assert!(users.joined("stage", "alice-1"));
+        let joined = published();
+        users.talking("backstage", "alice-1", true);
+        assert_eq!(published(), joined, "not her line");
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "alice-1", false);
+        assert_eq!(published(), joined + 2);
     }
 
     #[test]
