@@ -734,7 +734,13 @@ mod tests {
     fn talking_is_published_for_users_on_the_line_only() {
         let users = Users::default();
         let published = || users.events.stats().last_id;
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
+        users.register(
+            "alice-1".into(),
+            "Alice".into(),
+            vec![Line::both("stage")],
+            "t".into(),
+            SecretValue::new("k".into()),
+        );
         users.talking("stage", "alice-1", true);
         users.talking("stage", "stranger", true);
         assert_eq!(published(), 0, "not joined yet, or not admitted: nothing");
