@@ -861,6 +861,12 @@ mod tests {
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
     }
 
+    /// Registers a crew member on one line, "stage", with token `token` (and a panel key of its own).
+    fn on_stage(users: &Users, identity: &str, name: &str, token: &str) -> User {
+        let key = SecretValue::new(format!("key-{token}"));
+        users.register(identity.into(), name.into(), vec![Line::both("stage")], token.into(), key)
+    }
+
     /// The crew as `GET /admin/users` shows it, with tokens.
     fn crew(users: &Users) -> Vec<(serde_json::Value, SecretValue)> {
         let crew = users.list().into_iter().filter(|u| u.kind == UserKind::Crew);
@@ -871,27 +877,9 @@ mod tests {
     fn the_crew_is_restored_and_server_users_are_not_stored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let users = Users::restore(dir.path(), EventBus::default());
-        users.register(
-            "alice-1".into(),
-            "Alice".into(),
-            vec![Line::both("stage")],
-            "t1".into(),
-            SecretValue::new("k1".into()),
-        );
-        users.register(
-            "bob-2".into(),
-            "Bob".into(),
-            vec![Line::both("stage")],
-            "t2".into(),
-            SecretValue::new("k2".into()),
-        );
-        users.register(
-            "carol-3".into(),
-            "Carol".into(),
-            vec![Line::both("stage")],
-            "t3".into(),
-            SecretValue::new("k3".into()),
-        );
+        on_stage(&users, "alice-1", "Alice", "t1");
+        on_stage(&users, "bob-2", "Bob", "t2");
+        on_stage(&users, "carol-3", "Carol", "t3");
         assert!(users.upsert_server("server-foh", "FOH", "stage", "t4"));
         assert!(users.joined("stage", "alice-1"));
         assert!(users.joined("stage", "carol-3"));
