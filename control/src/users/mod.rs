@@ -712,13 +712,7 @@ mod tests {
     #[test]
     fn pending_connected_left() {
         let users = Users::default();
-        users.register(
-            "alice-1".into(),
-            "Alice".into(),
-            vec![Line::both("stage")],
-            "t".into(),
-            SecretValue::new("k".into()),
-        );
+        on_stage(&users, "alice-1", "Alice", "t");
         assert!(!users.joined("other-room", "alice-1"), "wrong room");
         assert!(users.left("stage", "alice-1", "test").is_none(), "pending users stay");
         assert!(users.joined("stage", "alice-1"));
@@ -734,13 +728,7 @@ mod tests {
     fn talking_is_published_for_users_on_the_line_only() {
         let users = Users::default();
         let published = || users.events.stats().last_id;
-        users.register(
-            "alice-1".into(),
-            "Alice".into(),
-            vec![Line::both("stage")],
-            "t".into(),
-            SecretValue::new("k".into()),
-        );
+        on_stage(&users, "alice-1", "Alice", "t");
         users.talking("stage", "alice-1", true);
         users.talking("stage", "stranger", true);
         assert_eq!(published(), 0, "not joined yet, or not admitted: nothing");
@@ -756,13 +744,7 @@ mod tests {
     #[test]
     fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
         let users = Users::default();
-        users.register(
-            "alice-1".into(),
-            "Alice".into(),
-            vec![Line::both("stage")],
-            "t".into(),
-            SecretValue::new("k".into()),
-        );
+        on_stage(&users, "alice-1", "Alice", "t");
         let asked = OffsetDateTime::now_utc();
         assert!(users.joined("stage", "alice-1"));
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
@@ -801,38 +783,20 @@ mod tests {
         assert!(users.by_panel_key("k1").is_none(), "taken from the old session");
         assert!(users.resume("t1", "k1").is_none(), "once");
 
-        users.register(
-            "bob-2".into(),
-            "Bob".into(),
-            vec![Line::both("stage")],
-            "t2".into(),
-            SecretValue::new("k2".into()),
-        );
+        on_stage(&users, "bob-2", "Bob", "t2");
         assert!(users.joined("stage", "bob-2"));
         assert!(users.left("stage", "bob-2", "left the room").is_some());
         assert!(users.resume("t2", "k1").is_none(), "both secrets");
-        assert_eq!(users.resume("t2", "k2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("k2"));
-        assert!(users.resume("t2", "k2").is_none(), "once");
-        users.register(
-            "cy-3".into(),
-            "Cy".into(),
-            vec![Line::both("stage")],
-            "t3".into(),
-            SecretValue::new("k3".into()),
-        );
+        assert_eq!(users.resume("t2", "key-t2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("key-t2"));
+        assert!(users.resume("t2", "key-t2").is_none(), "once");
+        on_stage(&users, "cy-3", "Cy", "t3");
         assert!(users.remove("cy-3").is_some());
-        assert!(users.resume("t3", "k3").is_none(), "a disconnect by the admin is not resumed");
-        users.register(
-            "di-4".into(),
-            "Di".into(),
-            vec![Line::both("stage")],
-            "t4".into(),
-            SecretValue::new("k4".into()),
-        );
+        assert!(users.resume("t3", "key-t3").is_none(), "a disconnect by the admin is not resumed");
+        on_stage(&users, "di-4", "Di", "t4");
         assert!(users.joined("stage", "di-4"));
         assert!(users.left("stage", "di-4", "kicked").is_some(), "the kick's leave came first");
         users.forget_resume(&SecretValue::new("t4".into()));
-        assert!(users.resume("t4", "k4").is_none(), "…and the disconnect forgets it");
+        assert!(users.resume("t4", "key-t4").is_none(), "…and the disconnect forgets it");
     }
 
     #[test]

@@ -313,10 +313,18 @@ async fn an_unknown_panel_key_is_404_and_never_reaches_a_log_line() {
     assert!(!control.log_text().contains(key), "control's stderr holds the key");
 }
 
-/// Bea on Stage Left, joined in Janus (signalling only) under the token issued to her and
-/// connected in control's view: the token answer and her Janus session.
+/// A crew member's secrets and identity, from its token answer.
 #[cfg(feature = "services")]
-async fn bea_joined(stack: &Stack) -> (Value, Probe) {
+struct Issued {
+    token: String,
+    identity: String,
+    panel_key: String,
+}
+
+/// Bea on Stage Left, joined in Janus (signalling only) under the token issued to her and
+/// connected in control's view: what she was issued and her Janus session.
+#[cfg(feature = "services")]
+async fn bea_joined(stack: &Stack) -> (Issued, Probe) {
     let control = &stack.control;
     let (status, bea) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
     assert_eq!(status, StatusCode::OK, "{bea}");
@@ -327,7 +335,8 @@ async fn bea_joined(stack: &Stack) -> (Value, Probe) {
         (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
     })
     .await;
-    (bea, session)
+    let text = |key: &str| bea[key].as_str().unwrap_or_else(|| panic!("{key} in {bea}")).to_owned();
+    (Issued { token: text("token"), identity: text("participantIdentity"), panel_key: text("panelKey") }, session)
 }
 
 /// Whether `id` is muted in `room`, as Janus lists it (`None`: not there).
@@ -343,8 +352,7 @@ async fn a_participant_muted_by_the_admin_that_unmutes_itself_is_muted_again() {
     let stack = Stack::start(GROUPS).await;
     let control = &stack.control;
     let (bea, bea_janus) = bea_joined(&stack).await;
-    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
-    let key = bea["panelKey"].as_str().expect("panelKey");
+    let (token_b, bea_id, key) = (bea.token.as_str(), bea.identity.as_str(), bea.panel_key.as_str());
     assert_ne!(key, token_b, "the panel key is a secret of its own");
     let observer = Probe::admin(&stack.janus).await;
     let muted = async || muted_in(&observer, "stage-left", bea_id).await;
@@ -417,8 +425,7 @@ async fn a_remote_talk_whose_surface_goes_silent_is_muted_in_the_room_even_if_it
     let stack = Stack::start_custom(partyline_testkit::janus::Janus::builder(), GROUPS, crew, &[]).await;
     let control = &stack.control;
     let (bea, bea_janus) = bea_joined(&stack).await;
-    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
-    let key = bea["panelKey"].as_str().expect("panelKey");
+    let (token_b, bea_id, key) = (bea.token.as_str(), bea.identity.as_str(), bea.panel_key.as_str());
     let panel = hung_panel(control, token_b, bea_janus).await;
     let observer = Probe::admin(&stack.janus).await;
     let muted = async || muted_in(&observer, "stage-left", bea_id).await;
@@ -446,9 +453,7 @@ async fn a_panel_rejoining_after_it_left_keeps_its_key_and_mutes_with_both_secre
     let stack = Stack::start(GROUPS).await;
     let control = &stack.control;
     let (first, session) = bea_joined(&stack).await;
-    let (token_a, bea_id) =
-        (first["token"].as_str().expect("token"), first["participantIdentity"].as_str().expect("id"));
-    let key = first["panelKey"].as_str().expect("panelKey");
+    let (token_a, bea_id, key) = (first.token.as_str(), first.identity.as_str(), first.panel_key.as_str());
     let mute = format!("/admin/users/{bea_id}/lines/stage-left/mute");
     assert_eq!(control.post_json(&mute, json!({})).await.0, StatusCode::OK);
 
