@@ -95,6 +95,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         bridge,
         users,
         calls: Arc::default(),
+        panels: Arc::default(),
         pins: Arc::default(),
         events,
         tls: tls.is_some(),

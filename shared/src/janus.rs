@@ -114,6 +114,32 @@ pub enum AudioBridgeRequest {
         secret: String,
         id: String,
     },
+    /// Mutes participant `id` of `room` (the room secret). Measured on 1.1.2: the participant
+    /// can unmute itself afterwards (`configure` with `muted: false`), so whoever must keep it
+    /// muted watches the `configured` events.
+    Mute {
+        room: String,
+        secret: String,
+        id: String,
+    },
+    /// Unmutes participant `id` of `room` (the room secret).
+    Unmute {
+        room: String,
+        secret: String,
+        id: String,
+    },
+    /// Mutes the whole room: the mix carries no participant; a participant's `configure`
+    /// does not change the room's flag.
+    #[serde(rename = "mute_room")]
+    MuteRoom {
+        room: String,
+        secret: String,
+    },
+    #[serde(rename = "unmute_room")]
+    UnmuteRoom {
+        room: String,
+        secret: String,
+    },
 }
 
 /// What an [`AudioBridgeRequest::Allowed`] does to the list.
@@ -389,6 +415,8 @@ pub enum JanusEvent {
     Joined { room: String, id: String, handle_id: Option<u64> },
     /// A participant left a room: left, hung up, kicked, or its session ended.
     Left { room: String, id: String },
+    /// A participant changed its own settings (`configure`), `muted` among them.
+    Configured { room: String, id: String, muted: bool },
     /// A participant started (`talking`) or stopped talking, as the room's voice activity
     /// detection decides from its RFC 6464 audio levels (rooms with `audiolevel_event`).
     Talking { room: String, id: String, talking: bool },
@@ -422,6 +450,10 @@ impl HandlerEvent {
                 match data["event"].as_str().or_else(|| data["audiobridge"].as_str()) {
                     Some("joined") => JanusEvent::Joined { room, id, handle_id: self.handle_id },
                     Some("left" | "kicked") => JanusEvent::Left { room, id },
+                    Some("configured") => match data["muted"].as_bool() {
+                        Some(muted) => JanusEvent::Configured { room, id, muted },
+                        None => JanusEvent::Other,
+                    },
                     Some("talking") => JanusEvent::Talking { room, id, talking: true },
                     Some("stopped-talking") => JanusEvent::Talking { room, id, talking: false },
                     _ => JanusEvent::Other,
@@ -558,6 +590,7 @@ mod tests {
             {"emitter":"j","type":64,"session_id":1,"handle_id":5,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"joined","room":"stage-left","id":"alice-1","display":"Alice","setup":false,"muted":false}}},
             {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"left","room":"stage-left","id":"alice-1","display":"Alice"}}},
             {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"kicked","room":"stage-left","id":"carol"}}},
+            {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"configured","room":"stage-left","id":"bob-2","display":"Bob","muted":false,"quality":4}}},
             {"emitter":"j","type":64,"session_id":2,"handle_id":6,"event":{"plugin":AUDIOBRIDGE,"data":{"audiobridge":"talking","id":"server-a","room":"x"}}},
             {"emitter":"j","type":64,"session_id":2,"handle_id":6,"event":{"plugin":AUDIOBRIDGE,"data":{"audiobridge":"stopped-talking","id":"server-a","room":"x"}}},
             {"emitter":"j","type":256,"subtype":1,"event":{"status":"started","info":{}}},
@@ -572,6 +605,7 @@ mod tests {
                 JanusEvent::Joined { room: "stage-left".into(), id: "alice-1".into(), handle_id: Some(5) },
                 JanusEvent::Left { room: "stage-left".into(), id: "alice-1".into() },
                 JanusEvent::Left { room: "stage-left".into(), id: "carol".into() },
+                JanusEvent::Configured { room: "stage-left".into(), id: "bob-2".into(), muted: false },
                 JanusEvent::Talking { room: "x".into(), id: "server-a".into(), talking: true },
                 JanusEvent::Talking { room: "x".into(), id: "server-a".into(), talking: false },
                 JanusEvent::Started,

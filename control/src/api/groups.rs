@@ -29,6 +29,8 @@ pub struct GroupView {
     pub follows_default_bitrate: bool,
     /// Whether joining it asks for a PIN.
     pub pin: bool,
+    /// The admin muted the whole line (`POST /admin/groups/{id}/mute`).
+    pub muted: bool,
 }
 
 impl GroupView {
@@ -39,6 +41,7 @@ impl GroupView {
             audio_bitrate: group.audio_bitrate.unwrap_or(default_bitrate).get(),
             follows_default_bitrate: group.audio_bitrate.is_none(),
             pin: group.pin.is_some(),
+            muted: false,
         }
     }
 }
@@ -96,7 +99,11 @@ pub struct UpdateGroup {
 #[utoipa::path(get, path = "/groups", tag = "groups", security(("admin_token" = [])),
     responses((status = 200, body = GroupList), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
-    Json(list_of(&state.config.current()))
+    let mut list = list_of(&state.config.current());
+    for group in &mut list.groups {
+        group.muted = state.janus.line_muted(&group.id);
+    }
+    Json(list)
 }
 
 fn list_of(config: &Config) -> GroupList {

@@ -82,9 +82,11 @@ pub async fn disconnect(
     Ok(Json(UserDisconnected { message: format!("User {:?} disconnected", user.username), identity: user.identity }))
 }
 
-fn refused(e: DisconnectError) -> ApiError {
+pub(super) fn refused(e: DisconnectError) -> ApiError {
     match e {
-        DisconnectError::NotFound(_) | DisconnectError::NoSuchLine { .. } => ApiError::NotFound(e.to_string()),
+        DisconnectError::NotFound(_) | DisconnectError::NoSuchLine { .. } | DisconnectError::NoSuchGroup(_) => {
+            ApiError::NotFound(e.to_string())
+        }
         DisconnectError::ServerUser(_) => ApiError::Conflict(e.to_string()),
         DisconnectError::Janus(e) => unavailable(&e),
     }
@@ -116,7 +118,7 @@ pub async fn remove_line(
 }
 
 /// A user as the admin sees it: with the lines called in the last seconds.
-fn view(state: &AppState, user: &User) -> UserView {
+pub(super) fn view(state: &AppState, user: &User) -> UserView {
     let mut view = user.view();
     for line in &mut view.lines {
         line.call = state.calls.is_calling(&line.group_id);
