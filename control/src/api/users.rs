@@ -53,7 +53,7 @@ impl StateFilter {
 
 /// The users in their group's room (`connected`); with `?state=pending` or `?state=all`, also
 /// those holding a token who have not joined.
-#[utoipa::path(get, path = "/users", tag = "users", security(("admin_token" = [])), params(UserQuery),
+#[utoipa::path(get, operation_id = "users_list", path = "/users", tag = "users", security(("admin_token" = [])), params(UserQuery),
     responses((status = 200, body = UserList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, ApiQuery(query): ApiQuery<UserQuery>) -> Json<UserList> {
     let filter = query.state.unwrap_or_default();
