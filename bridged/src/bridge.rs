@@ -77,7 +77,7 @@ impl Bridge {
                     let feeds: HashMap<String, Arc<Feed>> = plan
                         .groups
                         .iter()
-                        .map(|g| (g.room.clone(), Arc::new(Feed::new(plan.device_sample_rate))))
+                        .map(|g| (g.room.clone(), Arc::new(Feed::new(&g.room, plan.device_sample_rate))))
                         .collect();
                     match Base::start(&plan, &card, self.shared.clone(), matrix(&plan, &feeds)) {
                         Ok(base) => {
@@ -118,9 +118,14 @@ impl Bridge {
                 }
                 let context = self.context(&plan);
                 for group in added.iter().chain(&changed) {
-                    let feed = Arc::new(Feed::new(plan.device_sample_rate));
+                    let feed = Arc::new(Feed::new(&group.room, plan.device_sample_rate));
                     let handle = participant::Handle::start(context.clone(), group.clone(), feed.clone());
                     running.participants.insert(group.room.clone(), (handle, feed));
+                }
+                for group in &plan.groups {
+                    if let Some((handle, _)) = running.participants.get(&group.room) {
+                        handle.rename(&group.display);
+                    }
                 }
                 let feeds: HashMap<String, Arc<Feed>> =
                     running.participants.iter().map(|(room, (_, feed))| (room.clone(), feed.clone())).collect();

@@ -138,20 +138,33 @@ impl Limiter {
 /// playback has room).
 ///
 /// It starts playing once `start` samples are queued, plays silence and starts over on an
-/// underrun. It keeps what bursts need and no more: when the lowest level seen over a window of
-/// `window` reads stayed above `margin`, the excess is dropped, so the latency settles at the
-/// largest burst plus the margin whatever level the start left, and follows drifting clocks.
-/// Above `limit` it is cut back to `start` at once.
+/// underrun. It keeps what bursts need and a margin more: when the lowest level seen over a
+/// window of `window` reads stayed above the margin, the excess is dropped, so the latency
+/// settles at the largest burst plus the margin whatever level the start left, and follows
+/// drifting clocks. The margin adapts: each underrun adds `margin` to it (up to
+/// [`MARGIN_GROWTH_LIMIT`] times), and every [`CALM_WINDOWS`] windows without one take that back
+/// off. So a quiet machine keeps the latency low, and a busy one pays a little latency instead of
+/// a glitch after every hiccup. Above `limit` it is cut back to its start level at once.
 #[derive(Debug)]
 pub struct Jitter {
     queued: VecDeque<f32>,
     playing: bool,
     shape: JitterShape,
+    /// The margin in force: `shape.margin` times 1..=[`MARGIN_GROWTH_LIMIT`].
+    margin: usize,
     reads: usize,
     lowest: usize,
+    calm_windows: usize,
     pub underruns: u64,
     pub dropped: u64,
+    /// `underruns` and `dropped` when [`Jitter::glitches_since_last_asked`] last answered.
+    reported: (u64, u64),
 }
+
+/// How many times its base margin a [`Jitter`]'s margin may grow to.
+pub const MARGIN_GROWTH_LIMIT: usize = 6;
+/// Windows without an underrun after which a grown margin shrinks by one step.
+pub const CALM_WINDOWS: usize = 10;
 
 /// A [`Jitter`]'s levels, in samples, and its window, in reads.
 #[derive(Debug, Clone, Copy)]
@@ -168,17 +181,32 @@ impl Jitter {
             queued: VecDeque::with_capacity(shape.limit),
             playing: false,
             shape,
+            margin: shape.margin,
             reads: 0,
             lowest: usize::MAX,
+            calm_windows: 0,
             underruns: 0,
             dropped: 0,
+            reported: (0, 0),
         }
+    }
+
+    /// The underruns and the samples dropped since the last call: each is an audible glitch.
+    pub fn glitches_since_last_asked(&mut self) -> (u64, u64) {
+        let since = (self.underruns - self.reported.0, self.dropped - self.reported.1);
+        self.reported = (self.underruns, self.dropped);
+        since
+    }
+
+    /// The level it starts playing at: its start, plus what the margin has grown by.
+    fn start_level(&self) -> usize {
+        self.shape.start + self.margin - self.shape.margin
     }
 
     pub fn push(&mut self, samples: &[f32]) {
         self.queued.extend(samples);
         if self.queued.len() > self.shape.limit {
-            self.drop_oldest(self.queued.len() - self.shape.start);
+            self.drop_oldest(self.queued.len() - self.start_level().min(self.shape.limit));
         }
     }
 
@@ -189,7 +217,7 @@ impl Jitter {
 
     /// Fills `out` (silence for what is missing).
     pub fn pull(&mut self, out: &mut [f32]) {
-        if !self.playing && self.queued.len() >= self.shape.start {
+        if !self.playing && self.queued.len() >= self.start_level() {
             self.playing = true;
         }
         let take = if self.playing { out.len().min(self.queued.len()) } else { 0 };
@@ -203,13 +231,19 @@ impl Jitter {
         if take < out.len() {
             self.playing = false;
             self.underruns += 1;
-            (self.reads, self.lowest) = (0, usize::MAX);
+            self.margin = (self.margin + self.shape.margin).min(self.shape.margin * MARGIN_GROWTH_LIMIT);
+            (self.reads, self.lowest, self.calm_windows) = (0, usize::MAX, 0);
             return;
         }
         self.lowest = self.lowest.min(self.queued.len());
         self.reads += 1;
         if self.reads >= self.shape.window {
-            let excess = self.lowest.saturating_sub(self.shape.margin);
+            self.calm_windows += 1;
+            if self.calm_windows >= CALM_WINDOWS && self.margin > self.shape.margin {
+                self.margin -= self.shape.margin;
+                self.calm_windows = 0;
+            }
+            let excess = self.lowest.saturating_sub(self.margin);
             if excess > 0 {
                 self.drop_oldest(excess);
             }
@@ -443,9 +477,10 @@ mod tests {
             jitter.pull(&mut out);
         }
         assert_eq!(jitter.underruns, 1);
-        // A burst far past the limit: the oldest go at once.
+        // A burst far past the limit: the oldest go at once, down to its start level (which
+        // the underrun raised by a step).
         jitter.push(&vec![0.25; 20 * frame]);
-        assert_eq!(jitter.queued(), frame + block);
+        assert_eq!(jitter.queued(), frame + block + block);
     }
 
     /// Whatever level a start or a burst left, the queue settles at what the pace needs: the
@@ -470,6 +505,40 @@ mod tests {
         assert!(jitter.dropped > 0, "the excess of the burst is dropped");
         // A frame comes every two reads: the level swings by a frame above the margin.
         assert!(highest_after_settling <= block + frame, "settled at {highest_after_settling} samples");
+    }
+
+    /// Each underrun grows the margin one step (a hiccup of a busy machine is not met twice with
+    /// the same margin); calm windows shrink it back.
+    #[test]
+    fn the_margin_grows_with_underruns_and_shrinks_when_calm() {
+        let (mut jitter, frame, block) = network_to_card();
+        let mut out = vec![0.0; block];
+        let steady = |jitter: &mut Jitter, out: &mut Vec<f32>, reads: usize| {
+            for n in 0..reads {
+                jitter.pull(out);
+                if n % 2 == 1 {
+                    jitter.push(&vec![0.5; frame]);
+                }
+            }
+        };
+        jitter.push(&vec![0.5; 2 * frame]);
+        steady(&mut jitter, &mut out, 400);
+        let settled = jitter.queued();
+        // Two stalls of the network: two underruns, each restarting a step higher.
+        for _ in 0..2 {
+            while jitter.queued() > 0 {
+                jitter.pull(&mut out);
+            }
+            jitter.pull(&mut out);
+            jitter.push(&vec![0.5; 4 * frame]);
+            steady(&mut jitter, &mut out, 400);
+        }
+        assert_eq!(jitter.underruns, 2);
+        assert_eq!(jitter.margin, 3 * block, "two steps up");
+        assert!(jitter.queued() > settled, "it keeps more now: {} > {settled}", jitter.queued());
+        // Calm: back down, a step per CALM_WINDOWS windows.
+        steady(&mut jitter, &mut out, 2 * CALM_WINDOWS * 100 + 10);
+        assert_eq!(jitter.margin, block, "back to its base");
     }
 
     #[test]

@@ -37,16 +37,19 @@ use crate::state::Shared;
 
 /// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs): the capture
 /// delivers a block every `latency-time`, and each block is mixed and played at once.
-const CAPTURE_BUFFER_US: i64 = 20_000;
-const CAPTURE_PERIOD_US: i64 = 10_000;
+const CAPTURE_BUFFER_US: i64 = 10_000;
+const CAPTURE_PERIOD_US: i64 = 5_000;
 /// Playback buffering (µs): what the playback may queue, the card → card latency's main part.
 const PLAYBACK_BUFFER_US: i64 = 20_000;
 const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
 /// over its blocks in bursts (a sound server's period can be longer than ours), and a burst
 /// must not leave the playback empty between two. It starts at two blocks, keeps one block
-/// beyond what the bursts need, and trims over windows of a second.
-const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 20, margin_ms: 10, limit_ms: 200 };
+/// beyond what the bursts need (more for a while after an underrun: [`Jitter`]), and trims over
+/// windows of a second. Card → card on PulseAudio's
+/// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
+/// capture and a 20 ms queue: 71 ms).
+const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
 const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
@@ -90,6 +93,7 @@ pub fn raw_caps(rate: u32, channels: u32) -> gst::Caps {
 /// participant rejoining its room finds it as it left it).
 #[derive(Debug)]
 pub struct Feed {
+    pub room: String,
     /// The room's mix (mono, the card's rate), written by the participant's decoder.
     pub remote: Mutex<Jitter>,
     /// Where the group's send goes: the participant's encoder input, while it has one.
@@ -120,8 +124,9 @@ impl QueueShape {
 }
 
 impl Feed {
-    pub fn new(rate: u32) -> Feed {
+    pub fn new(room: &str, rate: u32) -> Feed {
         Feed {
+            room: room.to_owned(),
             remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1)),
             send: Mutex::new(None),
             limiter: Mutex::new(Limiter::new(rate)),
@@ -290,8 +295,8 @@ struct Mixing {
     output_meter: Meter,
     /// Whether the thread asked for real-time scheduling yet.
     promoted: bool,
-    /// When the playback queue's glitches were last reported, and their counts then.
-    reported: (std::time::Instant, (u64, u64)),
+    /// When the queues' glitches were last reported.
+    reported: std::time::Instant,
 }
 
 impl Mixing {
@@ -309,7 +314,7 @@ impl Mixing {
             input_meter: Meter::new(period),
             output_meter: Meter::new(period),
             promoted: false,
-            reported: (std::time::Instant::now(), (0, 0)),
+            reported: std::time::Instant::now(),
         }
     }
 
@@ -344,30 +349,36 @@ impl Mixing {
         lock(&self.playback).push(&self.output);
         if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {
             self.shared.meters.set(&input, &output);
-            self.report_glitches();
+            self.report_glitches(&matrix.feeds);
         }
     }
 }
 
 impl Mixing {
-    /// Logs the playback queue's underruns and cuts since the last report, at most every
-    /// [`GLITCH_REPORT`]: each is an audible glitch on every output.
-    fn report_glitches(&mut self) {
+    /// Logs the queues' underruns and cuts since the last report, at most every
+    /// [`GLITCH_REPORT`]: each is an audible glitch (on every output for the playback queue, on
+    /// a group's outputs for its room's mix).
+    fn report_glitches(&mut self, feeds: &[Arc<Feed>]) {
         let now = std::time::Instant::now();
-        if now.duration_since(self.reported.0) < GLITCH_REPORT {
+        if now.duration_since(self.reported) < GLITCH_REPORT {
             return;
         }
-        let queue = lock(&self.playback);
-        let counts = (queue.underruns, queue.dropped);
-        drop(queue);
-        if counts != self.reported.1 {
-            tracing::warn!(
-                "the card's playback queue ran dry {} time(s) and was cut back {} sample(s) since the last report",
-                counts.0 - self.reported.1.0,
-                (counts.1 - self.reported.1.1) / CHANNELS as u64
-            );
+        self.reported = now;
+        let playback = lock(&self.playback).glitches_since_last_asked();
+        log_glitches("the card's playback queue", playback, CHANNELS);
+        for feed in feeds {
+            let remote = lock(&feed.remote).glitches_since_last_asked();
+            log_glitches(&format!("room {}'s mix", feed.room), remote, 1);
         }
-        self.reported = (now, counts);
+    }
+}
+
+fn log_glitches(queue: &str, (underruns, dropped): (u64, u64), channels: usize) {
+    if (underruns, dropped) != (0, 0) {
+        tracing::warn!(
+            "{queue} ran dry {underruns} time(s) and was cut back {} frame(s) since the last report",
+            dropped / channels as u64
+        );
     }
 }
 

@@ -141,6 +141,14 @@ impl Shared {
         });
     }
 
+    pub fn participant_display(&self, room: &str, display: &str) {
+        self.update(|inner| {
+            if let Some(participant) = inner.participants.get_mut(room) {
+                display.clone_into(&mut participant.display);
+            }
+        });
+    }
+
     /// Sets a participant's state; `error` replaces the last error when given.
     pub fn participant_state(&self, room: &str, state: BranchState, participant_id: &str, error: Option<&str>) {
         self.update(|inner| {

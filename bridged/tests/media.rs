@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status};
 use partyline_testkit::SoundServer;
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
-use partyline_testkit::audio::{Recording, Tone, channel, frequency, longest_dropout_ms, rms_db, tone_db};
+use partyline_testkit::audio::{Recording, Tone, channel, dropouts, frequency, longest_dropout_ms, rms_db, tone_db};
 use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::{Janus, Probe};
@@ -19,9 +19,12 @@ use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
 const RATE: u32 = partyline_testkit::audio::RATE;
 const JOIN_WAIT: Duration = Duration::from_secs(20);
-/// A tone "is there" above this level, "is not" below [`ABSENT_DB`].
+/// A tone "is there" above this level, "is not" below [`ABSENT_DB`]. The tones play at about
+/// −11 dBFS: a wrong route would put one there; a glitch of a busy machine (a dropout, a
+/// concealed packet) splatters a tone's energy across the spectrum, measured up to −48 dBFS
+/// 400 Hz away with both cores busy.
 const PRESENT_DB: f64 = -30.0;
-const ABSENT_DB: f64 = -60.0;
+const ABSENT_DB: f64 = -45.0;
 
 /// The sound server holding a test's card: PipeWire at a fixed quantum, opened by bridged
 /// through pipewire-pulse.
@@ -243,10 +246,15 @@ async fn users_and_groups_come_and_go_without_a_gap() {
     record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB)
         .await;
 
+    // The input is recorded too: a gap the player or the recorder makes on a busy machine
+    // shows on both, one bridged makes only on the output.
+    let input = Recording::start(&pulse, "card_in.monitor");
     let recording = Recording::start(&pulse, "card_out.monitor");
     recording.wait_until(0.5).await;
-    // C joins X: A's tone on C's output at once, no Janus join.
-    let with_c = plan(&janus, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
+    // C joins X: A's tone on C's output at once, no Janus join; the participant's name in the
+    // room follows its users.
+    let mut with_c = plan(&janus, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
+    with_c.groups[0].display = "A, B, C".into();
     let at_apply = recording.seconds();
     let started = Instant::now();
     apply_and_wait(&proxy, &with_c, "C added").await;
@@ -256,6 +264,18 @@ async fn users_and_groups_come_and_go_without_a_gap() {
         "BENCH user added -> its output plays: {:.0} ms after Apply was sent (Apply answered in {applied_ms:.0} ms; 20 ms windows)",
         ((heard_at - at_apply) * 1000.0).max(0.0)
     );
+    let probe = Probe::admin(&janus).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let listed = probe.audiobridge(serde_json::json!({"request": "listparticipants", "room": "x"})).await;
+        let display = listed.as_ref().ok().and_then(|l| l["participants"][0]["display"].as_str().map(str::to_owned));
+        if display.as_deref() == Some("A, B, C") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "Janus shows the card as {display:?}, not \"A, B, C\"");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(proxy.status().await.expect("Status").participants[0].display, "A, B, C");
     apply_and_wait(&proxy, &base, "C removed").await;
     // The first user of Z: Z's participant joins; then it leaves with its last user.
     let with_z = plan(&janus, &["x", "z"], vec![a.clone(), b.clone(), user("d", "z", 4, Some(4))]);
@@ -264,11 +284,24 @@ async fn users_and_groups_come_and_go_without_a_gap() {
     apply_and_wait(&proxy, &base, "Z's participant left").await;
     let until = recording.seconds() + 0.5;
     let samples = recording.finish_after(until).await;
+    let in0 = channel(&input.finish_after(0.0).await, 0);
     let out1 = channel(&samples, 1);
-    let dropout = longest_dropout_ms(&out1);
-    println!("B's output across C and Z coming and going: longest dropout {dropout} ms over {until:.2} s");
     assert!(rms_db(&out1) > PRESENT_DB, "no tone on B's output");
-    assert!(dropout <= 10.0, "A -> B dropped out for {dropout} ms while users and groups came and went");
+    let (gaps_in, gaps_out) = (dropouts(&in0), dropouts(&out1));
+    // An output gap is bridged's unless the input had one as long within the path's latency
+    // and the two recorders' start offset (a quarter second covers both many times over).
+    let bridged_gaps: Vec<&(f64, f64)> = gaps_out
+        .iter()
+        .filter(|(at, ms)| !gaps_in.iter().any(|(at_in, ms_in)| (at - at_in).abs() < 0.25 && ms_in + 10.0 >= *ms))
+        .collect();
+    println!(
+        "B's output across C and Z coming and going ({until:.2} s): gaps (s, ms) on the output {gaps_out:?}, on the input {gaps_in:?}"
+    );
+    let longest = bridged_gaps.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
+    assert!(
+        longest <= 10.0,
+        "A -> B dropped out for {longest} ms while users and groups came and went: {bridged_gaps:?}"
+    );
     let status = proxy.status().await.expect("Status");
     assert_eq!(status.participants.len(), 1, "{status:#?}");
     assert_eq!(status.participants[0].participant_id, joined_as, "X's participant rejoined");
@@ -320,13 +353,14 @@ async fn eight_users_in_one_group_then_in_eight_groups() {
     let eight_rooms: Vec<&str> = all_rooms[..8].to_vec();
     let took = apply_and_wait(&proxy, &plan(&janus, &eight_rooms, eight_groups), "eight participants").await;
     println!("BENCH eight groups' participants joined in {} ms", took.as_millis());
-    let _crew_talks = Tone::play(&pulse, "crew_in", 0, 440);
+    // Far above the card's tones: nothing of it leaks into their readings.
+    let _crew_talks = Tone::play(&pulse, "crew_in", 0, 1500);
     let crew = Crew::join(&pulse, &janus, "g3").await;
     let samples = record_once(&pulse, "card_out", &bridged, "the crew of g3 on output 3", |s| {
-        tone_db(&channel(s, 3), 440.0) > PRESENT_DB
+        tone_db(&channel(s, 3), 1500.0) > PRESENT_DB
     })
     .await;
-    assert_tones(&samples, 3, &[440], &freqs, "g3's output");
+    assert_tones(&samples, 3, &[1500], &freqs, "g3's output");
     assert_silent(&samples, (0..8).filter(|k| *k != 3), "a group alone with its own user");
     let heard = record_once(&pulse, "crew_out", &bridged, "u3 at the crew member", |s| {
         tone_db(&channel(s, 0), 700.0) > PRESENT_DB

@@ -18,6 +18,7 @@ use crate::config::ConfigManager;
 use crate::events::EventBus;
 use crate::janus::Janus;
 use crate::logring::LogRing;
+use crate::panels::Panels;
 use crate::pin::PinLimiter;
 use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
 use crate::users::Users;
@@ -35,6 +36,8 @@ pub struct AppState {
     pub users: Arc<Users>,
     /// The call signal's fan-out to the panels.
     pub calls: Arc<Calls>,
+    /// The panels' remote control: commands to them, their reported state.
+    pub panels: Arc<Panels>,
     /// Wrong PINs per client address.
     pub pins: Arc<PinLimiter>,
     /// Live events for the admin's event stream.
@@ -54,7 +57,7 @@ impl AppState {
         let config = ConfigManager::load(config_file)?;
         let events = EventBus::default();
         let users = Arc::new(Users::restore(state_dir, events.clone()));
-        let janus = Janus::new(Arc::clone(&config), JanusSecrets::default(), Arc::clone(&users))?;
+        let janus = Janus::new(Arc::clone(&config), JanusSecrets::default(), Arc::clone(&users), events.clone())?;
         let bus = BusChoice::Address(format!("unix:path={}", state_dir.join("no-bus").display()));
         let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus, events.clone());
         Ok(AppState {
@@ -66,6 +69,7 @@ impl AppState {
             bridge,
             users,
             calls: Arc::default(),
+            panels: Arc::default(),
             pins: Arc::default(),
             tls: false,
             started: Instant::now(),

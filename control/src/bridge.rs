@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
 use partyline_shared::bridge::{
-    BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, Plan, PlanGroup, PlanUser, Status,
+    BUS_NAME, BranchStatus, BridgeProxy, BridgeState, BusChoice, ParticipantStatus, Plan, PlanGroup, PlanUser, Status,
 };
 use partyline_shared::config::Channel;
 use serde::Serialize;
@@ -88,79 +88,19 @@ pub struct BridgeView {
     pub generation: u64,
     pub message: String,
     /// One per server audio user.
-    pub branches: Vec<BranchView>,
+    pub branches: Vec<BranchStatus>,
     /// The card's participant in each room that has server audio users.
-    pub participants: Vec<ParticipantView>,
-}
-
-/// The card's participant in one group's room.
-#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ParticipantView {
-    pub room: String,
-    /// Its display name in the room: the group's server audio users.
-    pub display: String,
-    pub state: BranchState,
-    pub participant_id: String,
-    pub packets_sent: u64,
-    pub packets_received: u64,
-    pub last_error: String,
-}
-
-/// One server audio user in bridged: its levels, and its room's participant's state and
-/// figures.
-#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BranchView {
-    pub name: String,
-    pub room: String,
-    pub state: BranchState,
-    pub participant_id: String,
-    pub packets_sent: u64,
-    pub packets_received: u64,
-    /// dBFS.
-    pub input_level_db: f64,
-    /// What its output channel plays, dBFS (-100: silence, or no output channel).
-    pub output_level_db: f64,
-    pub last_error: String,
+    pub participants: Vec<ParticipantStatus>,
 }
 
 impl BridgeView {
     fn from_status(status: Status) -> BridgeView {
-        let branches = status
-            .branches
-            .into_iter()
-            .map(|b| BranchView {
-                name: b.name,
-                room: b.room,
-                state: b.state,
-                participant_id: b.participant_id,
-                packets_sent: b.packets_sent,
-                packets_received: b.packets_received,
-                input_level_db: b.input_level_db,
-                output_level_db: b.output_level_db,
-                last_error: b.last_error,
-            })
-            .collect();
-        let participants = status
-            .participants
-            .into_iter()
-            .map(|p| ParticipantView {
-                room: p.room,
-                display: p.display,
-                state: p.state,
-                participant_id: p.participant_id,
-                packets_sent: p.packets_sent,
-                packets_received: p.packets_received,
-                last_error: p.last_error,
-            })
-            .collect();
         BridgeView {
             state: status.state.into(),
             generation: status.generation,
             message: status.message,
-            branches,
-            participants,
+            branches: status.branches,
+            participants: status.participants,
         }
     }
 

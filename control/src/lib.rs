@@ -25,6 +25,7 @@ mod janus;
 mod janus_proxy;
 mod linger;
 mod logring;
+mod panels;
 mod pin;
 mod secrets;
 mod server;

@@ -134,7 +134,12 @@ pub struct Status {
 
 /// One server audio user. The room side (state, participant id, packets, last error) is its
 /// group participant's, repeated so that a reader of one user needs nothing else.
+///
+/// control's API shows this and [`ParticipantStatus`] as they are: hence the camelCase names
+/// (D-Bus structs carry no field names, so they change nothing on the bus).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct BranchStatus {
     pub name: String,
     pub room: String,
@@ -145,7 +150,8 @@ pub struct BranchStatus {
     pub packets_received: u64,
     /// Level of the input channel, dBFS (-100 for silence or unknown).
     pub input_level_db: f64,
-    /// Level of what the user's output channel plays, dBFS (-100 for silence, or no output).
+    /// Level of what the user's output channel plays, dBFS (-100 for silence, or no output
+    /// channel).
     pub output_level_db: f64,
     /// The last error, empty when none.
     pub last_error: String,
@@ -153,8 +159,11 @@ pub struct BranchStatus {
 
 /// The card's participant in one group's room.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct ParticipantStatus {
     pub room: String,
+    /// Its display name in the room: the group's server audio users.
     pub display: String,
     pub state: BranchState,
     /// Janus's participant id once joined.

@@ -39,6 +39,7 @@ pub struct Config {
     pub positions: Vec<Position>,
     pub logging: LoggingConfig,
     pub bridge: BridgeConfig,
+    pub crew: CrewConfig,
     /// Legacy: the original system's routing matrix.
     #[serde(skip_serializing)]
     routing: Option<IgnoredAny>,
@@ -431,6 +432,22 @@ impl Default for BridgeConfig {
     }
 }
 
+/// `crew:` the crew's panels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct CrewConfig {
+    /// A talk key held on through a panel's remote control (`state: on`) is released when the
+    /// control surface has sent nothing with the panel's key for this long: a surface that
+    /// crashed must not leave a live microphone. A latched talk (`toggle`) stays.
+    pub max_remote_talk_seconds: RemoteTalkSeconds,
+}
+
+impl Default for CrewConfig {
+    fn default() -> Self {
+        Self { max_remote_talk_seconds: RemoteTalkSeconds(30) }
+    }
+}
+
 /// `logging:`
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
@@ -541,6 +558,10 @@ checked_number!(
 checked_number!(
     /// The sound card's own rate.
     DeviceSampleRate(u32), |v| (8_000..=192_000).contains(&v), "8000 to 192000 Hz"
+);
+checked_number!(
+    /// Seconds a remote talk may outlive the last word of its control surface.
+    RemoteTalkSeconds(u32), |v| (1..=3_600).contains(&v), "1 to 3600 s"
 );
 checked_number!(
     /// Room jitter buffer in ms.

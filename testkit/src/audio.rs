@@ -242,6 +242,28 @@ pub fn longest_dropout_ms(x: &[f32]) -> f64 {
     longest as f64 * 5.0
 }
 
+/// Every run of 5 ms windows under [`LOUD_DB`] between the first and the last loud window: its
+/// start (seconds) and length (ms).
+pub fn dropouts(x: &[f32]) -> Vec<(f64, f64)> {
+    let window = (RATE / 200) as usize;
+    let loud: Vec<bool> = x.chunks(window).map(|w| rms_db(w) > LOUD_DB).collect();
+    let first = loud.iter().position(|l| *l).unwrap_or(loud.len());
+    let last = loud.iter().rposition(|l| *l).unwrap_or(0);
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (i, l) in loud.iter().enumerate().take(last + 1).skip(first) {
+        match (l, start) {
+            (false, None) => start = Some(i),
+            (true, Some(s)) => {
+                runs.push((s as f64 * 0.005, (i - s) as f64 * 5.0));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    runs
+}
+
 /// The time (s) of the first loud 5 ms window, if any.
 pub fn first_loud_s(x: &[f32]) -> Option<f64> {
     let window = (RATE / 200) as usize;
@@ -387,5 +409,14 @@ mod tests {
         assert!((at_440 - (-9.03)).abs() < 0.2, "440 Hz at {at_440:.2} dBFS");
         assert!((at_500 - (-15.05)).abs() < 0.2, "500 Hz at {at_500:.2} dBFS");
         assert!(at_600 < -80.0, "nothing at 600 Hz, read {at_600:.1} dBFS");
+    }
+
+    #[test]
+    fn dropouts_are_found_with_their_place_and_length() {
+        let mut x = vec![0.5_f32; RATE as usize];
+        x[4_800..5_280].fill(0.0); // 10 ms at 0.1 s
+        x[24_000..25_440].fill(0.0); // 30 ms at 0.5 s
+        assert_eq!(dropouts(&x), [(0.1, 10.0), (0.5, 30.0)]);
+        assert_eq!(longest_dropout_ms(&x), 30.0);
     }
 }

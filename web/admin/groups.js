@@ -152,21 +152,38 @@ function updateRow(row, group) {
     row.dataset.mode = 'view';
     const edit = h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit');
     const remove = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete');
+    const mute = h('button', { class: 'secondary small-button group-mute', type: 'button', onclick: () => onMute(row) }, 'Mute line');
     row.replaceChildren(
       h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'group-name' })),
       h('td', { dataset: { label: 'Id' } }, h('code', { class: 'group-id' })),
       h('td', { class: 'group-bitrate', dataset: { label: 'Bitrate' } }),
       h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'group-pin' })),
-      h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)),
+      h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, mute, edit, remove)),
     );
   }
   setText(row.querySelector('.group-name'), group.name);
   setText(row.querySelector('.group-id'), group.id);
   setText(row.querySelector('.group-bitrate'), bitrateText(group));
   pinBadge(row.querySelector('.group-pin'), group.pin);
-  const [edit, remove] = row.querySelectorAll('button');
+  const [mute, edit, remove] = row.querySelectorAll('button');
   edit.setAttribute('aria-label', `Edit ${group.name}`);
   remove.setAttribute('aria-label', `Delete ${group.name}`);
+  // The admin's mute of the whole line: nobody on it is heard until released.
+  row.toggleAttribute('data-muted', group.muted === true);
+  setText(mute, group.muted ? 'Unmute line' : 'Mute line');
+  mute.setAttribute('aria-pressed', String(group.muted === true));
+  mute.setAttribute('aria-label', `${group.muted ? 'Unmute' : 'Mute'} the line ${group.name}`);
+}
+
+async function onMute(row) {
+  const group = JSON.parse(row.dataset.group);
+  try {
+    await post(`/groups/${seg(group.id)}/${group.muted ? 'unmute' : 'mute'}`);
+    showError(ui.listError, null);
+    ctx.refreshNow();
+  } catch (error) {
+    showError(ui.listError, `Could not ${group.muted ? 'unmute' : 'mute'} “${group.name}”: ${error.message}`);
+  }
 }
 
 /** Replaces a row's cells with an edit form; the refresh leaves the row alone meanwhile. */

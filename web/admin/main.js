@@ -86,9 +86,13 @@ async function tick() {
  * Live events: fetch again now. A log line alone matters to the Logs tab only (and a refused
  * request of a refresh logs one: refreshing on it would loop).
  */
+/** Events that change nothing the admin UI shows outside the Logs tab: a log line, and who
+ * talks (the UI has no talk lights; refreshing on each would fetch every page at voice pace). */
+const QUIET_EVENTS = new Set(['log', 'talking', 'stoppedTalking']);
+
 function onLiveEvents(names) {
-  const onlyLogs = names && [...names].every((name) => name === 'log');
-  if (!onlyLogs || active === 'logs') refreshNow();
+  const onlyQuiet = names && [...names].every((name) => QUIET_EVENTS.has(name));
+  if (!onlyQuiet || active === 'logs') refreshNow();
 }
 
 /** Fetch again now (after a change, on a tab switch). */

@@ -1,15 +1,15 @@
 // Positions tab: the prepared panels (`/positions`: a name, the groups heard and talked to, an
 // optional PIN), one form to create or edit them (a row of Listen/Talk checkboxes per group),
 // delete with confirmation; and the join links of every position and group, each with its QR
-// code (qrcode-generator, served at /vendor/qrcode.js) and a copy button.
+// code (/common/qr.js) and a copy button.
 //
 // The API never gives a PIN back, only `pin: true`: the page shows "PIN set", and the PIN
 // field is emptied after every save.
 
 import { del, get, post, put, seg } from '/admin/api.js';
-import { canSync, clean, confirmDialog, h, setAttr, setText, showError, submitting, svg, syncKeyed, trackDirty } from '/admin/dom.js';
+import { canSync, clean, confirmDialog, h, setAttr, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
-import qrcode from '/vendor/qrcode.js';
+import { drawQr } from '/common/qr.js';
 
 /** The API's bound on a position's lines. */
 const MAX_LINES = 12;
@@ -326,29 +326,6 @@ function updateLink(card, item) {
   }
   setAttr(card.querySelector('.qr'), 'aria-label', `QR code of the join link of ${item.name}`);
   setAttr(card.querySelector('.link-copy'), 'aria-label', `Copy the join link of ${item.name}`);
-}
-
-/**
- * Draws the QR code of `text` into `box` as an SVG: dark modules on white with the 4-module
- * quiet zone the standard asks for, whatever the page's theme (scanners want dark on light).
- */
-function drawQr(box, text) {
-  const qr = qrcode(0, 'M'); // the smallest version that holds the text; ~15 % may be damaged
-  qr.addData(text, 'Byte');
-  qr.make();
-  const n = qr.getModuleCount();
-  const quiet = 4;
-  let d = '';
-  for (let row = 0; row < n; row += 1) {
-    for (let col = 0; col < n; col += 1) {
-      if (qr.isDark(row, col)) d += `M${col + quiet} ${row + quiet}h1v1h-1z`;
-    }
-  }
-  const size = n + 2 * quiet;
-  box.dataset.text = text;
-  box.replaceChildren(svg('svg', { viewBox: `0 0 ${size} ${size}`, 'shape-rendering': 'crispEdges', 'aria-hidden': 'true' },
-    svg('rect', { width: size, height: size, fill: '#fff' }),
-    svg('path', { d, fill: '#000' })));
 }
 
 async function copyLink(card) {

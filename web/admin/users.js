@@ -2,9 +2,10 @@
 // (`GET /users?state=all`), since when, each one's lines (group, listen/talk, joined or not; a
 // line being called flashes for the 5 s the API reports `call`), and after a confirmation the
 // forced disconnect (`DELETE /users/{identity}`) or one line taken away
-// (`DELETE /users/{identity}/lines/{group}`).
+// (`DELETE /users/{identity}/lines/{group}`); per line, the admin's mute of that user there
+// (`POST …/lines/{group}/mute|unmute`) and forcing its talk off (`POST …/lines/{group}/talk-off`).
 
-import { del, get, seg } from '/admin/api.js';
+import { del, get, post, seg } from '/admin/api.js';
 import { confirmDialog, dateTime, h, relative, setAttr, setText, showError, syncKeyed } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import { keysText } from '/admin/positions.js';
@@ -108,12 +109,15 @@ function updateRow(row, user) {
 
 function createLine(identity, groupId) {
   const remove = h('button', { class: 'ghost small-button line-remove', type: 'button', onclick: () => onRemoveLine(identity, groupId) }, 'Remove');
+  const mute = h('button', { class: 'ghost small-button line-mute', type: 'button', onclick: () => onLineAction(identity, groupId, 'mute') }, 'Mute');
+  const talkOff = h('button', { class: 'ghost small-button line-talk-off', type: 'button', onclick: () => onLineAction(identity, groupId, 'talk-off') }, 'Talk off');
   return h('li', { class: 'line-chip u-line' },
     h('span', { class: 'lc-name' }), ' ',
     h('span', { class: 'line-keys' }), ' ',
     h('span', { class: 'line-joined' }),
     h('span', { class: 'line-call' }, 'calling'),
-    remove);
+    h('span', { class: 'line-muted' }, 'muted by admin'),
+    mute, talkOff, remove);
 }
 
 function updateLine(li, user, line) {
@@ -129,6 +133,33 @@ function updateLine(li, user, line) {
   setAttr(remove, 'aria-label', `Remove ${user.username} from ${name}`);
   remove.hidden = user.kind === 'server';
   remove.disabled = leaving.has(user.identity) || leaving.has(`${user.identity} ${line.groupId}`);
+  setAttr(li, 'data-muted', line.mutedByAdmin ? '' : null);
+  li.querySelector('.line-muted').hidden = !line.mutedByAdmin;
+  const mute = li.querySelector('.line-mute');
+  setText(mute, line.mutedByAdmin ? 'Unmute' : 'Mute');
+  setAttr(mute, 'aria-pressed', String(Boolean(line.mutedByAdmin)));
+  setAttr(mute, 'aria-label', `${line.mutedByAdmin ? 'Unmute' : 'Mute'} ${user.username} on ${name}`);
+  const talkOff = li.querySelector('.line-talk-off');
+  setAttr(talkOff, 'aria-label', `Switch off the talk of ${user.username} on ${name}`);
+  talkOff.hidden = user.kind === 'server' || !line.talk || !line.joined;
+}
+
+/** The admin's mute (or release) of a user on a line, or its talk forced off: no confirmation (undone as easily). */
+async function onLineAction(identity, groupId, action) {
+  const user = users.find((u) => u.identity === identity);
+  const line = user?.lines?.find((l) => l.groupId === groupId);
+  if (!line) return;
+  const what = action === 'mute' && line.mutedByAdmin ? 'unmute' : action;
+  try {
+    const body = await post(`/users/${seg(identity)}/lines/${seg(groupId)}/${what}`);
+    showError(ui.error, null);
+    if (body?.user) users = users.map((u) => (u.identity === identity ? body.user : u));
+    render();
+  } catch (error) {
+    showError(ui.error, `Could not ${what.replace('-', ' ')} ${user.username} on ${groups.nameOf(groupId)}: ${error.message}`);
+  } finally {
+    ctx.refreshNow();
+  }
 }
 
 async function onRemoveLine(identity, groupId) {

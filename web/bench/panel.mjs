@@ -10,10 +10,13 @@
 //              STEP_USERS at a time, until a listener on one of the lines hears a steady talker
 //              drop out; Janus's and Chromium's CPU at every step; once with everything sharing
 //              both CPUs, once with the users' Chromium confined to CPU 0 (CAPACITY_SERIES)
+//   remote     a control surface's key press through the panel key (`/api/panel/{key}`): from the
+//              request to audio heard in another browser (BURSTS presses), and from the request to
+//              the panel showing it applied (COMMANDS commands)
 //
-//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity]
+//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote]
 //
-// Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), TRIES (20),
+// Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), COMMANDS (200), TRIES (20),
 // DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10),
 // CAPACITY_SERIES ("shared confined"); PARTYLINE_CONTROL_BIN and PARTYLINE_BRIDGED_BIN
 // (bench/panel sets the release builds).
@@ -35,6 +38,7 @@ const run = promisify(execFile);
 const QUICK = process.argv.includes('--quick');
 const number = (name, normal, quick) => Number(process.env[name] ?? (QUICK ? quick : normal));
 const BURSTS = number('BURSTS', 30, 6);
+const COMMANDS = number('COMMANDS', 200, 20);
 const TRIES = number('TRIES', 20, 3);
 /** The network part's outages: within the panel's 5 s ICE grace (ICE recovers), and beyond it (a rejoin). */
 const DOWN_SECS = (process.env.DOWN_SECS ?? (QUICK ? '5' : '5 15')).split(/\s+/).filter(Boolean).map(Number);
@@ -80,7 +84,7 @@ const quantile = (values, q) => {
 const fmt = (v, digits = 0) => (v === null || v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(digits));
 const stats = (values) => {
   const s = sorted(values);
-  return { n: s.length, median: quantile(s, 0.5), p95: quantile(s, 0.95), min: s[0] ?? null, max: s.at(-1) ?? null };
+  return { n: s.length, median: quantile(s, 0.5), p95: quantile(s, 0.95), p99: quantile(s, 0.99), min: s[0] ?? null, max: s.at(-1) ?? null };
 };
 const load = () => readFile('/proc/loadavg', 'utf8').then((text) => text.split(' ').slice(0, 3).join(' '));
 const cpuLine = (u) => `the machine ${fmt(u.machine)} % busy of ${u.cpus * 100} % over ${fmt(u.seconds)} s: this benchmark ${fmt(u.own)} %, everything else ${fmt(u.others)} %`;
@@ -528,11 +532,109 @@ async function capacity() {
   }
 }
 
+/**
+ * A control surface's key press (`POST /api/panel/{key}/lines/{group}/talk`, sent from node):
+ * the talker's panel applies it (its line's `data-talk` changes: a MutationObserver in the page
+ * stamps it) and the listener hears the talker's steady tone (an onset in its envelope).
+ */
+async function remote() {
+  const X = 'remote';
+  md('### Remote control (`remote`): a surface\'s key press');
+  md();
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Remote']);
+    const browsers = [];
+    try {
+      browsers.push(await launchBrowser({ audioFile: await writeTone(join(dir, '1k.wav'), 1000) }), await launchBrowser());
+      const talker = await panel(browsers[0], control, 'Talker', `/?groups=${X}`);
+      const listener = await panel(browsers[1], control, 'Listener', `/?groups=${X}&talk=`, INSTRUMENTED);
+      await waitFor('the listener receiving the line', async () => (await listener.lineLevel(X)) !== null, { timeout: 15_000 });
+      const key = talker.token.panelKey;
+      await waitFor('the talker\'s panel online for its surface', async () => {
+        const response = await fetch(`${control.origin}/api/panel/${key}`);
+        return response.ok && (await response.json()).online;
+      }, { timeout: 15_000 });
+      await talker.page.evaluate((id) => {
+        const line = document.querySelector(`[data-line="${id}"]`);
+        window.benchTalk = [];
+        new MutationObserver(() => window.benchTalk.push({ at: performance.timeOrigin + performance.now(), talk: line.dataset.talk }))
+          .observe(line, { attributes: true, attributeFilter: ['data-talk'] });
+      }, X);
+      const press = async (state) => {
+        const t0 = epochMs();
+        const response = await fetch(`${control.origin}/api/panel/${key}/lines/${X}/talk`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify({ state }),
+        });
+        const answeredMs = epochMs() - t0;
+        if (!response.ok) throw new Error(`POST …/talk ${state}: ${response.status} ${await response.text()}`);
+        return { t0, answeredMs };
+      };
+      /** Each command's delay to the first change of data-talk after it. */
+      const applied = async (sent) => {
+        const changes = await talker.page.evaluate(() => window.benchTalk.splice(0));
+        return sent.map(({ t0 }) => {
+          const change = changes.find((c) => c.at > t0);
+          return change ? change.at - t0 : null;
+        });
+      };
+
+      // Key press to audio: held for 500 ms, then released, every BURST_EVERY_MS.
+      const cpu = new CpuWindow();
+      await startEnvelope(listener.page, 'ear', X);
+      await sleep(1000);
+      const ons = [];
+      progress(`remote: ${BURSTS} key presses to audio`);
+      for (let n = 0; n < BURSTS; n += 1) {
+        const on = await press('on');
+        ons.push(on);
+        await sleep(Math.max(0, 500 - (epochMs() - on.t0)));
+        await press('off');
+        await sleep(Math.max(0, BURST_EVERY_MS - (epochMs() - on.t0)));
+      }
+      await sleep(HEARD_WITHIN_MS);
+      const ear = await readEnvelope(listener.page, 'ear');
+      const toAudio = delays(ons.map((p) => p.t0), onsets(ear), endOf(ear));
+      const pressApplied = await applied(ons);
+
+      // Commands back to back (on, off, …, 50 ms apart): request to applied, and to the answer.
+      progress(`remote: ${COMMANDS} commands`);
+      const sent = [];
+      for (let n = 0; n < COMMANDS; n += 1) {
+        sent.push(await press(n % 2 === 0 ? 'on' : 'off'));
+        await sleep(50);
+      }
+      if (COMMANDS % 2 === 1) await press('off');
+      const commandApplied = await applied(sent);
+      const usage = cpu.stop();
+
+      md('| from the surface\'s request to | median ms | p95 ms | p99 ms | min | max | matched |');
+      md('|---|---|---|---|---|---|---|');
+      for (const [what, values] of [
+        ['audio heard in another browser (talk `on`)', toAudio],
+        ['the panel applied it (`data-talk`), key presses above', pressApplied],
+        ['the panel applied it (`data-talk`), commands 50 ms apart', commandApplied],
+        ['the answer (the panel reported it applied), commands 50 ms apart', sent.map((c) => c.answeredMs)],
+      ]) {
+        const st = stats(values);
+        md(`| ${what} | **${fmt(st.median, 1)}** | **${fmt(st.p95, 1)}** | **${fmt(st.p99, 1)}** | ${fmt(st.min, 1)} | ${fmt(st.max, 1)} | ${st.n} of ${values.length} |`);
+      }
+      md();
+      md(`While measuring: ${cpuLine(usage)}.`);
+      md();
+    } finally {
+      await Promise.all(browsers.map((b) => b.close()));
+      await control.stop();
+    }
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 
-const PARTS = { latency, network, capacity };
+const PARTS = { latency, network, capacity, remote };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
-for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity)`);
+for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote)`);
 const parts = chosen.length ? chosen : Object.keys(PARTS);
 
 md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);

@@ -8,7 +8,8 @@
 //   <html data-level-out="-23.4">  dBFS of the microphone (absent while there is none)
 //   per line, <li data-line="GROUP_ID"> with
 //     data-listen="on|off"                   off also on a talk-only line
-//     data-talk="off|momentary|latched"      absent on a listen-only line
+//     data-talk="off|momentary|latched|remote"  absent on a listen-only line; remote: held on by
+//                                            the panel's remote control (a control surface)
 //     data-active="true|false"               someone else talks on it
 //     data-talkers="Alice,Bob"               who
 //     data-call="true|false"                 a call signal in the last 5 s
@@ -16,6 +17,12 @@
 //                                            volume; -100 silence; absent without a stream)
 //     data-ended="removed"                   the admin took this line away (its card says so;
 //                                            the other lines go on); absent otherwise
+//     data-admin="muted|line-muted"          the admin muted this user on the line, or the whole
+//                                            line: its talk key is refused (absent otherwise)
+//     data-talk-refused="muted|line-muted"   the last press of its talk key was refused
+//     data-released="surface-silent|admin"   the talk key was let go by control: its remote
+//                                            control's surface went silent, or the admin
+//   <html data-remote-applied="N">           commands of the remote control applied so far
 //   and controls with data-action="listen|talk|volume|call"; the line's stream plays (muted:
 //   the sound goes through the page's WebAudio gain) in the card's <audio class="line-audio">.
 // Meters are the RMS of the last 2048 samples, rising at once and falling 30 dB/s.
@@ -23,6 +30,7 @@
 import { initTheme } from '/common/theme.js';
 import { LineOutput, Meter, METER_INTERVAL_MS, audioContext, drawMeter, volumeGain } from '/join/audio.js';
 import { Connection, KickedError, initJanus, microphoneProblem } from '/join/connection.js';
+import { drawQr } from '/common/qr.js';
 
 /** A press shorter than this is a tap: it latches the talk key (a second tap releases it). */
 const TAP_MS = 300;
@@ -59,6 +67,9 @@ const ui = {
   leave: $('leave'),
   rejoin: $('rejoin'),
   theme: $('theme'),
+  remote: $('remote'),
+  remoteLink: $('remote-link'),
+  remoteQr: $('remote-qr'),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -127,6 +138,7 @@ class Line {
     this.people = new Map();
     this.ended = false;
     this.talk = 'off';
+    this.admin = null; // null, 'muted' or 'line-muted': the admin's hold on the talk key
     this.pressed = null; // { source, at, ignore }
     this.callTimer = null;
     const saved = loadLineSettings()[this.groupId] ?? {};
@@ -167,6 +179,38 @@ class Line {
     return this.info.talk && !this.ended;
   }
 
+  /** What the admin's hold on this line shows. */
+  setAdmin({ mutedByAdmin, lineMuted }) {
+    this.admin = mutedByAdmin ? 'muted' : lineMuted ? 'line-muted' : null;
+    if (this.admin) {
+      this.el.dataset.admin = this.admin;
+      if (this.talk !== 'off') this.setTalk('off');
+    } else {
+      delete this.el.dataset.admin;
+      delete this.el.dataset.talkRefused;
+    }
+    const message = this.q('.line-admin');
+    message.textContent = this.admin === 'muted'
+      ? `Muted by the admin on ${this.info.name}: your talk key works again once released.`
+      : this.admin === 'line-muted' ? `The admin muted ${this.info.name}: nobody is heard on it.` : '';
+    message.hidden = !this.admin;
+  }
+
+  /** Control let the talk key go (`reason`): the card says why until the key is used again. */
+  showReleased(reason) {
+    this.el.dataset.released = reason;
+    const message = this.q('.line-released');
+    message.textContent = reason === 'surface-silent'
+      ? 'Talk released: the remote control went silent.'
+      : 'The admin switched your talk off.';
+    message.hidden = false;
+  }
+
+  clearReleased() {
+    delete this.el.dataset.released;
+    this.q('.line-released').hidden = true;
+  }
+
   get hearing() {
     return this.info.listen && this.listenOn && !this.ended;
   }
@@ -193,6 +237,7 @@ class Line {
       this.listenOn = !this.listenOn;
       saveLineSettings();
       this.applyListen();
+      reportState();
     });
     const volume = this.q('[data-action="volume"]');
     volume.addEventListener('input', () => {
@@ -200,7 +245,10 @@ class Line {
       volume.setAttribute('aria-valuetext', `${this.volume} %`);
       this.applyListen();
     });
-    volume.addEventListener('change', saveLineSettings);
+    volume.addEventListener('change', () => {
+      saveLineSettings();
+      reportState();
+    });
     this.q('[data-action="call"]').addEventListener('click', () => sendCall(this));
   }
 
@@ -214,15 +262,32 @@ class Line {
 
   setTalk(state) {
     if (!this.canTalk) return;
+    if (state !== 'off') this.clearReleased();
     this.talk = state;
     this.el.dataset.talk = state;
     const key = this.q('[data-action="talk"]');
     key.setAttribute('aria-pressed', String(state !== 'off'));
     this.q('.talk-label').textContent = state === 'off' ? 'Talk' : 'Talking';
-    this.q('.talk-sub').textContent =
-      state === 'latched' ? 'latched: tap to stop' : state === 'momentary' ? 'release to stop' : 'hold or tap to latch';
+    this.q('.talk-sub').textContent = {
+      latched: 'latched: tap to stop',
+      momentary: 'release to stop',
+      remote: 'by remote control: tap to stop',
+    }[state] ?? 'hold or tap to latch';
     session.connection?.setTalking(this.groupId, state !== 'off');
     showMicMuted();
+    reportState();
+  }
+
+  /** The line as the panel reports it to control (for its remote control). */
+  report() {
+    return {
+      groupId: this.groupId,
+      listen: this.hearing,
+      volume: this.volume,
+      talk: this.info.talk ? this.talk : 'off',
+      active: this.el.dataset.active === 'true',
+      talkers: this.el.dataset.talkers ? this.el.dataset.talkers.split(',') : [],
+    };
   }
 
   /** Who is on the line and who has a talk key on: AudioBridge's participant lists. */
@@ -242,6 +307,7 @@ class Line {
     const others = [...this.people.values()].map((p) => p.display);
     const people = others.length === 0 ? 'Nobody else on the line' : `With ${others.join(', ')}`;
     this.q('.line-people').textContent = talkers.length ? ` · ${others.length + 1} on the line` : people;
+    reportState();
   }
 
   showCall(from) {
@@ -365,7 +431,12 @@ function setLines(infos) {
 
 function pressTalk(line, source) {
   if (!line.canTalk || root.dataset.state !== 'connected' || line.pressed) return;
-  if (line.talk === 'latched') {
+  if (line.admin && line.talk === 'off') {
+    // The admin holds this key: refused here, and undone by control should a client try anyway.
+    line.el.dataset.talkRefused = line.admin;
+    return;
+  }
+  if (line.talk === 'latched' || line.talk === 'remote') {
     // The second tap: off at once; its release does nothing.
     line.pressed = { source, ignore: true };
     line.setTalk('off');
@@ -390,6 +461,12 @@ function releaseMomentary() {
     if (line.pressed && !line.pressed.ignore) line.pressed.ignore = true;
     if (line.talk === 'momentary') line.setTalk('off');
   }
+}
+
+/** The connection went away: a key held by the remote control lets go too (its key ends). */
+function releaseHeld() {
+  releaseMomentary();
+  for (const line of session.lines) if (line.talk === 'remote') line.setTalk('off');
 }
 
 function showMicMuted() {
@@ -475,7 +552,9 @@ async function followEvents(token) {
       if (!response.ok || !response.body) throw new Error(`events: ${response.status}`);
       session.callAvailable = true;
       showCallButtons();
-      await readEvents(response.body, abort.signal);
+      const reading = readEvents(response.body, abort.signal);
+      reportState();
+      await reading;
     } catch {
       // dropped: try again shortly, unless this session is over
     }
@@ -508,17 +587,105 @@ async function readEvents(body, signal) {
 }
 
 function onServerEvent(event, data) {
-  if (event !== 'call') return;
-  let call;
+  let body;
   try {
-    call = JSON.parse(data);
+    body = JSON.parse(data);
   } catch {
     return;
   }
-  const line = lineById(call.groupId);
+  const line = lineById(body.groupId);
+  if (event === 'command') {
+    applyCommand(line, body);
+    return;
+  }
   if (!line || line.ended) return;
-  line.showCall(call.from ?? 'someone');
-  navigator.vibrate?.([120, 80, 120]);
+  if (event === 'admin') {
+    line.setAdmin(body);
+    reportState();
+  } else if (event === 'call') {
+    line.showCall(body.from ?? 'someone');
+    navigator.vibrate?.([120, 80, 120]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Remote control: a control surface holding this panel's key (`/api/panel/{key}`) works its
+// keys; control sends each command down the session's event stream, the panel applies it as if
+// pressed on screen and reports its state back (`POST /api/session/state`, with the command's
+// id), which is what the surface reads.
+
+const nextSwitch = (state, on) => (state === 'toggle' ? !on : state === 'on');
+
+function applyCommand(line, command) {
+  if (line && !line.ended) {
+    if (command.talk && line.canTalk) {
+      const on = line.talk !== 'off';
+      if (command.talk === 'off') {
+        if (on) line.setTalk('off');
+        if (command.reason) line.showReleased(command.reason);
+      } else if (!line.admin) {
+        // `on` holds the key for the surface (a key already on stays as it is: a latch is not
+        // turned into a hold its surface's silence would release); `toggle` latches it or lets it go.
+        const next = command.talk === 'on' ? (on ? line.talk : 'remote') : on ? 'off' : 'latched';
+        if (next !== line.talk) line.setTalk(next);
+      }
+    }
+    if (command.listen && line.info.listen) {
+      line.listenOn = nextSwitch(command.listen, line.listenOn);
+      saveLineSettings();
+      line.applyListen();
+    }
+    if (Number.isInteger(command.volume)) {
+      line.volume = Math.max(0, Math.min(100, command.volume));
+      const slider = line.q('[data-action="volume"]');
+      slider.value = String(line.volume);
+      slider.setAttribute('aria-valuetext', `${line.volume} %`);
+      saveLineSettings();
+      line.applyListen();
+    }
+  }
+  root.dataset.remoteApplied = String(Number(root.dataset.remoteApplied ?? 0) + 1);
+  reportState(command.id);
+}
+
+const reporting = { busy: false, again: false, acks: [] };
+
+/**
+ * Reports the panel's state to control: at once for a command (`ack`: its id), otherwise
+ * after the report in flight, so that a burst of changes costs two requests.
+ */
+async function reportState(ack) {
+  if (ack !== undefined) reporting.acks.push(ack);
+  const token = session.token?.token;
+  if (!token || !session.events) return;
+  if (reporting.busy) {
+    reporting.again = true;
+    return;
+  }
+  reporting.busy = true;
+  try {
+    do {
+      reporting.again = false;
+      const acks = reporting.acks.splice(0);
+      const lines = session.lines.filter((line) => !line.ended).map((line) => line.report());
+      const send = (id) => api('/session/state', { method: 'POST', body: JSON.stringify({ token, lines, ...(id === undefined ? {} : { ack: id }) }) });
+      // Each acknowledged command gets its own report (a report acknowledges one).
+      await Promise.all(acks.length ? acks.map(send) : [send()]);
+    } while (reporting.again || reporting.acks.length);
+  } catch {
+    // The session ended or control is away: the next change reports again.
+  } finally {
+    reporting.busy = false;
+  }
+}
+
+function showRemote() {
+  const url = session.token?.panelUrl;
+  ui.remote.hidden = !url;
+  if (!url) return;
+  ui.remoteLink.href = url;
+  ui.remoteLink.textContent = url;
+  drawQr(ui.remoteQr, url);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -563,7 +730,7 @@ function setState(state, text) {
   ui.callView.hidden = !inCall;
   ui.who.hidden = !inCall;
   for (const line of session.lines) line.q('[data-action="talk"]').disabled = state !== 'connected' || line.ended;
-  if (state !== 'connected' && was === 'connected') releaseMomentary();
+  if (state !== 'connected' && was === 'connected') releaseHeld();
   if (state === 'connected') holdWakeLock();
   else if (state !== 'reconnecting') dropWakeLock();
   const over = state === 'kicked' || state === 'error';
@@ -596,6 +763,12 @@ function tokenRequest() {
   };
 }
 
+/** A rejoin keeps the panel key (its remote control's link) when control still allows it. */
+function resumeRequest() {
+  const previous = session.token;
+  return previous?.panelKey ? { resume: { token: previous.token, panelKey: previous.panelKey } } : {};
+}
+
 async function join() {
   clearTimeout(session.retryTimer);
   const reconnecting = session.attempt > 0;
@@ -604,10 +777,11 @@ async function join() {
     await initJanus();
     const answer = await api('/token', {
       method: 'POST',
-      body: JSON.stringify({ username: session.username, ...tokenRequest(), ...(session.pin ? { pin: session.pin } : {}) }),
+      body: JSON.stringify({ username: session.username, ...tokenRequest(), ...(session.pin ? { pin: session.pin } : {}), ...resumeRequest() }),
     });
     session.token = answer;
     setLines(linesOf(answer));
+    showRemote();
     if (session.lines.some((line) => line.canTalk)) await openMicrophone();
     const talking = new Set(session.lines.filter((line) => line.talk === 'latched').map((line) => line.groupId));
     const connection = new Connection(
@@ -755,6 +929,7 @@ function leave() {
   session.lines = [];
   session.ended.clear();
   session.token = null;
+  showRemote();
   showMessage(null);
   setState('idle', 'Not connected');
   ui.username.focus();

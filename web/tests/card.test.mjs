@@ -134,6 +134,28 @@ describe('crew panel and the sound card', { timeout: 180_000 }, () => {
     await Promise.all([ann.close(), bob.close()]);
   }, { timeout: 60_000 });
 
+  check('the admin\'s Stats tab shows the card in line X as its user, joined, and the user\'s input level', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${control.origin}/admin`);
+      await page.locator('#token').fill(control.adminToken);
+      await page.locator('#login').click();
+      await page.locator('#app').waitFor({ state: 'visible' });
+      await page.locator('#tab-stats').click();
+      const room = page.locator('#participants-rows tr').filter({ has: page.locator('.p-room', { hasText: X }) });
+      await room.locator('.p-state', { hasText: 'joined' }).waitFor({ timeout: 10_000 });
+      assert.equal(await room.locator('.p-display').textContent(), DESK.name, 'the card is shown under its user\'s name');
+      const desk = page.locator('#branches-rows tr').filter({ has: page.locator('.b-name', { hasText: DESK.name }) });
+      await desk.locator('.b-state', { hasText: 'joined' }).waitFor({ timeout: 10_000 });
+      // The card's input plays a sine at 0.4 of full scale on the desk's channel: about -11 dBFS RMS.
+      const level = async () => Number.parseFloat(await desk.locator('.b-level').textContent());
+      await waitFor(`${DESK.name}'s input level shown above -20 dBFS`, async () => (await level()) > -20, { timeout: 10_000, interval: 100 });
+      report(`admin Stats: ${X} joined as ${DESK.name}; ${DESK.name}'s input ${await desk.locator('.b-level').textContent()}, output ${await desk.locator('.b-output').textContent()}`);
+    } finally {
+      await page.close();
+    }
+  }, { timeout: 60_000 });
+
   check('a browser on the line hears the card\'s input channel (level and frequency), and silence once it stops', async () => {
     const bea = await open('Bea');
     await bea.waitState('connected');

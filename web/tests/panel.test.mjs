@@ -257,6 +257,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
     await jon.page.mouse.down();
     await jon.waitLine(line, 'talk', 'momentary');
     const identities = [ivy.token.participantIdentity, jon.token.participantIdentity];
+    const keys = [ivy.token.panelKey, jon.token.panelKey];
 
     const tDown = performance.now();
     await setLink(false);
@@ -283,6 +284,10 @@ describe('crew panel', { timeout: 240_000 }, () => {
     const rejoined = ivy.token.participantIdentity !== identities[0] || jon.token.participantIdentity !== identities[1];
     report(`network back after ${downFor} ms down (${ivy.name}, ${jon.name}): panels connected ${connectedMs} ms after link up, Jon hears Ivy ${audioMs} ms after link up (${rejoined ? 'rejoined with new tokens' : 'ICE recovered, same session'})`);
 
+    // A rejoined panel keeps its remote control's key (its link and QR code stay good).
+    assert.deepEqual([ivy.token.panelKey, jon.token.panelKey], keys, 'panel keys kept over the loss');
+    assert.equal(await ivy.page.locator('#remote-link').getAttribute('href'), ivy.token.panelUrl);
+    assert.equal(await ivy.page.locator('#remote-link').getAttribute('href'), `${control.origin}/api/panel/${keys[0]}`);
     assert.equal((await ivy.lineState(line)).talk, 'latched', 'latch kept over the loss');
     assert.equal((await jon.lineState(line)).talk, 'off', 'the released key stayed off at mouse up');
     assert.equal(await jon.control(line, 'volume').inputValue(), '60', 'volume kept');

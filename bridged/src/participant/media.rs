@@ -28,7 +28,8 @@ use super::{Context, Stages};
 use crate::pipeline::{Feed, from_bytes, raw_caps};
 use crate::state::ParticipantStats;
 
-/// Opus frame (ms): the AudioBridge mixes 20 ms frames.
+/// Opus frame (ms): the AudioBridge (1.1.2) mixes one packet per participant per 20 ms tick, so
+/// 10 ms frames lose half the audio (bridged/README.md, "Platform facts").
 const OPUS_FRAME_MS: &str = "20";
 /// Opus's rate (RTP clock and the encoder's input).
 const OPUS_RATE: u32 = 48_000;

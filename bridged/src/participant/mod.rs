@@ -23,7 +23,7 @@ use partyline_shared::bridge::{BranchState, PlanGroup};
 use partyline_shared::janus::AudioBridgeRequest;
 use partyline_shared::janus::SessionEvent;
 use partyline_shared::janus::client::{Client, Session};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::Feed;
@@ -60,13 +60,27 @@ pub struct Context {
 pub struct Handle {
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    display: watch::Sender<String>,
 }
 
 impl Handle {
     pub fn start(context: Context, group: PlanGroup, feed: Arc<Feed>) -> Handle {
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(supervise(context, group, feed, cancel.clone()));
-        Handle { cancel, task }
+        let (display, renamed) = watch::channel(group.display.clone());
+        let task = tokio::spawn(supervise(context, group, feed, renamed, cancel.clone()));
+        Handle { cancel, task, display }
+    }
+
+    /// The participant's display name follows its group's users: a new one is sent to Janus
+    /// (`configure`) without leaving the room.
+    pub fn rename(&self, display: &str) {
+        self.display.send_if_modified(|current| {
+            let changed = current != display;
+            if changed {
+                display.clone_into(current);
+            }
+            changed
+        });
     }
 
     pub async fn stop(self) {
@@ -76,13 +90,22 @@ impl Handle {
 }
 
 /// Attempts to join and stay joined until cancelled, pausing between attempts.
-async fn supervise(context: Context, group: PlanGroup, feed: Arc<Feed>, cancel: CancellationToken) {
+async fn supervise(
+    context: Context,
+    group: PlanGroup,
+    feed: Arc<Feed>,
+    mut display: watch::Receiver<String>,
+    cancel: CancellationToken,
+) {
     let stats = context.shared.add_participant(&group.room, &group.display);
     let mut retry = RETRY;
     loop {
+        // Each join with the newest name.
+        let group = PlanGroup { display: display.borrow_and_update().clone(), ..group.clone() };
         let attempt = Attempt {
             context: &context,
             group: &group,
+            display: &mut display,
             feed: &feed,
             stats: &stats,
             stages: Stages::new(&group.room),
@@ -118,7 +141,7 @@ fn pause_after(retry: &mut Backoff, joined: bool, lasted: Duration) -> Duration 
 enum Outcome {
     /// Cancelled: the plan no longer has the group, or bridged stops.
     Stopped,
-    /// Failed: the branch joins again after a pause. `joined`: Janus had answered the join.
+    /// Failed: the participant joins again after a pause. `joined`: Janus had answered the join.
     Failed { error: anyhow::Error, joined: bool, lasted: Duration },
 }
 
@@ -127,6 +150,8 @@ enum Outcome {
 struct Attempt<'a> {
     context: &'a Context,
     group: &'a PlanGroup,
+    /// The display name the participant should have now.
+    display: &'a mut watch::Receiver<String>,
     feed: &'a Arc<Feed>,
     stats: &'a Arc<ParticipantStats>,
     stages: Stages,
@@ -194,7 +219,7 @@ impl Attempt<'_> {
     /// Until the participation ends: keeps the session alive, waits for the media to come up
     /// (Janus's `webrtcup`), and follows Janus's events and the pipeline's faults.
     async fn watch(
-        &self,
+        &mut self,
         session: &Session,
         events: &mut Events,
         faults: &mut mpsc::UnboundedReceiver<String>,
@@ -210,6 +235,12 @@ impl Attempt<'_> {
                     return Err(anyhow!("ICE/DTLS with Janus did not come up within {STEP_TIMEOUT:?}"));
                 }
                 fault = faults.recv() => return Err(anyhow!("pipeline: {}", fault.unwrap_or_default())),
+                Ok(()) = self.display.changed() => {
+                    let name = self.display.borrow_and_update().clone();
+                    session.send(AudioBridgeRequest::Configure { display: name.clone() }, None).await?;
+                    tracing::info!("room {}: now shown as {name:?}", group.room);
+                    self.context.shared.participant_display(&group.room, &name);
+                }
                 batch = events.next() => {
                     for event in batch? {
                         match event {

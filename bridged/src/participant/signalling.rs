@@ -61,7 +61,7 @@ pub async fn join(
         muted: false,
         prebuffer: prebuffer_packets(latency_ms),
     };
-    let transaction = session.send(join, Jsep { kind: JsepType::Offer, sdp: offer }).await?;
+    let transaction = session.send(join, Some(Jsep { kind: JsepType::Offer, sdp: offer })).await?;
     stages.mark("join with the offer acknowledged by Janus");
     let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
     loop {

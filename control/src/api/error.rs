@@ -40,6 +40,12 @@ pub enum ApiError {
     MethodNotAllowed { method: String, path: String },
     #[error("{0}")]
     Conflict(String),
+    /// A conflict a program tells apart by its code (`muted_by_admin`, `line_muted`,
+    /// `cannot_talk`, `panel_offline`).
+    #[error("{message}")]
+    Refused { code: &'static str, message: String },
+    #[error("{0}")]
+    GatewayTimeout(String),
     #[error("request body too large: the limit is {} bytes", super::BODY_LIMIT)]
     PayloadTooLarge,
     #[error("expected a JSON body with `Content-Type: application/json`")]
@@ -61,7 +67,8 @@ impl ApiError {
             ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Conflict(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
+            ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
@@ -82,6 +89,8 @@ impl ApiError {
             ApiError::RouteNotFound { .. } => "route_not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
+            ApiError::Refused { code, .. } => code,
+            ApiError::GatewayTimeout(_) => "panel_not_responding",
             ApiError::PayloadTooLarge => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::InsufficientStorage(_) => "insufficient_storage",

@@ -29,6 +29,8 @@ pub struct GroupView {
     pub follows_default_bitrate: bool,
     /// Whether joining it asks for a PIN.
     pub pin: bool,
+    /// The admin muted the whole line (`POST /admin/groups/{id}/mute`).
+    pub muted: bool,
 }
 
 impl GroupView {
@@ -39,6 +41,7 @@ impl GroupView {
             audio_bitrate: group.audio_bitrate.unwrap_or(default_bitrate).get(),
             follows_default_bitrate: group.audio_bitrate.is_none(),
             pin: group.pin.is_some(),
+            muted: false,
         }
     }
 }
@@ -93,10 +96,14 @@ pub struct UpdateGroup {
 }
 
 /// List the groups.
-#[utoipa::path(get, path = "/groups", tag = "groups", security(("admin_token" = [])),
+#[utoipa::path(get, operation_id = "groups_list", path = "/groups", tag = "groups", security(("admin_token" = [])),
     responses((status = 200, body = GroupList), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
-    Json(list_of(&state.config.current()))
+    let mut list = list_of(&state.config.current());
+    for group in &mut list.groups {
+        group.muted = state.janus.line_muted(&group.id);
+    }
+    Json(list)
 }
 
 fn list_of(config: &Config) -> GroupList {
@@ -104,7 +111,7 @@ fn list_of(config: &Config) -> GroupList {
 }
 
 /// Create a group.
-#[utoipa::path(post, path = "/groups", tag = "groups", security(("admin_token" = [])), request_body = CreateGroup,
+#[utoipa::path(post, operation_id = "groups_create", path = "/groups", tag = "groups", security(("admin_token" = [])), request_body = CreateGroup,
     responses((status = 201, body = GroupChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 409, description = "Another group has the same id", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
@@ -125,7 +132,7 @@ pub async fn create(
 }
 
 /// Rename a group or change its bitrate. Server audio users follow a rename.
-#[utoipa::path(put, path = "/groups/{id}", tag = "groups", security(("admin_token" = [])), request_body = UpdateGroup,
+#[utoipa::path(put, operation_id = "groups_update", path = "/groups/{id}", tag = "groups", security(("admin_token" = [])), request_body = UpdateGroup,
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = GroupChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -147,7 +154,7 @@ pub async fn update(
 }
 
 /// Delete a group (refused while server audio users send into it).
-#[utoipa::path(delete, path = "/groups/{id}", tag = "groups", security(("admin_token" = [])),
+#[utoipa::path(delete, operation_id = "groups_delete", path = "/groups/{id}", tag = "groups", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = GroupDeleted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Server audio users use the group", body = ErrorBody)))]

@@ -10,8 +10,10 @@ mod error;
 mod events;
 mod extract;
 mod groups;
+mod moderation;
 mod panel;
 mod positions;
+mod remote;
 mod server_users;
 mod system;
 mod users;
@@ -49,7 +51,8 @@ pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_s
         (name = "groups", description = "Party lines"),
         (name = "positions", description = "Prepared panels: a name and its lines"),
         (name = "audio", description = "Sound card and encoding"),
-        (name = "users", description = "Crew members: tokens, connections, disconnects"),
+        (name = "users", description = "Crew members: tokens, connections, disconnects, the admin's mutes"),
+        (name = "panel", description = "Remote control of a panel by its panel key (control surfaces)"),
         (name = "system", description = "Logs, stats, config, this document"),
         (name = "internal", description = "Served on the loopback events listener only"),
     )
@@ -85,12 +88,24 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(server_users::update, server_users::delete))
         .routes(routes!(users::list))
         .routes(routes!(users::disconnect))
-        .routes(routes!(users::remove_line));
+        .routes(routes!(users::remove_line))
+        .routes(routes!(moderation::mute_user))
+        .routes(routes!(moderation::unmute_user))
+        .routes(routes!(moderation::talk_off))
+        .routes(routes!(moderation::mute_line))
+        .routes(routes!(moderation::unmute_line));
     let api = OpenApiRouter::new()
         .nest("/admin", admin)
         .routes(routes!(panel::token))
         .routes(routes!(panel::call))
         .routes(routes!(panel::session_events))
+        .routes(routes!(panel::session_state))
+        .routes(routes!(remote::panel))
+        .routes(routes!(remote::events))
+        .routes(routes!(remote::talk))
+        .routes(routes!(remote::listen))
+        .routes(routes!(remote::volume))
+        .routes(routes!(remote::call))
         .routes(routes!(users::groups))
         .routes(routes!(positions::public))
         .routes(routes!(system::health))
@@ -153,17 +168,31 @@ pub(crate) async fn require_admin(
 }
 
 pub(crate) async fn route_not_found(method: Method, uri: Uri) -> ApiError {
-    ApiError::RouteNotFound { method: method.to_string(), path: uri.path().to_owned() }
+    ApiError::RouteNotFound { method: method.to_string(), path: loggable_path(uri.path()) }
 }
 
 pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
-    ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().to_owned() }
+    ApiError::MethodNotAllowed { method: method.to_string(), path: loggable_path(uri.path()) }
+}
+
+const PANEL_PREFIX: &str = "/api/panel/";
+
+/// `path` as it may be logged or echoed: a panel key (`/api/panel/{key}/…`) is a secret, and
+/// shows as `{key}`.
+fn loggable_path(path: &str) -> String {
+    match path.strip_prefix(PANEL_PREFIX) {
+        Some(rest) => {
+            let tail = rest.find('/').map_or("", |slash| &rest[slash..]);
+            format!("{PANEL_PREFIX}{{key}}{tail}")
+        }
+        None => path.to_owned(),
+    }
 }
 
 /// Logs every refused write (a 4xx to anything but GET/HEAD): it changed nothing, and the
 /// admin should be able to see why.
 pub(crate) async fn log_refusals(request: Request, next: Next) -> Response {
-    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let (method, path) = (request.method().clone(), loggable_path(request.uri().path()));
     let response = next.run(request).await;
     let status = response.status();
     if status.is_client_error() && method != Method::GET && method != Method::HEAD {
@@ -171,4 +200,22 @@ pub(crate) async fn log_refusals(request: Request, next: Next) -> Response {
         tracing::warn!(%method, path, status = status.as_u16(), code, "refused request: {error}");
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_path;
+
+    #[test]
+    fn panel_keys_are_left_out_of_logged_paths() {
+        for (path, logged) in [
+            ("/api/panel/0123abcd", "/api/panel/{key}"),
+            ("/api/panel/0123abcd/lines/foh/talk", "/api/panel/{key}/lines/foh/talk"),
+            ("/api/panel/", "/api/panel/{key}"),
+            ("/api/admin/groups/foh", "/api/admin/groups/foh"),
+            ("/api/panelx/secret", "/api/panelx/secret"),
+        ] {
+            assert_eq!(loggable_path(path), logged, "{path}");
+        }
+    }
 }

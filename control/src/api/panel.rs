@@ -14,6 +14,7 @@ use futures_util::Stream;
 use partyline_shared::Config;
 use partyline_shared::config::{MAX_NAME_CHARS, PinHash, check_lines, check_name_chars, lines_of};
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
@@ -22,6 +23,7 @@ use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
 use crate::calls::Call;
 use crate::events::LiveEvent;
 use crate::janus::JanusError;
+use crate::panels::{AdminState, LineReport, Push};
 use crate::users::{Line, User};
 
 /// A crew member asking for a panel: one group (`groupId`), a prepared `position`, or its own
@@ -48,6 +50,19 @@ pub struct TokenRequest {
     /// The PIN of the group or position (of every protected group of an ad-hoc panel).
     #[serde(default)]
     pub pin: Option<String>,
+    /// A panel rejoining (after a network loss): its previous session's token and panel key. It
+    /// keeps its panel key (and the admin's mutes of its lines) when that session ended by
+    /// leaving its rooms less than 2 minutes ago, or has not ended yet; otherwise it gets a new one.
+    #[serde(default)]
+    pub resume: Option<ResumeRequest>,
+}
+
+/// A rejoining panel's previous secrets.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumeRequest {
+    pub token: String,
+    pub panel_key: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -74,6 +89,11 @@ pub struct TokenResponse {
     /// The room, when the panel has one line (what single-group clients read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub room_name: Option<String>,
+    /// The panel key: a control surface holding it works this panel (`/api/panel/{key}`).
+    /// Revoked when the session ends.
+    pub panel_key: String,
+    /// This origin's `/api/panel/{key}`, the link a control surface is given.
+    pub panel_url: String,
 }
 
 /// Get a token for a panel of lines.
@@ -98,8 +118,9 @@ pub async fn token(
     let (lines, pins) = requested_lines(&config, &body)?;
     let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(address))| address.ip());
     check_pins(&state, client, pins, body.pin).await?;
-    let user = state.janus.issue_token(&username, lines).await.map_err(|e| unavailable(&e))?;
-    Ok(Json(token_response(&config, &user, janus_websocket_url(&headers, state.tls))))
+    let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
+    let user = state.janus.issue_token(&username, lines, resume).await.map_err(|e| unavailable(&e))?;
+    Ok(Json(token_response(&config, &user, &headers, state.tls)))
 }
 
 /// A PIN guarding a group or position a request asks for.
@@ -174,27 +195,40 @@ async fn check_pins(
     }
 }
 
-fn token_response(config: &Config, user: &User, url: String) -> TokenResponse {
+fn token_response(config: &Config, user: &User, headers: &HeaderMap, tls: bool) -> TokenResponse {
     let lines: Vec<TokenLine> = user
         .lines
         .iter()
         .map(|l| TokenLine { line: LineView::of(config, &l.group_id, l.listen, l.talk), room_name: l.group_id.clone() })
         .collect();
+    // Handed out, like the token, to the crew member it was issued for (and only here).
+    let panel_key = user.panel_key.as_ref().map(|k| k.expose().to_owned()).unwrap_or_default();
     TokenResponse {
         room_name: (lines.len() == 1).then(|| lines[0].room_name.clone()),
-        url,
+        url: janus_websocket_url(headers, tls),
         participant_identity: user.identity.clone(),
         // Handed out to the crew member who asked for it (and only here).
         token: user.token.expose().to_owned(),
+        panel_url: format!("{}/api/panel/{panel_key}", origin(headers, tls)),
+        panel_key,
         lines,
     }
 }
 
 /// This origin's `/janus`, as the browser reached it.
 fn janus_websocket_url(headers: &HeaderMap, tls: bool) -> String {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
     let scheme = if tls { "wss" } else { "ws" };
-    format!("{scheme}://{host}/janus")
+    format!("{scheme}://{}/janus", host(headers))
+}
+
+/// This origin, as the browser reached it.
+fn origin(headers: &HeaderMap, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}", host(headers))
+}
+
+fn host(headers: &HeaderMap) -> &str {
+    headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost")
 }
 
 pub(super) fn unavailable(error: &JanusError) -> ApiError {
@@ -218,15 +252,20 @@ pub struct CallRequest {
         (status = 403, description = "The token does not hold this line (or no longer exists)", body = ErrorBody)))]
 pub async fn call(State(state): State<AppState>, ApiJson(body): ApiJson<CallRequest>) -> Result<StatusCode, ApiError> {
     let user = state.users.by_token(&body.token).filter(|u| u.has_line(&body.group_id)).ok_or(ApiError::Forbidden)?;
+    send_call(&state, &user, body.group_id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `user` calls its line `group_id` (from its panel or its panel's remote control).
+pub(super) fn send_call(state: &AppState, user: &User, group_id: String) {
     let at = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
-    tracing::info!(identity = user.identity, username = user.username, group = body.group_id, "call");
+    tracing::info!(identity = user.identity, username = user.username, group = group_id, "call");
     state.events.publish(&LiveEvent::Call {
-        group_id: body.group_id.clone(),
+        group_id: group_id.clone(),
         from: user.username.clone(),
         identity: user.identity.clone(),
     });
-    state.calls.send(Call { group_id: body.group_id, from: user.username, identity: user.identity, at });
-    Ok(StatusCode::NO_CONTENT)
+    state.calls.send(Call { group_id, from: user.username.clone(), identity: user.identity.clone(), at });
 }
 
 /// Whose events `GET /session/events` streams.
@@ -238,31 +277,144 @@ pub struct SessionQuery {
     pub token: String,
 }
 
-/// The panel's events (Server-Sent Events): `event: call` with a [`Call`] as data, for calls
-/// on the session's lines. Ends when the session does.
+/// The panel's events (Server-Sent Events): `event: call` with a [`Call`] for calls on the
+/// session's lines; `event: admin` with an [`AdminState`] per line at once and whenever the
+/// admin mutes or releases it; `event: command` with a [`Command`] of its remote control (or
+/// of control: a talk forced off, a remote talk released), which the panel applies and then
+/// reports with `POST /session/state`. Ends when the session does.
 #[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
-    responses((status = 200, description = "The stream of `call` events", body = Call, content_type = "text/event-stream"),
+    responses((status = 200, description = "The stream of `call`, `admin` and `command` events", body = Call, content_type = "text/event-stream"),
         (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
 pub async fn session_events(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<SessionQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    state.users.by_token(&query.token).ok_or(ApiError::Forbidden)?;
-    let calls = state.calls.subscribe();
-    let stream = futures_util::stream::unfold((calls, state, query.token), |(mut calls, state, token)| async move {
-        loop {
-            let call = match calls.recv().await {
-                Ok(call) => call,
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return None,
-            };
-            // The session's lines as they are now; a session that ended ends its stream.
-            let user = state.users.by_token(&token)?;
-            if user.has_line(&call.group_id) {
-                let event = Event::default().event("call").json_data(&call).unwrap_or_default();
-                return Some((Ok(event), (calls, state, token)));
-            }
+    let user = state.users.by_token(&query.token).ok_or(ApiError::Forbidden)?;
+    state.panels.prune(|identity| state.users.get(identity).is_none());
+    let backlog = user.lines.iter().map(|line| Push::Admin(admin_state(&state, line))).collect();
+    let session = Session {
+        calls: state.calls.subscribe(),
+        pushes: state.panels.subscribe_pushes(),
+        backlog,
+        identity: user.identity,
+        token: query.token,
+        state,
+        opened: false,
+    };
+    let stream = futures_util::stream::unfold(session, |mut session| async move {
+        let event = session.next().await;
+        if event.is_none() {
+            session.state.panels.prune(|identity| identity == session.identity);
         }
+        Some((Ok(event?), session))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// The admin's hold on `line`, as its panel is told it.
+pub(super) fn admin_state(state: &AppState, line: &Line) -> AdminState {
+    AdminState {
+        group_id: line.group_id.clone(),
+        muted_by_admin: line.muted_by_admin,
+        line_muted: state.janus.line_muted(&line.group_id),
+    }
+}
+
+/// One panel's session stream: what it waits on.
+struct Session {
+    calls: broadcast::Receiver<Call>,
+    pushes: broadcast::Receiver<(String, Push)>,
+    /// Sent first: the admin's state of every line.
+    backlog: std::collections::VecDeque<Push>,
+    identity: String,
+    token: String,
+    state: AppState,
+    /// Counted as open (for the remote control) from its first event on.
+    opened: bool,
+}
+
+impl Session {
+    /// The next event; `None` once the session is gone.
+    async fn next(&mut self) -> Option<Event> {
+        if !self.opened {
+            self.opened = true;
+            // The guard lives in the panels' count until the stream is dropped.
+            self.state.panels.open_stream(&self.identity);
+        }
+        loop {
+            if let Some(push) = self.backlog.pop_front() {
+                return Some(push_event(&push));
+            }
+            tokio::select! {
+                call = self.calls.recv() => match call {
+                    Ok(call) => {
+                        // The session's lines as they are now; a session that ended ends its stream.
+                        let user = self.state.users.by_token(&self.token)?;
+                        if user.has_line(&call.group_id) {
+                            self.state.panels.changed(&self.identity);
+                            return Some(Event::default().event("call").json_data(&call).unwrap_or_default());
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return None,
+                },
+                push = self.pushes.recv() => match push {
+                    Ok((identity, push)) if identity == self.identity => {
+                        self.state.users.by_token(&self.token)?;
+                        return Some(push_event(&push));
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return None,
+                },
+            }
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.opened {
+            self.state.panels.close_stream(&self.identity);
+        }
+    }
+}
+
+fn push_event(push: &Push) -> Event {
+    match push {
+        Push::Command(command) => Event::default().event("command").json_data(command),
+        Push::Admin(admin) => Event::default().event("admin").json_data(admin),
+    }
+    .unwrap_or_default()
+}
+
+/// A panel's report of its state (after each change, and after applying a command).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateReport {
+    /// The session's token.
+    pub token: String,
+    /// The id of the command just applied, if any.
+    #[serde(default)]
+    pub ack: Option<u64>,
+    /// Every line of the panel (lines the admin took away left out).
+    pub lines: Vec<LineReport>,
+}
+
+/// The panel reports its state: what `GET /panel/{key}` shows a control surface.
+#[utoipa::path(post, path = "/session/state", tag = "users", request_body = StateReport,
+    responses((status = 204), (status = 400, body = ErrorBody),
+        (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
+pub async fn session_state(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<StateReport>,
+) -> Result<StatusCode, ApiError> {
+    let user = state.users.by_token(&body.token).ok_or(ApiError::Forbidden)?;
+    if let Some(line) = body.lines.iter().find(|l| !user.has_line(&l.group_id)) {
+        return Err(ApiError::BadRequest(format!("lines: the session has no line {:?}", line.group_id)));
+    }
+    if let Some(line) = body.lines.iter().find(|l| l.volume > 100) {
+        return Err(ApiError::BadRequest(format!("lines: volume {} is out of range: expected 0 to 100", line.volume)));
+    }
+    state.panels.report(&user.identity, body.lines, body.ack);
+    Ok(StatusCode::NO_CONTENT)
 }

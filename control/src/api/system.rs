@@ -10,7 +10,9 @@ use utoipa::ToSchema;
 
 use super::server_users::ServerUserView;
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
-use crate::bridge::{BranchView, BridgeView, BridgeViewState};
+use partyline_shared::bridge::BranchStatus;
+
+use crate::bridge::{BridgeView, BridgeViewState};
 use crate::events::EventStats;
 use crate::janus::{JanusState, JanusStatus};
 use crate::logring::{self, LogEntry};
@@ -110,7 +112,7 @@ pub struct Stats {
     pub bridge: BridgeView,
     pub janus: JanusStatus,
     /// The bridge's figures per server audio user, by name (the same as `bridge.branches`).
-    pub audio_stats: BTreeMap<String, BranchView>,
+    pub audio_stats: BTreeMap<String, BranchStatus>,
     /// The live event stream's clients.
     pub events: EventStats,
 }

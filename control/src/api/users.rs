@@ -53,7 +53,7 @@ impl StateFilter {
 
 /// The users in their group's room (`connected`); with `?state=pending` or `?state=all`, also
 /// those holding a token who have not joined.
-#[utoipa::path(get, path = "/users", tag = "users", security(("admin_token" = [])), params(UserQuery),
+#[utoipa::path(get, operation_id = "users_list", path = "/users", tag = "users", security(("admin_token" = [])), params(UserQuery),
     responses((status = 200, body = UserList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, ApiQuery(query): ApiQuery<UserQuery>) -> Json<UserList> {
     let filter = query.state.unwrap_or_default();
@@ -82,9 +82,11 @@ pub async fn disconnect(
     Ok(Json(UserDisconnected { message: format!("User {:?} disconnected", user.username), identity: user.identity }))
 }
 
-fn refused(e: DisconnectError) -> ApiError {
+pub(super) fn refused(e: DisconnectError) -> ApiError {
     match e {
-        DisconnectError::NotFound(_) | DisconnectError::NoSuchLine { .. } => ApiError::NotFound(e.to_string()),
+        DisconnectError::NotFound(_) | DisconnectError::NoSuchLine { .. } | DisconnectError::NoSuchGroup(_) => {
+            ApiError::NotFound(e.to_string())
+        }
         DisconnectError::ServerUser(_) => ApiError::Conflict(e.to_string()),
         DisconnectError::Janus(e) => unavailable(&e),
     }
@@ -116,7 +118,7 @@ pub async fn remove_line(
 }
 
 /// A user as the admin sees it: with the lines called in the last seconds.
-fn view(state: &AppState, user: &User) -> UserView {
+pub(super) fn view(state: &AppState, user: &User) -> UserView {
     let mut view = user.view();
     for line in &mut view.lines {
         line.call = state.calls.is_calling(&line.group_id);

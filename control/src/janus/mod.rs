@@ -9,7 +9,7 @@
 
 mod rooms;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,7 +26,8 @@ use tokio::sync::broadcast::error::TryRecvError;
 pub use partyline_shared::janus::JanusError;
 
 use crate::config::ConfigManager;
-use crate::secrets::{JanusSecrets, derive, random_hex};
+use crate::events::{EventBus, LiveEvent};
+use crate::secrets::{JanusSecrets, SecretValue, derive, random_hex};
 use crate::users::{Line, UNUSED_TOKEN_LIFETIME, User, UserKind, Users};
 
 /// How often control reconciles with Janus while it is up (a session needs a request at
@@ -105,12 +106,16 @@ pub struct Janus {
     created: Mutex<HashMap<String, RoomSpec>>,
     status: Mutex<JanusStatus>,
     users: Arc<Users>,
+    /// Where changes of [`JanusState`] are published.
+    events: EventBus,
     /// Held while server audio users' tokens are registered, so that whoever comes second
     /// (the reconcile pass or a plan push) waits until Janus has them.
     admitting: tokio::sync::Mutex<()>,
     /// Server audio users removed from the config, with when: kicked and revoked once
     /// [`LEAVE_GRACE`] has passed (bridged leaves by itself in the meantime).
     leaving: Mutex<Vec<(User, std::time::Instant)>>,
+    /// Rooms (lines) the admin muted whole: muted again whenever control creates them.
+    muted_rooms: Mutex<HashSet<String>>,
     wake: Notify,
 }
 
@@ -128,6 +133,8 @@ pub enum DisconnectError {
     ServerUser(String),
     #[error("user {identity:?} has no line {group:?}")]
     NoSuchLine { identity: String, group: String },
+    #[error("no group has id {0:?}")]
+    NoSuchGroup(String),
     #[error(transparent)]
     Janus(#[from] JanusError),
 }
@@ -135,7 +142,12 @@ pub enum DisconnectError {
 impl Janus {
     /// The link to Janus, keeping Janus in step with the config and `users` (the registry the
     /// app state owns) in step with Janus.
-    pub fn new(config: Arc<ConfigManager>, secrets: JanusSecrets, users: Arc<Users>) -> std::io::Result<Arc<Janus>> {
+    pub fn new(
+        config: Arc<ConfigManager>,
+        secrets: JanusSecrets,
+        users: Arc<Users>,
+        events: EventBus,
+    ) -> std::io::Result<Arc<Janus>> {
         let state = if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() {
             JanusState::Unknown
         } else {
@@ -150,8 +162,10 @@ impl Janus {
             created: Mutex::new(HashMap::new()),
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
             users,
+            events,
             admitting: tokio::sync::Mutex::new(()),
             leaving: Mutex::new(Vec::new()),
+            muted_rooms: Mutex::new(HashSet::new()),
             wake: Notify::new(),
         }))
     }
@@ -240,6 +254,9 @@ impl Janus {
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.rooms = desired.len();
         status.participants = participants;
+        if status.state != JanusState::Up {
+            self.events.publish(&LiveEvent::JanusState { state: JanusState::Up, message: String::new() });
+        }
         status.state = JanusState::Up;
         status.reachable = true;
         status.last_error = None;
@@ -279,6 +296,9 @@ impl Janus {
         // Once per change, not once per retry.
         if status.state != state || status.last_error.as_deref() != Some(message.as_str()) {
             tracing::warn!(error = message, "Janus unavailable; retrying");
+        }
+        if status.state != state {
+            self.events.publish(&LiveEvent::JanusState { state, message: message.clone() });
         }
         status.state = state;
         status.reachable = !matches!(error, JanusError::Unreachable { .. });
@@ -320,6 +340,10 @@ impl Janus {
         let late: Vec<String> =
             self.users.tokens_of_room(&spec.room).into_iter().filter(|t| !allowed.contains(t)).collect();
         self.allow(at, &spec.room, AllowedAction::Add, late).await?;
+        if self.line_muted(&spec.room) {
+            let secret = rooms::room_secret(self.admin_secret()?, &spec.room);
+            at.audiobridge(AudioBridgeRequest::MuteRoom { room: spec.room.clone(), secret }).await?;
+        }
         self.created.lock().unwrap_or_else(PoisonError::into_inner).insert(spec.room.clone(), spec.clone());
         Ok(())
     }
@@ -389,13 +413,22 @@ impl Janus {
             JanusEvent::Joined { room, id, .. } => {
                 if !self.users.joined(&room, &id) {
                     self.kick_stranger(&room, &id).await;
+                } else if self.users.muted_by_admin(&id, &room) {
+                    self.enforce_mute(&room, &id).await;
                 }
+            }
+            JanusEvent::Configured { room, id, muted: false } if self.users.muted_by_admin(&id, &room) => {
+                // Janus lets a participant unmute itself after the admin's `mute` (measured on
+                // 1.1.2): the panel refuses to, so this is a client going around it.
+                tracing::warn!(room, identity = id, "a participant muted by the admin unmuted itself: muted again");
+                self.enforce_mute(&room, &id).await;
             }
             JanusEvent::Left { room, id } => {
                 if let Some(user) = self.users.left(&room, &id, "left the room") {
                     self.revoke(&user).await;
                 }
             }
+            JanusEvent::Talking { room, id, talking } => self.users.talking(&room, &id, talking),
             JanusEvent::Started => {
                 // Janus retries this post until someone listens, so it may predate our own
                 // session: reconcile now, and let a session Janus no longer knows (458/403)
@@ -404,13 +437,20 @@ impl Janus {
                 self.reconcile_soon();
             }
             JanusEvent::Shutdown => tracing::warn!("Janus is shutting down"),
-            JanusEvent::Attached { .. } | JanusEvent::Other => {}
+            JanusEvent::Attached { .. } | JanusEvent::Configured { .. } | JanusEvent::Other => {}
         }
     }
 
     /// Issues one token for `username` on `lines` and registers the user as pending; each
-    /// line's room admits the token. Nothing stays registered unless Janus took it all.
-    pub async fn issue_token(&self, username: &str, lines: Vec<Line>) -> Result<User, JanusError> {
+    /// line's room admits the token. Nothing stays registered unless Janus took it all. A panel
+    /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
+    /// admin's mutes of its lines, when [`Users::resume`] allows.
+    pub async fn issue_token(
+        &self,
+        username: &str,
+        mut lines: Vec<Line>,
+        resume: Option<(&str, &str)>,
+    ) -> Result<User, JanusError> {
         let config = self.config.current();
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let base = match slugify(username) {
@@ -418,10 +458,22 @@ impl Janus {
             slug => slug.chars().take(32).collect(),
         };
         let identity = format!("{base}-{}", random_hex(3).map_err(|e| JanusError::Protocol(e.to_string()))?);
+        let resumed = resume.and_then(|(token, key)| self.users.resume(token, key));
+        let panel_key = match &resumed {
+            Some(resumed) => resumed.panel_key.clone(),
+            None => SecretValue::new(random_hex(16).map_err(|e| JanusError::Protocol(e.to_string()))?),
+        };
+        for line in &mut lines {
+            // Muted again as it joins (`on_event`).
+            line.muted_by_admin = resumed.as_ref().is_some_and(|r| r.muted.contains(&line.group_id));
+        }
         let at = self.link().await?;
         self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
         // Registered before its rooms admit it, so that a room created meanwhile lists it.
-        let user = self.users.register(identity, username.to_owned(), lines, token);
+        let user = self.users.register(identity, username.to_owned(), lines, token, panel_key);
+        if resumed.is_some() {
+            tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
+        }
         for line in &user.lines {
             let token = vec![user.token.expose().to_owned()];
             if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Add, token).await {
@@ -447,6 +499,7 @@ impl Janus {
         }
         self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, user.token.expose()).await?;
         self.users.remove(identity);
+        self.users.forget_resume(&user.token);
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::warn!(identity, username = user.username, group = groups.join(","), by, why, "user disconnected");
         self.unlist(&user).await;
@@ -475,6 +528,90 @@ impl Janus {
         };
         tracing::warn!(identity, username = user.username, group, by, "line removed from a user");
         Ok(now)
+    }
+
+    /// Mutes (or releases) `identity` on its line `group` (AudioBridge `mute` with the room
+    /// secret). A muted user stays muted until released: its own unmute is refused by its panel
+    /// and undone by control ([`Self::on_event`]). Releasing a crew member leaves it muted in
+    /// the room, as its panel is with no talk key on; a server audio user, which never mutes
+    /// itself, is unmuted.
+    pub async fn mute_user(&self, identity: &str, group: &str, muted: bool, by: &str) -> Result<User, DisconnectError> {
+        let user = self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()))?;
+        let line = user
+            .line(group)
+            .ok_or_else(|| DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() })?;
+        if line.joined_at.is_some() && (muted || user.kind == UserKind::Server) {
+            let at = self.link().await?;
+            self.set_participant_muted(&at, group, identity, muted).await?;
+        }
+        let now = self
+            .users
+            .set_muted_by_admin(identity, group, muted)
+            .ok_or_else(|| DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() })?;
+        let what = if muted { "user muted on a line" } else { "user unmuted on a line" };
+        tracing::warn!(identity, username = user.username, group, by, "{what}");
+        Ok(now)
+    }
+
+    /// Mutes `identity` in `room` (a participant gone meanwhile is not an error): what a forced
+    /// talk-off does at the room, whatever the panel does.
+    pub async fn mute_participant(&self, room: &str, identity: &str) -> Result<(), JanusError> {
+        let at = self.link().await?;
+        self.set_participant_muted(&at, room, identity, true).await
+    }
+
+    async fn set_participant_muted(&self, at: &Session, room: &str, id: &str, muted: bool) -> Result<(), JanusError> {
+        let (room, id, secret) = (room.to_owned(), id.to_owned(), rooms::room_secret(self.admin_secret()?, room));
+        let request = if muted {
+            AudioBridgeRequest::Mute { room, secret, id }
+        } else {
+            AudioBridgeRequest::Unmute { room, secret, id }
+        };
+        match at.audiobridge(request).await {
+            Err(e) if !matches!(e.plugin_code(), Some(codes::NO_SUCH_USER | codes::NO_SUCH_ROOM)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Mutes a participant the admin muted, after a join or its own unmute.
+    async fn enforce_mute(&self, room: &str, id: &str) {
+        if let Err(e) = self.mute_participant(room, id).await {
+            tracing::warn!(room, identity = id, error = %e, "cannot mute a participant muted by the admin");
+        }
+    }
+
+    /// Mutes (or releases) a whole line: AudioBridge `mute_room`; nobody's audio reaches the
+    /// mix, server audio users' included, until released. Kept over room recreations (not over
+    /// a restart of control).
+    pub async fn mute_line(&self, group: &str, muted: bool, by: &str) -> Result<(), DisconnectError> {
+        if self.config.current().group(group).is_none() {
+            return Err(DisconnectError::NoSuchGroup(group.to_owned()));
+        }
+        let at = self.link().await?;
+        let (room, secret) = (group.to_owned(), rooms::room_secret(self.admin_secret()?, group));
+        let request = if muted {
+            AudioBridgeRequest::MuteRoom { room, secret }
+        } else {
+            AudioBridgeRequest::UnmuteRoom { room, secret }
+        };
+        match at.audiobridge(request).await {
+            Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => return Err(e.into()),
+            _ => {}
+        }
+        let mut rooms = self.muted_rooms.lock().unwrap_or_else(PoisonError::into_inner);
+        if muted {
+            rooms.insert(group.to_owned());
+        } else {
+            rooms.remove(group);
+        }
+        drop(rooms);
+        tracing::warn!(group, by, "{}", if muted { "line muted" } else { "line unmuted" });
+        Ok(())
+    }
+
+    /// Whether the admin muted the whole line `group`.
+    pub fn line_muted(&self, group: &str) -> bool {
+        self.muted_rooms.lock().unwrap_or_else(PoisonError::into_inner).contains(group)
     }
 
     /// Kicks the card's participant out of every room that has one. For a partyline-bridged

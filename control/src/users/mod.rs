@@ -27,6 +27,9 @@ use store::{CrewRecord, CrewStore, LineRecord};
 
 /// A token never used for this long is revoked.
 pub const UNUSED_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 60);
+/// How long a panel whose session ended by leaving its rooms (network loss, a closed page) may
+/// take its panel key (and the admin's mutes of its lines) into the session it rejoins with.
+pub const RESUME_GRACE: Duration = Duration::from_secs(2 * 60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -56,12 +59,15 @@ pub struct Line {
     pub talk: bool,
     /// When Janus said the user joined this line's room; `None` while not in it.
     pub joined_at: Option<OffsetDateTime>,
+    /// The admin muted the user on this line (AudioBridge `mute`): it cannot talk there until
+    /// the admin releases it.
+    pub muted_by_admin: bool,
 }
 
 impl Line {
     /// A line not joined yet.
     pub fn new(group_id: impl Into<String>, listen: bool, talk: bool) -> Line {
-        Line { group_id: group_id.into(), listen, talk, joined_at: None }
+        Line { group_id: group_id.into(), listen, talk, joined_at: None, muted_by_admin: false }
     }
 
     /// A listen-and-talk line on `group_id` (a server audio user's, or a one-group join).
@@ -81,6 +87,8 @@ pub struct LineState {
     pub joined: bool,
     /// Someone called this line in the last 5 s.
     pub call: bool,
+    /// The admin muted the user on this line.
+    pub muted_by_admin: bool,
 }
 
 /// A registered user. Its `Debug` leaves the token out (a [`SecretValue`]: secrets never reach
@@ -93,6 +101,9 @@ pub struct User {
     /// Its lines, one room each (at least one); a server audio user has one.
     pub lines: Vec<Line>,
     pub token: SecretValue,
+    /// A crew member's panel key: the secret of its panel's remote control
+    /// (`/api/panel/{key}`), revoked with the session. Never logged, never in a URL that is.
+    pub panel_key: Option<SecretValue>,
     pub kind: UserKind,
     pub state: UserState,
     /// When the token was issued: monotonic, for its lifetime…
@@ -137,6 +148,7 @@ impl User {
                     talk: l.talk,
                     joined: l.joined_at.is_some(),
                     call: false,
+                    muted_by_admin: l.muted_by_admin,
                 })
                 .collect(),
             kind: self.kind,
@@ -156,8 +168,13 @@ impl User {
         self.lines.iter().any(|l| l.group_id == group_id)
     }
 
+    /// Its line on `group_id`, if it has one.
+    pub fn line(&self, group_id: &str) -> Option<&Line> {
+        self.lines.iter().find(|l| l.group_id == group_id)
+    }
+
     fn record(&self) -> CrewRecord {
-        let simple = matches!(&self.lines[..], [line] if line.listen && line.talk);
+        let simple = matches!(&self.lines[..], [line] if line.listen && line.talk && !line.muted_by_admin);
         let lines = if simple {
             Vec::new()
         } else {
@@ -166,6 +183,7 @@ impl User {
                 listen: l.listen,
                 talk: l.talk,
                 joined: l.joined_at.is_some(),
+                muted_by_admin: l.muted_by_admin,
             };
             self.lines.iter().map(record).collect()
         };
@@ -175,6 +193,7 @@ impl User {
             group_id: self.first_group().to_owned(),
             lines,
             token: self.token.clone(),
+            panel_key: self.panel_key.clone(),
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
             connected_at_unix_ns: self.connected_at.map(unix_ns),
@@ -199,8 +218,11 @@ impl User {
             let joined = record.state == UserState::Connected;
             vec![Line { joined_at: joined_at(joined), ..Line::both(record.group_id) }]
         } else {
-            let line =
-                |l: LineRecord| Line { joined_at: joined_at(l.joined), ..Line::new(l.group_id, l.listen, l.talk) };
+            let line = |l: LineRecord| Line {
+                joined_at: joined_at(l.joined),
+                muted_by_admin: l.muted_by_admin,
+                ..Line::new(l.group_id, l.listen, l.talk)
+            };
             record.lines.into_iter().map(line).collect()
         };
         Some(User {
@@ -208,6 +230,7 @@ impl User {
             username: record.username,
             lines,
             token: record.token,
+            panel_key: record.panel_key,
             kind: UserKind::Crew,
             state: record.state,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
@@ -230,6 +253,24 @@ pub struct Users {
     events: EventBus,
     /// Where the crew is kept across restarts; none in unit tests.
     store: Option<CrewStore>,
+    /// Crew sessions that ended by leaving their rooms, for [`Users::resume`]: (token, panel
+    /// key, groups muted by the admin, when).
+    ended: Mutex<Vec<Ended>>,
+}
+
+/// What a panel may take into the session it rejoins with: its panel key and the lines the
+/// admin muted.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    pub panel_key: SecretValue,
+    pub muted: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Ended {
+    token: SecretValue,
+    resumed: Resumed,
+    at: Instant,
 }
 
 /// The registry, locked; [`Registry::crew_changed`] writes the crew to the store (if any) while
@@ -288,16 +329,29 @@ impl Users {
         if !users.is_empty() {
             tracing::info!(count = users.len(), file = %store.path().display(), "crew members restored");
         }
-        Users { by_identity: Mutex::new(users), total_connections: AtomicU64::new(0), events, store: Some(store) }
+        Users {
+            by_identity: Mutex::new(users),
+            total_connections: AtomicU64::new(0),
+            events,
+            store: Some(store),
+            ended: Mutex::default(),
+        }
     }
 
     fn lock(&self) -> Registry<'_> {
         Registry { users: self.by_identity.lock().unwrap_or_else(PoisonError::into_inner), store: self.store.as_ref() }
     }
 
-    /// Registers a new pending crew member with its lines (at least one).
-    pub fn register(&self, identity: String, username: String, lines: Vec<Line>, token: String) -> User {
-        self.insert(identity, username, lines, token, UserKind::Crew)
+    /// Registers a new pending crew member with its lines (at least one) and its panel key.
+    pub fn register(
+        &self,
+        identity: String,
+        username: String,
+        lines: Vec<Line>,
+        token: String,
+        panel_key: SecretValue,
+    ) -> User {
+        self.insert(identity, username, lines, token, UserKind::Crew, Some(panel_key))
     }
 
     /// Registers (or updates) a server audio user; true if it was not registered as such.
@@ -313,17 +367,26 @@ impl Users {
         }
         drop(users);
         let lines = vec![Line::both(group_id)];
-        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server);
+        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server, None);
         true
     }
 
-    fn insert(&self, identity: String, username: String, lines: Vec<Line>, token: String, kind: UserKind) -> User {
+    fn insert(
+        &self,
+        identity: String,
+        username: String,
+        lines: Vec<Line>,
+        token: String,
+        kind: UserKind,
+        panel_key: Option<SecretValue>,
+    ) -> User {
         let now = OffsetDateTime::now_utc();
         let user = User {
             identity: identity.clone(),
             username,
             lines,
             token: SecretValue::new(token),
+            panel_key,
             kind,
             state: UserState::Pending,
             issued: Instant::now(),
@@ -406,6 +469,10 @@ impl Users {
             UserKind::Crew => {
                 let gone = users.remove(id);
                 users.crew_changed();
+                drop(users);
+                if let Some(user) = &gone {
+                    self.keep_for_resume(user);
+                }
                 gone
             }
             UserKind::Server => {
@@ -414,6 +481,59 @@ impl Users {
                 None
             }
         }
+    }
+
+    /// Keeps what a crew member that left may take into the session it rejoins with.
+    fn keep_for_resume(&self, user: &User) {
+        let Some(panel_key) = user.panel_key.clone() else { return };
+        let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
+        ended.push(Ended { token: user.token.clone(), resumed: Resumed { panel_key, muted }, at: Instant::now() });
+    }
+
+    /// What the panel that held `token` and `panel_key` takes into its new session: its session
+    /// ended by leaving its rooms within [`RESUME_GRACE`], or has not ended yet (its leave not
+    /// seen: it loses the key). Both secrets must match: a control surface knows the key, never
+    /// the token. `None`: a new key.
+    pub fn resume(&self, token: &str, panel_key: &str) -> Option<Resumed> {
+        let matches = |t: &SecretValue, k: &SecretValue| t.matches(token) & k.matches(panel_key);
+        {
+            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+            ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
+            if let Some(index) = ended.iter().position(|e| matches(&e.token, &e.resumed.panel_key)) {
+                return Some(ended.remove(index).resumed);
+            }
+        }
+        let mut users = self.lock();
+        let user = users.values_mut().find(|u| u.panel_key.as_ref().is_some_and(|k| matches(&u.token, k)))?;
+        let panel_key = user.panel_key.take()?;
+        let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
+        users.crew_changed();
+        Some(Resumed { panel_key, muted })
+    }
+
+    /// A session the admin ended is not resumed, even when Janus's report of the kick (a leave)
+    /// came first.
+    pub fn forget_resume(&self, token: &SecretValue) {
+        self.ended.lock().unwrap_or_else(PoisonError::into_inner).retain(|e| !e.token.matches(token.expose()));
+    }
+
+    /// Janus says `id` started or stopped talking in `room`: published for a user on that line
+    /// (a participant partyline did not admit is kicked on its join, not reported here).
+    pub fn talking(&self, room: &str, id: &str, talking: bool) {
+        let users = self.lock();
+        let Some(user) = users.get(id).filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some()))
+        else {
+            return;
+        };
+        let (identity, username, group_id) = (id.to_owned(), user.username.clone(), room.to_owned());
+        // Under the lock, so that a talk event cannot overtake the join or leave around it.
+        self.events.publish(&if talking {
+            LiveEvent::Talking { identity, username, group_id }
+        } else {
+            LiveEvent::StoppedTalking { identity, username, group_id }
+        });
     }
 
     /// Removes a user (disconnect by the admin, group gone); the caller logs why.
@@ -448,6 +568,30 @@ impl Users {
     /// The crew member holding `token`, if any (compared in constant time).
     pub fn by_token(&self, token: &str) -> Option<User> {
         self.lock().values().find(|u| u.kind == UserKind::Crew && u.token.matches(token)).cloned()
+    }
+
+    /// The crew member whose panel key is `key`, if any (compared in constant time).
+    pub fn by_panel_key(&self, key: &str) -> Option<User> {
+        self.lock().values().find(|u| u.panel_key.as_ref().is_some_and(|k| k.matches(key))).cloned()
+    }
+
+    /// Sets whether the admin mutes `identity` on its line `group`; the user as it is now,
+    /// `None` when it has no such line.
+    pub fn set_muted_by_admin(&self, identity: &str, group: &str, muted: bool) -> Option<User> {
+        let mut users = self.lock();
+        let user = users.get_mut(identity)?;
+        let line = user.lines.iter_mut().find(|l| l.group_id == group)?;
+        line.muted_by_admin = muted;
+        let now = user.clone();
+        if now.kind == UserKind::Crew {
+            users.crew_changed();
+        }
+        Some(now)
+    }
+
+    /// Whether the admin mutes `identity` on `group`.
+    pub fn muted_by_admin(&self, identity: &str, group: &str) -> bool {
+        self.lock().get(identity).and_then(|u| u.line(group)).is_some_and(|l| l.muted_by_admin)
     }
 
     /// Every user, sorted by (first) group then name.
@@ -568,7 +712,7 @@ mod tests {
     #[test]
     fn pending_connected_left() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
+        on_stage(&users, "alice-1", "Alice", "t");
         assert!(!users.joined("other-room", "alice-1"), "wrong room");
         assert!(users.left("stage", "alice-1", "test").is_none(), "pending users stay");
         assert!(users.joined("stage", "alice-1"));
@@ -581,9 +725,26 @@ mod tests {
     }
 
     #[test]
+    fn talking_is_published_for_users_on_the_line_only() {
+        let users = Users::default();
+        let published = || users.events.stats().last_id;
+        on_stage(&users, "alice-1", "Alice", "t");
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "stranger", true);
+        assert_eq!(published(), 0, "not joined yet, or not admitted: nothing");
+        assert!(users.joined("stage", "alice-1"));
+        let joined = published();
+        users.talking("backstage", "alice-1", true);
+        assert_eq!(published(), joined, "not her line");
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "alice-1", false);
+        assert_eq!(published(), joined + 2);
+    }
+
+    #[test]
     fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
         let users = Users::default();
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t".into());
+        on_stage(&users, "alice-1", "Alice", "t");
         let asked = OffsetDateTime::now_utc();
         assert!(users.joined("stage", "alice-1"));
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
@@ -594,9 +755,48 @@ mod tests {
     #[test]
     fn debug_output_leaves_the_token_out() {
         let users = Users::default();
-        let user = users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "s3cr3t-token".into());
+        let user = users.register(
+            "alice-1".into(),
+            "Alice".into(),
+            vec![Line::both("stage")],
+            "s3cr3t-token".into(),
+            SecretValue::new("p4nel-key".into()),
+        );
         let shown = format!("{user:?}");
-        assert!(shown.contains("alice-1") && !shown.contains("s3cr3t-token"), "{shown}");
+        assert!(
+            shown.contains("alice-1") && !shown.contains("s3cr3t-token") && !shown.contains("p4nel-key"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_panel_that_left_takes_its_key_and_mutes_into_its_next_session_with_both_secrets() {
+        let users = Users::default();
+        let lines = vec![Line::both("stage"), Line::both("foh")];
+        users.register("alice-1".into(), "Alice".into(), lines, "t1".into(), SecretValue::new("k1".into()));
+        assert!(users.joined("stage", "alice-1") && users.joined("foh", "alice-1"));
+        assert!(users.set_muted_by_admin("alice-1", "foh", true).is_some());
+        // Not ended yet: the key moves, the old session keeps none.
+        assert!(users.resume("t1", "wrong").is_none() && users.resume("wrong", "k1").is_none());
+        let moved = users.resume("t1", "k1").expect("the live session's key");
+        assert_eq!((moved.panel_key.expose(), moved.muted.as_slice()), ("k1", ["foh".to_owned()].as_slice()));
+        assert!(users.by_panel_key("k1").is_none(), "taken from the old session");
+        assert!(users.resume("t1", "k1").is_none(), "once");
+
+        on_stage(&users, "bob-2", "Bob", "t2");
+        assert!(users.joined("stage", "bob-2"));
+        assert!(users.left("stage", "bob-2", "left the room").is_some());
+        assert!(users.resume("t2", "k1").is_none(), "both secrets");
+        assert_eq!(users.resume("t2", "key-t2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("key-t2"));
+        assert!(users.resume("t2", "key-t2").is_none(), "once");
+        on_stage(&users, "cy-3", "Cy", "t3");
+        assert!(users.remove("cy-3").is_some());
+        assert!(users.resume("t3", "key-t3").is_none(), "a disconnect by the admin is not resumed");
+        on_stage(&users, "di-4", "Di", "t4");
+        assert!(users.joined("stage", "di-4"));
+        assert!(users.left("stage", "di-4", "kicked").is_some(), "the kick's leave came first");
+        users.forget_resume(&SecretValue::new("t4".into()));
+        assert!(users.resume("t4", "key-t4").is_none(), "…and the disconnect forgets it");
     }
 
     #[test]
@@ -615,14 +815,20 @@ mod tests {
     #[test]
     fn expiry_and_group_removal() {
         let users = Users::default();
-        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into());
-        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into());
+        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into(), SecretValue::new("k1".into()));
+        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into(), SecretValue::new("k2".into()));
         assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty());
         assert_eq!(users.take_expired(Duration::ZERO).len(), 2);
-        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into());
-        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into());
+        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into(), SecretValue::new("k3".into()));
+        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into(), SecretValue::new("k4".into()));
         let gone = users.take_outside(&["g1".to_owned()]);
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
+    }
+
+    /// Registers a crew member on one line, "stage", with token `token` (and a panel key of its own).
+    fn on_stage(users: &Users, identity: &str, name: &str, token: &str) -> User {
+        let key = SecretValue::new(format!("key-{token}"));
+        users.register(identity.into(), name.into(), vec![Line::both("stage")], token.into(), key)
     }
 
     /// The crew as `GET /admin/users` shows it, with tokens.
@@ -635,9 +841,9 @@ mod tests {
     fn the_crew_is_restored_and_server_users_are_not_stored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let users = Users::restore(dir.path(), EventBus::default());
-        users.register("alice-1".into(), "Alice".into(), vec![Line::both("stage")], "t1".into());
-        users.register("bob-2".into(), "Bob".into(), vec![Line::both("stage")], "t2".into());
-        users.register("carol-3".into(), "Carol".into(), vec![Line::both("stage")], "t3".into());
+        on_stage(&users, "alice-1", "Alice", "t1");
+        on_stage(&users, "bob-2", "Bob", "t2");
+        on_stage(&users, "carol-3", "Carol", "t3");
         assert!(users.upsert_server("server-foh", "FOH", "stage", "t4"));
         assert!(users.joined("stage", "alice-1"));
         assert!(users.joined("stage", "carol-3"));
@@ -659,6 +865,7 @@ mod tests {
             "Alice".into(),
             vec![Line::both("stage")],
             "t1".into(),
+            SecretValue::new("k1".into()),
         );
         let (store, mut stored) = CrewStore::open(dir.path());
         stored[0].issued_at_unix_ns -= 9 * 60 * 1_000_000_000;

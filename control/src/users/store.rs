@@ -45,6 +45,9 @@ pub struct CrewRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<LineRecord>,
     pub token: SecretValue,
+    /// The panel key of its remote control (absent in files written before panel keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub panel_key: Option<SecretValue>,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
@@ -61,6 +64,9 @@ pub struct LineRecord {
     pub talk: bool,
     /// In the group's room.
     pub joined: bool,
+    /// Muted on this line by the admin.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub muted_by_admin: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -182,6 +188,7 @@ mod tests {
             group_id: "stage".into(),
             lines: Vec::new(),
             token: SecretValue::new("secret-token".into()),
+            panel_key: None,
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),

@@ -24,9 +24,9 @@ use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState};
 use partyline_testkit::SoundServer;
 use partyline_testkit::audio::{RATE, Recording, Tone, channel, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
-use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::janus::Probe;
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
+use partyline_testkit::require_namespace;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -75,13 +75,7 @@ impl Rig {
         }
         let tone = Tone::play(&pulse, "card_in", 0, TONE_HZ as u32);
         let bus = Bus::start();
-        let stack = Stack::start_custom(
-            Janus::builder().ice_iface(ICE_IFACE),
-            groups,
-            &format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n"),
-            &[("PARTYLINE_BUS", &bus.address)],
-        )
-        .await;
+        let stack = Stack::start_media(groups, &bus).await;
         let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
         stack.bridge_becomes("bridged seen by control", JOIN, |b| b["state"] == "idle").await;
         let control = &stack.control;

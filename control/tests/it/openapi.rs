@@ -18,3 +18,20 @@ fn every_admin_operation_requires_the_bearer_token() {
         }
     }
 }
+
+/// OpenAPI requires an operation id to be unique in the document (client generators name
+/// their functions after it); utoipa's default is the handler's name, which modules repeat.
+#[test]
+fn every_operation_id_is_unique() {
+    let document = partyline_control::api::openapi();
+    let mut seen = std::collections::BTreeMap::new();
+    for (path, item) in &document.paths.paths {
+        let operations = [&item.get, &item.post, &item.put, &item.delete, &item.patch];
+        for operation in operations.into_iter().flatten() {
+            let id = operation.operation_id.clone().unwrap_or_default();
+            if let Some(first) = seen.insert(id.clone(), path.clone()) {
+                panic!("operation id {id:?} used by {first} and {path}");
+            }
+        }
+    }
+}

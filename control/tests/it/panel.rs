@@ -220,6 +220,10 @@ async fn listen_for_calls(control: &Control, token: &str) -> tokio::sync::mpsc::
             text.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = text.find("\n\n") {
                 let event: String = text.drain(..end + 2).collect();
+                // The stream also carries the admin's state of each line and remote commands.
+                if !event.lines().any(|l| l == "event: call") {
+                    continue;
+                }
                 if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
                     let _ = sender.send(serde_json::from_str::<Value>(data.trim()).unwrap_or(Value::Null));
                 }
@@ -285,4 +289,192 @@ async fn a_call_reaches_every_panel_on_the_line_and_no_other() {
     }
     let (status, _) = control.get_json("/session/events?token=nope").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn an_unknown_panel_key_is_404_and_never_reaches_a_log_line() {
+    let control = Control::start().await;
+    let key = "5ec2e75ec2e75ec2e75ec2e75ec2e7aa";
+    for (method, path, body) in [
+        (reqwest::Method::GET, format!("/panel/{key}"), None),
+        (reqwest::Method::GET, format!("/panel/{key}/events"), None),
+        (reqwest::Method::POST, format!("/panel/{key}/lines/foh/talk"), Some(json!({ "state": "on" }))),
+        (reqwest::Method::POST, format!("/panel/{key}/lines/foh/volume"), Some(json!({ "value": 10 }))),
+        (reqwest::Method::POST, format!("/panel/{key}/nothing/here"), Some(json!({}))),
+        (reqwest::Method::DELETE, format!("/panel/{key}"), None),
+    ] {
+        let (status, error) = control.send(method.clone(), &path, body).await;
+        assert!(matches!(status.as_u16(), 404 | 405), "{method} {path}: {status} {error}");
+        assert!(!error.to_string().contains(key), "{method} {path} echoes the key: {error}");
+    }
+    let (_, logs) = control.get_json("/admin/logs?limit=1000&level=trace").await;
+    assert!(logs.to_string().contains("/api/panel/{key}"), "the refused writes are logged, key left out: {logs}");
+    assert!(!logs.to_string().contains(key), "a log entry holds the key: {logs}");
+    assert!(!control.log_text().contains(key), "control's stderr holds the key");
+}
+
+/// A crew member's secrets and identity, from its token answer.
+#[cfg(feature = "services")]
+struct Issued {
+    token: String,
+    identity: String,
+    panel_key: String,
+}
+
+/// Bea on Stage Left, joined in Janus (signalling only) under the token issued to her and
+/// connected in control's view: what she was issued and her Janus session.
+#[cfg(feature = "services")]
+async fn bea_joined(stack: &Stack) -> (Issued, Probe) {
+    let control = &stack.control;
+    let (status, bea) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
+    assert_eq!(status, StatusCode::OK, "{bea}");
+    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
+    let session = Probe::open(&stack.janus, token_b).await.expect("session");
+    session.join_result("stage-left", bea_id, "Bea").await.expect("joined");
+    wait_for("Bea connected", SOON, async || {
+        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+    let text = |key: &str| bea[key].as_str().unwrap_or_else(|| panic!("{key} in {bea}")).to_owned();
+    (Issued { token: text("token"), identity: text("participantIdentity"), panel_key: text("panelKey") }, session)
+}
+
+/// Whether `id` is muted in `room`, as Janus lists it (`None`: not there).
+#[cfg(feature = "services")]
+async fn muted_in(observer: &Probe, room: &str, id: &str) -> Option<bool> {
+    let answer = observer.audiobridge(json!({ "request": "listparticipants", "room": room })).await.ok()?;
+    answer["participants"].as_array()?.iter().find(|p| p["id"] == id).map(|p| p["muted"] == true)
+}
+
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn a_participant_muted_by_the_admin_that_unmutes_itself_is_muted_again() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let (bea, bea_janus) = bea_joined(&stack).await;
+    let (token_b, bea_id, key) = (bea.token.as_str(), bea.identity.as_str(), bea.panel_key.as_str());
+    assert_ne!(key, token_b, "the panel key is a secret of its own");
+    let observer = Probe::admin(&stack.janus).await;
+    let muted = async || muted_in(&observer, "stage-left", bea_id).await;
+    // She joined muted (as a panel does); she unmutes herself: Janus lets her.
+    bea_janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+    wait_for("Bea unmuted", SOON, async || (muted().await == Some(false)).then_some(())).await;
+
+    let path = format!("/admin/users/{bea_id}/lines/stage-left");
+    let (status, answer) = control.post_json(&format!("{path}/mute"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["user"]["lines"][0]["mutedByAdmin"], true, "{answer}");
+    wait_for("Bea muted by the admin in the room", SOON, async || (muted().await == Some(true)).then_some(())).await;
+    // Her own unmute, straight to Janus (around her panel), is undone by control.
+    bea_janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+    wait_for("the self-unmute undone", SOON, async || {
+        let logged = control.log_text().contains("a participant muted by the admin unmuted itself: muted again");
+        (logged && muted().await == Some(true)).then_some(())
+    })
+    .await;
+    let (status, refused) =
+        control.post_json(&format!("/panel/{key}/lines/stage-left/talk"), json!({ "state": "on" })).await;
+    assert_eq!((status, &refused["code"]), (StatusCode::CONFLICT, &json!("muted_by_admin")), "{refused}");
+
+    // Released: she may unmute herself again.
+    assert_eq!(control.post_json(&format!("{path}/unmute"), json!({})).await.0, StatusCode::OK);
+    let (_, users) = control.get_json("/admin/users").await;
+    assert_eq!(users["users"][0]["lines"][0]["mutedByAdmin"], false, "{users}");
+    bea_janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+    wait_for("Bea unmuted by herself", SOON, async || (muted().await == Some(false)).then_some(())).await;
+    assert!(!control.log_text().contains(key), "the panel key is in control's log");
+}
+
+/// A panel that obeys its session stream's commands only on paper: it reports each one applied
+/// (talk `remote`) and unmutes itself in the room, then never acts again, as a page that hung.
+#[cfg(feature = "services")]
+async fn hung_panel(control: &Control, token: &str, janus: Probe) -> tokio::task::JoinHandle<()> {
+    let response = control
+        .request(reqwest::Method::GET, &format!("/session/events?token={token}"))
+        .send()
+        .await
+        .expect("GET /session/events");
+    assert_eq!(response.status(), StatusCode::OK);
+    let (client, report_url, token) = (reqwest::Client::new(), control.url("/session/state"), token.to_owned());
+    tokio::spawn(async move {
+        let (mut response, mut text) = (response, String::new());
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                if !event.lines().any(|l| l == "event: command") {
+                    continue;
+                }
+                let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) else { continue };
+                let command: Value = serde_json::from_str(data.trim()).unwrap_or(Value::Null);
+                if command["talk"] == "on" {
+                    janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
+                }
+                let line = json!({ "groupId": command["groupId"], "listen": true, "volume": 80, "talk": "remote" });
+                let report = json!({ "token": token, "ack": command["id"], "lines": [line] });
+                client.post(&report_url).json(&report).send().await.expect("POST /session/state");
+            }
+        }
+    })
+}
+
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn a_remote_talk_whose_surface_goes_silent_is_muted_in_the_room_even_if_its_panel_hangs() {
+    let crew = "crew:\n  maxRemoteTalkSeconds: 1\n";
+    let stack = Stack::start_custom(partyline_testkit::janus::Janus::builder(), GROUPS, crew, &[]).await;
+    let control = &stack.control;
+    let (bea, bea_janus) = bea_joined(&stack).await;
+    let (token_b, bea_id, key) = (bea.token.as_str(), bea.identity.as_str(), bea.panel_key.as_str());
+    let panel = hung_panel(control, token_b, bea_janus).await;
+    let observer = Probe::admin(&stack.janus).await;
+    let muted = async || muted_in(&observer, "stage-left", bea_id).await;
+    let online = async || control.get_json(&format!("/panel/{key}")).await.1["online"].as_bool().filter(|o| *o);
+    wait_for("Bea's panel online", SOON, online).await;
+
+    let (status, line) =
+        control.post_json(&format!("/panel/{key}/lines/stage-left/talk"), json!({ "state": "on" })).await;
+    assert_eq!((status, &line["talk"]), (StatusCode::OK, &json!("remote")), "{line}");
+    let pressed = std::time::Instant::now();
+    wait_for("Bea talking in the room", SOON, async || (muted().await == Some(false)).then_some(())).await;
+    // The surface goes silent; the panel never lets go: control mutes her in the room.
+    wait_for("Bea muted in the room after the silence", SOON, async || (muted().await == Some(true)).then_some(()))
+        .await;
+    let after = pressed.elapsed();
+    assert!(after >= Duration::from_millis(900), "released after {after:?}, before crew.maxRemoteTalkSeconds");
+    assert!(control.log_text().contains("remote talk released: the control surface went silent"));
+    assert!(!control.log_text().contains(key), "the panel key is in control's log");
+    panel.abort();
+}
+
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn a_panel_rejoining_after_it_left_keeps_its_key_and_mutes_with_both_secrets() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let (first, session) = bea_joined(&stack).await;
+    let (token_a, bea_id, key) = (first.token.as_str(), first.identity.as_str(), first.panel_key.as_str());
+    let mute = format!("/admin/users/{bea_id}/lines/stage-left/mute");
+    assert_eq!(control.post_json(&mute, json!({})).await.0, StatusCode::OK);
+
+    // Her session ends by leaving the room (a network loss, a closed page): the key with it.
+    session.destroy().await.expect("destroy");
+    wait_for("Bea gone", SOON, async || user_state(control, bea_id).await.is_none().then_some(())).await;
+    assert_eq!(control.get_json(&format!("/panel/{key}")).await.0, StatusCode::NOT_FOUND, "revoked meanwhile");
+
+    // The key alone (what a surface knows) does not bring it back.
+    let body = |token: &str| json!({ "username": "Bea", "groupId": "stage-left", "resume": { "token": token, "panelKey": key } });
+    let (status, stranger) = token(control, body("not-her-token")).await;
+    assert_eq!(status, StatusCode::OK, "{stranger}");
+    assert_ne!(stranger["panelKey"], json!(key), "a new key without her token");
+    // Her panel rejoining (both secrets): the same key, now for the new session, still muted.
+    let (status, again) = token(control, body(token_a)).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["panelKey"], json!(key), "{again}");
+    let (status, panel) = control.get_json(&format!("/panel/{key}")).await;
+    assert_eq!(status, StatusCode::OK, "{panel}");
+    assert_eq!((&panel["identity"], &panel["lines"][0]["mutedByAdmin"]), (&again["participantIdentity"], &json!(true)));
+    let (_, once_more) = token(control, body(token_a)).await;
+    assert_ne!(once_more["panelKey"], json!(key), "once only");
+    assert!(!control.log_text().contains(key), "the panel key is in control's log");
 }

@@ -1,0 +1,381 @@
+//! Remote control of a panel (`/api/panel/{key}`): a control surface (Bitfocus Companion, a
+//! script) holding a panel's key reads the panel, follows it, and works its keys. Open on the
+//! LAN like the panel itself: what admits a surface is the key, a random secret of the session
+//! that ends with it. A key never reaches a log line: the refused-request log and the JSON 404
+//! of an unknown route show `/api/panel/{key}` in its place (`super::loggable_path`).
+//!
+//! A command goes to the panel's session stream; the browser applies it as if pressed on its
+//! screen and reports back, and the answer is the line as the panel then reports it
+//! (`crate::panels`).
+
+use std::convert::Infallible;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::Stream;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+use utoipa::ToSchema;
+
+use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
+use crate::calls::Call;
+use crate::panels::{Command, CommandError, Push, Switch, TalkState};
+use crate::users::{Line, User};
+
+/// The default volume of a line whose panel has not reported yet (the panel's own default).
+const DEFAULT_VOLUME: u8 = 80;
+/// How often a surface's stream checks that its session still exists.
+const SESSION_CHECK: Duration = Duration::from_secs(2);
+
+/// One line of a panel, as a control surface sees it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteLine {
+    #[schema(example = "stage-left")]
+    pub group_id: String,
+    /// The group's name.
+    pub name: String,
+    /// The line can be heard (the panel's listen switch works).
+    pub can_listen: bool,
+    /// The line has a talk key.
+    pub can_talk: bool,
+    /// Heard now.
+    pub listen: bool,
+    /// 0 to 100.
+    pub volume: u8,
+    /// The talk key: `off`, `momentary` (held on the panel), `latched`, or `remote` (held on by
+    /// a surface: released after `crew.maxRemoteTalkSeconds` without a word from it).
+    pub talk: TalkState,
+    /// Someone else talks on the line.
+    pub active: bool,
+    /// Who talks on it.
+    pub talkers: Vec<String>,
+    /// Someone called the line in the last 5 s.
+    pub call: bool,
+    /// The admin muted this panel's user on this line: its talk is refused.
+    pub muted_by_admin: bool,
+    /// The admin muted the whole line: every talk on it is refused.
+    pub line_muted: bool,
+}
+
+/// A panel, as a control surface sees it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RemotePanel {
+    pub username: String,
+    /// The session's participant identity.
+    pub identity: String,
+    /// The panel is connected to control and can take commands.
+    pub online: bool,
+    /// How long a talk held on by a surface outlives the surface's last request.
+    pub max_remote_talk_seconds: u32,
+    pub lines: Vec<RemoteLine>,
+}
+
+fn panel_view(state: &AppState, user: &User) -> RemotePanel {
+    let config = state.config.current();
+    let reported = state.panels.reported(&user.identity);
+    let lines = user
+        .lines
+        .iter()
+        .map(|line| {
+            let report = reported.iter().find(|r| r.group_id == line.group_id);
+            RemoteLine {
+                group_id: line.group_id.clone(),
+                name: config.group(&line.group_id).map_or_else(|| line.group_id.clone(), |(_, g)| g.name.clone()),
+                can_listen: line.listen,
+                can_talk: line.talk,
+                listen: report.map_or(line.listen, |r| r.listen),
+                volume: report.map_or(DEFAULT_VOLUME, |r| r.volume),
+                talk: report.map_or(TalkState::Off, |r| r.talk),
+                active: report.is_some_and(|r| r.active),
+                talkers: report.map(|r| r.talkers.clone()).unwrap_or_default(),
+                call: state.calls.is_calling(&line.group_id),
+                muted_by_admin: line.muted_by_admin,
+                line_muted: state.janus.line_muted(&line.group_id),
+            }
+        })
+        .collect();
+    RemotePanel {
+        username: user.username.clone(),
+        identity: user.identity.clone(),
+        online: state.panels.online(&user.identity),
+        max_remote_talk_seconds: config.crew.max_remote_talk_seconds.get(),
+        lines,
+    }
+}
+
+/// The panel of `key`; the surface counts as heard.
+fn panel_of(state: &AppState, key: &str) -> Result<User, ApiError> {
+    let user = state.users.by_panel_key(key).ok_or_else(unknown_key)?;
+    state.panels.surface_heard(&user.identity);
+    Ok(user)
+}
+
+fn unknown_key() -> ApiError {
+    ApiError::NotFound("no panel has this key (unknown, or its session ended)".into())
+}
+
+fn line_of<'a>(user: &'a User, group: &str) -> Result<&'a Line, ApiError> {
+    user.line(group).ok_or_else(|| ApiError::NotFound(format!("the panel has no line {group:?}")))
+}
+
+fn remote_line(state: &AppState, user: &User, group: &str) -> Result<Json<RemoteLine>, ApiError> {
+    // The user as it is now: a command may have raced the end of the session.
+    let now = state.users.get(&user.identity).ok_or_else(unknown_key)?;
+    panel_view(state, &now).lines.into_iter().find(|l| l.group_id == group).map(Json).ok_or_else(unknown_key)
+}
+
+async fn apply(state: &AppState, user: &User, command: Command) -> Result<(), ApiError> {
+    state.panels.command(&user.identity, command).await.map_err(|e| match e {
+        CommandError::Offline => ApiError::Refused { code: "panel_offline", message: e.to_string() },
+        CommandError::NoAnswer => ApiError::GatewayTimeout(e.to_string()),
+    })
+}
+
+/// A key's state asked of the panel.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchRequest {
+    /// `on`, `off` or `toggle`.
+    pub state: Switch,
+}
+
+/// A line's volume asked of the panel.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeRequest {
+    /// 0 to 100.
+    #[schema(maximum = 100)]
+    pub value: u8,
+}
+
+/// The panel of a key: its lines and their states.
+#[utoipa::path(get, path = "/panel/{key}", operation_id = "panel_get", tag = "panel",
+    params(("key" = String, Path, description = "The panel key")),
+    responses((status = 200, body = RemotePanel),
+        (status = 404, description = "Unknown key, or its session ended", body = ErrorBody)))]
+pub async fn panel(
+    State(state): State<AppState>,
+    ApiPath(key): ApiPath<String>,
+) -> Result<Json<RemotePanel>, ApiError> {
+    let user = panel_of(&state, &key)?;
+    Ok(Json(panel_view(&state, &user)))
+}
+
+/// Work a line's talk key, as if pressed on the panel. `on` holds it (released after
+/// `crew.maxRemoteTalkSeconds` without a request from the surface; a key already on stays as it
+/// is), `toggle` latches it or lets it go, `off` lets it go. Answers once the panel applied it.
+#[utoipa::path(post, path = "/panel/{key}/lines/{group}/talk", operation_id = "panel_talk", tag = "panel", request_body = SwitchRequest,
+    params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
+    responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
+        (status = 400, body = ErrorBody),
+        (status = 404, description = "Unknown key or line", body = ErrorBody),
+        (status = 409, description = "Refused: `muted_by_admin`, `line_muted`, `cannot_talk` (a listen-only line), `panel_offline`", body = ErrorBody),
+        (status = 504, description = "The panel did not apply it in time (`panel_not_responding`)", body = ErrorBody)))]
+pub async fn talk(
+    State(state): State<AppState>,
+    ApiPath((key, group)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<SwitchRequest>,
+) -> Result<Json<RemoteLine>, ApiError> {
+    let user = panel_of(&state, &key)?;
+    let line = line_of(&user, &group)?;
+    if !line.talk {
+        let message = format!("the line {group:?} has no talk key on this panel");
+        return Err(ApiError::Refused { code: "cannot_talk", message });
+    }
+    let current = state.panels.reported(&user.identity).into_iter().find(|r| r.group_id == group).map(|r| r.talk);
+    let turns_on = match body.state {
+        Switch::On => true,
+        Switch::Off => false,
+        Switch::Toggle => current.unwrap_or_default() == TalkState::Off,
+    };
+    if turns_on {
+        refuse_talk(&state, line)?;
+    }
+    apply(&state, &user, Command { talk: Some(body.state), ..Command::new(&group) }).await?;
+    let answer = remote_line(&state, &user, &group)?;
+    if answer.talk == TalkState::Remote && state.panels.hold(&user.identity, &group) {
+        tokio::spawn(release_when_silent(state.clone(), user.identity.clone(), group));
+    }
+    Ok(answer)
+}
+
+/// Why a talk on `line` is refused, if it is.
+pub(super) fn refuse_talk(state: &AppState, line: &Line) -> Result<(), ApiError> {
+    if line.muted_by_admin {
+        let message = format!("muted by the admin on {:?}: talk refused until the admin releases it", line.group_id);
+        return Err(ApiError::Refused { code: "muted_by_admin", message });
+    }
+    if state.janus.line_muted(&line.group_id) {
+        let message = format!("the admin muted the line {:?}: talk refused until the admin releases it", line.group_id);
+        return Err(ApiError::Refused { code: "line_muted", message });
+    }
+    Ok(())
+}
+
+/// Lets a talk held on by a surface go once the surface has been silent for
+/// `crew.maxRemoteTalkSeconds`: the panel is told (it shows why) and the participant is
+/// muted in the room whatever the panel does, so a crashed surface cannot leave a live mic.
+async fn release_when_silent(state: AppState, identity: String, group: String) {
+    loop {
+        let max = Duration::from_secs(state.config.current().crew.max_remote_talk_seconds.get().into());
+        let heard = state.panels.surface_last_heard(&identity).unwrap_or_else(Instant::now);
+        tokio::time::sleep_until((heard + max).into()).await;
+        let held = state.panels.reported(&identity).iter().any(|r| r.group_id == group && r.talk == TalkState::Remote);
+        if !held || state.users.get(&identity).is_none() {
+            break;
+        }
+        if state.panels.surface_last_heard(&identity).is_some_and(|at| at.elapsed() < max) {
+            continue;
+        }
+        tracing::warn!(
+            identity,
+            group,
+            seconds = max.as_secs(),
+            "remote talk released: the control surface went silent"
+        );
+        let command = Command { talk: Some(Switch::Off), reason: Some("surface-silent"), ..Command::new(&group) };
+        state.panels.push(&identity, Push::Command(command));
+        if let Err(e) = state.janus.mute_participant(&group, &identity).await {
+            tracing::warn!(identity, group, error = %e, "cannot mute a released remote talk in its room");
+        }
+        break;
+    }
+    state.panels.unhold(&identity, &group);
+}
+
+/// Switch a line's listen, as if pressed on the panel.
+#[utoipa::path(post, path = "/panel/{key}/lines/{group}/listen", operation_id = "panel_listen", tag = "panel", request_body = SwitchRequest,
+    params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
+    responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
+        (status = 400, body = ErrorBody), (status = 404, description = "Unknown key or line", body = ErrorBody),
+        (status = 409, description = "`cannot_listen` (a talk-only line), `panel_offline`", body = ErrorBody),
+        (status = 504, description = "The panel did not apply it in time (`panel_not_responding`)", body = ErrorBody)))]
+pub async fn listen(
+    State(state): State<AppState>,
+    ApiPath((key, group)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<SwitchRequest>,
+) -> Result<Json<RemoteLine>, ApiError> {
+    let user = panel_of(&state, &key)?;
+    if !line_of(&user, &group)?.listen {
+        let message = format!("the line {group:?} is talk-only on this panel");
+        return Err(ApiError::Refused { code: "cannot_listen", message });
+    }
+    apply(&state, &user, Command { listen: Some(body.state), ..Command::new(&group) }).await?;
+    remote_line(&state, &user, &group)
+}
+
+/// Set a line's volume, as if moved on the panel.
+#[utoipa::path(post, path = "/panel/{key}/lines/{group}/volume", operation_id = "panel_volume", tag = "panel", request_body = VolumeRequest,
+    params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
+    responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
+        (status = 400, body = ErrorBody), (status = 404, description = "Unknown key or line", body = ErrorBody),
+        (status = 409, description = "`panel_offline`", body = ErrorBody),
+        (status = 504, description = "The panel did not apply it in time (`panel_not_responding`)", body = ErrorBody)))]
+pub async fn volume(
+    State(state): State<AppState>,
+    ApiPath((key, group)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<VolumeRequest>,
+) -> Result<Json<RemoteLine>, ApiError> {
+    if body.value > 100 {
+        return Err(ApiError::BadRequest(format!("value: {} is out of range: expected 0 to 100", body.value)));
+    }
+    let user = panel_of(&state, &key)?;
+    line_of(&user, &group)?;
+    apply(&state, &user, Command { volume: Some(body.value), ..Command::new(&group) }).await?;
+    remote_line(&state, &user, &group)
+}
+
+/// Call a line from the panel: every panel on it (and the admin's user view) flashes it for 5 s.
+#[utoipa::path(post, path = "/panel/{key}/lines/{group}/call", operation_id = "panel_call", tag = "panel",
+    params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
+    responses((status = 200, description = "The line, calling", body = RemoteLine),
+        (status = 404, description = "Unknown key or line", body = ErrorBody)))]
+pub async fn call(
+    State(state): State<AppState>,
+    ApiPath((key, group)): ApiPath<(String, String)>,
+) -> Result<Json<RemoteLine>, ApiError> {
+    let user = panel_of(&state, &key)?;
+    line_of(&user, &group)?;
+    super::panel::send_call(&state, &user, group.clone());
+    remote_line(&state, &user, &group)
+}
+
+/// The panel's changes (Server-Sent Events): `event: state` with the whole [`RemotePanel`]
+/// at once and after every change (a key, listen, volume, who talks on its lines, the admin's
+/// mutes, the panel going on- or offline), and `event: call` with a [`Call`] for calls on its
+/// lines. Ends when the session does.
+#[utoipa::path(get, path = "/panel/{key}/events", operation_id = "panel_events", tag = "panel",
+    params(("key" = String, Path, description = "The panel key")),
+    responses((status = 200, description = "`state` and `call` events", body = RemotePanel, content_type = "text/event-stream"),
+        (status = 404, description = "Unknown key, or its session ended", body = ErrorBody)))]
+pub async fn events(
+    State(state): State<AppState>,
+    ApiPath(key): ApiPath<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let user = panel_of(&state, &key)?;
+    let follow = Follow {
+        changes: state.panels.subscribe_changes(),
+        calls: state.calls.subscribe(),
+        check: tokio::time::interval(SESSION_CHECK),
+        first: true,
+        identity: user.identity,
+        state,
+    };
+    let stream = futures_util::stream::unfold(follow, |mut follow| async move {
+        let event = follow.next().await?;
+        Some((Ok(event), follow))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A surface's stream: what it waits on.
+struct Follow {
+    changes: tokio::sync::broadcast::Receiver<String>,
+    calls: tokio::sync::broadcast::Receiver<Call>,
+    check: tokio::time::Interval,
+    first: bool,
+    identity: String,
+    state: AppState,
+}
+
+impl Follow {
+    /// The next event; `None` once the session is gone.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if std::mem::take(&mut self.first) {
+                return self.state_event();
+            }
+            tokio::select! {
+                change = self.changes.recv() => match change {
+                    Ok(identity) if identity == self.identity => return self.state_event(),
+                    Ok(_) => {}
+                    // Fell behind: whatever was missed, the state now says it.
+                    Err(RecvError::Lagged(_)) => return self.state_event(),
+                    Err(RecvError::Closed) => return None,
+                },
+                call = self.calls.recv() => match call {
+                    Ok(call) => {
+                        let user = self.state.users.get(&self.identity)?;
+                        if user.has_line(&call.group_id) {
+                            return Some(Event::default().event("call").json_data(&call).unwrap_or_default());
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return None,
+                },
+                _ = self.check.tick() => {
+                    self.state.users.get(&self.identity)?;
+                }
+            }
+        }
+    }
+
+    fn state_event(&self) -> Option<Event> {
+        let user = self.state.users.get(&self.identity)?;
+        Some(Event::default().event("state").json_data(panel_view(&self.state, &user)).unwrap_or_default())
+    }
+}
