@@ -372,8 +372,10 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     const talkKey = keys.find((k) => k.grid[0] === 1 && k.grid[1] === 1);
     assert.equal(talkKey.text, 'TALK\nLine X');
     assert.equal(talkKey.bgcolor, 0xe66e00, 'X latched: the talk keys orange');
-    assert.equal(talkKey.color, 0xf0c800, 'X active: their text yellow');
-    assert.equal(keys.find((k) => k.grid[0] === 1 && k.grid[1] === 0).text, 'Line X\nBen');
+    assert.equal(keys.find((k) => k.grid[0] === 1 && k.grid[1] === 0).bgcolor, 0xf0c800, 'X active: its name key yellow');
+    assert.equal(keys.find((k) => k.grid[0] === 2 && k.grid[1] === 3).bgcolor, 0x282828, 'Y not listened to: its listen key dark');
+    assert.equal(keys.find((k) => k.grid[0] === 2 && k.grid[1] === 6).bgcolor, 0x005adc, 'Y called: its call key blue');
+    assert.match(keys.find((k) => k.grid[0] === 1 && k.grid[1] === 0).text, /^Line X\n.*Ben/);
     await ben.page.mouse.up();
     await c.stop();
     await Promise.all([ann.close(), ben.close()]);

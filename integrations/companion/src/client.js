@@ -84,6 +84,7 @@ export class PartylineClient extends EventEmitter {
 		this.message = ''
 		this.calls = new Map() // groupId → end of its flash (ms, performance.now())
 		this.callTimers = new Map()
+		this.callStarts = new Map() // groupId → when its last flash started
 		this.held = new Map() // groupId → true while a press through this client holds its talk
 		this.holdTimer = null
 		this.stopped = true
@@ -93,6 +94,7 @@ export class PartylineClient extends EventEmitter {
 	start() {
 		if (!this.stopped) return
 		this.stopped = false
+		this.#setStatus('connecting', '')
 		this.running = this.#follow()
 	}
 
@@ -234,7 +236,6 @@ export class PartylineClient extends EventEmitter {
 	async #follow() {
 		let delay = this.retry.firstMs
 		while (!this.stopped) {
-			this.#setStatus(this.panel ? 'retrying' : 'connecting', this.message)
 			const heard = await this.#stream().catch((error) => {
 				if (this.stopped) return false
 				const unknown = error instanceof PanelError && error.status === 404
@@ -329,19 +330,26 @@ export class PartylineClient extends EventEmitter {
 
 	#takePanel(panel) {
 		this.panel = panel
-		// A panel heard mid-call (after a reconnect) flashes for at most the rest of it.
-		for (const line of panel.lines) if (line.call && !this.calling(line.groupId)) this.#flash(line.groupId, CALL_MS)
+		// A panel first heard mid-call (a reconnect) flashes too, for at most a call's length;
+		// the same call's `call: true` is not taken again once its flash is over.
+		for (const line of panel.lines) {
+			const started = this.callStarts.get(line.groupId) ?? -Infinity
+			if (line.call && performance.now() - started > 2 * CALL_MS) this.#flash(line.groupId, CALL_MS)
+		}
 		this.#holdCheck()
 		this.emit('change')
 	}
 
 	#flash(groupId, ms) {
+		this.callStarts.set(groupId, performance.now())
 		this.calls.set(groupId, performance.now() + ms)
 		clearTimeout(this.callTimers.get(groupId))
 		this.callTimers.set(
 			groupId,
 			setTimeout(() => {
+				// Over, whatever the clocks say (a timer may fire a fraction of a ms early).
 				this.callTimers.delete(groupId)
+				this.calls.delete(groupId)
 				this.emit('change')
 			}, ms),
 		)

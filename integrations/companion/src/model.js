@@ -163,7 +163,6 @@ export function presetDefinitions(panel, label) {
 
 function talkFeedbacks(on) {
 	return [
-		{ feedbackId: 'active', options: on, style: { color: COLOURS.active } },
 		{ feedbackId: 'talk', options: { ...on, state: 'latched' }, style: { bgcolor: COLOURS.latched } },
 		{ feedbackId: 'talk', options: { ...on, state: 'momentary' }, style: { bgcolor: COLOURS.talk } },
 		{ feedbackId: 'talk', options: { ...on, state: 'remote' }, style: { bgcolor: COLOURS.talk } },
