@@ -18,6 +18,10 @@ export const CALL_MS = 5000
 
 /** A refused or failed request: `status` (HTTP, 0 for none) and partyline's error `code`. */
 export class PanelError extends Error {
+	/**
+	 * @param {string} message
+	 * @param {{ status?: number, code?: string, cause?: unknown }} [details]
+	 */
 	constructor(message, { status = 0, code = 'unreachable', cause } = {}) {
 		super(message, { cause })
 		this.name = 'PanelError'
@@ -277,7 +281,7 @@ export class PartylineClient extends EventEmitter {
 				clearTimeout(late)
 			}
 			if (!response.ok) {
-				const answer = await response.json().catch(() => null)
+				const answer = /** @type {{ error?: string, code?: string } | null} */ (await response.json().catch(() => null))
 				throw new PanelError(answer?.error ?? `event stream: HTTP ${response.status}`, {
 					status: response.status,
 					code: answer?.code ?? `http_${response.status}`,
@@ -311,6 +315,7 @@ export class PartylineClient extends EventEmitter {
 		}
 	}
 
+	/** @param {import('eventsource-parser').EventSourceMessage} message */
 	#onMessage({ event, data }) {
 		let body
 		try {

@@ -14,6 +14,13 @@ import {
 	variableValues,
 } from './model.js'
 
+/**
+ * @typedef {import('@companion-module/base').SomeCompanionConfigField} ConfigField
+ * @typedef {import('@companion-module/base').SomeCompanionActionInputField} ActionField
+ * @typedef {import('@companion-module/base').CompanionBooleanFeedbackDefinition} BooleanFeedback
+ */
+
+/** @type {import('@companion-module/base').CompanionStaticUpgradeScript<any>[]} */
 export const UpgradeScripts = []
 
 const STATUS = {
@@ -55,6 +62,7 @@ export default class PartylineInstance extends InstanceBase {
 		await this.#disconnect()
 	}
 
+	/** @returns {ConfigField[]} */
 	getConfigFields() {
 		return [
 			{
@@ -91,6 +99,7 @@ export default class PartylineInstance extends InstanceBase {
 	define() {
 		const panel = this.client?.panel
 		const choices = (panel?.lines ?? []).map((l) => ({ id: l.groupId, label: l.name }))
+		/** @type {ActionField} */
 		const line = {
 			type: 'dropdown',
 			id: 'line',
@@ -154,6 +163,7 @@ export default class PartylineInstance extends InstanceBase {
 				callback: run((client, o) => client.call(o.line)),
 			},
 		})
+		/** @returns {BooleanFeedback} */
 		const flag = (name, description, options, bgcolor, color = COLOURS.white) => ({
 			type: 'boolean',
 			name,
@@ -208,6 +218,7 @@ export default class PartylineInstance extends InstanceBase {
 	}
 }
 
+/** @returns {ActionField} */
 function onOff(id) {
 	return {
 		type: 'dropdown',

@@ -3,6 +3,13 @@
 // (main.js) hands them to Companion, and partyline's browser tests evaluate the very same
 // functions (and draw the presets) against the real server.
 
+// Types only (JSDoc, for `npm run typecheck`): nothing of Companion is loaded here.
+/**
+ * @typedef {import('@companion-module/base').CompanionButtonStyleProps} Style
+ * @typedef {import('@companion-module/base').CompanionSimplePresetDefinition & { grid: [number, number] }} Preset
+ * @typedef {import('@companion-module/base').CompanionPresetSection} Section
+ */
+
 /** A Companion colour number (as `combineRgb` of @companion-module/base makes it). */
 export const rgb = (r, g, b) => ((r & 0xff) << 16) | ((g & 0xff) << 8) | (b & 0xff)
 
@@ -89,6 +96,7 @@ export function variableValues(client) {
  */
 export function presetDefinitions(panel, label) {
 	const v = (name) => `$(${label}:${name})`
+	/** @type {Record<string, Preset>} */
 	const presets = {
 		status: {
 			type: 'simple',
@@ -99,11 +107,13 @@ export function presetDefinitions(panel, label) {
 			feedbacks: [{ feedbackId: 'connected', options: {}, style: { bgcolor: COLOURS.ok } }],
 		},
 	}
+	/** @type {Section[]} */
 	const sections = [{ id: 'panel', name: 'Panel', definitions: ['status'] }]
 	for (const [row, line] of (panel?.lines ?? []).entries()) {
 		const g = line.groupId
 		const id = varId(g)
 		const on = { line: g }
+		/** @type {Record<string, Omit<Preset, 'type' | 'grid'>>} */
 		const defs = {
 			[`line_${id}`]: {
 				name: `${line.name}: who is talking`,
@@ -161,6 +171,7 @@ export function presetDefinitions(panel, label) {
 	return { structure: sections, presets }
 }
 
+/** @returns {Preset['feedbacks']} */
 function talkFeedbacks(on) {
 	return [
 		{ feedbackId: 'talk', options: { ...on, state: 'latched' }, style: { bgcolor: COLOURS.latched } },
@@ -169,6 +180,13 @@ function talkFeedbacks(on) {
 	]
 }
 
+/**
+ * @param {string} text
+ * @param {number} color
+ * @param {number} bgcolor
+ * @param {Style['size']} size
+ * @returns {Style}
+ */
 function key(text, color, bgcolor, size = '18') {
 	return { text, size, color, bgcolor, alignment: 'center:center' }
 }
