@@ -4,13 +4,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use partyline_shared::bridge::{BridgeError, Plan, PlanUser};
+use partyline_shared::bridge::{BridgeError, Plan};
 use partyline_shared::janus::client::Client;
 use tokio::sync::Mutex;
 
-use crate::branch;
 use crate::card::Available;
-use crate::pipeline::Base;
+use crate::mix::Routing;
+use crate::participant;
+use crate::pipeline::{Base, Feed, Matrix};
 use crate::plan::{Change, diff, validate};
 use crate::state::Shared;
 
@@ -18,11 +19,12 @@ use crate::state::Shared;
 struct Running {
     plan: Option<Plan>,
     generation: u64,
-    base: Option<Arc<Base>>,
-    branches: HashMap<String, branch::Handle>,
+    base: Option<Base>,
+    /// By room: each group's participant and its feed.
+    participants: HashMap<String, (participant::Handle, Arc<Feed>)>,
 }
 
-/// bridged's core: applies plans, owns the pipeline and the branches.
+/// bridged's core: applies plans, owns the card side and the group participants.
 #[derive(Debug)]
 pub struct Bridge {
     running: Mutex<Running>,
@@ -48,8 +50,7 @@ impl Bridge {
         })?;
         let mut running = self.running.lock().await;
         let started = Instant::now();
-        let change = diff(running.plan.as_ref(), &plan);
-        match change {
+        match diff(running.plan.as_ref(), &plan) {
             Change::Nothing => return Ok(running.generation),
             Change::Rebuild => {
                 let old = running.plan.as_ref();
@@ -73,15 +74,19 @@ impl Bridge {
                 self.stop_all(&mut running).await;
                 self.shared.set_pipeline_error(None);
                 if let Some(card) = card {
-                    match Base::start(&plan, &card, self.shared.clone()) {
+                    let feeds: HashMap<String, Arc<Feed>> = plan
+                        .groups
+                        .iter()
+                        .map(|g| (g.room.clone(), Arc::new(Feed::new(plan.device_sample_rate))))
+                        .collect();
+                    match Base::start(&plan, &card, self.shared.clone(), matrix(&plan, &feeds)) {
                         Ok(base) => {
-                            let base = Arc::new(base);
-                            running.base = Some(base.clone());
-                            let context = self.context(&plan, base);
-                            for user in &plan.users {
-                                running
-                                    .branches
-                                    .insert(user.name.clone(), branch::Handle::start(context.clone(), user.clone()));
+                            running.base = Some(base);
+                            let context = self.context(&plan);
+                            for group in &plan.groups {
+                                let feed = feeds[&group.room].clone();
+                                let handle = participant::Handle::start(context.clone(), group.clone(), feed.clone());
+                                running.participants.insert(group.room.clone(), (handle, feed));
                             }
                         }
                         Err(error) => {
@@ -91,35 +96,49 @@ impl Bridge {
                     }
                 }
                 tracing::info!(
-                    "plan applied: {} the sound card pipeline ({} in, {} out, {} Hz, {} user(s)) in {} ms",
+                    "plan applied: {} the sound card pipeline ({} in, {} out, {} Hz, {} user(s) in {} group(s)) in {} ms",
                     if card_changed { "rebuilt" } else { "restarted" },
                     display_device(&plan.input_device),
                     display_device(&plan.output_device),
                     plan.device_sample_rate,
                     plan.users.len(),
+                    plan.groups.len(),
                     started.elapsed().as_millis()
                 );
             }
-            Change::Branches { added, changed, removed } => {
-                let Some(base) = running.base.clone() else {
+            Change::Participants { added, changed, removed } => {
+                if running.base.is_none() {
                     // The card side failed to start: the users wait for a rebuild.
                     return self.finish(&mut running, plan);
-                };
-                for name in removed.iter().chain(changed.iter().map(|u| &u.name)) {
-                    if let Some(handle) = running.branches.remove(name) {
+                }
+                for room in removed.iter().chain(changed.iter().map(|g| &g.room)) {
+                    if let Some((handle, _)) = running.participants.remove(room) {
                         handle.stop().await;
                     }
                 }
-                let context = self.context(&plan, base);
-                for user in added.iter().chain(&changed) {
-                    running.branches.insert(user.name.clone(), branch::Handle::start(context.clone(), user.clone()));
+                let context = self.context(&plan);
+                for group in added.iter().chain(&changed) {
+                    let feed = Arc::new(Feed::new(plan.device_sample_rate));
+                    let handle = participant::Handle::start(context.clone(), group.clone(), feed.clone());
+                    running.participants.insert(group.room.clone(), (handle, feed));
+                }
+                for group in &plan.groups {
+                    if let Some((handle, _)) = running.participants.get(&group.room) {
+                        handle.rename(&group.display);
+                    }
+                }
+                let feeds: HashMap<String, Arc<Feed>> =
+                    running.participants.iter().map(|(room, (_, feed))| (room.clone(), feed.clone())).collect();
+                if let Some(base) = &running.base {
+                    base.set_matrix(matrix(&plan, &feeds));
                 }
                 tracing::info!(
-                    "plan applied: {} added, {} changed, {} removed ({}) in {} ms",
-                    added.len(),
-                    changed.len(),
-                    removed.len(),
-                    names(&added, &changed, &removed),
+                    "plan applied: {} user(s) in {} group(s); rooms joined {}, rejoined {}, left {} in {} ms",
+                    plan.users.len(),
+                    plan.groups.len(),
+                    rooms(&added),
+                    rooms(&changed),
+                    if removed.is_empty() { "none".to_owned() } else { removed.join(", ") },
                     started.elapsed().as_millis()
                 );
             }
@@ -129,14 +148,14 @@ impl Bridge {
 
     fn finish(&self, running: &mut Running, plan: Plan) -> Result<u64, BridgeError> {
         running.generation += 1;
-        self.shared.set_plan(running.generation, !plan.users.is_empty());
+        self.shared.set_plan(running.generation, &plan.users);
         running.plan = Some(plan);
         Ok(running.generation)
     }
 
-    fn context(&self, plan: &Plan, base: Arc<Base>) -> branch::Context {
-        branch::Context {
-            base,
+    fn context(&self, plan: &Plan) -> participant::Context {
+        participant::Context {
+            rate: plan.device_sample_rate,
             shared: self.shared.clone(),
             janus: self.janus.clone(),
             janus_url: plan.janus_url.clone(),
@@ -146,8 +165,9 @@ impl Bridge {
     }
 
     async fn stop_all(&self, running: &mut Running) {
-        let branches: Vec<branch::Handle> = running.branches.drain().map(|(_, handle)| handle).collect();
-        futures_util::future::join_all(branches.into_iter().map(branch::Handle::stop)).await;
+        let participants: Vec<participant::Handle> =
+            running.participants.drain().map(|(_, (handle, _))| handle).collect();
+        futures_util::future::join_all(participants.into_iter().map(participant::Handle::stop)).await;
         if let Some(base) = running.base.take() {
             base.stop();
         }
@@ -160,16 +180,18 @@ impl Bridge {
     }
 }
 
+/// The matrix of `plan` over `feeds` (one per group of the plan).
+fn matrix(plan: &Plan, feeds: &HashMap<String, Arc<Feed>>) -> Matrix {
+    Matrix { routing: Routing::new(plan), feeds: plan.groups.iter().map(|g| feeds[&g.room].clone()).collect() }
+}
+
 fn display_device(device: &str) -> &str {
     if device.is_empty() { "default" } else { device }
 }
 
-fn names(added: &[PlanUser], changed: &[PlanUser], removed: &[String]) -> String {
-    let all: Vec<&str> = added
-        .iter()
-        .map(|u| u.name.as_str())
-        .chain(changed.iter().map(|u| u.name.as_str()))
-        .chain(removed.iter().map(String::as_str))
-        .collect();
-    all.join(", ")
+fn rooms(groups: &[partyline_shared::bridge::PlanGroup]) -> String {
+    if groups.is_empty() {
+        return "none".to_owned();
+    }
+    groups.iter().map(|g| g.room.as_str()).collect::<Vec<_>>().join(", ")
 }

@@ -8,7 +8,7 @@ use gst::prelude::*;
 use partyline_shared::bridge::Plan;
 use partyline_shared::card::DeviceId;
 
-use crate::plan::CHANNELS;
+use crate::mix::CHANNELS;
 
 /// The API a direction of the card is opened with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +166,7 @@ fn internal_name(device: &gst::Device) -> Option<String> {
 /// they take 8 channels only positioned, so without this card channels 2..5 would be the
 /// device's 4, 5, 2, 3 (measured with an ALSA `file` device). The mapping is its own inverse:
 /// the same matrix serves capture and playback.
-const ALSA_ORDER: [usize; CHANNELS as usize] = [0, 1, 4, 5, 2, 3, 6, 7];
+const ALSA_ORDER: [usize; CHANNELS] = [0, 1, 4, 5, 2, 3, 6, 7];
 
 /// The `audioconvert` (and the caps that keep its output the card's) that puts device channel
 /// k of an ALSA device on card channel k, and card channel k on device channel k: after
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn alsa_order_is_a_permutation_that_undoes_itself() {
-        let mut seen = [false; CHANNELS as usize];
+        let mut seen = [false; CHANNELS];
         for (k, from) in ALSA_ORDER.iter().enumerate() {
             seen[*from] = true;
             assert_eq!(ALSA_ORDER[*from], k, "not its own inverse at {k}");

@@ -2,16 +2,19 @@
 //! over D-Bus (`org.partyline.Bridge1`) by partyline-control. It never reads the config file.
 
 extern crate gstreamer as gst;
+extern crate gstreamer_app as gst_app;
 extern crate gstreamer_rtp as gst_rtp;
 extern crate gstreamer_sdp as gst_sdp;
 extern crate gstreamer_webrtc as gst_webrtc;
 
-mod branch;
 mod bridge;
 mod card;
 mod logbus;
+mod mix;
+mod participant;
 mod pipeline;
 mod plan;
+mod realtime;
 mod service;
 mod state;
 

@@ -1,54 +1,61 @@
-//! The card side of the pipeline: one capture of every input channel into a `tee`, one
-//! `audiomixer` of every branch's output into the playback device. Branches (`branch/`) plug
-//! into the tee and the mixer while this keeps running.
+//! The card side: the capture and the playback of the sound card, and between them, in one
+//! callback per captured block, the local matrix (`mix.rs`). Group participants
+//! (`participant/`) exchange audio with it through their [`Feed`]s, never through pads of
+//! this pipeline: a participant joining or leaving a room never touches the card's pipeline,
+//! and a change of the plan's users is a new [`Matrix`] swapped in between two blocks.
 //!
 //! ```text
-//! pulsesrc ! F32 8ch ! tee ─┬─ branch A (request pad) …
-//!                           └─ branch B …
-//! audiotestsrc wave=silence ! F32 8ch ─┐
-//! branch B's mix on channel k ─────────┴─ audiomixer ! F32 8ch ! capssetter (unpositioned) ! pulsesink
+//! pulsesrc ! F32 8ch ! appsink ─┐ mix: outputs = each user's group minus itself, sends = each group's sum
+//!                               │ limit, meter
+//! appsrc ! F32 8ch ! capssetter (unpositioned) ! pulsesink ◀─ outputs
+//!                        sends ─▶ each group participant's appsrc (Feed::send)
+//!            Feed::remote (the room's mix, mono) ─▶ outputs
 //! ```
 //!
 //! An ALSA device (`alsa:` id, or no sound server) is opened with alsasrc/alsasink instead, each
 //! direction on its own (`card.rs`), with the reorder of `card::alsa_order` after alsasrc and
 //! before alsasink in place of the capssetter.
+//!
+//! The playback pulls: whenever it has room it asks for a block, which comes from the playback
+//! queue the mix fills ([`PLAYBACK_QUEUE`]), or is silence when the queue
+//! is empty. So the playback never underruns for lack of a block, and the card → card latency
+//! stays the capture's period plus the queue plus the playback's buffering, whatever the
+//! scheduling did before.
 
 use std::str::FromStr as _;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context as _, anyhow, bail};
 use futures_util::StreamExt as _;
-use gst::glib;
 use gst::prelude::*;
 use partyline_shared::bridge::Plan;
 
 use crate::card::{Api, Card, alsa_order};
-use crate::plan::CHANNELS;
+use crate::mix::{CHANNELS, Jitter, JitterShape, Limiter, Meter, Routing};
+use crate::realtime;
 use crate::state::Shared;
 
-/// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs). GStreamer's
-/// default is 200 ms / 10 ms.
-const CAPTURE_BUFFER_US: i64 = 20_000;
-const CAPTURE_PERIOD_US: i64 = 10_000;
-/// Playback buffering (µs): a bit more than the capture, the mixer's output comes in 10 ms blocks.
-const PLAYBACK_BUFFER_US: i64 = 30_000;
-const PLAYBACK_PERIOD_US: i64 = 10_000;
-/// The playback sink's `processing-deadline`, which GStreamer adds to the pipeline latency
-/// (basesink's default is 20 ms). The only processing after the mixer is the copy into the
-/// sound server, and the mixer already hands its block over one block ahead; the sink's own
-/// ring buffer (≈ 20 ms, also part of the pipeline latency) is the margin. Measured: −20 ms of
-/// tone latency, no lost tick and no dropout in the audio path test.
-const PLAYBACK_DEADLINE: Duration = Duration::ZERO;
-/// How bridged's streams are named in the sound server.
-/// The mixer's output block.
-const MIX_BLOCK: Duration = Duration::from_millis(10);
-/// Latency the mixer allows its inputs on top of the jitter buffer, so that branches plugged in
-/// later never raise the pipeline's latency. A branch's receive side reports exactly the jitter
-/// buffer's latency (the decoder and the conversions add none), so this only covers Janus's
-/// send jitter and the decoder's scheduling: 10 ms (it was 30: −20 ms of tone latency). Every
-/// millisecond here is a millisecond of latency on every output.
-const MIX_SLACK_MS: u64 = 10;
+/// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs): the capture
+/// delivers a block every `latency-time`, and each block is mixed and played at once.
+const CAPTURE_BUFFER_US: i64 = 10_000;
+const CAPTURE_PERIOD_US: i64 = 5_000;
+/// Playback buffering (µs): what the playback may queue, the card → card latency's main part.
+const PLAYBACK_BUFFER_US: i64 = 20_000;
+const PLAYBACK_PERIOD_US: i64 = 5_000;
+/// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
+/// over its blocks in bursts (a sound server's period can be longer than ours), and a burst
+/// must not leave the playback empty between two. It starts at two blocks, keeps one block
+/// beyond what the bursts need, and trims over windows of a second. Card → card on PulseAudio's
+/// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
+/// capture and a 20 ms queue: 71 ms).
+const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
+/// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
+/// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
+const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
+/// How often at most the playback queue's glitches are logged.
+const GLITCH_REPORT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often the levels in the status are refreshed.
+const METER_PERIOD_MS: usize = 100;
 
 /// GStreamer's 7.1 layout, in its canonical order: front-left, front-right, front-center, lfe,
 /// rear-left, rear-right, side-left, side-right. The card's channels are numbers, not speakers,
@@ -75,28 +82,80 @@ pub fn raw_caps(rate: u32, channels: u32) -> gst::Caps {
         .field("layout", "interleaved")
         .field("rate", i32::try_from(rate).unwrap_or(48_000))
         .field("channels", i32::try_from(channels).unwrap_or(1));
-    if channels == u32::from(CHANNELS) {
+    if channels == CHANNELS as u32 {
         caps = caps.field("channel-mask", gst::Bitmask::new(CARD_CHANNEL_MASK));
     }
     caps.build()
 }
 
-/// The capture, the tee, the mixer and the playback, running.
+/// One group's exchange with the card side, kept while the group has server audio users (a
+/// participant rejoining its room finds it as it left it).
+#[derive(Debug)]
+pub struct Feed {
+    /// The room's mix (mono, the card's rate), written by the participant's decoder.
+    pub remote: Mutex<Jitter>,
+    /// Where the group's send goes: the participant's encoder input, while it has one.
+    pub send: Mutex<Option<gst_app::AppSrc>>,
+    limiter: Mutex<Limiter>,
+}
+
+/// A [`JitterShape`] in milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct QueueShape {
+    start_ms: usize,
+    margin_ms: usize,
+    limit_ms: usize,
+}
+
+impl QueueShape {
+    /// In samples of `channels` channels at `rate`, the window a second of card blocks.
+    fn jitter(self, rate: u32, channels: usize) -> Jitter {
+        let samples = |ms: usize| rate as usize * ms / 1000 * channels;
+        let blocks_per_second = 1_000_000 / CAPTURE_PERIOD_US as usize;
+        Jitter::new(JitterShape {
+            start: samples(self.start_ms),
+            margin: samples(self.margin_ms),
+            limit: samples(self.limit_ms),
+            window: blocks_per_second,
+        })
+    }
+}
+
+impl Feed {
+    pub fn new(rate: u32) -> Feed {
+        Feed {
+            remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1)),
+            send: Mutex::new(None),
+            limiter: Mutex::new(Limiter::new(rate)),
+        }
+    }
+}
+
+/// The matrix in force: the routing and each of its groups' feed, in the routing's order.
+#[derive(Debug, Default)]
+pub struct Matrix {
+    pub routing: Routing,
+    pub feeds: Vec<Arc<Feed>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The card's capture and playback, running, and the matrix between them.
 #[derive(Debug)]
 pub struct Base {
     pub pipeline: gst::Pipeline,
-    pub tee: gst::Element,
-    pub mixer: gst::Element,
-    pub rate: u32,
+    matrix: Arc<Mutex<Arc<Matrix>>>,
     bus_task: tokio::task::JoinHandle<()>,
 }
 
 impl Base {
-    /// Builds and starts the card side for `plan` and waits until it runs. Must run inside
-    /// the tokio runtime (the bus is read by a task).
-    pub fn start(plan: &Plan, card: &Card, shared: Arc<Shared>) -> anyhow::Result<Base> {
+    /// Builds and starts the card side for `plan` with `matrix` and waits until it runs.
+    /// Must run inside the tokio runtime (the bus is read by a task).
+    pub fn start(plan: &Plan, card: &Card, shared: Arc<Shared>, matrix: Matrix) -> anyhow::Result<Base> {
         let rate = plan.device_sample_rate;
-        let card_caps = raw_caps(rate, u32::from(CHANNELS));
+        let card_caps = raw_caps(rate, CHANNELS as u32);
         let pipeline = gst::Pipeline::with_name("partyline");
 
         let src = card
@@ -112,44 +171,82 @@ impl Base {
         if card.input.api == Api::Alsa {
             capture.extend(alsa_order(&card_caps, "capture-order")?);
         }
-        let tee = gst::ElementFactory::make("tee").name("capture-tee").property("allow-not-linked", true).build()?;
+        let captured = gst_app::AppSink::builder()
+            .property("name", "captured")
+            .caps(&card_caps)
+            .sync(false)
+            .async_(false)
+            .max_buffers(4)
+            .drop(true)
+            .build();
+        capture.push(captured.clone().upcast());
 
-        let silence = gst::ElementFactory::make("audiotestsrc")
-            .name("silence")
-            .property_from_str("wave", "silence")
-            .property("is-live", true)
-            .property("samplesperbuffer", i32::try_from(rate / 100).unwrap_or(480))
-            .build()?;
-        let silence_caps =
-            gst::ElementFactory::make("capsfilter").name("silence-caps").property("caps", &card_caps).build()?;
-        let jitter = u64::from(plan.latency_ms) + MIX_SLACK_MS;
-        let mixer = gst::ElementFactory::make("audiomixer")
-            .name("mixer")
-            .property("output-buffer-duration", gst::ClockTime::from_nseconds(MIX_BLOCK.as_nanos() as u64).nseconds())
-            .property("min-upstream-latency", gst::ClockTime::from_mseconds(jitter).nseconds())
-            .property_from_str("start-time-selection", "first")
-            .build()?;
-        let mix_caps = gst::ElementFactory::make("capsfilter").name("mix-caps").property("caps", &card_caps).build()?;
+        let mixed = gst_app::AppSrc::builder()
+            .property("name", "mixed")
+            .caps(&card_caps)
+            .format(gst::Format::Time)
+            .is_live(true)
+            .do_timestamp(true)
+            .build();
         let sink = card
             .output
             .builder(card.output.api.sink(), "playback")
             .property("buffer-time", PLAYBACK_BUFFER_US)
             .property("latency-time", PLAYBACK_PERIOD_US)
-            .property("processing-deadline", PLAYBACK_DEADLINE.as_nanos() as u64)
+            // It plays what it is given as soon as it has room: its pace is the card's.
+            .property("sync", false)
+            // Its first block comes from the capture's callback, which runs only in PLAYING:
+            // waiting for it to preroll would wait forever.
+            .property("async", false)
             .build()
             .with_context(|| card.output.api.missing(card.output.api.sink()))?;
-        let mut playback = vec![silence, silence_caps, mixer.clone(), mix_caps];
+        let mut playback = vec![mixed.clone().upcast::<gst::Element>()];
         match card.output.api {
             Api::Pulse => playback.push(unposition()?),
             Api::Alsa => playback.extend(alsa_order(&card_caps, "playback-order")?),
         }
         playback.push(sink);
-        capture.push(tee.clone());
 
         pipeline.add_many(&capture)?;
         pipeline.add_many(&playback)?;
         gst::Element::link_many(&capture)?;
         gst::Element::link_many(&playback)?;
+
+        let frames_per_ms = rate as usize / 1000;
+        let block = frames_per_ms * (CAPTURE_PERIOD_US as usize / 1000) * CHANNELS;
+        let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS)));
+        let from_queue = queue.clone();
+        let mut next = vec![0.0; block];
+        let mut promoted = false;
+        mixed.set_callbacks(
+            gst_app::AppSrcCallbacks::builder()
+                .need_data(move |src, _| {
+                    if !promoted {
+                        realtime::promote("the card's playback");
+                        promoted = true;
+                    }
+                    lock(&from_queue).pull(&mut next);
+                    let _ = src.push_buffer(to_buffer(&next));
+                })
+                .build(),
+        );
+        let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
+        let mut mixing = Mixing::new(rate, matrix.clone(), queue, shared.clone());
+        captured.set_callbacks(
+            gst_app::AppSinkCallbacks::builder()
+                .new_sample(move |sink| {
+                    if !mixing.promoted {
+                        realtime::promote("the card's capture and mix");
+                        mixing.promoted = true;
+                    }
+                    let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                    let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
+                    let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
+                    mixing.block(map.as_slice());
+                    Ok(gst::FlowSuccess::Ok)
+                })
+                .build(),
+        );
 
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         if let Err(error) = pipeline.set_state(gst::State::Playing) {
@@ -164,8 +261,13 @@ impl Base {
             let _ = pipeline.set_state(gst::State::Null);
             bail!("the sound card pipeline does not start: {why}");
         }
-        let bus_task = tokio::spawn(watch_bus(bus, pipeline.downgrade(), shared));
-        Ok(Base { pipeline, tee, mixer, rate, bus_task })
+        let bus_task = tokio::spawn(watch_bus(bus, shared));
+        Ok(Base { pipeline, matrix, bus_task })
+    }
+
+    /// Swaps the matrix: the next block is mixed by `matrix`.
+    pub fn set_matrix(&self, matrix: Matrix) {
+        *lock(&self.matrix) = Arc::new(matrix);
     }
 
     /// Stops everything (state `Null`).
@@ -173,6 +275,112 @@ impl Base {
         let _ = self.pipeline.set_state(gst::State::Null);
         self.bus_task.abort();
     }
+}
+
+/// The capture's streaming thread's own state: the buffers it mixes in, reused block after
+/// block, and the output limiters and meters, which outlive every matrix swap.
+struct Mixing {
+    matrix: Arc<Mutex<Arc<Matrix>>>,
+    playback: Arc<Mutex<Jitter>>,
+    shared: Arc<Shared>,
+    input: Vec<f32>,
+    output: Vec<f32>,
+    remote: Vec<Vec<f32>>,
+    sends: Vec<Vec<f32>>,
+    limiters: Vec<Limiter>,
+    input_meter: Meter,
+    output_meter: Meter,
+    /// Whether the thread asked for real-time scheduling yet.
+    promoted: bool,
+    /// When the playback queue's glitches were last reported, and their counts then.
+    reported: (std::time::Instant, (u64, u64)),
+}
+
+impl Mixing {
+    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Arc<Mutex<Jitter>>, shared: Arc<Shared>) -> Mixing {
+        let period = rate as usize * METER_PERIOD_MS / 1000;
+        Mixing {
+            matrix,
+            playback,
+            shared,
+            input: Vec::new(),
+            output: Vec::new(),
+            remote: Vec::new(),
+            sends: Vec::new(),
+            limiters: vec![Limiter::new(rate); CHANNELS],
+            input_meter: Meter::new(period),
+            output_meter: Meter::new(period),
+            promoted: false,
+            reported: (std::time::Instant::now(), (0, 0)),
+        }
+    }
+
+    /// One captured block (F32LE, the card's channels interleaved) in; the played block and
+    /// every group's send out.
+    fn block(&mut self, bytes: &[u8]) {
+        self.input.clear();
+        from_bytes(bytes, &mut self.input);
+        let frames = self.input.len() / CHANNELS;
+        let matrix = lock(&self.matrix).clone();
+        let groups = matrix.feeds.len();
+        self.remote.resize_with(groups, Vec::new);
+        self.sends.resize_with(groups, Vec::new);
+        for (remote, feed) in self.remote.iter_mut().zip(&matrix.feeds) {
+            remote.resize(frames, 0.0);
+            lock(&feed.remote).pull(remote);
+        }
+        self.output.resize(self.input.len(), 0.0);
+        matrix.routing.mix(&self.input, &self.remote, &mut self.output, &mut self.sends);
+        for (channel, limiter) in self.limiters.iter_mut().enumerate() {
+            limiter.run_strided(&mut self.output, channel, CHANNELS);
+        }
+        for (send, feed) in self.sends.iter_mut().zip(&matrix.feeds) {
+            let mut limiter = lock(&feed.limiter);
+            send.iter_mut().for_each(|sample| *sample = limiter.run(*sample));
+            drop(limiter);
+            if let Some(encoder) = lock(&feed.send).as_ref() {
+                // Flushing or stopped participant: the block is simply not sent.
+                let _ = encoder.push_buffer(to_buffer(send));
+            }
+        }
+        lock(&self.playback).push(&self.output);
+        if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {
+            self.shared.meters.set(&input, &output);
+            self.report_glitches();
+        }
+    }
+}
+
+impl Mixing {
+    /// Logs the playback queue's underruns and cuts since the last report, at most every
+    /// [`GLITCH_REPORT`]: each is an audible glitch on every output.
+    fn report_glitches(&mut self) {
+        let now = std::time::Instant::now();
+        if now.duration_since(self.reported.0) < GLITCH_REPORT {
+            return;
+        }
+        let queue = lock(&self.playback);
+        let counts = (queue.underruns, queue.dropped);
+        drop(queue);
+        if counts != self.reported.1 {
+            tracing::warn!(
+                "the card's playback queue ran dry {} time(s) and was cut back {} sample(s) since the last report",
+                counts.0 - self.reported.1.0,
+                (counts.1 - self.reported.1.1) / CHANNELS as u64
+            );
+        }
+        self.reported = (now, counts);
+    }
+}
+
+/// F32 samples as a buffer of little-endian bytes.
+pub fn to_buffer(samples: &[f32]) -> gst::Buffer {
+    gst::Buffer::from_mut_slice(samples.iter().flat_map(|s| s.to_le_bytes()).collect::<Vec<u8>>())
+}
+
+/// F32LE bytes as samples, appended to `into`.
+pub fn from_bytes(bytes: &[u8], into: &mut Vec<f32>) {
+    into.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
 }
 
 /// The `capssetter` that makes the playback's caps [`PLAYBACK_CAPS`]. PulseAudio only: the
@@ -208,60 +416,18 @@ fn describe_error(message: &gst::Message, error: &gst::message::Error) -> String
     }
 }
 
-/// The branch bin (`branch:NAME`) an object belongs to.
-fn branch_of(object: &gst::Object) -> Option<String> {
-    let mut current = Some(object.clone());
-    while let Some(object) = current {
-        let name = object.name();
-        if name.starts_with("branch:") {
-            return Some(name.to_string());
-        }
-        current = object.parent();
-    }
-    None
-}
-
-async fn watch_bus(bus: gst::Bus, pipeline: glib::WeakRef<gst::Pipeline>, shared: Arc<Shared>) {
+async fn watch_bus(bus: gst::Bus, shared: Arc<Shared>) {
     let mut messages = bus.stream();
     while let Some(message) = messages.next().await {
         match message.view() {
             gst::MessageView::Error(error) => {
                 let text = describe_error(&message, error);
-                match message.src().and_then(branch_of).and_then(|bin| shared.tap(&bin).map(|tap| (bin, tap))) {
-                    Some((bin, tap)) => {
-                        tracing::warn!("{bin}: {text}");
-                        let _ = tap.faults.send(text);
-                    }
-                    None => {
-                        tracing::error!("sound card pipeline: {text}");
-                        shared.set_pipeline_error(Some(text));
-                    }
-                }
+                tracing::error!("sound card pipeline: {text}");
+                shared.set_pipeline_error(Some(text));
             }
             gst::MessageView::Warning(warning) => {
                 let source = message.src().map(|s| s.name().to_string()).unwrap_or_default();
                 tracing::warn!("{source}: {}", warning.error());
-            }
-            gst::MessageView::Element(element) => {
-                let Some(structure) = element.structure() else { continue };
-                if structure.name() != "level" {
-                    continue;
-                }
-                let Some(tap) = message.src().and_then(branch_of).and_then(|bin| shared.tap(&bin)) else { continue };
-                if let Ok(rms) = structure.get::<glib::ValueArray>("rms")
-                    && let Some(db) = rms.iter().next().and_then(|v| v.get::<f64>().ok())
-                {
-                    tap.stats.set_level(db);
-                }
-            }
-            gst::MessageView::Latency(_) => {
-                if let Some(pipeline) = pipeline.upgrade() {
-                    let _ = pipeline.recalculate_latency();
-                    let mut query = gst::query::Latency::new();
-                    if pipeline.query(&mut query) {
-                        tracing::debug!("pipeline latency (live, min, max): {:?}", query.result());
-                    }
-                }
             }
             _ => {}
         }

@@ -2,11 +2,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use partyline_shared::bridge::{Plan, PlanUser};
+use partyline_shared::bridge::{Plan, PlanGroup};
 use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate};
-
-/// Channels of the sound card (inputs and outputs): 0..=7.
-pub const CHANNELS: u8 = partyline_shared::config::CHANNELS as u8;
 
 /// Checks every rule of `plan`; the error names the field (`users[1].input_channel: …`). The
 /// ranges are the config's own ([`Channel`], [`Bitrate`], [`DeviceSampleRate`]): one set of
@@ -16,8 +13,8 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
     if plan.latency_ms > 5_000 {
         return Err(format!("latency_ms: {} is over 5000", plan.latency_ms));
     }
-    if !plan.users.is_empty() && plan.janus_url.trim().is_empty() {
-        return Err("janus_url: empty, but the plan has users".to_owned());
+    if !plan.groups.is_empty() && plan.janus_url.trim().is_empty() {
+        return Err("janus_url: empty, but the plan has groups".to_owned());
     }
     let http = plan.janus_url.starts_with("http://") || plan.janus_url.starts_with("https://");
     if !plan.janus_url.is_empty() && !http {
@@ -28,28 +25,40 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
             return Err(format!("ice_addresses[{i}]: {address:?} is not an IP address"));
         }
     }
-    let mut names = HashSet::new();
-    let mut identities = HashSet::new();
-    for (i, user) in plan.users.iter().enumerate() {
-        let field = |name: &str| format!("users[{i}].{name}");
-        for (name, value) in
-            [("name", &user.name), ("identity", &user.identity), ("room", &user.room), ("token", &user.token)]
-        {
+    let mut rooms = HashSet::new();
+    for (i, group) in plan.groups.iter().enumerate() {
+        let field = |name: &str| format!("groups[{i}].{name}");
+        for (name, value) in [("room", &group.room), ("identity", &group.identity), ("token", &group.token)] {
             if value.trim().is_empty() {
                 return Err(format!("{}: empty", field(name)));
             }
+        }
+        Bitrate::try_from(group.bitrate_kbps).map_err(|e| format!("{}: {e}", field("bitrate_kbps")))?;
+        if !rooms.insert(group.room.as_str()) {
+            return Err(format!("{}: {:?} is used twice", field("room"), group.room));
+        }
+    }
+    let mut names = HashSet::new();
+    let mut with_users = HashSet::new();
+    for (i, user) in plan.users.iter().enumerate() {
+        let field = |name: &str| format!("users[{i}].{name}");
+        if user.name.trim().is_empty() {
+            return Err(format!("{}: empty", field("name")));
+        }
+        if !rooms.contains(user.room.as_str()) {
+            return Err(format!("{}: {:?} is none of the plan's groups", field("room"), user.room));
         }
         Channel::try_from(user.input_channel).map_err(|e| format!("{}: {e}", field("input_channel")))?;
         if let Some(channel) = user.output_channel {
             Channel::try_from(channel).map_err(|e| format!("{}: {e}", field("output_channel")))?;
         }
-        Bitrate::try_from(user.bitrate_kbps).map_err(|e| format!("{}: {e}", field("bitrate_kbps")))?;
         if !names.insert(user.name.as_str()) {
             return Err(format!("{}: {:?} is used twice", field("name"), user.name));
         }
-        if !identities.insert((user.room.as_str(), user.identity.as_str())) {
-            return Err(format!("{}: {:?} is used twice in room {:?}", field("identity"), user.identity, user.room));
-        }
+        with_users.insert(user.room.as_str());
+    }
+    if let Some((i, group)) = plan.groups.iter().enumerate().find(|(_, g)| !with_users.contains(g.room.as_str())) {
+        return Err(format!("groups[{i}].room: {:?} has no server audio user", group.room));
     }
     Ok(())
 }
@@ -61,8 +70,9 @@ pub enum Change {
     Nothing,
     /// Device or sampling rate changed (or there was no pipeline): everything is rebuilt.
     Rebuild,
-    /// Only these users' branches are touched.
-    Branches { added: Vec<PlanUser>, changed: Vec<PlanUser>, removed: Vec<String> },
+    /// The card side stays: the matrix is swapped (always: it is cheap) and only these groups'
+    /// participants are touched.
+    Participants { added: Vec<PlanGroup>, changed: Vec<PlanGroup>, removed: Vec<String> },
 }
 
 /// The difference between the plan in force (`None`: none) and `new`.
@@ -71,47 +81,54 @@ pub fn diff(old: Option<&Plan>, new: &Plan) -> Change {
     if old == new {
         return Change::Nothing;
     }
-    // The mixer's latency follows `latency_ms`: a change of it rebuilds the card side too.
-    let card = |p: &Plan| (p.input_device.clone(), p.output_device.clone(), p.device_sample_rate, p.latency_ms);
+    let card = |p: &Plan| (p.input_device.clone(), p.output_device.clone(), p.device_sample_rate);
     // A pipeline exists only while there are users.
     if card(old) != card(new) || old.users.is_empty() != new.users.is_empty() {
         return Change::Rebuild;
     }
-    // Settings every branch uses: every branch is rebuilt, the card is kept.
-    let every_branch = |p: &Plan| (p.janus_url.clone(), p.ice_addresses.clone());
-    let all_changed = every_branch(old) != every_branch(new);
-    let before: BTreeMap<&str, &PlanUser> = old.users.iter().map(|u| (u.name.as_str(), u)).collect();
-    let after: BTreeMap<&str, &PlanUser> = new.users.iter().map(|u| (u.name.as_str(), u)).collect();
+    // Settings every participant uses: every participant joins again, the card is kept.
+    let every_participant = |p: &Plan| (p.janus_url.clone(), p.ice_addresses.clone(), p.latency_ms);
+    let all_changed = every_participant(old) != every_participant(new);
+    // The display name follows the group's users: it alone is no reason to leave the room.
+    let joined_as = |g: &PlanGroup| (g.identity.clone(), g.token.clone(), g.bitrate_kbps);
+    let before: BTreeMap<&str, &PlanGroup> = old.groups.iter().map(|g| (g.room.as_str(), g)).collect();
+    let after: BTreeMap<&str, &PlanGroup> = new.groups.iter().map(|g| (g.room.as_str(), g)).collect();
     let mut added = Vec::new();
     let mut changed = Vec::new();
-    for (name, user) in &after {
-        match before.get(name) {
-            None => added.push((*user).clone()),
-            Some(old_user) if all_changed || old_user != user => changed.push((*user).clone()),
+    for (room, group) in &after {
+        match before.get(room) {
+            None => added.push((*group).clone()),
+            Some(old_group) if all_changed || joined_as(old_group) != joined_as(group) => {
+                changed.push((*group).clone());
+            }
             Some(_) => {}
         }
     }
-    let removed = before.keys().filter(|name| !after.contains_key(*name)).map(|name| (*name).to_owned()).collect();
-    Change::Branches { added, changed, removed }
+    let removed = before.keys().filter(|room| !after.contains_key(*room)).map(|room| (*room).to_owned()).collect();
+    Change::Participants { added, changed, removed }
 }
 
 #[cfg(test)]
 mod tests {
+    use partyline_shared::bridge::PlanUser;
+
     use super::*;
 
-    fn user(name: &str, input: u8, output: Option<u8>) -> PlanUser {
-        PlanUser {
-            name: name.into(),
-            identity: format!("id-{name}"),
-            room: "room".into(),
-            token: "tok".into(),
-            input_channel: input,
-            output_channel: output,
+    fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
+        PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output }
+    }
+
+    fn group(room: &str) -> PlanGroup {
+        PlanGroup {
+            room: room.into(),
+            identity: format!("card-{room}"),
+            token: format!("tok-{room}"),
+            display: room.to_uppercase(),
             bitrate_kbps: 64,
         }
     }
 
-    fn plan(users: Vec<PlanUser>) -> Plan {
+    fn plan(groups: &[&str], users: Vec<PlanUser>) -> Plan {
         Plan {
             input_device: "in".into(),
             output_device: "out".into(),
@@ -119,59 +136,83 @@ mod tests {
             janus_url: "http://127.0.0.1:8088/janus".into(),
             ice_addresses: vec!["10.77.0.1".into()],
             latency_ms: 40,
+            groups: groups.iter().map(|room| group(room)).collect(),
             users,
         }
     }
 
     #[test]
     fn rules_name_the_field() {
+        let one = || plan(&["x"], vec![user("a", "x", 0, Some(0))]);
+        let with_group = |g: PlanGroup| Plan { groups: vec![g], ..one() };
         let cases: Vec<(Plan, &str)> = vec![
-            (Plan { device_sample_rate: 0, ..plan(vec![]) }, "device_sample_rate"),
-            (plan(vec![user("a", 8, Some(0))]), "users[0].input_channel"),
-            (plan(vec![user("a", 0, Some(8))]), "users[0].output_channel"),
-            (plan(vec![user("a", 0, Some(0)), user("a", 1, Some(1))]), "users[1].name"),
-            (
-                plan(vec![user("a", 0, Some(0)), PlanUser { identity: "id-a".into(), ..user("b", 1, Some(1)) }]),
-                "users[1].identity",
-            ),
-            (plan(vec![PlanUser { room: String::new(), ..user("a", 0, Some(0)) }]), "users[0].room"),
-            (plan(vec![PlanUser { token: " ".into(), ..user("a", 0, Some(0)) }]), "users[0].token"),
-            (plan(vec![PlanUser { bitrate_kbps: 0, ..user("a", 0, Some(0)) }]), "users[0].bitrate_kbps"),
-            (Plan { janus_url: String::new(), ..plan(vec![user("a", 0, Some(0))]) }, "janus_url"),
-            (Plan { ice_addresses: vec!["nope".into()], ..plan(vec![]) }, "ice_addresses[0]"),
+            (Plan { device_sample_rate: 0, ..one() }, "device_sample_rate"),
+            (plan(&["x"], vec![user("a", "x", 8, Some(0))]), "users[0].input_channel"),
+            (plan(&["x"], vec![user("a", "x", 0, Some(8))]), "users[0].output_channel"),
+            (plan(&["x"], vec![user("a", "x", 0, Some(0)), user("a", "x", 1, Some(1))]), "users[1].name"),
+            (plan(&["x"], vec![user("a", "x", 0, Some(0)), user("b", "z", 1, Some(1))]), "users[1].room"),
+            (plan(&["x", "z"], vec![user("a", "x", 0, Some(0))]), "groups[1].room"),
+            (plan(&["x", "x"], vec![user("a", "x", 0, Some(0))]), "groups[1].room"),
+            (with_group(PlanGroup { room: String::new(), ..group("x") }), "groups[0].room"),
+            (with_group(PlanGroup { identity: " ".into(), ..group("x") }), "groups[0].identity"),
+            (with_group(PlanGroup { token: String::new(), ..group("x") }), "groups[0].token"),
+            (with_group(PlanGroup { bitrate_kbps: 0, ..group("x") }), "groups[0].bitrate_kbps"),
+            (Plan { janus_url: String::new(), ..one() }, "janus_url"),
+            (Plan { ice_addresses: vec!["nope".into()], ..one() }, "ice_addresses[0]"),
         ];
         for (plan, field) in cases {
             let error = validate(&plan).expect_err(field);
             assert!(error.starts_with(field), "{error:?} should name {field}");
         }
-        validate(&plan(vec![user("a", 7, None), user("b", 0, Some(7))])).expect("valid");
+        validate(&plan(&["x"], vec![user("a", "x", 7, None), user("b", "x", 0, Some(7))])).expect("valid");
         validate(&Plan { device_sample_rate: 48_000, ..Plan::default() }).expect("an empty plan is valid");
     }
 
     #[test]
-    fn differences() {
-        let a = user("a", 0, None);
-        let b = user("b", 1, Some(1));
-        let one = plan(vec![a.clone(), b.clone()]);
+    fn users_change_the_matrix_only_and_groups_their_participants() {
+        let (a, b, c) = (user("a", "x", 0, None), user("b", "x", 1, Some(1)), user("c", "x", 2, Some(2)));
+        let one = plan(&["x"], vec![a.clone(), b.clone()]);
         assert_eq!(diff(None, &one), Change::Rebuild);
         assert_eq!(diff(Some(&one), &one.clone()), Change::Nothing);
-        let c = user("c", 2, Some(2));
-        let two = plan(vec![a.clone(), b.clone(), c.clone()]);
-        assert_eq!(diff(Some(&one), &two), Change::Branches { added: vec![c], changed: vec![], removed: vec![] });
-        let b2 = PlanUser { output_channel: None, ..b.clone() };
-        let three = plan(vec![a.clone(), b2.clone()]);
-        assert_eq!(diff(Some(&one), &three), Change::Branches { added: vec![], changed: vec![b2], removed: vec![] });
+        let nothing_to_join = Change::Participants { added: vec![], changed: vec![], removed: vec![] };
+        // A user added, changed or removed in a group that stays, and the display name that
+        // follows: no participant is touched.
+        let renamed = |mut p: Plan| {
+            p.groups[0].display = "A, B, C".into();
+            p
+        };
+        assert_eq!(diff(Some(&one), &renamed(plan(&["x"], vec![a.clone(), b.clone(), c]))), nothing_to_join);
+        let b_silent = PlanUser { output_channel: None, ..b.clone() };
+        assert_eq!(diff(Some(&one), &plan(&["x"], vec![a.clone(), b_silent])), nothing_to_join);
+        assert_eq!(diff(Some(&one), &plan(&["x"], vec![a.clone()])), nothing_to_join);
+        // The first user of another group: its participant joins; its last: it leaves.
+        let with_z = plan(&["x", "z"], vec![a, b, user("d", "z", 4, Some(4))]);
         assert_eq!(
-            diff(Some(&one), &plan(vec![a.clone()])),
-            Change::Branches { added: vec![], changed: vec![], removed: vec!["b".into()] }
+            diff(Some(&one), &with_z),
+            Change::Participants { added: vec![group("z")], changed: vec![], removed: vec![] }
         );
+        assert_eq!(
+            diff(Some(&with_z), &one),
+            Change::Participants { added: vec![], changed: vec![], removed: vec!["z".into()] }
+        );
+        // What a participant joins with, or settings all participants use: they join again.
+        let other_token = Plan { groups: vec![PlanGroup { token: "new".into(), ..group("x") }], ..one.clone() };
+        assert_eq!(
+            diff(Some(&one), &other_token),
+            Change::Participants { added: vec![], changed: other_token.groups.clone(), removed: vec![] }
+        );
+        for changed in [
+            Plan { janus_url: "http://127.0.0.1:1/janus".into(), ..one.clone() },
+            Plan { latency_ms: 60, ..one.clone() },
+        ] {
+            assert_eq!(
+                diff(Some(&one), &changed),
+                Change::Participants { added: vec![], changed: vec![group("x")], removed: vec![] }
+            );
+        }
+        // The card: everything is rebuilt.
         assert_eq!(diff(Some(&one), &Plan { input_device: "other".into(), ..one.clone() }), Change::Rebuild);
         assert_eq!(diff(Some(&one), &Plan { device_sample_rate: 44_100, ..one.clone() }), Change::Rebuild);
-        assert_eq!(diff(Some(&one), &Plan { latency_ms: 60, ..one.clone() }), Change::Rebuild);
-        assert_eq!(
-            diff(Some(&one), &Plan { janus_url: "http://127.0.0.1:1/janus".into(), ..one.clone() }),
-            Change::Branches { added: vec![], changed: vec![a, b], removed: vec![] }
-        );
-        assert_eq!(diff(Some(&one), &plan(vec![])), Change::Rebuild);
+        assert_eq!(diff(Some(&one), &plan(&[], vec![])), Change::Rebuild);
     }
 }

@@ -1,75 +1,88 @@
-//! What bridged reports: written by the branches, the pipeline's bus and `Apply`, read by
-//! `Status()` and by the D-Bus notifier (which emits `StatusChanged` and `PropertiesChanged`).
+//! What bridged reports: written by the group participants, the card side and `Apply`, read
+//! by `Status()` and by the D-Bus notifier (which emits `StatusChanged` and `PropertiesChanged`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use partyline_shared::bridge::{BranchState, BranchStatus, BridgeState, Status};
-use tokio::sync::{Notify, mpsc};
+use partyline_shared::bridge::{BranchState, BranchStatus, BridgeState, ParticipantStatus, PlanUser, Status};
+use tokio::sync::Notify;
+
+use crate::mix::CHANNELS;
 
 /// Level reported before the first measurement, and for silence.
 pub const SILENCE_DB: f64 = -100.0;
 
-/// Counters a branch's pad probes and the `level` element update from streaming threads.
+/// A level in dBFS that streaming threads write and `Status()` reads.
 #[derive(Debug)]
-pub struct BranchStats {
-    pub sent: AtomicU64,
-    pub received: AtomicU64,
-    level_bits: AtomicU64,
+struct Level(AtomicU64);
+
+impl Default for Level {
+    fn default() -> Self {
+        Level(AtomicU64::new(SILENCE_DB.to_bits()))
+    }
 }
 
-impl Default for BranchStats {
-    fn default() -> Self {
-        BranchStats {
-            sent: AtomicU64::new(0),
-            received: AtomicU64::new(0),
-            level_bits: AtomicU64::new(SILENCE_DB.to_bits()),
+impl Level {
+    fn set(&self, db: f64) {
+        let db = if db.is_finite() { db.clamp(SILENCE_DB, 0.0) } else { SILENCE_DB };
+        self.0.store(db.to_bits(), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// The card's levels per channel, written by the card side's mixing thread.
+#[derive(Debug, Default)]
+pub struct Meters {
+    input: [Level; CHANNELS],
+    output: [Level; CHANNELS],
+}
+
+impl Meters {
+    pub fn set(&self, input: &[f64; CHANNELS], output: &[f64; CHANNELS]) {
+        for (level, db) in self.input.iter().zip(input).chain(self.output.iter().zip(output)) {
+            level.set(*db);
         }
     }
+
+    fn reset(&self) {
+        self.set(&[SILENCE_DB; CHANNELS], &[SILENCE_DB; CHANNELS]);
+    }
 }
 
-impl BranchStats {
-    pub fn set_level(&self, db: f64) {
-        let db = if db.is_finite() { db.clamp(SILENCE_DB, 0.0) } else { SILENCE_DB };
-        self.level_bits.store(db.to_bits(), Ordering::Relaxed);
-    }
-
-    pub fn level(&self) -> f64 {
-        f64::from_bits(self.level_bits.load(Ordering::Relaxed))
-    }
+/// Packet counters of a group participant, updated by pad probes on streaming threads.
+#[derive(Debug, Default)]
+pub struct ParticipantStats {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
 }
 
 #[derive(Debug)]
-struct Branch {
-    room: String,
+struct Participant {
+    display: String,
     state: BranchState,
     participant_id: String,
     last_error: String,
-    stats: Arc<BranchStats>,
-}
-
-/// What the GStreamer bus needs to reach a branch: its counters and its fault channel.
-#[derive(Debug, Clone)]
-pub struct Tap {
-    pub stats: Arc<BranchStats>,
-    pub faults: mpsc::UnboundedSender<String>,
+    stats: Arc<ParticipantStats>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     generation: u64,
-    has_users: bool,
     pipeline_error: Option<String>,
-    branches: BTreeMap<String, Branch>,
-    /// Branch bins by element name (`branch:NAME`).
-    taps: HashMap<String, Tap>,
+    users: Vec<PlanUser>,
+    /// By room.
+    participants: BTreeMap<String, Participant>,
 }
 
 /// The whole reported state, shared by every task.
 #[derive(Debug, Default)]
 pub struct Shared {
     inner: Mutex<Inner>,
+    pub meters: Meters,
     /// Signalled on every change that `StatusChanged` should report.
     pub changed: Notify,
 }
@@ -79,7 +92,7 @@ pub struct Shared {
 pub struct Summary {
     pub state: BridgeState,
     pub generation: u64,
-    pub branches: Vec<(String, BranchState, String)>,
+    pub participants: Vec<(String, BranchState, String)>,
 }
 
 impl Shared {
@@ -92,10 +105,14 @@ impl Shared {
         self.changed.notify_one();
     }
 
-    pub fn set_plan(&self, generation: u64, has_users: bool) {
+    /// The plan in force: its generation and its server audio users.
+    pub fn set_plan(&self, generation: u64, users: &[PlanUser]) {
+        if users.is_empty() {
+            self.meters.reset();
+        }
         self.update(|inner| {
             inner.generation = generation;
-            inner.has_users = has_users;
+            users.clone_into(&mut inner.users);
         });
     }
 
@@ -103,94 +120,107 @@ impl Shared {
         self.update(|inner| inner.pipeline_error = error);
     }
 
-    pub fn add_branch(&self, name: &str, room: &str) -> Arc<BranchStats> {
-        let stats = Arc::new(BranchStats::default());
-        let branch = Branch {
-            room: room.to_owned(),
+    pub fn add_participant(&self, room: &str, display: &str) -> Arc<ParticipantStats> {
+        let stats = Arc::new(ParticipantStats::default());
+        let participant = Participant {
+            display: display.to_owned(),
             state: BranchState::Connecting,
             participant_id: String::new(),
             last_error: String::new(),
             stats: stats.clone(),
         };
         self.update(|inner| {
-            inner.branches.insert(name.to_owned(), branch);
+            inner.participants.insert(room.to_owned(), participant);
         });
         stats
     }
 
-    pub fn remove_branch(&self, name: &str) {
+    pub fn remove_participant(&self, room: &str) {
         self.update(|inner| {
-            inner.branches.remove(name);
+            inner.participants.remove(room);
         });
     }
 
-    /// Sets a branch's state; `error` replaces the last error when given.
-    pub fn branch_state(&self, name: &str, state: BranchState, participant_id: &str, error: Option<&str>) {
+    pub fn participant_display(&self, room: &str, display: &str) {
         self.update(|inner| {
-            if let Some(branch) = inner.branches.get_mut(name) {
-                branch.state = state;
-                participant_id.clone_into(&mut branch.participant_id);
+            if let Some(participant) = inner.participants.get_mut(room) {
+                display.clone_into(&mut participant.display);
+            }
+        });
+    }
+
+    /// Sets a participant's state; `error` replaces the last error when given.
+    pub fn participant_state(&self, room: &str, state: BranchState, participant_id: &str, error: Option<&str>) {
+        self.update(|inner| {
+            if let Some(participant) = inner.participants.get_mut(room) {
+                participant.state = state;
+                participant_id.clone_into(&mut participant.participant_id);
                 if let Some(error) = error {
-                    error.clone_into(&mut branch.last_error);
+                    error.clone_into(&mut participant.last_error);
                 }
             }
         });
     }
 
-    pub fn add_tap(&self, bin: &str, tap: Tap) {
-        self.lock().taps.insert(bin.to_owned(), tap);
-    }
-
-    pub fn remove_tap(&self, bin: &str) {
-        self.lock().taps.remove(bin);
-    }
-
-    pub fn tap(&self, bin: &str) -> Option<Tap> {
-        self.lock().taps.get(bin).cloned()
-    }
-
     fn state_of(inner: &Inner) -> (BridgeState, String) {
-        if !inner.has_users {
+        if inner.users.is_empty() {
             let why = if inner.generation == 0 { "no plan yet" } else { "the plan has no server audio users" };
             return (BridgeState::Idle, why.to_owned());
         }
         if let Some(error) = &inner.pipeline_error {
             return (BridgeState::Error, error.clone());
         }
-        let retrying: Vec<&str> =
-            inner.branches.iter().filter(|(_, b)| b.state == BranchState::Retrying).map(|(n, _)| n.as_str()).collect();
+        let rooms =
+            |state| inner.participants.iter().filter(move |(_, p)| p.state == state).map(|(room, _)| room.as_str());
+        let retrying: Vec<&str> = rooms(BranchState::Retrying).collect();
         if !retrying.is_empty() {
             return (BridgeState::Degraded, format!("retrying: {}", retrying.join(", ")));
         }
-        let connecting = inner.branches.values().filter(|b| b.state == BranchState::Connecting).count();
+        let connecting = rooms(BranchState::Connecting).count();
         if connecting > 0 {
-            return (BridgeState::Running, format!("{connecting} branch(es) connecting"));
+            return (BridgeState::Running, format!("{connecting} room(s) connecting"));
         }
-        (BridgeState::Running, format!("{} branch(es) joined", inner.branches.len()))
+        (BridgeState::Running, format!("{} room(s) joined", inner.participants.len()))
     }
 
     pub fn status(&self) -> Status {
         let inner = self.lock();
         let (state, message) = Shared::state_of(&inner);
-        Status {
-            state,
-            generation: inner.generation,
-            message,
-            branches: inner
-                .branches
-                .iter()
-                .map(|(name, b)| BranchStatus {
-                    name: name.clone(),
-                    room: b.room.clone(),
-                    state: b.state,
-                    participant_id: b.participant_id.clone(),
-                    packets_sent: b.stats.sent.load(Ordering::Relaxed),
-                    packets_received: b.stats.received.load(Ordering::Relaxed),
-                    input_level_db: b.stats.level(),
-                    last_error: b.last_error.clone(),
-                })
-                .collect(),
-        }
+        let participant = |room: &str| inner.participants.get(room);
+        let branches = inner
+            .users
+            .iter()
+            .map(|user| {
+                let group = participant(&user.room);
+                BranchStatus {
+                    name: user.name.clone(),
+                    room: user.room.clone(),
+                    state: group.map_or(BranchState::Connecting, |p| p.state),
+                    participant_id: group.map(|p| p.participant_id.clone()).unwrap_or_default(),
+                    packets_sent: group.map_or(0, |p| p.stats.sent.load(Ordering::Relaxed)),
+                    packets_received: group.map_or(0, |p| p.stats.received.load(Ordering::Relaxed)),
+                    input_level_db: self.meters.input[usize::from(user.input_channel)].get(),
+                    output_level_db: user
+                        .output_channel
+                        .map_or(SILENCE_DB, |channel| self.meters.output[usize::from(channel)].get()),
+                    last_error: group.map(|p| p.last_error.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let participants = inner
+            .participants
+            .iter()
+            .map(|(room, p)| ParticipantStatus {
+                room: room.clone(),
+                display: p.display.clone(),
+                state: p.state,
+                participant_id: p.participant_id.clone(),
+                packets_sent: p.stats.sent.load(Ordering::Relaxed),
+                packets_received: p.stats.received.load(Ordering::Relaxed),
+                last_error: p.last_error.clone(),
+            })
+            .collect();
+        Status { state, generation: inner.generation, message, branches, participants }
     }
 
     pub fn summary(&self) -> Summary {
@@ -198,7 +228,7 @@ impl Shared {
         Summary {
             state: Shared::state_of(&inner).0,
             generation: inner.generation,
-            branches: inner.branches.iter().map(|(n, b)| (n.clone(), b.state, b.last_error.clone())).collect(),
+            participants: inner.participants.iter().map(|(r, p)| (r.clone(), p.state, p.last_error.clone())).collect(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use partyline_shared::bridge::{
-    BUS_NAME, BranchState, BridgeError, BridgeProxy, BridgeState, INTERFACE, OBJECT_PATH, Plan, PlanUser,
+    BUS_NAME, BranchState, BridgeError, BridgeProxy, BridgeState, INTERFACE, OBJECT_PATH, Plan, PlanGroup, PlanUser,
 };
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::pulse::PulseServer;
@@ -15,13 +15,15 @@ use partyline_testkit::pulse::PulseServer;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn user(name: &str) -> PlanUser {
-    PlanUser {
-        name: name.into(),
-        identity: format!("{name}-id"),
-        room: "stage-left".into(),
-        token: format!("{name}-token"),
-        input_channel: 0,
-        output_channel: Some(1),
+    PlanUser { name: name.into(), room: "stage-left".into(), input_channel: 0, output_channel: Some(1) }
+}
+
+fn group(room: &str) -> PlanGroup {
+    PlanGroup {
+        room: room.into(),
+        identity: format!("card:{room}"),
+        token: format!("{room}-token"),
+        display: "A, B".into(),
         bitrate_kbps: 64,
     }
 }
@@ -60,21 +62,26 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     assert_eq!(proxy.generation().await.expect("Generation"), 1);
 
     // Invalid plans: typed InvalidPlan naming the field; nothing applied.
+    let in_stage = |users: Vec<PlanUser>| Plan { groups: vec![group("stage-left")], users, ..empty_plan() };
     let invalid: Vec<(Plan, &str)> = vec![
         (Plan { device_sample_rate: 0, ..empty_plan() }, "device_sample_rate"),
-        (Plan { users: vec![PlanUser { input_channel: 8, ..user("a") }], ..empty_plan() }, "users[0].input_channel"),
+        (in_stage(vec![PlanUser { input_channel: 8, ..user("a") }]), "users[0].input_channel"),
+        (in_stage(vec![PlanUser { output_channel: Some(9), ..user("a") }]), "users[0].output_channel"),
+        (in_stage(vec![user("a"), user("a")]), "users[1].name"),
+        (in_stage(vec![PlanUser { room: "elsewhere".into(), ..user("a") }]), "users[0].room"),
+        (Plan { users: vec![user("a")], ..empty_plan() }, "users[0].room"),
         (
-            Plan { users: vec![PlanUser { output_channel: Some(9), ..user("a") }], ..empty_plan() },
-            "users[0].output_channel",
+            Plan {
+                groups: vec![PlanGroup { token: String::new(), ..group("stage-left") }],
+                ..in_stage(vec![user("a")])
+            },
+            "groups[0].token",
         ),
-        (Plan { users: vec![user("a"), user("a")], ..empty_plan() }, "users[1].name"),
         (
-            Plan { users: vec![user("a"), PlanUser { identity: "a-id".into(), ..user("b") }], ..empty_plan() },
-            "users[1].identity",
+            Plan { groups: vec![PlanGroup { bitrate_kbps: 0, ..group("stage-left") }], ..in_stage(vec![user("a")]) },
+            "groups[0].bitrate_kbps",
         ),
-        (Plan { users: vec![PlanUser { room: String::new(), ..user("a") }], ..empty_plan() }, "users[0].room"),
-        (Plan { users: vec![PlanUser { token: String::new(), ..user("a") }], ..empty_plan() }, "users[0].token"),
-        (Plan { users: vec![PlanUser { bitrate_kbps: 0, ..user("a") }], ..empty_plan() }, "users[0].bitrate_kbps"),
+        (Plan { groups: vec![group("stage-left"), group("empty")], ..in_stage(vec![user("a")]) }, "groups[1].room"),
     ];
     for (plan, field) in invalid {
         match proxy.apply(&plan).await {
@@ -102,6 +109,7 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
         input_device: "card.monitor".into(),
         output_device: "card".into(),
         janus_url: "http://127.0.0.1:9/janus".into(),
+        groups: vec![group("stage-left")],
         users: vec![user("a"), PlanUser { output_channel: None, ..user("b") }],
         ..empty_plan()
     };
@@ -117,17 +125,22 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     assert_eq!(proxy.generation().await.expect("Generation"), 1);
     assert_eq!(proxy.state().await.expect("State"), BridgeState::Idle);
 
-    // Real devices, Janus unreachable: applied; the branches retry and say why.
+    // Real devices, Janus unreachable: applied; the group's one participant retries and says
+    // why, and each user shows its state.
     assert_eq!(proxy.apply(&with_users).await.expect("Apply(users)"), 2);
-    let status = wait_status(&proxy, WAIT, "both branches retrying", |s| {
-        s.branches.len() == 2 && s.branches.iter().all(|b| b.state == BranchState::Retrying)
+    let status = wait_status(&proxy, WAIT, "the participant retrying", |s| {
+        s.participants.len() == 1 && s.participants[0].state == BranchState::Retrying
     })
     .await;
     assert_eq!(status.state, BridgeState::Degraded);
     assert_eq!(status.generation, 2);
+    let participant = &status.participants[0];
+    assert!(participant.last_error.contains("Janus is unreachable"), "{participant:?}");
+    assert_eq!((participant.room.as_str(), participant.display.as_str()), ("stage-left", "A, B"));
+    assert_eq!(status.branches.len(), 2);
     for branch in &status.branches {
+        assert_eq!((branch.state, branch.room.as_str()), (BranchState::Retrying, "stage-left"), "{branch:?}");
         assert!(branch.last_error.contains("Janus is unreachable"), "{branch:?}");
-        assert_eq!(branch.room, "stage-left");
     }
     assert_eq!(proxy.state().await.expect("State"), BridgeState::Degraded);
     let signal = tokio::time::timeout(WAIT, async {
@@ -144,7 +157,10 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
 
     // Back to no users: idle again, the card released.
     assert_eq!(proxy.apply(&empty_plan()).await.expect("Apply(empty)"), 3);
-    wait_status(&proxy, WAIT, "idle", |s| s.state == BridgeState::Idle && s.branches.is_empty()).await;
+    wait_status(&proxy, WAIT, "idle", |s| {
+        s.state == BridgeState::Idle && s.branches.is_empty() && s.participants.is_empty()
+    })
+    .await;
 
     // The typed interface, as busctl sees it.
     let output = Command::new("busctl")
@@ -158,8 +174,8 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     // Name, type, signature and result of each member (busctl's columns widen with the longest).
     let members: Vec<Vec<&str>> = text.lines().map(|line| line.split_whitespace().take(4).collect()).collect();
     for member in [
-        [".Apply", "method", "(ssusasua(ssssyayu))", "t"],
-        [".Status", "method", "-", "(stsa(ssssttds))"],
+        [".Apply", "method", "(ssusasua(ssssu)a(ssyay))", "t"],
+        [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts))"],
         [".Generation", "property", "t", ""],
         [".State", "property", "s", ""],
         [".StatusChanged", "signal", "st", "-"],

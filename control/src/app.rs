@@ -57,7 +57,7 @@ impl AppState {
         let config = ConfigManager::load(config_file)?;
         let events = EventBus::default();
         let users = Arc::new(Users::restore(state_dir, events.clone()));
-        let janus = Janus::new(Arc::clone(&config), JanusSecrets::default(), Arc::clone(&users))?;
+        let janus = Janus::new(Arc::clone(&config), JanusSecrets::default(), Arc::clone(&users), events.clone())?;
         let bus = BusChoice::Address(format!("unix:path={}", state_dir.join("no-bus").display()));
         let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus, events.clone());
         Ok(AppState {

@@ -14,7 +14,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
-use partyline_shared::bridge::{BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, Plan, PlanUser, Status};
+use partyline_shared::bridge::{
+    BUS_NAME, BranchState, BridgeProxy, BridgeState, BusChoice, Plan, PlanGroup, PlanUser, Status,
+};
 use partyline_shared::config::Channel;
 use serde::Serialize;
 use tokio::sync::Notify;
@@ -85,10 +87,28 @@ pub struct BridgeView {
     /// Generation of the plan bridged plays.
     pub generation: u64,
     pub message: String,
+    /// One per server audio user.
     pub branches: Vec<BranchView>,
+    /// The card's participant in each room that has server audio users.
+    pub participants: Vec<ParticipantView>,
 }
 
-/// One server audio user's branch in bridged.
+/// The card's participant in one group's room.
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ParticipantView {
+    pub room: String,
+    /// Its display name in the room: the group's server audio users.
+    pub display: String,
+    pub state: BranchState,
+    pub participant_id: String,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub last_error: String,
+}
+
+/// One server audio user in bridged: its levels, and its room's participant's state and
+/// figures.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BranchView {
@@ -100,6 +120,8 @@ pub struct BranchView {
     pub packets_received: u64,
     /// dBFS.
     pub input_level_db: f64,
+    /// What its output channel plays, dBFS (-100: silence, or no output channel).
+    pub output_level_db: f64,
     pub last_error: String,
 }
 
@@ -116,10 +138,30 @@ impl BridgeView {
                 packets_sent: b.packets_sent,
                 packets_received: b.packets_received,
                 input_level_db: b.input_level_db,
+                output_level_db: b.output_level_db,
                 last_error: b.last_error,
             })
             .collect();
-        BridgeView { state: status.state.into(), generation: status.generation, message: status.message, branches }
+        let participants = status
+            .participants
+            .into_iter()
+            .map(|p| ParticipantView {
+                room: p.room,
+                display: p.display,
+                state: p.state,
+                participant_id: p.participant_id,
+                packets_sent: p.packets_sent,
+                packets_received: p.packets_received,
+                last_error: p.last_error,
+            })
+            .collect();
+        BridgeView {
+            state: status.state.into(),
+            generation: status.generation,
+            message: status.message,
+            branches,
+            participants,
+        }
     }
 
     fn without_bridge(state: BridgeViewState, message: String) -> BridgeView {
@@ -127,27 +169,31 @@ impl BridgeView {
     }
 }
 
-/// The plan for the config in force: the card, Janus, and one user per server audio user.
+/// The plan for the config in force: the card, Janus, one participant per group with server
+/// audio users, and the users.
 pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
     let device = &config.audio.device;
+    let groups = janus
+        .card_participants(config)?
+        .into_iter()
+        .map(|p| PlanGroup {
+            room: p.group,
+            identity: p.identity,
+            token: p.token,
+            display: p.display,
+            bitrate_kbps: p.bitrate_kbps,
+        })
+        .collect();
     let users = config
         .server_audio_users
         .iter()
-        .map(|user| {
-            let (identity, token) = janus.server_user_credentials(user)?;
-            let bitrate =
-                config.group(&user.group).map_or(config.audio.default_bitrate, |(_, g)| config.group_bitrate(g));
-            Ok(PlanUser {
-                name: user.name.clone(),
-                identity,
-                room: user.group.clone(),
-                token,
-                input_channel: user.input_channel.get(),
-                output_channel: user.output_channel.map(Channel::get),
-                bitrate_kbps: bitrate.get(),
-            })
+        .map(|user| PlanUser {
+            name: user.name.clone(),
+            room: user.group.clone(),
+            input_channel: user.input_channel.get(),
+            output_channel: user.output_channel.map(Channel::get),
         })
-        .collect::<Result<_, JanusError>>()?;
+        .collect();
     Ok(Plan {
         input_device: device.input_device_id.clone().unwrap_or_default(),
         output_device: device.output_device_id.clone().unwrap_or_default(),
@@ -155,6 +201,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         janus_url: config.janus.url.clone(),
         ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
         latency_ms: config.bridge.jitter_buffer_ms.get(),
+        groups,
         users,
     })
 }
@@ -283,7 +330,7 @@ impl BridgeManager {
     /// Before a plan goes to a bridged that holds no participant (a new process): what a dead
     /// predecessor left in the rooms would block its joins until Janus times it out.
     async fn clear_leftovers(&self) {
-        if let Err(e) = self.janus.kick_server_users().await {
+        if let Err(e) = self.janus.kick_card_participants().await {
             tracing::warn!(error = %e, "could not clear the rooms of a previous partyline-bridged");
         }
     }
@@ -375,9 +422,15 @@ mod tests {
             generation: 3,
             message: String::new(),
             branches: vec![partyline_shared::bridge::BranchStatus { name: "FOH".into(), ..Default::default() }],
+            participants: vec![partyline_shared::bridge::ParticipantStatus {
+                room: "stage".into(),
+                display: "FOH".into(),
+                ..Default::default()
+            }],
         };
         let view = BridgeView::from_status(status);
         assert_eq!((view.state, view.generation, view.branches.len()), (BridgeViewState::Running, 3, 1));
+        assert_eq!((view.participants[0].room.as_str(), view.participants[0].display.as_str()), ("stage", "FOH"));
         assert_eq!(serde_json::to_value(&view).expect("json")["state"], "running", "the API's names");
         assert_eq!(BridgeViewState::Unconfigured.to_string(), "unconfigured");
     }

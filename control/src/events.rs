@@ -1,7 +1,7 @@
 //! The live event bus: one ordered sequence of typed events (users joining and leaving lines,
-//! calls, config changes, bridged's state, the log's warnings and errors) for
-//! `GET /api/admin/events`, so that the admin UI and control surfaces learn of a change at once
-//! instead of at their next poll.
+//! users talking, calls, config changes, the states of bridged and of the link to Janus, the
+//! log's warnings and errors) for `GET /api/admin/events`, so that the admin UI and control
+//! surfaces learn of a change at once instead of at their next poll.
 //!
 //! Every event gets the next sequence id and goes into a ring of the last [`RING`] events, from
 //! which a client that reconnects with `Last-Event-ID` resumes without a loss; a client whose
@@ -24,6 +24,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::bridge::BridgeViewState;
 use crate::config::{ConfigEventKind, ConfigManager};
+use crate::janus::JanusState;
 
 /// Events kept for resuming.
 pub const RING: usize = 1024;
@@ -38,12 +39,19 @@ pub enum LiveEvent {
     UserJoined { identity: String, username: String, group_id: String },
     /// A user left a line.
     UserLeft { identity: String, username: String, group_id: String, why: String },
+    /// A user on a line started talking: Janus heard its voice (not merely its talk key on).
+    /// Ends with `stoppedTalking`, or with `userLeft` when the user leaves while talking.
+    Talking { identity: String, username: String, group_id: String },
+    /// A user on a line stopped talking.
+    StoppedTalking { identity: String, username: String, group_id: String },
     /// A crew member pressed Call on a line.
     Call { group_id: String, from: String, identity: String },
     /// The config changed, through the API (`what` names the change) or on disk.
     ConfigChanged { what: String },
     /// partyline-bridged's state changed.
     BridgeState { state: BridgeViewState, message: String },
+    /// The link to Janus changed state (`message`: why it is down, empty when up).
+    JanusState { state: JanusState, message: String },
     /// A warning or an error of control's log.
     Log { level: String, message: String, source: String },
 }
@@ -54,9 +62,12 @@ impl LiveEvent {
         match self {
             LiveEvent::UserJoined { .. } => "userJoined",
             LiveEvent::UserLeft { .. } => "userLeft",
+            LiveEvent::Talking { .. } => "talking",
+            LiveEvent::StoppedTalking { .. } => "stoppedTalking",
             LiveEvent::Call { .. } => "call",
             LiveEvent::ConfigChanged { .. } => "configChanged",
             LiveEvent::BridgeState { .. } => "bridgeState",
+            LiveEvent::JanusState { .. } => "janusState",
             LiveEvent::Log { .. } => "log",
         }
     }
@@ -255,6 +266,22 @@ mod tests {
         let event = live.try_recv().expect("sent");
         assert_eq!(event.name, "userJoined");
         assert_eq!(&*event.data, r#"{"type":"userJoined","identity":"a-1","username":"A","groupId":"x"}"#);
+    }
+
+    #[test]
+    fn every_event_is_named_by_its_type() {
+        let who = || ("a-1".to_owned(), "A".to_owned(), "x".to_owned());
+        let (identity, username, group_id) = who();
+        let talking = LiveEvent::Talking { identity, username, group_id };
+        let (identity, username, group_id) = who();
+        let stopped = LiveEvent::StoppedTalking { identity, username, group_id };
+        let janus = LiveEvent::JanusState { state: JanusState::Down, message: "unreachable".into() };
+        let bridge = LiveEvent::BridgeState { state: BridgeViewState::Absent, message: String::new() };
+        let log = LiveEvent::Log { level: "warn".into(), message: "m".into(), source: "s".into() };
+        for event in [talking, stopped, janus, bridge, log, changed("c")] {
+            let json = serde_json::to_value(&event).expect("json");
+            assert_eq!(json["type"], event.name(), "{json}");
+        }
     }
 
     #[test]

@@ -14,8 +14,16 @@
 //! The draining is bounded: at most [`LINGER_BYTES`] and [`LINGER_TIME`] per connection, then
 //! the socket is closed anyway; a client cannot make the server read unbounded data or keep a
 //! closed connection open.
+//!
+//! Nor can a client keep a connection open by not reading: a write that makes no progress for
+//! [`WRITE_STALL`] fails with `TimedOut`, hyper drops the connection, and it closes as above. An
+//! event stream's client that stops reading is cut from the events at once (its buffer is
+//! bounded: `crate::events`), but without this its connection, and what hyper holds for it,
+//! would stay until the client went away. The clock starts once the socket's buffers are full
+//! (the kernel sizes a send buffer by the connection's congestion window: tens of KiB on a
+//! network, past a megabyte on loopback), so a stream of small events takes that long to stall.
 
-use std::future::{Ready, ready};
+use std::future::{Future, Ready, ready};
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -23,14 +31,22 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 
 /// Most bytes read and discarded from a closing connection before it is closed anyway.
 pub const LINGER_BYTES: usize = 4 * 1024 * 1024;
 /// Longest a closing connection is drained before it is closed anyway.
 pub const LINGER_TIME: Duration = Duration::from_secs(2);
 
-/// An `axum_server` acceptor whose connections close with a [`Lingering`] close. Under TLS it
-/// is the inner acceptor of the rustls one, so that it drains the raw TCP stream.
+/// Longest a write may wait for the client to make room (to read) before the connection is
+/// closed. A client that has taken nothing for this long is gone for partyline's purposes: a
+/// browser's WebRTC session gives up on a peer silent for 30 s too (ICE consent, RFC 7675), and
+/// a live client short of bandwidth still takes some bytes now and then, which restarts it.
+pub const WRITE_STALL: Duration = Duration::from_secs(30);
+
+/// An `axum_server` acceptor whose connections close with a [`Lingering`] close and give up on
+/// a client that does not read. Under TLS it is the inner acceptor of the rustls one, so that
+/// it drains the raw TCP stream.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LingeringAcceptor;
 
@@ -40,21 +56,46 @@ impl<S> axum_server::accept::Accept<TcpStream, S> for LingeringAcceptor {
     type Future = Ready<io::Result<(Lingering, S)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
-        ready(Ok((Lingering { stream: Some(stream) }, service)))
+        ready(Ok((Lingering::new(stream, WRITE_STALL), service)))
     }
 }
 
-/// A TCP stream that, when dropped, drains the peer's remaining data (bounded) in a task of
-/// its own before the socket is closed.
+/// A TCP stream whose writes fail once they have made no progress for its write-stall time,
+/// and that, when dropped, drains the peer's remaining data (bounded) in a task of its own
+/// before the socket is closed.
 #[derive(Debug)]
 pub struct Lingering {
     /// `None` only once dropped.
     stream: Option<TcpStream>,
+    write_stall: Duration,
+    /// Running while writes wait for the client; `None` after any progress.
+    stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl Lingering {
+    fn new(stream: TcpStream, write_stall: Duration) -> Lingering {
+        Lingering { stream: Some(stream), write_stall, stalled: None }
+    }
+
     fn stream(&mut self) -> io::Result<Pin<&mut TcpStream>> {
         self.stream.as_mut().map(Pin::new).ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+
+    /// `write`'s outcome, unless it is one more wait on a client stalled for too long: the
+    /// timer's wake-up makes hyper write again, and that write fails.
+    fn unless_stalled(&mut self, cx: &mut Context<'_>, write: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if write.is_ready() {
+            self.stalled = None;
+            return write;
+        }
+        let write_stall = self.write_stall;
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(write_stall)));
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let peer = self.stream.as_ref().and_then(|s| s.peer_addr().ok()).map(|a| a.to_string()).unwrap_or_default();
+        tracing::debug!(peer, ?write_stall, "closing a connection whose client does not read");
+        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client has not read for too long")))
     }
 }
 
@@ -66,7 +107,8 @@ impl AsyncRead for Lingering {
 
 impl AsyncWrite for Lingering {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.stream()?.poll_write(cx, buf)
+        let write = self.stream()?.poll_write(cx, buf);
+        self.unless_stalled(cx, write)
     }
 
     fn poll_write_vectored(
@@ -74,7 +116,8 @@ impl AsyncWrite for Lingering {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.stream()?.poll_write_vectored(cx, bufs)
+        let write = self.stream()?.poll_write_vectored(cx, bufs);
+        self.unless_stalled(cx, write)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -128,10 +171,14 @@ mod tests {
 
     /// A socket pair: the server side wrapped in [`Lingering`], the client side plain.
     async fn pair() -> (Lingering, TcpStream) {
+        pair_stalling_after(WRITE_STALL).await
+    }
+
+    async fn pair_stalling_after(write_stall: Duration) -> (Lingering, TcpStream) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let client = TcpStream::connect(listener.local_addr().expect("addr"));
         let (client, accepted) = tokio::join!(client, listener.accept());
-        (Lingering { stream: Some(accepted.expect("accept").0) }, client.expect("connect"))
+        (Lingering::new(accepted.expect("accept").0, write_stall), client.expect("connect"))
     }
 
     /// The response written before the drop reaches a client that first sends all it had to
@@ -182,5 +229,49 @@ mod tests {
             assert!(started.elapsed() < LINGER_TIME * 3, "still lingering after {:?}", started.elapsed());
         };
         assert!(started.elapsed() >= LINGER_TIME, "closed after {:?}: {error}", started.elapsed());
+    }
+
+    /// Writes to a client that never reads fail once they have waited for the stall time; a
+    /// client that reads slower than the writer writes is never cut.
+    #[tokio::test]
+    async fn a_client_that_does_not_read_is_given_up_and_a_slow_one_is_not() {
+        const STALL: Duration = Duration::from_millis(500);
+        let chunk = vec![b'a'; 64 * 1024];
+
+        let (mut server, _client) = pair_stalling_after(STALL).await;
+        let mut last_progress = std::time::Instant::now();
+        let error = loop {
+            match server.write(&chunk).await {
+                Ok(_) => last_progress = std::time::Instant::now(),
+                Err(e) => break e,
+            }
+        };
+        let waited = last_progress.elapsed();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        assert!(waited >= STALL && waited < STALL * 3, "given up after {waited:?} without progress");
+
+        let (mut server, mut client) = pair_stalling_after(STALL).await;
+        let reader = tokio::spawn(async move {
+            // 64 KiB at a time with pauses: slower than the writer, so that its writes wait
+            // for room again and again, but never for the stall time. (The pauses are short
+            // because a socket is writable again only once half its send buffer, which
+            // loopback grows to megabytes, has gone.)
+            let mut buf = vec![0; 64 * 1024];
+            let mut read = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                match client.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read += n,
+                }
+            }
+            read
+        });
+        let started = std::time::Instant::now();
+        while started.elapsed() < STALL * 5 {
+            server.write_all(&chunk).await.expect("a slow reader is not cut");
+        }
+        drop(server);
+        assert!(reader.await.expect("reader") > 0);
     }
 }

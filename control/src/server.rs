@@ -73,7 +73,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     let events = EventBus::default();
     logs.publish_warnings_to(events.clone());
     let users = Arc::new(Users::restore(&state_dir, events.clone()));
-    let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users))?;
+    let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users), events.clone())?;
     let events_listener = TcpListener::bind(initial.server.events_listen)
         .await
         .with_context(|| format!("cannot listen on {} (server.eventsListen)", initial.server.events_listen))?;

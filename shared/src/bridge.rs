@@ -35,28 +35,44 @@ pub struct Plan {
     /// Local addresses ICE may use towards Janus (on loopback setups Janus offers none on
     /// `lo`, so the venue interface's address goes here); empty: libnice's own choice.
     pub ice_addresses: Vec<String>,
-    /// Buffering of every branch, each way, in ms: Janus's prebuffering of what a branch sends
-    /// (in 20 ms packets, at least two: [`crate::janus::prebuffer_packets`]) and the jitter
-    /// buffer of the room's mix it receives.
+    /// Buffering of every group participant, each way, in ms: Janus's prebuffering of what it
+    /// sends (in 20 ms packets, at least two: [`crate::janus::prebuffer_packets`]) and the
+    /// jitter buffer of the room's mix it receives.
     pub latency_ms: u32,
+    /// One room participant per group that has server audio users.
+    pub groups: Vec<PlanGroup>,
     pub users: Vec<PlanUser>,
 }
 
-/// One server audio user: an input channel sent into a room, the room's mix (minus itself)
-/// played on an output channel.
+/// The card's one participant in a group's room: it sends the sum of the group's server
+/// users' inputs and receives the room's mix, which is the remote crew only (AudioBridge
+/// leaves each participant's own contribution out).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PlanGroup {
+    /// The room (group id); unique in the plan.
+    pub room: String,
+    /// Participant id in the room.
+    pub identity: String,
+    /// Janus stored token admitting this participant to its room.
+    pub token: String,
+    /// Display name in the room (the group's server users' names).
+    pub display: String,
+    /// Opus bitrate, kbit/s.
+    pub bitrate_kbps: u32,
+}
+
+/// One server audio user: an input channel of the card heard in its group, and an output
+/// channel that plays the group minus the user itself: the remote crew (the room's mix) plus
+/// the group's other server users, mixed locally.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct PlanUser {
-    /// Unique name (the config's), also the display name in the room.
+    /// Unique name (the config's).
     pub name: String,
-    /// Participant id in the room (unique in the room).
-    pub identity: String,
-    /// The room (group id).
+    /// The group (a room of [`Plan::groups`]).
     pub room: String,
-    /// Janus stored token admitting this user.
-    pub token: String,
     /// 0..=7.
     pub input_channel: u8,
-    /// 0..=7; `None`: the user plays nothing (it only talks into its room).
+    /// 0..=7; `None`: the user plays nothing (it only talks into its group).
     ///
     /// D-Bus has no optional type: on the bus this is an array of at most one byte (`ay`,
     /// zvariant's `option-as-array` encoding). Of the encodings D-Bus allows, it is the one
@@ -65,8 +81,6 @@ pub struct PlanUser {
     /// beside a byte (`(by)`) would carry a meaningless channel when the flag is off, and a
     /// sentinel (-1 in an `i`) is a number every reader must remember to test first.
     pub output_channel: Option<u8>,
-    /// Opus bitrate, kbit/s.
-    pub bitrate_kbps: u32,
 }
 
 /// bridged's state as a whole; a string on the bus.
@@ -78,15 +92,16 @@ pub enum BridgeState {
     /// No plan yet, or a plan without server audio users.
     #[default]
     Idle,
-    /// Every branch joined or joining.
+    /// Every group participant joined or joining.
     Running,
-    /// Some branch is retrying.
+    /// Some group participant is retrying.
     Degraded,
     /// The card side failed.
     Error,
 }
 
-/// One branch's state; a string on the bus.
+/// A group participant's state (and that of each server audio user of its group); a string
+/// on the bus.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[zvariant(signature = "s")]
@@ -111,21 +126,42 @@ pub struct Status {
     pub generation: u64,
     /// Why the state is what it is, for people.
     pub message: String,
+    /// One per server audio user (its path through the card: a branch).
     pub branches: Vec<BranchStatus>,
+    /// One per group participant.
+    pub participants: Vec<ParticipantStatus>,
 }
 
-/// One server audio user's branch of the pipeline.
+/// One server audio user. The room side (state, participant id, packets, last error) is its
+/// group participant's, repeated so that a reader of one user needs nothing else.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
 pub struct BranchStatus {
     pub name: String,
     pub room: String,
     pub state: BranchState,
-    /// Janus's participant id once joined.
+    /// Janus's participant id of the group participant once joined.
     pub participant_id: String,
     pub packets_sent: u64,
     pub packets_received: u64,
     /// Level of the input channel, dBFS (-100 for silence or unknown).
     pub input_level_db: f64,
+    /// Level of what the user's output channel plays, dBFS (-100 for silence, or no output).
+    pub output_level_db: f64,
+    /// The last error, empty when none.
+    pub last_error: String,
+}
+
+/// The card's participant in one group's room.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
+pub struct ParticipantStatus {
+    pub room: String,
+    pub display: String,
+    pub state: BranchState,
+    /// Janus's participant id once joined.
+    pub participant_id: String,
+    /// RTP packets sent to the room and received from it.
+    pub packets_sent: u64,
+    pub packets_received: u64,
     /// The last error, empty when none.
     pub last_error: String,
 }
@@ -220,9 +256,10 @@ mod tests {
 
     #[test]
     fn signatures_are_typed() {
-        assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssssyayu)");
-        assert_eq!(Plan::SIGNATURE.to_string(), "(ssusasua(ssssyayu))");
-        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttds))");
+        assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyay)");
+        assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssusasua(ssssu)a(ssyay))");
+        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts))");
     }
 
     #[test]
@@ -246,10 +283,10 @@ mod tests {
             assert_eq!(decoded.output_channel, output);
         }
         // What a reader without the Option sees: a plain array of bytes.
-        type Wire = (String, String, String, String, u8, Vec<u8>, u32);
+        type Wire = (String, String, u8, Vec<u8>);
         let wire = |output| {
             let bytes = to_bytes(context, &user(output)).expect("encodes");
-            bytes.deserialize::<Wire>().expect("decodes").0.5
+            bytes.deserialize::<Wire>().expect("decodes").0.3
         };
         assert_eq!((wire(None), wire(Some(5))), (vec![], vec![5]));
     }

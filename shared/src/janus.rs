@@ -100,6 +100,11 @@ pub enum AudioBridgeRequest {
         muted: bool,
         prebuffer: u32,
     },
+    /// Changes a joined participant's display name (asynchronous, as `join`; the room's other
+    /// participants get an event with the new name).
+    Configure {
+        display: String,
+    },
     List,
     ListParticipants {
         room: String,
@@ -412,6 +417,9 @@ pub enum JanusEvent {
     Left { room: String, id: String },
     /// A participant changed its own settings (`configure`), `muted` among them.
     Configured { room: String, id: String, muted: bool },
+    /// A participant started (`talking`) or stopped talking, as the room's voice activity
+    /// detection decides from its RFC 6464 audio levels (rooms with `audiolevel_event`).
+    Talking { room: String, id: String, talking: bool },
     /// Janus (re)started: its rooms and tokens are gone.
     Started,
     /// Janus is shutting down.
@@ -438,13 +446,16 @@ impl HandlerEvent {
                 let (Some(room), Some(id)) = (text(&data["room"]), text(&data["id"])) else {
                     return JanusEvent::Other;
                 };
-                match data["event"].as_str() {
+                // Joins and leaves name themselves in `event`, voice activity in `audiobridge`.
+                match data["event"].as_str().or_else(|| data["audiobridge"].as_str()) {
                     Some("joined") => JanusEvent::Joined { room, id, handle_id: self.handle_id },
                     Some("left" | "kicked") => JanusEvent::Left { room, id },
                     Some("configured") => match data["muted"].as_bool() {
                         Some(muted) => JanusEvent::Configured { room, id, muted },
                         None => JanusEvent::Other,
                     },
+                    Some("talking") => JanusEvent::Talking { room, id, talking: true },
+                    Some("stopped-talking") => JanusEvent::Talking { room, id, talking: false },
                     _ => JanusEvent::Other,
                 }
             }
@@ -522,6 +533,8 @@ mod tests {
         );
         let exists = serde_json::to_value(AudioBridgeRequest::Exists { room: "r".into() }).expect("json");
         assert_eq!(exists, json!({"request": "exists", "room": "r"}));
+        let renamed = serde_json::to_value(AudioBridgeRequest::Configure { display: "A, B".into() }).expect("json");
+        assert_eq!(renamed, json!({"request": "configure", "display": "A, B"}));
         let list = serde_json::to_value(AudioBridgeRequest::ListParticipants { room: "r".into() }).expect("json");
         assert_eq!(list, json!({"request": "listparticipants", "room": "r"}));
         let allow = AudioBridgeRequest::Allowed {
@@ -578,6 +591,8 @@ mod tests {
             {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"left","room":"stage-left","id":"alice-1","display":"Alice"}}},
             {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"kicked","room":"stage-left","id":"carol"}}},
             {"emitter":"j","type":64,"event":{"plugin":AUDIOBRIDGE,"data":{"event":"configured","room":"stage-left","id":"bob-2","display":"Bob","muted":false,"quality":4}}},
+            {"emitter":"j","type":64,"session_id":2,"handle_id":6,"event":{"plugin":AUDIOBRIDGE,"data":{"audiobridge":"talking","id":"server-a","room":"x"}}},
+            {"emitter":"j","type":64,"session_id":2,"handle_id":6,"event":{"plugin":AUDIOBRIDGE,"data":{"audiobridge":"stopped-talking","id":"server-a","room":"x"}}},
             {"emitter":"j","type":256,"subtype":1,"event":{"status":"started","info":{}}},
             {"emitter":"j","type":1,"session_id":1,"event":{"name":"timeout"}}
         ]);
@@ -591,6 +606,8 @@ mod tests {
                 JanusEvent::Left { room: "stage-left".into(), id: "alice-1".into() },
                 JanusEvent::Left { room: "stage-left".into(), id: "carol".into() },
                 JanusEvent::Configured { room: "stage-left".into(), id: "bob-2".into(), muted: false },
+                JanusEvent::Talking { room: "x".into(), id: "server-a".into(), talking: true },
+                JanusEvent::Talking { room: "x".into(), id: "server-a".into(), talking: false },
                 JanusEvent::Started,
                 JanusEvent::Other,
             ]

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::BranchState;
 use partyline_testkit::audio::Tone;
-use partyline_testkit::bench::BenchStack;
+use partyline_testkit::bench::{BenchStack, cpu_ticks, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
 use partyline_testkit::janus::{Janus, Probe};
@@ -112,20 +112,8 @@ struct Usage {
 }
 
 fn usage(pid: u32) -> Usage {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let field = |key: &str| {
-        status.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok()).unwrap_or(0)
-    };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(Iterator::count).unwrap_or(0);
-    Usage { rss_kib: field("VmRSS:"), fds, threads: field("Threads:") }
-}
-
-/// utime + stime of `pid` in clock ticks (100 per second on Linux).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<u64> = after.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
-    fields[11] + fields[12]
+    Usage { rss_kib: status_field(pid, "VmRSS:"), fds, threads: status_field(pid, "Threads:") }
 }
 
 fn janus_pid(janus: &Janus) -> u32 {
@@ -150,21 +138,6 @@ async fn janus_handles(janus: &Janus) -> (usize, usize) {
         handles += answer["handles"].as_array().map_or(0, Vec::len);
     }
     (ids.len(), handles)
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1}", kib as f64 / 1024.0)
-}
-
-fn machine_line() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpu.lines().find_map(|l| l.strip_prefix("model name")?.split(':').nth(1)).unwrap_or("?").trim();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    format!(
-        "Machine: {} vCPUs ({model}); load average at the start: {}.",
-        std::thread::available_parallelism().map_or(0, usize::from),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
-    )
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -29,8 +29,18 @@ impl Tone {
     /// e.g. `audiotestsrc wave=ticks is-live=true`) makes, at half its amplitude, into each of
     /// `channels` of the null sink `device`.
     pub fn source(pulse: &PulseServer, device: &str, channels: &[usize], source: &str) -> Tone {
+        Tone::scaled(pulse, device, channels, source, 0.5)
+    }
+
+    /// A sine of `freq` Hz and `amplitude` (1.0: full scale), the same in phase on each of
+    /// `channels` of the null sink `device`.
+    pub fn at(pulse: &PulseServer, device: &str, channels: &[usize], freq: u32, amplitude: f32) -> Tone {
+        Tone::scaled(pulse, device, channels, &format!("audiotestsrc freq={freq} is-live=true volume=1.0"), amplitude)
+    }
+
+    fn scaled(pulse: &PulseServer, device: &str, channels: &[usize], source: &str, gain: f32) -> Tone {
         let column: Vec<String> =
-            (0..CHANNELS).map(|c| format!("<(float){}>", if channels.contains(&c) { "0.5" } else { "0.0" })).collect();
+            (0..CHANNELS).map(|c| format!("<(float){}>", if channels.contains(&c) { gain } else { 0.0 })).collect();
         let matrix = format!("mix-matrix=<{}>", column.join(","));
         // 100 ms of buffer: what is measured starts at the card (the sink's monitor), so the
         // player's own latency does not count, and a starved player (a busy machine) would put
@@ -168,6 +178,39 @@ pub fn rms_db(x: &[f32]) -> f64 {
     (10.0 * power.log10()).max(-100.0)
 }
 
+/// The RMS level (dBFS) of the component of `x` at `freq` Hz alone, whatever else sounds beside
+/// it: the median over 0.2 s windows (so that a glitch or two does not decide) of a Goertzel
+/// filter over a Hann window. A sine of amplitude 0.5 reads −9 dBFS; tones 100 Hz apart do not
+/// leak into each other's reading above −80 dB.
+pub fn tone_db(x: &[f32], freq: f64) -> f64 {
+    let window = RATE as usize / 5;
+    if x.len() < window {
+        return window_tone_db(x, freq);
+    }
+    let mut levels: Vec<f64> = x.chunks_exact(window).map(|w| window_tone_db(w, freq)).collect();
+    levels.sort_by(f64::total_cmp);
+    levels[levels.len() / 2]
+}
+
+fn window_tone_db(x: &[f32], freq: f64) -> f64 {
+    if x.len() < 2 {
+        return -100.0;
+    }
+    let n = x.len() as f64;
+    let w = 2.0 * std::f64::consts::PI * freq / f64::from(RATE);
+    let (mut s1, mut s2) = (0.0, 0.0);
+    for (i, sample) in x.iter().enumerate() {
+        let hann = 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / (n - 1.0)).cos();
+        let s0 = f64::from(*sample) * hann + 2.0 * w.cos() * s1 - s2;
+        (s2, s1) = (s1, s0);
+    }
+    let power = s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2;
+    // The amplitude of the sine: |X| / (sum of the window / 2), the window's sum being n / 2.
+    let amplitude = power.sqrt() / (n / 4.0);
+    let rms = amplitude / std::f64::consts::SQRT_2;
+    if rms > 1e-5 { 20.0 * rms.log10() } else { -100.0 }
+}
+
 /// Median over loud 20 ms windows of the zero-crossing frequency (a lost packet concealed by
 /// the decoder does not bias it); 0 without a loud window.
 pub fn frequency(x: &[f32]) -> f64 {
@@ -196,6 +239,28 @@ pub fn longest_dropout_ms(x: &[f32]) -> f64 {
         longest = longest.max(run);
     }
     longest as f64 * 5.0
+}
+
+/// Every run of 5 ms windows under [`LOUD_DB`] between the first and the last loud window: its
+/// start (seconds) and length (ms).
+pub fn dropouts(x: &[f32]) -> Vec<(f64, f64)> {
+    let window = (RATE / 200) as usize;
+    let loud: Vec<bool> = x.chunks(window).map(|w| rms_db(w) > LOUD_DB).collect();
+    let first = loud.iter().position(|l| *l).unwrap_or(loud.len());
+    let last = loud.iter().rposition(|l| *l).unwrap_or(0);
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (i, l) in loud.iter().enumerate().take(last + 1).skip(first) {
+        match (l, start) {
+            (false, None) => start = Some(i),
+            (true, Some(s)) => {
+                runs.push((s as f64 * 0.005, (i - s) as f64 * 5.0));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    runs
 }
 
 /// The time (s) of the first loud 5 ms window, if any.
@@ -319,4 +384,32 @@ pub fn tick_onsets(x: &[f32]) -> Vec<f64> {
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_level_of_one_tone_among_others() {
+        let sine = |freq: f64, amplitude: f64, i: usize| {
+            (amplitude * (2.0 * std::f64::consts::PI * freq * i as f64 / f64::from(RATE)).sin()) as f32
+        };
+        let mut x: Vec<f32> = (0..RATE as usize).map(|i| sine(440.0, 0.5, i) + sine(500.0, 0.25, i)).collect();
+        // A glitch: 10 ms missing in one window.
+        x[1_000..1_480].fill(0.0);
+        let (at_440, at_500, at_600) = (tone_db(&x, 440.0), tone_db(&x, 500.0), tone_db(&x, 600.0));
+        assert!((at_440 - (-9.03)).abs() < 0.2, "440 Hz at {at_440:.2} dBFS");
+        assert!((at_500 - (-15.05)).abs() < 0.2, "500 Hz at {at_500:.2} dBFS");
+        assert!(at_600 < -80.0, "nothing at 600 Hz, read {at_600:.1} dBFS");
+    }
+
+    #[test]
+    fn dropouts_are_found_with_their_place_and_length() {
+        let mut x = vec![0.5_f32; RATE as usize];
+        x[4_800..5_280].fill(0.0); // 10 ms at 0.1 s
+        x[24_000..25_440].fill(0.0); // 30 ms at 0.5 s
+        assert_eq!(dropouts(&x), [(0.1, 10.0), (0.5, 30.0)]);
+        assert_eq!(longest_dropout_ms(&x), 30.0);
+    }
 }

@@ -77,3 +77,34 @@ impl BenchStack {
         BenchStack { control, bridged, janus, pulse, bus }
     }
 }
+
+/// A field of `/proc/PID/status` in its unit (kB for `VmRSS:`, `VmHWM:`), 0 when absent.
+pub fn status_field(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+}
+
+/// utime + stime of `pid` in clock ticks (100 per second on Linux).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<u64> = after.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+    fields[11] + fields[12]
+}
+
+/// The machine's CPU model and count, and its load average now, as a markdown sentence.
+pub fn machine_line() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpu.lines().find_map(|l| l.strip_prefix("model name")?.split(':').nth(1)).unwrap_or("?").trim();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    format!(
+        "Machine: {} vCPUs ({model}); load average at the start: {}.",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    )
+}
+
+/// KiB as MiB with one decimal.
+pub fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}

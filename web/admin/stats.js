@@ -29,6 +29,7 @@ export function init() {
     bridgeState: $('bridge-state'),
     bridgeGeneration: $('bridge-generation'),
     bridgeMessage: $('bridge-message'),
+    participants: $('participants-rows'),
     branches: $('branches-rows'),
     branchesEmpty: $('branches-empty'),
     error: $('stats-error'),
@@ -91,23 +92,41 @@ function render(stats) {
   badge(ui.bridgeState, bridge.state, { running: 'ok', idle: 'ok', degraded: 'warn', unconfigured: 'warn', error: 'bad', unreachable: 'bad', absent: 'bad' });
   setText(ui.bridgeGeneration, bridge.generation ?? '—');
   setText(ui.bridgeMessage, bridge.message || '—');
+  const stateTones = { joined: 'ok', connecting: 'warn', retrying: 'warn', stopped: 'bad' };
+  const participants = bridge.participants ?? [];
+  syncKeyed(ui.participants, participants, {
+    key: (p) => p.room,
+    create: () => h('tr', {},
+      h('td', { class: 'p-room', dataset: { label: 'Room' } }),
+      h('td', { class: 'p-display', dataset: { label: 'As' } }),
+      h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge p-state' })),
+      h('td', { class: 'p-packets num', dataset: { label: 'Packets out / in' } }),
+      h('td', { class: 'p-error', dataset: { label: 'Last error' } })),
+    update: (row, p) => {
+      setText(row.querySelector('.p-room'), p.room);
+      setText(row.querySelector('.p-display'), p.display);
+      badge(row.querySelector('.p-state'), p.state, stateTones);
+      setText(row.querySelector('.p-packets'), `${p.packetsSent} / ${p.packetsReceived}`);
+      setText(row.querySelector('.p-error'), p.lastError || '—');
+    },
+  });
+  ui.participants.closest('.table-box').hidden = participants.length === 0;
+  const level = (db) => (Number.isFinite(db) ? `${db.toFixed(1)} dBFS` : '—');
   const branches = bridge.branches ?? [];
   syncKeyed(ui.branches, branches, {
     key: (b) => b.name,
     create: () => h('tr', {},
-      h('td', { class: 'b-name', dataset: { label: 'Branch' } }),
-      h('td', { class: 'b-room', dataset: { label: 'Room' } }),
-      h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge b-state' })),
-      h('td', { class: 'b-packets num', dataset: { label: 'Packets out / in' } }),
+      h('td', { class: 'b-name', dataset: { label: 'User' } }),
+      h('td', { class: 'b-room', dataset: { label: 'Group' } }),
+      h('td', { dataset: { label: 'Room state' } }, h('span', { class: 'badge b-state' })),
       h('td', { class: 'b-level num', dataset: { label: 'Input level' } }),
-      h('td', { class: 'b-error', dataset: { label: 'Last error' } })),
+      h('td', { class: 'b-output num', dataset: { label: 'Output level' } })),
     update: (row, b) => {
       setText(row.querySelector('.b-name'), b.name);
       setText(row.querySelector('.b-room'), b.room);
-      badge(row.querySelector('.b-state'), b.state, { joined: 'ok', connecting: 'warn', retrying: 'warn', stopped: 'bad' });
-      setText(row.querySelector('.b-packets'), `${b.packetsSent} / ${b.packetsReceived}`);
-      setText(row.querySelector('.b-level'), Number.isFinite(b.inputLevelDb) ? `${b.inputLevelDb.toFixed(1)} dBFS` : '—');
-      setText(row.querySelector('.b-error'), b.lastError || '—');
+      badge(row.querySelector('.b-state'), b.state, stateTones);
+      setText(row.querySelector('.b-level'), level(b.inputLevelDb));
+      setText(row.querySelector('.b-output'), level(b.outputLevelDb));
     },
   });
   ui.branchesEmpty.hidden = branches.length > 0;

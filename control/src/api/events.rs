@@ -14,7 +14,8 @@ use crate::events::LiveEvent;
 /// event as JSON, its `id:` a sequence number. Reconnecting with `Last-Event-ID` resumes without
 /// a loss while the events are still kept (the last 1,024); otherwise the stream starts with a
 /// `reset` event: read the state again. A client more than 256 events behind is cut: its stream
-/// ends with an `overflow` event.
+/// ends with an `overflow` event; one that stops reading loses the connection once writes to it
+/// have waited 30 s.
 #[utoipa::path(get, path = "/events", tag = "system", security(("admin_token" = [])),
     params(("Last-Event-ID" = Option<u64>, Header, description = "The id of the last event received")),
     responses((status = 200, description = "The stream of live events", body = LiveEvent, content_type = "text/event-stream"),

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
-use partyline_shared::config::ServerAudioUser;
 use partyline_shared::janus::client::{Client, Session};
 use partyline_shared::janus::{AllowedAction, AudioBridgeReply, AudioBridgeRequest, JanusEvent, RoomSpec, codes};
 use partyline_shared::slugify;
@@ -27,6 +26,7 @@ use tokio::sync::broadcast::error::TryRecvError;
 pub use partyline_shared::janus::JanusError;
 
 use crate::config::ConfigManager;
+use crate::events::{EventBus, LiveEvent};
 use crate::secrets::{JanusSecrets, SecretValue, derive, random_hex};
 use crate::users::{Line, UNUSED_TOKEN_LIFETIME, User, UserKind, Users};
 
@@ -80,6 +80,19 @@ pub struct JanusStatus {
     pub last_error: Option<String>,
 }
 
+/// The card's participant in one group's room: bridged joins with it, sending the group's
+/// server audio users' inputs and receiving the remote crew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardParticipant {
+    /// The group (its room).
+    pub group: String,
+    pub identity: String,
+    pub token: String,
+    /// The group's server audio users' names.
+    pub display: String,
+    pub bitrate_kbps: u32,
+}
+
 #[derive(Debug)]
 pub struct Janus {
     http: Client,
@@ -93,6 +106,8 @@ pub struct Janus {
     created: Mutex<HashMap<String, RoomSpec>>,
     status: Mutex<JanusStatus>,
     users: Arc<Users>,
+    /// Where changes of [`JanusState`] are published.
+    events: EventBus,
     /// Held while server audio users' tokens are registered, so that whoever comes second
     /// (the reconcile pass or a plan push) waits until Janus has them.
     admitting: tokio::sync::Mutex<()>,
@@ -127,7 +142,12 @@ pub enum DisconnectError {
 impl Janus {
     /// The link to Janus, keeping Janus in step with the config and `users` (the registry the
     /// app state owns) in step with Janus.
-    pub fn new(config: Arc<ConfigManager>, secrets: JanusSecrets, users: Arc<Users>) -> std::io::Result<Arc<Janus>> {
+    pub fn new(
+        config: Arc<ConfigManager>,
+        secrets: JanusSecrets,
+        users: Arc<Users>,
+        events: EventBus,
+    ) -> std::io::Result<Arc<Janus>> {
         let state = if secrets.admin_secret.is_some() && secrets.room_admin_key.is_some() {
             JanusState::Unknown
         } else {
@@ -142,6 +162,7 @@ impl Janus {
             created: Mutex::new(HashMap::new()),
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
             users,
+            events,
             admitting: tokio::sync::Mutex::new(()),
             leaving: Mutex::new(Vec::new()),
             muted_rooms: Mutex::new(HashSet::new()),
@@ -233,6 +254,9 @@ impl Janus {
         let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
         status.rooms = desired.len();
         status.participants = participants;
+        if status.state != JanusState::Up {
+            self.events.publish(&LiveEvent::JanusState { state: JanusState::Up, message: String::new() });
+        }
         status.state = JanusState::Up;
         status.reachable = true;
         status.last_error = None;
@@ -272,6 +296,9 @@ impl Janus {
         // Once per change, not once per retry.
         if status.state != state || status.last_error.as_deref() != Some(message.as_str()) {
             tracing::warn!(error = message, "Janus unavailable; retrying");
+        }
+        if status.state != state {
+            self.events.publish(&LiveEvent::JanusState { state, message: message.clone() });
         }
         status.state = state;
         status.reachable = !matches!(error, JanusError::Unreachable { .. });
@@ -401,6 +428,7 @@ impl Janus {
                     self.revoke(&user).await;
                 }
             }
+            JanusEvent::Talking { room, id, talking } => self.users.talking(&room, &id, talking),
             JanusEvent::Started => {
                 // Janus retries this post until someone listens, so it may predate our own
                 // session: reconcile now, and let a session Janus no longer knows (458/403)
@@ -586,17 +614,17 @@ impl Janus {
         self.muted_rooms.lock().unwrap_or_else(PoisonError::into_inner).contains(group)
     }
 
-    /// Kicks every server audio user's participant out of its room. For a partyline-bridged
+    /// Kicks the card's participant out of every room that has one. For a partyline-bridged
     /// that just (re)appeared on the bus: a new process holds no participant, so any of these is
     /// a leftover of a predecessor that died without leaving, which Janus keeps until its session
     /// times out (60 s) and which makes the new process's joins fail ("User ID already exists").
-    pub async fn kick_server_users(&self) -> Result<(), JanusError> {
+    pub async fn kick_card_participants(&self) -> Result<(), JanusError> {
         let config = self.config.current();
         let at = self.link().await?;
-        // One failure must not spare the others: each leftover blocks its own user.
-        for user in &config.server_audio_users {
-            let (identity, _) = self.server_user_credentials(user)?;
-            match self.kick(&at, &user.group, &identity).await {
+        // One failure must not spare the others: each leftover blocks its own room.
+        for participant in self.card_participants(&config)? {
+            let identity = &participant.identity;
+            match self.kick(&at, &participant.group, identity).await {
                 Ok(true) => tracing::info!(identity, "kicked the participant a previous partyline-bridged left behind"),
                 Ok(false) => {}
                 Err(e) => {
@@ -638,16 +666,37 @@ impl Janus {
         }
     }
 
-    /// The participant id and standing token of a server audio user (derived, so that they
-    /// are the same after a restart of control and bridged's branch is left alone).
-    pub fn server_user_credentials(&self, user: &ServerAudioUser) -> Result<(String, String), JanusError> {
-        let id = user.id();
-        Ok((format!("server-{id}"), derive(self.admin_secret()?, &format!("partyline server user token:{id}"))))
+    /// The card's participants of `config`: one per group that has server audio users, in
+    /// the config's order of groups. The identity and token follow from the group's id alone, so
+    /// users coming and going never change what the participant joined with.
+    pub fn card_participants(&self, config: &Config) -> Result<Vec<CardParticipant>, JanusError> {
+        let secret = self.admin_secret()?;
+        let participants = config
+            .groups
+            .iter()
+            .filter_map(|group| {
+                let id = group.id();
+                let names: Vec<&str> =
+                    config.server_audio_users.iter().filter(|u| u.group == id).map(|u| u.name.as_str()).collect();
+                if names.is_empty() {
+                    return None;
+                }
+                Some(CardParticipant {
+                    identity: format!("card:{id}"),
+                    token: derive(secret, &format!("partyline card participant token:{id}")),
+                    display: names.join(", "),
+                    bitrate_kbps: config.group_bitrate(group).get(),
+                    group: id,
+                })
+            })
+            .collect();
+        Ok(participants)
     }
 
-    /// Registers the server audio users of `config` and their Janus tokens (those not registered
-    /// yet); returns their identities. The BridgeManager calls it before it hands bridged a plan,
-    /// so that a new user's first request to Janus is never refused for an unknown token.
+    /// Registers the card's participants of `config` and their Janus tokens (those not
+    /// registered yet); returns their identities. The BridgeManager calls it before it hands
+    /// bridged a plan, so that a new participant's first request to Janus is never refused for an
+    /// unknown token.
     pub async fn admit_server_users(&self, config: &Config) -> Result<Vec<String>, JanusError> {
         let _admitting = self.admitting.lock().await;
         self.admit_server_users_locked(config).await
@@ -656,18 +705,13 @@ impl Janus {
     /// [`Self::admit_server_users`], for a caller that holds `admitting`.
     async fn admit_server_users_locked(&self, config: &Config) -> Result<Vec<String>, JanusError> {
         let mut identities = Vec::new();
-        for user in &config.server_audio_users {
-            let (identity, token) = self.server_user_credentials(user)?;
-            let before = self.users.get(&identity).map(|u| u.first_group().to_owned());
-            if self.users.upsert_server(&identity, &user.name, &user.group, &token) {
+        for participant in self.card_participants(config)? {
+            let CardParticipant { identity, token, display, group, .. } = participant;
+            // The identity is the group's: a registered participant is in its room's list.
+            if self.users.upsert_server(&identity, &display, &group, &token) {
                 self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
-            }
-            if before.as_deref() != Some(user.group.as_str()) {
                 let at = self.link().await?;
-                if let Some(old_room) = before {
-                    self.allow(&at, &old_room, AllowedAction::Remove, vec![token.clone()]).await?;
-                }
-                self.allow(&at, &user.group, AllowedAction::Add, vec![token]).await?;
+                self.allow(&at, &group, AllowedAction::Add, vec![token]).await?;
             }
             identities.push(identity);
         }

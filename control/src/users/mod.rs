@@ -519,6 +519,23 @@ impl Users {
         self.ended.lock().unwrap_or_else(PoisonError::into_inner).retain(|e| !e.token.matches(token.expose()));
     }
 
+    /// Janus says `id` started or stopped talking in `room`: published for a user on that line
+    /// (a participant partyline did not admit is kicked on its join, not reported here).
+    pub fn talking(&self, room: &str, id: &str, talking: bool) {
+        let users = self.lock();
+        let Some(user) = users.get(id).filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some()))
+        else {
+            return;
+        };
+        let (identity, username, group_id) = (id.to_owned(), user.username.clone(), room.to_owned());
+        // Under the lock, so that a talk event cannot overtake the join or leave around it.
+        self.events.publish(&if talking {
+            LiveEvent::Talking { identity, username, group_id }
+        } else {
+            LiveEvent::StoppedTalking { identity, username, group_id }
+        });
+    }
+
     /// Removes a user (disconnect by the admin, group gone); the caller logs why.
     pub fn remove(&self, identity: &str) -> Option<User> {
         let mut users = self.lock();
@@ -695,13 +712,7 @@ mod tests {
     #[test]
     fn pending_connected_left() {
         let users = Users::default();
-        users.register(
-            "alice-1".into(),
-            "Alice".into(),
-            vec![Line::both("stage")],
-            "t".into(),
-            SecretValue::new("k".into()),
-        );
+        on_stage(&users, "alice-1", "Alice", "t");
         assert!(!users.joined("other-room", "alice-1"), "wrong room");
         assert!(users.left("stage", "alice-1", "test").is_none(), "pending users stay");
         assert!(users.joined("stage", "alice-1"));
@@ -714,15 +725,26 @@ mod tests {
     }
 
     #[test]
+    fn talking_is_published_for_users_on_the_line_only() {
+        let users = Users::default();
+        let published = || users.events.stats().last_id;
+        on_stage(&users, "alice-1", "Alice", "t");
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "stranger", true);
+        assert_eq!(published(), 0, "not joined yet, or not admitted: nothing");
+        assert!(users.joined("stage", "alice-1"));
+        let joined = published();
+        users.talking("backstage", "alice-1", true);
+        assert_eq!(published(), joined, "not her line");
+        users.talking("stage", "alice-1", true);
+        users.talking("stage", "alice-1", false);
+        assert_eq!(published(), joined + 2);
+    }
+
+    #[test]
     fn a_user_who_joined_after_the_list_was_asked_for_is_not_missing() {
         let users = Users::default();
-        users.register(
-            "alice-1".into(),
-            "Alice".into(),
-            vec![Line::both("stage")],
-            "t".into(),
-            SecretValue::new("k".into()),
-        );
+        on_stage(&users, "alice-1", "Alice", "t");
         let asked = OffsetDateTime::now_utc();
         assert!(users.joined("stage", "alice-1"));
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
@@ -761,38 +783,20 @@ mod tests {
         assert!(users.by_panel_key("k1").is_none(), "taken from the old session");
         assert!(users.resume("t1", "k1").is_none(), "once");
 
-        users.register(
-            "bob-2".into(),
-            "Bob".into(),
-            vec![Line::both("stage")],
-            "t2".into(),
-            SecretValue::new("k2".into()),
-        );
+        on_stage(&users, "bob-2", "Bob", "t2");
         assert!(users.joined("stage", "bob-2"));
         assert!(users.left("stage", "bob-2", "left the room").is_some());
         assert!(users.resume("t2", "k1").is_none(), "both secrets");
-        assert_eq!(users.resume("t2", "k2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("k2"));
-        assert!(users.resume("t2", "k2").is_none(), "once");
-        users.register(
-            "cy-3".into(),
-            "Cy".into(),
-            vec![Line::both("stage")],
-            "t3".into(),
-            SecretValue::new("k3".into()),
-        );
+        assert_eq!(users.resume("t2", "key-t2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("key-t2"));
+        assert!(users.resume("t2", "key-t2").is_none(), "once");
+        on_stage(&users, "cy-3", "Cy", "t3");
         assert!(users.remove("cy-3").is_some());
-        assert!(users.resume("t3", "k3").is_none(), "a disconnect by the admin is not resumed");
-        users.register(
-            "di-4".into(),
-            "Di".into(),
-            vec![Line::both("stage")],
-            "t4".into(),
-            SecretValue::new("k4".into()),
-        );
+        assert!(users.resume("t3", "key-t3").is_none(), "a disconnect by the admin is not resumed");
+        on_stage(&users, "di-4", "Di", "t4");
         assert!(users.joined("stage", "di-4"));
         assert!(users.left("stage", "di-4", "kicked").is_some(), "the kick's leave came first");
         users.forget_resume(&SecretValue::new("t4".into()));
-        assert!(users.resume("t4", "k4").is_none(), "…and the disconnect forgets it");
+        assert!(users.resume("t4", "key-t4").is_none(), "…and the disconnect forgets it");
     }
 
     #[test]
@@ -821,6 +825,12 @@ mod tests {
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
     }
 
+    /// Registers a crew member on one line, "stage", with token `token` (and a panel key of its own).
+    fn on_stage(users: &Users, identity: &str, name: &str, token: &str) -> User {
+        let key = SecretValue::new(format!("key-{token}"));
+        users.register(identity.into(), name.into(), vec![Line::both("stage")], token.into(), key)
+    }
+
     /// The crew as `GET /admin/users` shows it, with tokens.
     fn crew(users: &Users) -> Vec<(serde_json::Value, SecretValue)> {
         let crew = users.list().into_iter().filter(|u| u.kind == UserKind::Crew);
@@ -831,27 +841,9 @@ mod tests {
     fn the_crew_is_restored_and_server_users_are_not_stored() {
         let dir = tempfile::tempdir().expect("tempdir");
         let users = Users::restore(dir.path(), EventBus::default());
-        users.register(
-            "alice-1".into(),
-            "Alice".into(),
-            vec![Line::both("stage")],
-            "t1".into(),
-            SecretValue::new("k1".into()),
-        );
-        users.register(
-            "bob-2".into(),
-            "Bob".into(),
-            vec![Line::both("stage")],
-            "t2".into(),
-            SecretValue::new("k2".into()),
-        );
-        users.register(
-            "carol-3".into(),
-            "Carol".into(),
-            vec![Line::both("stage")],
-            "t3".into(),
-            SecretValue::new("k3".into()),
-        );
+        on_stage(&users, "alice-1", "Alice", "t1");
+        on_stage(&users, "bob-2", "Bob", "t2");
+        on_stage(&users, "carol-3", "Carol", "t3");
         assert!(users.upsert_server("server-foh", "FOH", "stage", "t4"));
         assert!(users.joined("stage", "alice-1"));
         assert!(users.joined("stage", "carol-3"));

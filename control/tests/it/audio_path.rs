@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 
 use partyline_testkit::audio::{RATE, Recording, Tone, channel, longest_dropout_ms, record, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
-use partyline_testkit::janus::Janus;
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
+use partyline_testkit::require_namespace;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -54,13 +53,7 @@ async fn a_tone_crosses_the_whole_stack_through_reloads_and_faults() {
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
     let _other_tone = Tone::play(&pulse, "card_in2", 0, 600);
     let bus = Bus::start();
-    let mut stack = Stack::start_custom(
-        Janus::builder().ice_iface(ICE_IFACE),
-        "  - name: X\n",
-        &format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n"),
-        &[("PARTYLINE_BUS", &bus.address)],
-    )
-    .await;
+    let mut stack = Stack::start_media("  - name: X\n", &bus).await;
     let pulse_env = pulse.server_address();
     let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse_env)]);
     let (control_pid, bridged_pid) = (stack.control.pid(), bridged.pid());
@@ -103,8 +96,10 @@ async fn a_tone_crosses_the_whole_stack_through_reloads_and_faults() {
             b["generation"].as_u64() > generation && joined(b, &["A", "B"])
         })
         .await;
+    // What was mixed before the change may still be on its way out (the playback's queue):
+    // the first 100 ms are not judged.
     let samples = record(&pulse, "card_out.monitor", 0.6).await;
-    let level = rms_db(&channel(&samples, 1));
+    let level = rms_db(&channel(&samples, 1)[RATE as usize / 10..]);
     println!("AUDIO B with no output: output channel 1 at {level:.1} dBFS");
     assert!(level < -60.0, "B has no output, yet output channel 1 is at {level:.1} dBFS");
     send_ok(&stack, reqwest::Method::PUT, "/admin/server-users/b", json!({ "outputChannel": 1 }), StatusCode::OK).await;
@@ -148,7 +143,7 @@ async fn a_tone_crosses_the_whole_stack_through_reloads_and_faults() {
          (input card: {input_gap} ms)"
     );
     assert!(rms_db(&out1) > -30.0, "no tone on output channel 1 while C was added");
-    assert!(gap <= MAX_GAP_MS, "A → B dropped out for {gap} ms while C was added");
+    assert!(gap <= MAX_GAP_MS, "A → B dropped out for {gap} ms while C was added\n{}", bridged.log());
 
     // bridged killed: the test restarts it, control pushes the plan again, the tone is back.
     // One recording across the fault: a monitor stream that stays keeps the output card at a low

@@ -116,7 +116,7 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     let retries: Vec<&Value> =
         logs["logs"].as_array().expect("logs").iter().filter(|e| e.to_string().contains("retrying in")).collect();
     assert!(retries.is_empty(), "a join was retried: {retries:?}");
-    let (status, body) = control.delete("/admin/users/server-desk").await;
+    let (status, body) = control.delete("/admin/users/card:stage-left").await;
     assert_eq!(status, StatusCode::CONFLICT, "server audio users follow the config: {body}");
 
     let (status, body) = control.put_json("/admin/server-users/desk", json!({ "outputChannel": null })).await;

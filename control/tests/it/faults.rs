@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState};
 use partyline_testkit::audio::{RATE, Recording, Tone, channel, longest_dropout_ms, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
-use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::janus::Probe;
 use partyline_testkit::pulse::PulseServer;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
+use partyline_testkit::require_namespace;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -74,13 +74,7 @@ impl Rig {
         }
         let tone = Tone::play(&pulse, "card_in", 0, TONE_HZ as u32);
         let bus = Bus::start();
-        let stack = Stack::start_custom(
-            Janus::builder().ice_iface(ICE_IFACE),
-            groups,
-            &format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n"),
-            &[("PARTYLINE_BUS", &bus.address)],
-        )
-        .await;
+        let stack = Stack::start_media(groups, &bus).await;
         let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
         stack.bridge_becomes("bridged seen by control", JOIN, |b| b["state"] == "idle").await;
         let control = &stack.control;
@@ -253,13 +247,9 @@ async fn logs(control: &Control) -> Vec<Value> {
 }
 
 /// A and B, as control's users registry shows them: connected.
+/// Whether the card's participant of group X (A's and B's) is connected in control's registry.
 async fn server_users_connected(control: &Control) -> bool {
-    for identity in ["server-a", "server-b"] {
-        if user_state(control, identity).await.as_deref() != Some("connected") {
-            return false;
-        }
-    }
-    true
+    user_state(control, "card:x").await.as_deref() == Some("connected")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,7 +301,7 @@ async fn control_killed_mid_writes_recovers_the_whole_stack_within_3_s() {
                 .any(|l| l["message"] == "bridge plan applied" && l["meta"]["generation"].as_u64() == Some(generation));
             (applied && a_and_b_joined(&rig.stack.bridge().await)).then_some(())
         }),
-        recovered(control, "A and B connected in control's registry", restarted, async || {
+        recovered(control, "the card (A and B) connected in control's registry", restarted, async || {
             server_users_connected(control).await.then_some(())
         }),
         async {
@@ -444,9 +434,9 @@ async fn janus_killed_and_restarted_restores_rooms_tokens_and_audio() {
         secs(dave_left),
         line.map_or_else(String::new, |l| l.to_string()),
     );
-    until(control, "Carol, A and B connected, and only they", async || {
+    until(control, "Carol and the card (A and B) connected, and only they", async || {
         let (_, stats) = control.get_json("/admin/stats").await;
-        (stats["janus"]["state"] == "up" && stats["activeConnections"] == 3).then_some(())
+        (stats["janus"]["state"] == "up" && stats["activeConnections"] == 2).then_some(())
     })
     .await;
     becomes_revoked(janus, "Dave's", &dave_token).await; // it died with his session
@@ -465,9 +455,8 @@ async fn bridged_restarted_while_control_is_down_gets_its_plan_when_control_is_b
     let status = proxy.status().await.expect("Status()");
     assert_eq!((status.state, status.generation), (BridgeState::Idle, 0), "a new bridged: {status:?}");
     let janus = Probe::admin(&rig.stack.janus).await;
-    let mut ghosts = janus.participants("x").await.expect("room x");
-    ghosts.sort();
-    assert_eq!(ghosts, ["server-a", "server-b"], "the dead bridged's participants");
+    let ghosts = janus.participants("x").await.expect("room x");
+    assert_eq!(ghosts, ["card:x"], "the dead bridged's participant (one for A and B)");
 
     let recording = rig.record();
     let restarted = Instant::now();
@@ -479,7 +468,7 @@ async fn bridged_restarted_while_control_is_down_gets_its_plan_when_control_is_b
         .iter()
         .filter(|l| l["message"].as_str().is_some_and(|m| m.starts_with("kicked the participant")))
         .count();
-    assert_eq!(kicked, 2, "control cleared the dead bridged's two participants");
+    assert_eq!(kicked, 1, "control cleared the dead bridged's participant");
     recording.wait_tone("the tone with control and bridged back", 1, TONE_HZ, 0.0, PATIENCE).await;
     println!(
         "FAULT bridged restarted while control was down; control restarted → A and B joined {}, tone back {}",

@@ -27,6 +27,15 @@ impl Stack {
         Stack::start_custom(Janus::builder(), groups, "", env).await
     }
 
+    /// The stack of the media tests: Janus with ICE on `pl0`, control's bridge on `bus` and
+    /// `pl0`'s address (bridged is the test's to start).
+    pub async fn start_media(groups: &str, bus: &partyline_testkit::dbus::Bus) -> Stack {
+        use partyline_testkit::{ICE_ADDRESS, ICE_IFACE};
+        let bridge = format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n");
+        Stack::start_custom(Janus::builder().ice_iface(ICE_IFACE), groups, &bridge, &[("PARTYLINE_BUS", &bus.address)])
+            .await
+    }
+
     /// [`Stack::start_with_env`] with Janus built from `janus` (e.g. ICE on `pl0`) and `extra`
     /// appended to control's config (top-level YAML sections such as `bridge:`).
     pub async fn start_custom(

@@ -313,27 +313,49 @@ async fn an_unknown_panel_key_is_404_and_never_reaches_a_log_line() {
     assert!(!control.log_text().contains(key), "control's stderr holds the key");
 }
 
+/// A crew member's secrets and identity, from its token answer.
+#[cfg(feature = "services")]
+struct Issued {
+    token: String,
+    identity: String,
+    panel_key: String,
+}
+
+/// Bea on Stage Left, joined in Janus (signalling only) under the token issued to her and
+/// connected in control's view: what she was issued and her Janus session.
+#[cfg(feature = "services")]
+async fn bea_joined(stack: &Stack) -> (Issued, Probe) {
+    let control = &stack.control;
+    let (status, bea) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
+    assert_eq!(status, StatusCode::OK, "{bea}");
+    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
+    let session = Probe::open(&stack.janus, token_b).await.expect("session");
+    session.join_result("stage-left", bea_id, "Bea").await.expect("joined");
+    wait_for("Bea connected", SOON, async || {
+        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+    let text = |key: &str| bea[key].as_str().unwrap_or_else(|| panic!("{key} in {bea}")).to_owned();
+    (Issued { token: text("token"), identity: text("participantIdentity"), panel_key: text("panelKey") }, session)
+}
+
+/// Whether `id` is muted in `room`, as Janus lists it (`None`: not there).
+#[cfg(feature = "services")]
+async fn muted_in(observer: &Probe, room: &str, id: &str) -> Option<bool> {
+    let answer = observer.audiobridge(json!({ "request": "listparticipants", "room": room })).await.ok()?;
+    answer["participants"].as_array()?.iter().find(|p| p["id"] == id).map(|p| p["muted"] == true)
+}
+
 #[cfg(feature = "services")]
 #[tokio::test]
 async fn a_participant_muted_by_the_admin_that_unmutes_itself_is_muted_again() {
     let stack = Stack::start(GROUPS).await;
     let control = &stack.control;
-    let (status, bea) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
-    assert_eq!(status, StatusCode::OK, "{bea}");
-    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
-    let key = bea["panelKey"].as_str().expect("panelKey");
+    let (bea, bea_janus) = bea_joined(&stack).await;
+    let (token_b, bea_id, key) = (bea.token.as_str(), bea.identity.as_str(), bea.panel_key.as_str());
     assert_ne!(key, token_b, "the panel key is a secret of its own");
-    let bea_janus = Probe::open(&stack.janus, token_b).await.expect("session");
-    bea_janus.join_result("stage-left", bea_id, "Bea").await.expect("joined");
-    wait_for("Bea connected", SOON, async || {
-        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
-    })
-    .await;
     let observer = Probe::admin(&stack.janus).await;
-    let muted = async || {
-        let answer = observer.audiobridge(json!({ "request": "listparticipants", "room": "stage-left" })).await.ok()?;
-        answer["participants"].as_array()?.iter().find(|p| p["id"] == bea_id).map(|p| p["muted"] == true)
-    };
+    let muted = async || muted_in(&observer, "stage-left", bea_id).await;
     // She joined muted (as a panel does); she unmutes herself: Janus lets her.
     bea_janus.audiobridge(json!({ "request": "configure", "muted": false })).await.expect("configure");
     wait_for("Bea unmuted", SOON, async || (muted().await == Some(false)).then_some(())).await;
@@ -402,22 +424,11 @@ async fn a_remote_talk_whose_surface_goes_silent_is_muted_in_the_room_even_if_it
     let crew = "crew:\n  maxRemoteTalkSeconds: 1\n";
     let stack = Stack::start_custom(partyline_testkit::janus::Janus::builder(), GROUPS, crew, &[]).await;
     let control = &stack.control;
-    let (status, bea) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
-    assert_eq!(status, StatusCode::OK, "{bea}");
-    let (token_b, bea_id) = (bea["token"].as_str().expect("token"), bea["participantIdentity"].as_str().expect("id"));
-    let key = bea["panelKey"].as_str().expect("panelKey");
-    let bea_janus = Probe::open(&stack.janus, token_b).await.expect("session");
-    bea_janus.join_result("stage-left", bea_id, "Bea").await.expect("joined");
-    wait_for("Bea connected", SOON, async || {
-        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
-    })
-    .await;
+    let (bea, bea_janus) = bea_joined(&stack).await;
+    let (token_b, bea_id, key) = (bea.token.as_str(), bea.identity.as_str(), bea.panel_key.as_str());
     let panel = hung_panel(control, token_b, bea_janus).await;
     let observer = Probe::admin(&stack.janus).await;
-    let muted = async || {
-        let answer = observer.audiobridge(json!({ "request": "listparticipants", "room": "stage-left" })).await.ok()?;
-        answer["participants"].as_array()?.iter().find(|p| p["id"] == bea_id).map(|p| p["muted"] == true)
-    };
+    let muted = async || muted_in(&observer, "stage-left", bea_id).await;
     let online = async || control.get_json(&format!("/panel/{key}")).await.1["online"].as_bool().filter(|o| *o);
     wait_for("Bea's panel online", SOON, online).await;
 
@@ -441,17 +452,8 @@ async fn a_remote_talk_whose_surface_goes_silent_is_muted_in_the_room_even_if_it
 async fn a_panel_rejoining_after_it_left_keeps_its_key_and_mutes_with_both_secrets() {
     let stack = Stack::start(GROUPS).await;
     let control = &stack.control;
-    let (status, first) = token(control, json!({ "username": "Bea", "groupId": "stage-left" })).await;
-    assert_eq!(status, StatusCode::OK, "{first}");
-    let (token_a, bea_id) =
-        (first["token"].as_str().expect("token"), first["participantIdentity"].as_str().expect("id"));
-    let key = first["panelKey"].as_str().expect("panelKey");
-    let session = Probe::open(&stack.janus, token_a).await.expect("session");
-    session.join_result("stage-left", bea_id, "Bea").await.expect("joined");
-    wait_for("Bea connected", SOON, async || {
-        (user_state(control, bea_id).await.as_deref() == Some("connected")).then_some(())
-    })
-    .await;
+    let (first, session) = bea_joined(&stack).await;
+    let (token_a, bea_id, key) = (first.token.as_str(), first.identity.as_str(), first.panel_key.as_str());
     let mute = format!("/admin/users/{bea_id}/lines/stage-left/mute");
     assert_eq!(control.post_json(&mute, json!({})).await.0, StatusCode::OK);
 

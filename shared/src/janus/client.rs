@@ -114,11 +114,12 @@ impl Session {
         reply.checked()
     }
 
-    /// An asynchronous AudioBridge request (`join`), with its session description: Janus acks,
-    /// and the result comes on the long poll as an event carrying the returned transaction id.
-    pub async fn send(&self, body: AudioBridgeRequest, jsep: Jsep) -> Result<String, JanusError> {
+    /// An asynchronous AudioBridge request (`join` with its session description, `configure`):
+    /// Janus acks, and the result comes on the long poll as an event carrying the returned
+    /// transaction id.
+    pub async fn send(&self, body: AudioBridgeRequest, jsep: Option<Jsep>) -> Result<String, JanusError> {
         let transaction = transaction_id();
-        let request = Request::Message { body, jsep: Some(jsep) };
+        let request = Request::Message { body, jsep };
         self.post(&self.handle_url(), request, Some(transaction.clone())).await?;
         Ok(transaction)
     }

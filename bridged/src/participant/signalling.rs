@@ -1,8 +1,8 @@
-//! A branch's signalling with Janus: the session's long poll, the join with the offer and its
+//! A group participant's signalling with Janus: the session's long poll, the join with the offer and its
 //! answer, and the events that end a participation.
 
 use anyhow::{Context as _, anyhow};
-use partyline_shared::bridge::PlanUser;
+use partyline_shared::bridge::PlanGroup;
 use partyline_shared::janus::client::Session;
 use partyline_shared::janus::{AudioBridgeRequest, JanusError, Jsep, JsepType, SessionEvent, prebuffer_packets};
 use tokio::sync::mpsc;
@@ -40,28 +40,28 @@ impl Events {
     }
 }
 
-/// Joins the user's room with `offer` (its own prebuffering, the token the room admits) and
+/// Joins the group's room with `offer` (its own prebuffering, the token the room admits) and
 /// returns Janus's SDP answer, which comes on the long poll with the result of the join.
 pub async fn join(
     session: &Session,
     events: &mut Events,
-    user: &PlanUser,
+    group: &PlanGroup,
     latency_ms: u32,
     offer: String,
     stages: &Stages,
 ) -> anyhow::Result<String> {
-    // Its own prebuffering: the room's is sized for the crew's network, a branch sits next to
+    // Its own prebuffering: the room's is sized for the crew's network, the card sits next to
     // Janus. The room admits only the tokens control issued for it: the join carries ours.
     let join = AudioBridgeRequest::Join {
-        room: user.room.clone(),
-        id: user.identity.clone(),
-        display: user.name.clone(),
-        token: user.token.clone(),
-        bitrate: user.bitrate_kbps * 1000,
+        room: group.room.clone(),
+        id: group.identity.clone(),
+        display: group.display.clone(),
+        token: group.token.clone(),
+        bitrate: group.bitrate_kbps * 1000,
         muted: false,
         prebuffer: prebuffer_packets(latency_ms),
     };
-    let transaction = session.send(join, Jsep { kind: JsepType::Offer, sdp: offer }).await?;
+    let transaction = session.send(join, Some(Jsep { kind: JsepType::Offer, sdp: offer })).await?;
     stages.mark("join with the offer acknowledged by Janus");
     let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
     loop {
@@ -75,7 +75,7 @@ pub async fn join(
         // answer ends this attempt too.
         let mut answer = None;
         for event in &batch {
-            match join_news(event, &transaction, &user.identity) {
+            match join_news(event, &transaction, &group.identity) {
                 JoinNews::Answer(sdp) => answer = Some(sdp),
                 JoinNews::Refused(error) => return Err(error).context("join refused"),
                 JoinNews::Ended(ended) => return Err(ended.into()),
@@ -118,7 +118,7 @@ fn join_news(event: &SessionEvent, transaction: &str, identity: &str) -> JoinNew
     }
 }
 
-/// Why Janus ended a participation: the branch joins again.
+/// Why Janus ended a participation: the participant joins again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Ended {
     #[error("Janus hung up: {0}")]
@@ -134,7 +134,7 @@ pub enum Ended {
 }
 
 /// Whether `event` ends the participation of `identity`. A kicked client's webrtcbin still
-/// reports `connected`: only Janus's events tell a branch it is out.
+/// reports `connected`: only Janus's events tell a participant it is out.
 pub fn ending(event: &SessionEvent, identity: &str) -> Option<Ended> {
     match event {
         SessionEvent::Hangup { reason } => {

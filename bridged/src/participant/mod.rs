@@ -1,15 +1,15 @@
-//! One server audio user's branch: a bin plugged into the card side (`pipeline.rs`), a
-//! webrtcbin joined to its Janus AudioBridge room, and the task that joins, watches and rejoins.
-//! By job:
+//! The card's participant in one group's Janus AudioBridge room: it sends the group's send and
+//! receives the room's mix (the remote crew) through the group's [`Feed`], and the task that
+//! joins, watches and rejoins. By job:
 //!
-//! - `bin.rs`: the GStreamer bin `branch:NAME` (encoder, decoder, webrtcbin), plugged into the
-//!   card side's tee and mixer, and taken out again without stopping the other branches.
+//! - `media.rs`: the participant's own GStreamer pipeline (encoder, webrtcbin, decoder) between
+//!   the feed and Janus.
 //! - `negotiation.rs`: WebRTC: the offer with every local ICE candidate, Janus's answer.
 //! - `signalling.rs`: Janus: the session's long poll, the join and its answer, the events that
 //!   end a participation.
 //! - this file: the supervisor, one [`Attempt`] after another with the retry policy between them.
 
-mod bin;
+mod media;
 mod negotiation;
 mod signalling;
 
@@ -19,17 +19,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use partyline_shared::backoff::Backoff;
-use partyline_shared::bridge::{BranchState, PlanUser};
+use partyline_shared::bridge::{BranchState, PlanGroup};
 use partyline_shared::janus::AudioBridgeRequest;
 use partyline_shared::janus::SessionEvent;
 use partyline_shared::janus::client::{Client, Session};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::pipeline::Base;
-use crate::state::{BranchStats, Shared};
+use crate::pipeline::Feed;
+use crate::state::{ParticipantStats, Shared};
 
-use self::bin::Bin;
+use self::media::Media;
 use self::signalling::Events;
 
 /// The pauses between two attempts.
@@ -43,10 +43,11 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long leaving the room (destroying the session) may take.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// What every branch of one plan shares.
+/// What every participant of one plan shares.
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub base: Arc<Base>,
+    /// The card's sampling rate (the feeds' rate).
+    pub rate: u32,
     pub shared: Arc<Shared>,
     pub janus: Client,
     pub janus_url: String,
@@ -54,18 +55,32 @@ pub struct Context {
     pub latency_ms: u32,
 }
 
-/// A running branch; [`Handle::stop`] leaves the room and removes the bin.
+/// A running participant; [`Handle::stop`] leaves the room and stops its pipeline.
 #[derive(Debug)]
 pub struct Handle {
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    display: watch::Sender<String>,
 }
 
 impl Handle {
-    pub fn start(context: Context, user: PlanUser) -> Handle {
+    pub fn start(context: Context, group: PlanGroup, feed: Arc<Feed>) -> Handle {
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(supervise(context, user, cancel.clone()));
-        Handle { cancel, task }
+        let (display, renamed) = watch::channel(group.display.clone());
+        let task = tokio::spawn(supervise(context, group, feed, renamed, cancel.clone()));
+        Handle { cancel, task, display }
+    }
+
+    /// The participant's display name follows its group's users: a new one is sent to Janus
+    /// (`configure`) without leaving the room.
+    pub fn rename(&self, display: &str) {
+        self.display.send_if_modified(|current| {
+            let changed = current != display;
+            if changed {
+                display.clone_into(current);
+            }
+            changed
+        });
     }
 
     pub async fn stop(self) {
@@ -75,25 +90,40 @@ impl Handle {
 }
 
 /// Attempts to join and stay joined until cancelled, pausing between attempts.
-async fn supervise(context: Context, user: PlanUser, cancel: CancellationToken) {
-    let stats = context.shared.add_branch(&user.name, &user.room);
+async fn supervise(
+    context: Context,
+    group: PlanGroup,
+    feed: Arc<Feed>,
+    mut display: watch::Receiver<String>,
+    cancel: CancellationToken,
+) {
+    let stats = context.shared.add_participant(&group.room, &group.display);
     let mut retry = RETRY;
     loop {
-        let attempt =
-            Attempt { context: &context, user: &user, stats: &stats, stages: Stages::new(&user.name), joined: false };
+        // Each join with the newest name.
+        let group = PlanGroup { display: display.borrow_and_update().clone(), ..group.clone() };
+        let attempt = Attempt {
+            context: &context,
+            group: &group,
+            display: &mut display,
+            feed: &feed,
+            stats: &stats,
+            stages: Stages::new(&group.room),
+            joined: false,
+        };
         let (error, joined, lasted) = match attempt.run(&cancel).await {
             Outcome::Stopped => break,
             Outcome::Failed { error, joined, lasted } => (error, joined, lasted),
         };
         let pause = pause_after(&mut retry, joined, lasted);
-        tracing::warn!("{}: {error:#}; retrying in {} ms", user.name, pause.as_millis());
-        context.shared.branch_state(&user.name, BranchState::Retrying, "", Some(&format!("{error:#}")));
+        tracing::warn!("room {}: {error:#}; retrying in {} ms", group.room, pause.as_millis());
+        context.shared.participant_state(&group.room, BranchState::Retrying, "", Some(&format!("{error:#}")));
         tokio::select! {
             () = cancel.cancelled() => break,
             () = tokio::time::sleep(pause) => {}
         }
     }
-    context.shared.remove_branch(&user.name);
+    context.shared.remove_participant(&group.room);
 }
 
 /// The pause after a failed attempt: the policy's next, or its shortest again after an attempt
@@ -109,9 +139,9 @@ fn pause_after(retry: &mut Backoff, joined: bool, lasted: Duration) -> Duration 
 /// How an attempt ended.
 #[derive(Debug)]
 enum Outcome {
-    /// Cancelled: the plan no longer has the user, or bridged stops.
+    /// Cancelled: the plan no longer has the group, or bridged stops.
     Stopped,
-    /// Failed: the branch joins again after a pause. `joined`: Janus had answered the join.
+    /// Failed: the participant joins again after a pause. `joined`: Janus had answered the join.
     Failed { error: anyhow::Error, joined: bool, lasted: Duration },
 }
 
@@ -119,23 +149,26 @@ enum Outcome {
 #[derive(Debug)]
 struct Attempt<'a> {
     context: &'a Context,
-    user: &'a PlanUser,
-    stats: &'a Arc<BranchStats>,
+    group: &'a PlanGroup,
+    /// The display name the participant should have now.
+    display: &'a mut watch::Receiver<String>,
+    feed: &'a Arc<Feed>,
+    stats: &'a Arc<ParticipantStats>,
     stages: Stages,
     /// Whether Janus answered the join (its answer is set in webrtcbin).
     joined: bool,
 }
 
 impl Attempt<'_> {
-    /// Whatever the attempt built is taken down before it returns: the bin is unplugged, the
-    /// long poll stopped, and the session destroyed (the participant leaves the room).
+    /// Whatever the attempt built is taken down before it returns: the pipeline is stopped,
+    /// the long poll stopped, and the session destroyed (the participant leaves the room).
     async fn run(mut self, cancel: &CancellationToken) -> Outcome {
-        self.context.shared.branch_state(&self.user.name, BranchState::Connecting, "", None);
-        // control registers a user's token with Janus before bridged hears of the user, so a
+        self.context.shared.participant_state(&self.group.room, BranchState::Connecting, "", None);
+        // control registers a participant's token with Janus before bridged hears of it, so a
         // refusal here is a real failure (Janus restarted and not yet told, a revoked token).
         let opened = tokio::select! {
             () = cancel.cancelled() => return Outcome::Stopped,
-            opened = self.context.janus.open(&self.context.janus_url, &self.user.token) => opened,
+            opened = self.context.janus.open(&self.context.janus_url, &self.group.token) => opened,
         };
         let session = match opened {
             Ok(session) => session,
@@ -159,39 +192,39 @@ impl Attempt<'_> {
     }
 
     /// Joins and watches the participation until something ends it: returns only its error.
-    /// Dropped when the branch is stopped: what it built (the bin, the long poll) goes with it.
+    /// Dropped when the participant is stopped: what it built (the pipeline, the long poll)
+    /// goes with it.
     async fn in_session(&mut self, session: &Session) -> anyhow::Result<Infallible> {
-        let (user, stages) = (self.user, &self.stages);
-        let exists = session.audiobridge(AudioBridgeRequest::Exists { room: user.room.clone() }).await?;
+        let (group, stages) = (self.group, &self.stages);
+        let exists = session.audiobridge(AudioBridgeRequest::Exists { room: group.room.clone() }).await?;
         if !exists.exists {
-            return Err(anyhow!("room {:?} does not exist on Janus", user.room));
+            return Err(anyhow!("room {:?} does not exist on Janus", group.room));
         }
         stages.mark("room exists");
         let mut events = Events::start(session);
-        let (faults_tx, mut faults) = mpsc::unbounded_channel();
-        let (bin, mut rtc) = Bin::build(self.context, user, self.stats.clone(), faults_tx, stages)?;
-        stages.mark("bin built and plugged in");
-        let offer = tokio::time::timeout(STEP_TIMEOUT, negotiation::offer(bin.webrtc(), &mut rtc, stages))
+        let (media, mut rtc, mut faults) = Media::start(self.context, group, self.feed.clone(), self.stats, stages)?;
+        stages.mark("pipeline built and started");
+        let offer = tokio::time::timeout(STEP_TIMEOUT, negotiation::offer(media.webrtc(), &mut rtc, stages))
             .await
             .map_err(|_| anyhow!("webrtcbin made no offer within {STEP_TIMEOUT:?}"))??;
-        let answer = signalling::join(session, &mut events, user, self.context.latency_ms, offer, stages).await?;
+        let answer = signalling::join(session, &mut events, group, self.context.latency_ms, offer, stages).await?;
         stages.mark("Janus's answer received");
-        negotiation::set_answer(bin.webrtc(), &answer).await?;
+        negotiation::set_answer(media.webrtc(), &answer).await?;
         stages.mark("answer set as remote description");
         self.joined = true;
-        self.context.shared.branch_state(&user.name, BranchState::Connecting, &user.identity, None);
+        self.context.shared.participant_state(&group.room, BranchState::Connecting, &group.identity, None);
         self.watch(session, &mut events, &mut faults).await
     }
 
     /// Until the participation ends: keeps the session alive, waits for the media to come up
-    /// (Janus's `webrtcup`), and follows Janus's events and the bin's faults.
+    /// (Janus's `webrtcup`), and follows Janus's events and the pipeline's faults.
     async fn watch(
-        &self,
+        &mut self,
         session: &Session,
         events: &mut Events,
         faults: &mut mpsc::UnboundedReceiver<String>,
     ) -> anyhow::Result<Infallible> {
-        let user = self.user;
+        let group = self.group;
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
         let media_deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
         let mut media_up = false;
@@ -202,6 +235,12 @@ impl Attempt<'_> {
                     return Err(anyhow!("ICE/DTLS with Janus did not come up within {STEP_TIMEOUT:?}"));
                 }
                 fault = faults.recv() => return Err(anyhow!("pipeline: {}", fault.unwrap_or_default())),
+                Ok(()) = self.display.changed() => {
+                    let name = self.display.borrow_and_update().clone();
+                    session.send(AudioBridgeRequest::Configure { display: name.clone() }, None).await?;
+                    tracing::info!("room {}: now shown as {name:?}", group.room);
+                    self.context.shared.participant_display(&group.room, &name);
+                }
                 batch = events.next() => {
                     for event in batch? {
                         match event {
@@ -212,10 +251,10 @@ impl Attempt<'_> {
                         if event == SessionEvent::Webrtcup && !media_up {
                             media_up = true;
                             let ms = self.stages.started.elapsed().as_millis();
-                            tracing::info!("{} joined room {} (media up in {ms} ms)", user.name, user.room);
-                            self.context.shared.branch_state(&user.name, BranchState::Joined, &user.identity, Some(""));
+                            tracing::info!("joined room {} as {:?} (media up in {ms} ms)", group.room, group.display);
+                            self.context.shared.participant_state(&group.room, BranchState::Joined, &group.identity, Some(""));
                         }
-                        if let Some(ended) = signalling::ending(&event, &user.identity) {
+                        if let Some(ended) = signalling::ending(&event, &group.identity) {
                             return Err(ended.into());
                         }
                     }
@@ -229,19 +268,19 @@ impl Attempt<'_> {
 /// (`RUST_LOG=partyline_bridged=debug`) that show where a join's time goes.
 #[derive(Debug, Clone)]
 struct Stages {
-    user: Arc<str>,
+    room: Arc<str>,
     started: Instant,
 }
 
 impl Stages {
-    fn new(user: &str) -> Stages {
-        Stages { user: user.into(), started: Instant::now() }
+    fn new(room: &str) -> Stages {
+        Stages { room: room.into(), started: Instant::now() }
     }
 
     fn mark(&self, stage: &str) {
         tracing::debug!(
-            "{}: join stage at {:.1} ms: {stage}",
-            self.user,
+            "room {}: join stage at {:.1} ms: {stage}",
+            self.room,
             self.started.elapsed().as_secs_f64() * 1000.0
         );
     }

@@ -1,0 +1,246 @@
+//! A group participant's media: a GStreamer pipeline `participant:ROOM` of its own beside the
+//! card side, which it meets only through the group's [`Feed`]:
+//!
+//! ```text
+//! appsrc (Feed::send: the group's send, F32 mono) ! audioconvert [! audioresample] ! S16 mono 48 kHz
+//!   ! level (RFC 6464 levels for Janus's talk detection) ! opusenc ! rtpopuspay ─ webrtcbin
+//! webrtcbin ─ rtpopusdepay ! opusdec ! audioconvert [! audioresample] ! F32 mono ! appsink (→ Feed::remote)
+//! ```
+//!
+//! The resamplers are there only when the card does not run at Opus's 48 kHz. The pipeline
+//! stops (`Null`) and the feed forgets its encoder when this is dropped; the card side never
+//! notices a participant come or go.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::{Context as _, anyhow};
+use futures_util::StreamExt as _;
+use gst::glib;
+use gst::prelude::*;
+use gst_rtp::prelude::*;
+use partyline_shared::bridge::PlanGroup;
+use tokio::sync::mpsc;
+use tokio_util::task::AbortOnDropHandle;
+
+use super::negotiation::{self, RtcEvent};
+use super::{Context, Stages};
+use crate::pipeline::{Feed, from_bytes, raw_caps};
+use crate::state::ParticipantStats;
+
+/// Opus frame (ms): the AudioBridge (1.1.2) mixes one packet per participant per 20 ms tick, so
+/// 10 ms frames lose half the audio (bridged/README.md, "Platform facts").
+const OPUS_FRAME_MS: &str = "20";
+/// Opus's rate (RTP clock and the encoder's input).
+const OPUS_RATE: u32 = 48_000;
+/// RTP payload type of Opus in the offer.
+const OPUS_PT: u32 = 111;
+/// RFC 6464 client-to-mixer audio level.
+const AUDIO_LEVEL_URI: &str = "urn:ietf:params:rtp-hdrext:ssrc-audio-level";
+/// The most of the group's send queued for the encoder before the oldest is dropped (the
+/// card's thread never waits for a participant).
+const SEND_QUEUE_MS: u64 = 60;
+
+/// A participant's running pipeline; stopped when dropped.
+#[derive(Debug)]
+pub struct Media {
+    pipeline: gst::Pipeline,
+    webrtc: gst::Element,
+    feed: Arc<Feed>,
+    _bus: AbortOnDropHandle<()>,
+}
+
+impl Media {
+    /// Builds and starts the pipeline of `group`, and returns it with webrtcbin's events for
+    /// the negotiation and the pipeline's errors.
+    pub fn start(
+        context: &Context,
+        group: &PlanGroup,
+        feed: Arc<Feed>,
+        stats: &Arc<ParticipantStats>,
+        stages: &Stages,
+    ) -> anyhow::Result<(Media, mpsc::UnboundedReceiver<RtcEvent>, mpsc::UnboundedReceiver<String>)> {
+        let rate = context.rate;
+        let pipeline = gst::Pipeline::with_name(&format!("participant:{}", group.room));
+        let send_queue = u64::from(rate) * SEND_QUEUE_MS / 1000 * 4;
+        let encoder_input = gst_app::AppSrc::builder()
+            .caps(&raw_caps(rate, 1))
+            .format(gst::Format::Time)
+            .is_live(true)
+            .do_timestamp(true)
+            .max_bytes(send_queue)
+            .leaky_type(gst_app::AppLeakyType::Downstream)
+            .build();
+        let mut send = vec![
+            encoder_input.clone().upcast::<gst::Element>(),
+            gst::ElementFactory::make("audioconvert").property_from_str("dithering", "none").build()?,
+        ];
+        if rate != OPUS_RATE {
+            send.push(gst::ElementFactory::make("audioresample").build()?);
+        }
+        let level = gst::ElementFactory::make("level")
+            .property("post-messages", false)
+            .property("audio-level-meta", true)
+            .build()?;
+        let encoder = gst::ElementFactory::make("opusenc")
+            .property("bitrate", i32::try_from(group.bitrate_kbps * 1000).unwrap_or(64_000))
+            .property_from_str("frame-size", OPUS_FRAME_MS)
+            .property_from_str("audio-type", "restricted-lowdelay")
+            .build()
+            .context("GStreamer element opusenc is missing (gstreamer1.0-plugins-base)")?;
+        let payloader = gst::ElementFactory::make("rtpopuspay").property("pt", OPUS_PT).build()?;
+        let extension = gst_rtp::RTPHeaderExtension::create_from_uri(AUDIO_LEVEL_URI)
+            .ok_or_else(|| anyhow!("no RTP header extension for {AUDIO_LEVEL_URI}"))?;
+        extension.set_id(1);
+        payloader.emit_by_name::<()>("add-extension", &[&extension]);
+        send.extend([caps_filter(&s16_mono(OPUS_RATE))?, level, encoder, payloader.clone()]);
+        let webrtc = gst::ElementFactory::make("webrtcbin")
+            .property_from_str("bundle-policy", "max-bundle")
+            .property("latency", context.latency_ms)
+            .build()
+            .context("GStreamer element webrtcbin is missing (gstreamer1.0-plugins-bad, gstreamer1.0-nice)")?;
+        pipeline.add_many(&send)?;
+        pipeline.add(&webrtc)?;
+        gst::Element::link_many(&send)?;
+        let send_pad = webrtc.request_pad_simple("sink_%u").ok_or_else(|| anyhow!("webrtcbin gave no sink pad"))?;
+        let pay_src = payloader.static_pad("src").ok_or_else(|| anyhow!("rtpopuspay without src pad"))?;
+        pay_src.link(&send_pad)?;
+        count_packets(&pay_src, stats, true);
+        let transceiver = send_pad.property::<gst_webrtc::WebRTCRTPTransceiver>("transceiver");
+        transceiver.set_property("direction", gst_webrtc::WebRTCRTPTransceiverDirection::Sendrecv);
+        restrict_ice(&webrtc, &context.ice_addresses)?;
+
+        // Receive: the room's mix into the feed.
+        let depay = gst::ElementFactory::make("rtpopusdepay").build()?;
+        let decoder = gst::ElementFactory::make("opusdec").property("plc", true).build()?;
+        let mut receive = vec![depay.clone(), decoder, caps_filter(&s16_mono(OPUS_RATE))?];
+        receive.push(gst::ElementFactory::make("audioconvert").build()?);
+        if rate != OPUS_RATE {
+            receive.push(gst::ElementFactory::make("audioresample").build()?);
+        }
+        let room_mix = gst_app::AppSink::builder().caps(&raw_caps(rate, 1)).sync(false).build();
+        let into_feed = feed.clone();
+        let mut samples = Vec::new();
+        room_mix.set_callbacks(
+            gst_app::AppSinkCallbacks::builder()
+                .new_sample(move |sink| {
+                    let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                    let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
+                    let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
+                    samples.clear();
+                    from_bytes(map.as_slice(), &mut samples);
+                    into_feed.remote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(&samples);
+                    Ok(gst::FlowSuccess::Ok)
+                })
+                .build(),
+        );
+        receive.push(room_mix.upcast());
+        pipeline.add_many(&receive)?;
+        gst::Element::link_many(&receive)?;
+        let depay_sink = depay.static_pad("sink").ok_or_else(|| anyhow!("depayloader without sink"))?;
+        count_packets(&depay_sink, stats, false);
+        let pipeline_weak = pipeline.downgrade();
+        webrtc.connect_pad_added(move |_, pad| {
+            if pad.direction() != gst::PadDirection::Src {
+                return;
+            }
+            if !depay_sink.is_linked() && pad.link(&depay_sink).is_ok() {
+                return;
+            }
+            // A second stream (none is offered): dropped.
+            let Some(pipeline) = pipeline_weak.upgrade() else { return };
+            if let Ok(fakesink) = gst::ElementFactory::make("fakesink").property("async", false).build()
+                && pipeline.add(&fakesink).is_ok()
+            {
+                let _ = fakesink.sync_state_with_parent();
+                if let Some(sink) = fakesink.static_pad("sink") {
+                    let _ = pad.link(&sink);
+                }
+            }
+        });
+        let rtc = negotiation::watch(&webrtc, stages);
+        let (faults_tx, faults) = mpsc::unbounded_channel();
+        let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
+        let bus_task = tokio::spawn(forward_errors(bus, faults_tx));
+        let media = Media { pipeline, webrtc, feed, _bus: AbortOnDropHandle::new(bus_task) };
+        media.pipeline.set_state(gst::State::Playing).context("the participant's pipeline does not start")?;
+        *media.feed.send.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(encoder_input);
+        Ok((media, rtc, faults))
+    }
+
+    pub fn webrtc(&self) -> &gst::Element {
+        &self.webrtc
+    }
+}
+
+impl Drop for Media {
+    fn drop(&mut self) {
+        self.feed.send.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+/// The pipeline's errors, as text, until the bus ends.
+async fn forward_errors(bus: gst::Bus, faults: mpsc::UnboundedSender<String>) {
+    let mut messages = bus.stream();
+    while let Some(message) = messages.next().await {
+        if let gst::MessageView::Error(error) = message.view() {
+            let source = message.src().map(|s| s.name().to_string()).unwrap_or_default();
+            let text = match error.debug() {
+                Some(debug) => format!("{source}: {} ({debug})", error.error()),
+                None => format!("{source}: {}", error.error()),
+            };
+            if faults.send(text).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// ICE only on the plan's addresses (when it names any), no UPnP discovery, UDP only.
+fn restrict_ice(webrtc: &gst::Element, addresses: &[String]) -> anyhow::Result<()> {
+    let ice = webrtc.property::<gst::Object>("ice-agent");
+    for address in addresses {
+        if !ice.emit_by_name::<bool>("add-local-ip-address", &[address]) {
+            return Err(anyhow!("the ICE agent refused the local address {address}"));
+        }
+    }
+    if ice.has_property("ice-tcp") {
+        ice.set_property("ice-tcp", false);
+    }
+    if ice.has_property("agent") {
+        let agent = ice.property::<glib::Object>("agent");
+        if agent.has_property("upnp") {
+            agent.set_property("upnp", false);
+        }
+    }
+    Ok(())
+}
+
+fn caps_filter(caps: &gst::Caps) -> anyhow::Result<gst::Element> {
+    Ok(gst::ElementFactory::make("capsfilter").property("caps", caps).build()?)
+}
+
+/// `audio/x-raw` S16 mono at `rate`: what Opus takes and gives.
+fn s16_mono(rate: u32) -> gst::Caps {
+    gst::Caps::builder("audio/x-raw")
+        .field("format", "S16LE")
+        .field("layout", "interleaved")
+        .field("rate", i32::try_from(rate).unwrap_or(48_000))
+        .field("channels", 1i32)
+        .build()
+}
+
+fn count_packets(pad: &gst::Pad, stats: &Arc<ParticipantStats>, sent: bool) {
+    let stats = stats.clone();
+    pad.add_probe(gst::PadProbeType::BUFFER | gst::PadProbeType::BUFFER_LIST, move |_, info| {
+        let n = match &info.data {
+            Some(gst::PadProbeData::Buffer(_)) => 1,
+            Some(gst::PadProbeData::BufferList(list)) => list.len() as u64,
+            _ => 0,
+        };
+        let counter = if sent { &stats.sent } else { &stats.received };
+        counter.fetch_add(n, Ordering::Relaxed);
+        gst::PadProbeReturn::Ok
+    });
+}
