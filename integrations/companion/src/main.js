@@ -34,12 +34,13 @@ const STATUS = {
 export default class PartylineInstance extends InstanceBase {
 	async init(config, _isFirstInit, secrets) {
 		this.blinkOn = true
-		this.linesSeen = ''
 		await this.configUpdated(config, secrets)
 	}
 
 	async configUpdated(config, secrets) {
 		await this.#disconnect()
+		// Defined again without lines, then with the lines of the first state heard.
+		this.linesSeen = ''
 		this.define()
 		let client
 		try {
