@@ -90,10 +90,8 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
   const { check, failed } = trackedTests();
 
   const open = async (mic, name, path) => {
-    const p = await Person.open(browsers[mic], control.origin, name, { path });
+    const p = await Person.joined(browsers[mic], control.origin, name, path);
     people.push(p);
-    await p.joinPreset();
-    await p.waitState('connected');
     return p;
   };
   const client = (options) => {
