@@ -1,0 +1,410 @@
+// The network side of the module: one partyline panel, worked through its panel key
+// (`/api/panel/{key}`, see partyline's README, "Remote control of a panel"). Plain Node, no
+// Companion import, so that partyline's browser tests drive this very class against the real
+// server.
+//
+// It follows the panel's event stream (Server-Sent Events) and reconnects with a growing delay
+// when the stream fails or ends, sends the commands and, while a talk key is held through it,
+// keeps talking to the server: control lets a surface's talk go after
+// `maxRemoteTalkSeconds` without a request with the key, so that a crashed surface never
+// leaves a live microphone.
+
+import { EventEmitter } from 'node:events'
+import { createParser } from 'eventsource-parser'
+import { Agent, fetch } from 'undici'
+
+/** How long a call flashes a line (the panels' own call lasts 5 s). */
+export const CALL_MS = 5000
+
+/** A refused or failed request: `status` (HTTP, 0 for none) and partyline's error `code`. */
+export class PanelError extends Error {
+	/**
+	 * @param {string} message
+	 * @param {{ status?: number, code?: string, cause?: unknown }} [details]
+	 */
+	constructor(message, { status = 0, code = 'unreachable', cause } = {}) {
+		super(message, { cause })
+		this.name = 'PanelError'
+		this.status = status
+		this.code = code
+	}
+}
+
+/**
+ * The panel's API root from what a user pastes: the panel link the panel shows
+ * (`https://host:8443/api/panel/KEY`, key included), or the server's address and the key apart.
+ * Throws a PanelError (`bad_config`) when neither gives both.
+ */
+export function panelBase(url, key = '') {
+	let parsed
+	try {
+		parsed = new URL(String(url).trim())
+	} catch {
+		throw new PanelError(`not a URL: "${url}"`, { code: 'bad_config' })
+	}
+	if (!['http:', 'https:'].includes(parsed.protocol)) {
+		throw new PanelError(`not an http(s) URL: "${url}"`, { code: 'bad_config' })
+	}
+	const inLink = parsed.pathname.match(/\/api\/panel\/([^/]+)\/?$/)
+	const chosen = String(key).trim() || inLink?.[1]
+	if (!chosen) throw new PanelError('no panel key: paste the panel link or give the key', { code: 'bad_config' })
+	const root = inLink ? parsed.pathname.slice(0, inLink.index) : parsed.pathname.replace(/\/+$/, '')
+	return `${parsed.origin}${root}/api/panel/${encodeURIComponent(chosen)}`
+}
+
+/**
+ * One panel seen and worked through its key.
+ *
+ * Events: `change` (anything a button shows changed: the panel, a call starting or ending, the
+ * connection), `state` (the panel, as the server sent it), `call` (a call on one of its lines:
+ * `{groupId, from, identity, at}`), `status` (`{status, message}`, see `status`).
+ */
+export class PartylineClient extends EventEmitter {
+	/**
+	 * `url` and `key`: see panelBase. `verifyTls: false` accepts any certificate (partyline's
+	 * own self-signed one). `retry`: the reconnect delays, doubling from `firstMs` to `maxMs`.
+	 * `silenceMs`: a stream with nothing (not even the server's keep-alive comments) for that
+	 * long is taken as dead and reopened.
+	 */
+	constructor({
+		url,
+		key,
+		verifyTls = true,
+		retry = { firstMs: 250, maxMs: 10_000 },
+		silenceMs = 45_000,
+		timeoutMs = 5000,
+	}) {
+		super()
+		this.base = panelBase(url, key)
+		this.retry = retry
+		this.silenceMs = silenceMs
+		this.timeoutMs = timeoutMs
+		// One pool for the stream and the commands; with the check off, only for this panel's server.
+		this.dispatcher = new Agent(verifyTls ? {} : { connect: { rejectUnauthorized: false } })
+		/** The panel as last heard (`GET /api/panel/{key}`'s shape), or null. */
+		this.panel = null
+		/** `connecting`, `connected` (stream open, panel heard), `retrying`, `unknown_key`, `stopped`. */
+		this.status = 'stopped'
+		this.message = ''
+		this.calls = new Map() // groupId → end of its flash (ms, performance.now())
+		this.callTimers = new Map()
+		this.callStarts = new Map() // groupId → when its last flash started
+		this.held = new Map() // groupId → true while a press through this client holds its talk
+		this.holdTimer = null
+		this.stopped = true
+	}
+
+	/** Opens the event stream (and keeps it open until `stop`). */
+	start() {
+		if (!this.stopped) return
+		this.stopped = false
+		this.#setStatus('connecting', '')
+		this.running = this.#follow()
+	}
+
+	/** Closes the stream, stops every timer; a held talk is let go. */
+	async stop() {
+		if (this.stopped) return
+		this.stopped = true
+		const held = [...this.held.keys()]
+		this.held.clear()
+		this.#holdCheck()
+		this.abort?.abort()
+		this.wake?.()
+		for (const timer of this.callTimers.values()) clearTimeout(timer)
+		this.callTimers.clear()
+		await Promise.allSettled(held.map((group) => this.#command(group, 'talk', { state: 'off' })))
+		await this.running
+		this.#setStatus('stopped', '')
+		await this.dispatcher.close()
+	}
+
+	/** The stream is open and the panel connected: commands can be applied. */
+	get connected() {
+		return this.status === 'connected' && this.panel?.online === true
+	}
+
+	/** A line of the panel as last heard, or undefined. */
+	line(groupId) {
+		return this.panel?.lines.find((l) => l.groupId === groupId)
+	}
+
+	/** The line was called in the last CALL_MS. */
+	calling(groupId) {
+		return (this.calls.get(groupId) ?? 0) > performance.now()
+	}
+
+	/** `GET /api/panel/{key}`: the panel (also kept as `panel`). */
+	async refresh() {
+		const panel = await this.#request('GET', '')
+		this.#takePanel(panel)
+		return panel
+	}
+
+	/**
+	 * Holds the line's talk key, as a finger on a panel's key: `on`, and requests every third of
+	 * the server's `maxRemoteTalkSeconds` until `talkRelease`. Resolves with the line.
+	 */
+	async talkPress(groupId) {
+		const line = await this.#command(groupId, 'talk', { state: 'on' })
+		// A key the panel had on already (a latch) stays as it is on release: the press did not make it.
+		if (line.talk === 'remote') {
+			this.held.set(groupId, true)
+			this.#holdCheck()
+		}
+		return line
+	}
+
+	/** Lets go of a talk key held by `talkPress`; a key the press found on is left as it is. */
+	async talkRelease(groupId) {
+		if (!this.held.delete(groupId)) return this.line(groupId)
+		this.#holdCheck()
+		return this.#command(groupId, 'talk', { state: 'off' })
+	}
+
+	/** `on`, `off` or `toggle` (a latch) of the line's talk key. */
+	talk(groupId, state) {
+		this.held.delete(groupId)
+		this.#holdCheck()
+		return this.#command(groupId, 'talk', { state })
+	}
+
+	/** `on`, `off` or `toggle` of the line's listen switch. */
+	listen(groupId, state) {
+		return this.#command(groupId, 'listen', { state })
+	}
+
+	/** The line's volume, 0–100. */
+	volume(groupId, value) {
+		return this.#command(groupId, 'volume', { value: clampVolume(value) })
+	}
+
+	/** The line's volume moved by `delta` from its last known value (clamped to 0–100). */
+	volumeStep(groupId, delta) {
+		const now = this.line(groupId)?.volume
+		if (now === undefined)
+			return Promise.reject(new PanelError(`no line "${groupId}" on the panel`, { code: 'not_found', status: 404 }))
+		return this.volume(groupId, now + Number(delta))
+	}
+
+	/** Calls the line, as the panel's Call button. */
+	call(groupId) {
+		return this.#command(groupId, 'call')
+	}
+
+	async #command(groupId, action, body) {
+		const line = await this.#request('POST', `/lines/${encodeURIComponent(groupId)}/${action}`, body)
+		// The answer is the line as the panel now reports it: shown at once, the stream follows.
+		if (this.panel && line?.groupId) {
+			const lines = this.panel.lines.map((l) => (l.groupId === line.groupId ? line : l))
+			this.#takePanel({ ...this.panel, lines })
+		}
+		return line
+	}
+
+	async #request(method, path, body) {
+		let response
+		try {
+			response = await fetch(`${this.base}${path}`, {
+				method,
+				dispatcher: this.dispatcher,
+				headers: body ? { 'Content-Type': 'application/json' } : {},
+				body: body ? JSON.stringify(body) : undefined,
+				signal: AbortSignal.timeout(this.timeoutMs),
+			})
+		} catch (error) {
+			throw new PanelError(`${method} ${this.#where(path)}: ${describe(error)}`, { cause: error })
+		}
+		const text = await response.text()
+		let answer = null
+		try {
+			answer = text ? JSON.parse(text) : null
+		} catch {
+			// Not JSON (a proxy's error page): the status says enough.
+		}
+		if (!response.ok) {
+			throw new PanelError(answer?.error ?? `${method} ${this.#where(path)}: HTTP ${response.status}`, {
+				status: response.status,
+				code: answer?.code ?? `http_${response.status}`,
+			})
+		}
+		return answer
+	}
+
+	/** The path without the key, for messages (the key is a secret). */
+	#where(path) {
+		return `/api/panel/…${path}`
+	}
+
+	/** Follows the event stream until `stop`, reopening it with a growing delay. */
+	async #follow() {
+		let delay = this.retry.firstMs
+		while (!this.stopped) {
+			const heard = await this.#stream().catch((error) => {
+				if (this.stopped) return false
+				const unknown = error instanceof PanelError && error.status === 404
+				this.#setStatus(unknown ? 'unknown_key' : 'retrying', error.message)
+				return false
+			})
+			if (this.stopped) break
+			if (heard) delay = this.retry.firstMs
+			// A little jitter: surfaces that lost the same server do not all come back at once.
+			await this.#sleep(delay * (0.8 + 0.4 * Math.random()))
+			delay = Math.min(delay * 2, this.retry.maxMs)
+		}
+	}
+
+	/** One stream: resolves true if it brought the panel, when it ends (the session ended). */
+	async #stream() {
+		const abort = new AbortController()
+		this.abort = abort
+		let heard = false
+		let watchdog
+		const fed = () => {
+			clearTimeout(watchdog)
+			watchdog = setTimeout(() => abort.abort(new Error(`nothing heard for ${this.silenceMs} ms`)), this.silenceMs)
+		}
+		try {
+			let response
+			// Until the answer's head, the request's timeout; then the watchdog (a signal given to
+			// fetch also ends the body, so no timeout signal there).
+			const late = setTimeout(() => abort.abort(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs)
+			try {
+				response = await fetch(`${this.base}/events`, {
+					dispatcher: this.dispatcher,
+					headers: { Accept: 'text/event-stream' },
+					signal: abort.signal,
+				})
+			} catch (error) {
+				throw new PanelError(`event stream: ${describe(abort.signal.reason ?? error)}`, { cause: error })
+			} finally {
+				clearTimeout(late)
+			}
+			if (!response.ok) {
+				const answer = /** @type {{ error?: string, code?: string } | null} */ (await response.json().catch(() => null))
+				throw new PanelError(answer?.error ?? `event stream: HTTP ${response.status}`, {
+					status: response.status,
+					code: answer?.code ?? `http_${response.status}`,
+				})
+			}
+			const parser = createParser({
+				onEvent: (message) => {
+					heard = true
+					this.#onMessage(message)
+				},
+			})
+			fed()
+			const reader = response.body.getReader()
+			const text = new TextDecoder()
+			abort.signal.addEventListener('abort', () => reader.cancel().catch(() => {}), { once: true })
+			for (;;) {
+				let read
+				try {
+					read = await reader.read()
+				} catch (error) {
+					throw new PanelError(`event stream: ${describe(abort.signal.reason ?? error)}`, { cause: error })
+				}
+				if (read.done) break
+				fed()
+				parser.feed(text.decode(read.value, { stream: true }))
+			}
+			if (!this.stopped) this.#setStatus('retrying', 'the event stream ended (the panel left?)')
+			return heard
+		} finally {
+			clearTimeout(watchdog)
+		}
+	}
+
+	/** @param {import('eventsource-parser').EventSourceMessage} message */
+	#onMessage({ event, data }) {
+		let body
+		try {
+			body = JSON.parse(data)
+		} catch {
+			return
+		}
+		if (event === 'state') {
+			this.#takePanel(body)
+			this.#setStatus('connected', '')
+			this.emit('state', body)
+		} else if (event === 'call') {
+			this.#flash(body.groupId, CALL_MS)
+			this.emit('call', body)
+		}
+	}
+
+	#takePanel(panel) {
+		this.panel = panel
+		// A panel first heard mid-call (a reconnect) flashes too, for at most a call's length;
+		// the same call's `call: true` is not taken again once its flash is over.
+		for (const line of panel.lines) {
+			const started = this.callStarts.get(line.groupId) ?? -Infinity
+			if (line.call && performance.now() - started > 2 * CALL_MS) this.#flash(line.groupId, CALL_MS)
+		}
+		this.#holdCheck()
+		this.emit('change')
+	}
+
+	#flash(groupId, ms) {
+		this.callStarts.set(groupId, performance.now())
+		this.calls.set(groupId, performance.now() + ms)
+		clearTimeout(this.callTimers.get(groupId))
+		this.callTimers.set(
+			groupId,
+			setTimeout(() => {
+				// Over, whatever the clocks say (a timer may fire a fraction of a ms early).
+				this.callTimers.delete(groupId)
+				this.calls.delete(groupId)
+				this.emit('change')
+			}, ms),
+		)
+		this.emit('change')
+	}
+
+	/** Starts or stops the requests that keep a held talk on (a third of the server's limit). */
+	#holdCheck() {
+		const want = this.held.size > 0 && !this.stopped
+		if (!want) {
+			clearInterval(this.holdTimer)
+			this.holdTimer = null
+			return
+		}
+		const every = Math.max(250, ((this.panel?.maxRemoteTalkSeconds ?? 30) * 1000) / 3)
+		if (this.holdTimer && this.holdEvery === every) return
+		clearInterval(this.holdTimer)
+		this.holdEvery = every
+		this.holdTimer = setInterval(() => {
+			this.refresh().catch((error) => this.emit('status', { status: this.status, message: error.message }))
+		}, every)
+	}
+
+	#setStatus(status, message) {
+		if (this.status === status && this.message === message) return
+		this.status = status
+		this.message = message
+		this.emit('status', { status, message })
+		this.emit('change')
+	}
+
+	#sleep(ms) {
+		return new Promise((resolve) => {
+			const timer = setTimeout(resolve, ms)
+			this.wake = () => {
+				clearTimeout(timer)
+				resolve()
+			}
+		})
+	}
+}
+
+function clampVolume(value) {
+	const n = Math.round(Number(value))
+	if (!Number.isFinite(n)) throw new PanelError(`not a volume: ${value}`, { code: 'bad_request', status: 400 })
+	return Math.min(100, Math.max(0, n))
+}
+
+/** What went wrong with a request, without undici's nesting. */
+function describe(error) {
+	const cause = error?.cause
+	return cause?.code ? `${error.message} (${cause.code}: ${cause.message})` : (error?.message ?? String(error))
+}

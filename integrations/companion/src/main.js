@@ -1,0 +1,235 @@
+// The Companion side of the module: the connection's config, the actions, feedbacks, variables
+// and presets, all on one PartylineClient (client.js, the network side) and the conditions of
+// model.js.
+
+import { InstanceBase, InstanceStatus } from '@companion-module/base'
+import { PartylineClient } from './client.js'
+import {
+	BLINK_MS,
+	COLOURS,
+	TALK_STATES,
+	feedbackValue,
+	presetDefinitions,
+	variableDefinitions,
+	variableValues,
+} from './model.js'
+
+/**
+ * @typedef {import('@companion-module/base').SomeCompanionConfigField} ConfigField
+ * @typedef {import('@companion-module/base').SomeCompanionActionInputField} ActionField
+ * @typedef {import('@companion-module/base').CompanionBooleanFeedbackDefinition} BooleanFeedback
+ */
+
+/** @type {import('@companion-module/base').CompanionStaticUpgradeScript<any>[]} */
+export const UpgradeScripts = []
+
+const STATUS = {
+	connected: InstanceStatus.Ok,
+	connecting: InstanceStatus.Connecting,
+	retrying: InstanceStatus.ConnectionFailure,
+	unknown_key: InstanceStatus.AuthenticationFailure,
+	stopped: InstanceStatus.Disconnected,
+}
+
+export default class PartylineInstance extends InstanceBase {
+	async init(config, _isFirstInit, secrets) {
+		this.blinkOn = true
+		await this.configUpdated(config, secrets)
+	}
+
+	async configUpdated(config, secrets) {
+		await this.#disconnect()
+		// Defined again without lines, then with the lines of the first state heard.
+		this.linesSeen = ''
+		this.define()
+		let client
+		try {
+			client = new PartylineClient({ url: config.url, key: secrets?.key, verifyTls: config.verifyTls !== false })
+		} catch (error) {
+			this.updateStatus(InstanceStatus.BadConfig, error.message)
+			return
+		}
+		this.client = client
+		client.on('status', ({ status, message }) => {
+			if (client !== this.client) return
+			this.updateStatus(STATUS[status] ?? InstanceStatus.UnknownWarning, message || null)
+			if (message) this.log(status === 'connected' ? 'info' : 'warn', message)
+		})
+		client.on('change', () => this.#changed())
+		client.start()
+	}
+
+	async destroy() {
+		await this.#disconnect()
+	}
+
+	/** @returns {ConfigField[]} */
+	getConfigFields() {
+		return [
+			{
+				type: 'static-text',
+				id: 'about',
+				width: 12,
+				label: 'A partyline panel',
+				value:
+					'Paste the panel link that the partyline panel shows under \u201cRemote control\u201d ' +
+					'(https://host:8443/api/panel/\u2026): it carries the panel key. Or give the server\u2019s address here and the key below.',
+			},
+			{ type: 'textinput', id: 'url', label: 'Panel link or server URL', width: 12, default: 'https://localhost:8443' },
+			{ type: 'secret-text', id: 'key', label: 'Panel key (when not in the link)', width: 8 },
+			{
+				type: 'checkbox',
+				id: 'verifyTls',
+				label: 'Check the TLS certificate',
+				tooltip: 'Off for partyline\u2019s own self-signed certificate',
+				width: 4,
+				default: true,
+			},
+		]
+	}
+
+	async #disconnect() {
+		clearInterval(this.blinkTimer)
+		this.blinkTimer = null
+		const client = this.client
+		this.client = null
+		await client?.stop()
+	}
+
+	/** Actions, feedbacks, variables and presets for the lines known now. */
+	define() {
+		const panel = this.client?.panel
+		const choices = (panel?.lines ?? []).map((l) => ({ id: l.groupId, label: l.name }))
+		/** @type {ActionField} */
+		const line = {
+			type: 'dropdown',
+			id: 'line',
+			label: 'Line',
+			choices,
+			default: choices[0]?.id ?? '',
+			allowCustom: true,
+		}
+		const run = (fn) => async (event) => {
+			const client = this.client
+			if (!client) return
+			try {
+				await fn(client, event.options)
+			} catch (error) {
+				this.log('warn', `${event.actionId} on ${event.options.line}: ${error.message}`)
+			}
+		}
+		this.setActionDefinitions({
+			talk: {
+				name: 'Talk',
+				description: 'Press (held until release), release, or toggle (latch) the line\u2019s talk key',
+				options: [
+					line,
+					{
+						type: 'dropdown',
+						id: 'mode',
+						label: 'Mode',
+						default: 'toggle',
+						choices: [
+							{ id: 'press', label: 'Press (hold until Release)' },
+							{ id: 'release', label: 'Release' },
+							{ id: 'toggle', label: 'Toggle (latch)' },
+						],
+					},
+				],
+				callback: run((client, o) => {
+					if (o.mode === 'press') return client.talkPress(o.line)
+					if (o.mode === 'release') return client.talkRelease(o.line)
+					return client.talk(o.line, 'toggle')
+				}),
+			},
+			listen: {
+				name: 'Listen',
+				options: [line, onOff('state')],
+				callback: run((client, o) => client.listen(o.line, o.state)),
+			},
+			volume_set: {
+				name: 'Volume: set',
+				options: [line, { type: 'number', id: 'value', label: 'Volume', default: 80, min: 0, max: 100, range: true }],
+				callback: run((client, o) => client.volume(o.line, o.value)),
+			},
+			volume_step: {
+				name: 'Volume: step',
+				options: [line, { type: 'number', id: 'delta', label: 'Step', default: 10, min: -100, max: 100 }],
+				callback: run((client, o) => client.volumeStep(o.line, o.delta)),
+			},
+			call: {
+				name: 'Call',
+				description: 'Flash the line on every panel on it, as the panel\u2019s Call button',
+				options: [line],
+				callback: run((client, o) => client.call(o.line)),
+			},
+		})
+		/** @returns {BooleanFeedback} */
+		const flag = (name, description, options, bgcolor, color = COLOURS.white) => ({
+			type: 'boolean',
+			name,
+			description,
+			options,
+			defaultStyle: { bgcolor, color },
+			callback: (feedback) =>
+				this.client ? feedbackValue(this.client, feedback.feedbackId, feedback.options, this.blinkOn) : false,
+		})
+		this.setFeedbackDefinitions({
+			talk: flag(
+				'Talk key',
+				'The line\u2019s talk key is on',
+				[line, { type: 'dropdown', id: 'state', label: 'State', default: 'on', choices: TALK_STATES }],
+				COLOURS.talk,
+			),
+			active: flag('Line active', 'Someone is talking on the line', [line], COLOURS.active, COLOURS.black),
+			listening: flag('Listening', 'The line\u2019s listen switch is on', [line], COLOURS.listen),
+			calling: flag('Call', 'The line is being called (flashes)', [line], COLOURS.call),
+			connected: flag('Connected', 'Connected to partyline, and the panel is online', [], COLOURS.ok),
+		})
+		this.setVariableDefinitions(variableDefinitions(panel))
+		const { structure, presets } = presetDefinitions(panel, this.label)
+		// `grid` is model.js's own (the layout of the rendered presets), not Companion's.
+		const forCompanion = Object.fromEntries(Object.entries(presets).map(([id, { grid: _grid, ...p }]) => [id, p]))
+		this.setPresetDefinitions(structure, forCompanion)
+	}
+
+	#changed() {
+		const client = this.client
+		if (!client) return
+		// New or renamed lines: new choices, variables and presets.
+		const lines = JSON.stringify(client.panel?.lines.map((l) => [l.groupId, l.name]) ?? [])
+		if (lines !== this.linesSeen) {
+			this.linesSeen = lines
+			this.define()
+		}
+		this.setVariableValues(variableValues(client))
+		// A calling line flashes: its feedback is checked on every blink while any line calls.
+		const anyCall = client.panel?.lines.some((l) => client.calling(l.groupId)) ?? false
+		if (anyCall && !this.blinkTimer) {
+			this.blinkTimer = setInterval(() => {
+				this.blinkOn = !this.blinkOn
+				this.checkFeedbacks('calling')
+			}, BLINK_MS)
+		} else if (!anyCall && this.blinkTimer) {
+			clearInterval(this.blinkTimer)
+			this.blinkTimer = null
+			this.blinkOn = true
+		}
+		this.checkAllFeedbacks()
+	}
+}
+
+/** @returns {ActionField} */
+function onOff(id) {
+	return {
+		type: 'dropdown',
+		id,
+		label: 'State',
+		default: 'toggle',
+		choices: [
+			{ id: 'toggle', label: 'Toggle' },
+			{ id: 'on', label: 'On' },
+			{ id: 'off', label: 'Off' },
+		],
+	}
+}
