@@ -14,6 +14,7 @@ use partyline_testkit::audio::{Recording, Tone, channel, dropouts, frequency, lo
 use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::plan::{group, user};
 use partyline_testkit::pulse::AUX_MAP;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
@@ -34,21 +35,6 @@ fn test_card() -> CardServer {
 
 async fn record(pulse: &dyn SoundServer, device: &str, seconds: f64) -> Vec<f32> {
     partyline_testkit::audio::record(pulse, &format!("{device}.monitor"), seconds).await
-}
-
-fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
-    PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output }
-}
-
-/// The card's participant in `room`, admitted by the token `tok-ROOM`.
-fn group(room: &str) -> PlanGroup {
-    PlanGroup {
-        room: room.into(),
-        identity: format!("card:{room}"),
-        token: format!("tok-{room}"),
-        display: format!("card of {room}"),
-        bitrate_kbps: 64,
-    }
 }
 
 fn all_joined(status: &Status, groups: usize) -> bool {

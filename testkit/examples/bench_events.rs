@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, machine_line, mib, status_field};
+use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field};
 use partyline_testkit::control::Control;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -90,16 +90,6 @@ async fn client(mut response: reqwest::Response, seen: Arc<Mutex<Seen>>) {
         }
     }
     seen.lock().unwrap_or_else(PoisonError::into_inner).trouble.push("end of the stream".into());
-}
-
-/// Busy and total jiffies of the whole machine (`/proc/stat`'s first line).
-fn machine_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> =
-        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
-    let total: u64 = fields.iter().sum();
-    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-    (total - idle, total)
 }
 
 /// The `q` quantile of sorted `values`, in milliseconds.

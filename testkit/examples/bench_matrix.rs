@@ -26,11 +26,12 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanGroup, PlanUser, Status};
 use partyline_shared::janus::prebuffer_packets;
 use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
-use partyline_testkit::bench::{cpu_ticks, machine_line, mib, status_field};
+use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field};
 use partyline_testkit::card::QUANTUM;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
 use partyline_testkit::pipewire::PipeWireServer;
+use partyline_testkit::plan::{group, user};
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, SoundServer, require_namespace};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -144,30 +145,6 @@ async fn cpu_percent(pid: u32, secs: f64) -> (f64, f64) {
     let (c1, m1, elapsed) = (cpu_ticks(pid), machine_ticks(), t0.elapsed().as_secs_f64());
     let busy = (m1.0 - m0.0) as f64 / ((m1.1 - m0.1) as f64).max(1.0) * 100.0;
     ((c1 - c0) as f64 / 100.0 / elapsed * 100.0, busy)
-}
-
-/// (busy, total) jiffies of the whole machine from /proc/stat.
-fn machine_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> =
-        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
-    let total: u64 = fields.iter().take(8).sum();
-    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-    (total - idle, total)
-}
-
-fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
-    PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output }
-}
-
-fn group(room: &str) -> PlanGroup {
-    PlanGroup {
-        room: room.into(),
-        identity: format!("card:{room}"),
-        token: format!("tok-{room}"),
-        display: format!("card of {room}"),
-        bitrate_kbps: 64,
-    }
 }
 
 fn plan(janus: &Janus, jitter_ms: u32, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
@@ -459,7 +436,7 @@ async fn main() -> ExitCode {
     drop(bridged);
 
     // The sound server's own share of the local path: the same devices, buffer and period
-    // sizes as bridged's card side (capture 20/10 ms, playback 20/5 ms, unsynced), in one bare
+    // sizes as bridged's card side (capture 10/5 ms, playback 20/5 ms, unsynced: bridged/src/pipeline.rs), in one bare
     // gst-launch loop from input 0 to output 0, with no queue or mix between.
     eprintln!("bench_matrix: ticks through a bare loop card_in 0 → card_out 0, {:.0} s", o.secs);
     let card_caps = format!("audio/x-raw,format=F32LE,rate={RATE},channels=8,channel-mask=(bitmask)0xc3f");
@@ -467,7 +444,7 @@ async fn main() -> ExitCode {
     let mut bare_loop = gst_launch(
         &card,
         &format!(
-            "pulsesrc device=card_in.monitor buffer-time=20000 latency-time=10000 ! {card_caps} \
+            "pulsesrc device=card_in.monitor buffer-time=10000 latency-time=5000 ! {card_caps} \
              ! pulsesink device=card_out buffer-time=20000 latency-time=5000 sync=false"
         ),
     );

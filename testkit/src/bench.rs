@@ -93,6 +93,17 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     fields[11] + fields[12]
 }
 
+/// Busy and total jiffies of the whole machine (`/proc/stat`'s first line; its first 8 fields:
+/// guest time is already counted in user time).
+pub fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> =
+        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
 /// The machine's CPU model and count, and its load average now, as a markdown sentence.
 pub fn machine_line() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();

@@ -13,6 +13,7 @@ pub mod control;
 pub mod dbus;
 pub mod janus;
 pub mod pipewire;
+pub mod plan;
 pub mod pulse;
 
 pub use card::SoundServer;
