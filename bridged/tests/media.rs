@@ -1,13 +1,14 @@
 //! Media end to end: a private PipeWire's null sinks as the sound card (a fixed quantum: the
 //! same timing in every run; one test also on PulseAudio), a real Janus, the real bridged
 //! (harnesses: `partyline-testkit`), and a second bridged on a card of its own as the remote
-//! crew member (a WebRTC peer in the room like any browser). Needs root and must run inside a
+//! crew member (a WebRTC peer in the room like any browser; the card itself joins as a plain-RTP
+//! participant). Needs root and must run inside a
 //! network namespace holding `pl0` (Janus offers no loopback ICE candidate):
 //! `scripts/netns-run cargo test -p partyline-bridged --features services --test media`.
 
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status};
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status, Transport};
 use partyline_testkit::SoundServer;
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, dropouts, frequency, longest_dropout_ms, rms_db, tone_db};
@@ -76,6 +77,7 @@ fn plan(janus: &Janus, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
         output_device: "card_out".into(),
         device_sample_rate: RATE,
         janus_url: janus.url().into(),
+        transport: Transport::Rtp,
         ice_addresses: vec![ICE_ADDRESS.into()],
         latency_ms: 40,
         groups: rooms.iter().map(|room| group(room)).collect(),
@@ -84,7 +86,8 @@ fn plan(janus: &Janus, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
 }
 
 /// A crew member in `room`: another bridged, on a bus of its own, whose card is the null sinks
-/// `crew_in`/`crew_out` (its microphone on input 0, its ears on output 0).
+/// `crew_in`/`crew_out` (its microphone on input 0, its ears on output 0), joined over WebRTC
+/// as a browser is (ICE, DTLS-SRTP, a jitter buffer).
 struct Crew {
     // Stopped before its bus.
     _bridged: Bridged,
@@ -105,6 +108,7 @@ impl Crew {
                 display: "crew member".into(),
                 ..group(room)
             }],
+            transport: Transport::Webrtc,
             ..plan(janus, &[], vec![user("crew", room, 0, Some(0))])
         };
         apply_and_wait(&proxy, &plan, "the crew member joined").await;

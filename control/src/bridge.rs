@@ -139,6 +139,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         output_device: device.output_device_id.clone().unwrap_or_default(),
         device_sample_rate: device.sample_rate.get(),
         janus_url: config.janus.url.clone(),
+        transport: config.bridge.transport,
         ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
         latency_ms: config.bridge.jitter_buffer_ms.get(),
         groups,

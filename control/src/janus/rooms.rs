@@ -27,6 +27,9 @@ pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSp
                 audio_active_packets: 10,
                 audio_level_average: 40,
                 permanent: false,
+                // bridged's group participants (`bridge.transport: rtp`); crew clients cannot
+                // ask for plain RTP through the `/janus` proxy.
+                allow_rtp_participants: true,
             }
         })
         .collect()
