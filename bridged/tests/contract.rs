@@ -181,6 +181,7 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
         [".State", "property", "s", ""],
         [".StatusChanged", "signal", "st", "-"],
         [".LogEntry", "signal", "sss", "-"],
+        [".Talking", "signal", "sb", "-"],
     ] {
         let wanted: Vec<&str> = member.into_iter().filter(|field| !field.is_empty()).collect();
         assert!(

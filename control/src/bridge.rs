@@ -224,6 +224,7 @@ impl BridgeManager {
         let mut owners = dbus.receive_name_owner_changed_with_args(&[(0, BUS_NAME)]).await?;
         let mut changes = proxy.receive_status_changed().await?;
         let mut log_lines = proxy.receive_log_entry().await?;
+        let mut talking = proxy.receive_talking().await?;
         let mut events = self.config.subscribe();
         tracing::info!(bus = %self.bus, "following partyline-bridged on D-Bus");
         let bus_name = zbus::names::BusName::try_from(BUS_NAME).map_err(zbus::Error::from)?;
@@ -249,6 +250,11 @@ impl BridgeManager {
                 }
                 Some(_) = changes.next() => self.refresh(&proxy).await,
                 Some(line) = log_lines.next() => forward_log_line(&line),
+                Some(signal) = talking.next() => {
+                    if let Ok(args) = signal.args() {
+                        self.janus.card_talking(args.room(), *args.talking());
+                    }
+                }
                 event = events.recv() => {
                     if matches!(event, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
                         return Ok(());

@@ -235,6 +235,13 @@ pub trait Bridge {
     /// One of bridged's log lines (level, source, message), for control's log ring.
     #[zbus(signal)]
     fn log_entry(&self, level: &str, source: &str, message: &str) -> zbus::Result<()>;
+
+    /// The card started or stopped talking in `room`: voice activity of the group's send,
+    /// decided as AudioBridge decides it for every participant ([`crate::janus::TALK_WINDOW_PACKETS`],
+    /// [`crate::janus::TALK_LEVEL_DBOV`]). Janus reports no voice activity for plain-RTP
+    /// participants, so this is where the card's talking comes from.
+    #[zbus(signal)]
+    fn talking(&self, room: &str, talking: bool) -> zbus::Result<()>;
 }
 
 /// Which bus a daemon uses.

@@ -180,6 +180,13 @@ pub fn prebuffer_packets(ms: u32) -> u32 {
     (ms / 20).max(2)
 }
 
+/// Voice activity as every room decides it (`audio_active_packets`): over this many 20 ms
+/// packets (200 ms)...
+pub const TALK_WINDOW_PACKETS: u32 = 10;
+/// ...the average RFC 6464 level (dBov: 0 loudest, 127 silence) must be under this for a
+/// participant to be talking (`audio_level_average`; −40 dBov).
+pub const TALK_LEVEL_DBOV: u32 = 40;
+
 /// A room as partyline creates it: one per group, id = group id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RoomSpec {
