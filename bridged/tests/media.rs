@@ -27,6 +27,11 @@ const JOIN_WAIT: Duration = Duration::from_secs(20);
 /// 400 Hz away with both cores busy.
 const PRESENT_DB: f64 = -30.0;
 const ABSENT_DB: f64 = -45.0;
+/// The tones' level, and how far a tone that crossed Janus may be from it: Opus at 64 kb/s keeps
+/// a tone's level within a few tenths of a dB; a path that loses part of the audio does not
+/// (10 ms Opus frames, which AudioBridge 1.1.2 mixes one per 20 ms tick: −27 dBFS).
+const TONE_DB: f64 = -11.0;
+const THROUGH_JANUS_TOLERANCE_DB: f64 = 3.0;
 
 /// The sound server holding a test's card: PipeWire at a fixed quantum, opened by bridged
 /// through pipewire-pulse.
@@ -212,6 +217,18 @@ async fn each_output_hears_its_group_minus_itself_and_the_remote_crew() {
     })
     .await;
     assert_tones(&heard, 0, &[1000, 600], &[440], "what the crew member hears");
+    // Whole, both ways: nothing of either direction lost in Janus.
+    for (samples, k, freq, what) in [
+        (&samples, 0, 440, "the crew on A's output"),
+        (&samples, 1, 440, "the crew on B's output"),
+        (&heard, 0, 1000, "A at the crew member"),
+    ] {
+        let db = tone_db(&channel(samples, k), f64::from(freq));
+        assert!(
+            (db - TONE_DB).abs() < THROUGH_JANUS_TOLERANCE_DB,
+            "{what}: {freq} Hz at {db:.1} dBFS, sent at {TONE_DB}"
+        );
+    }
     drop(crew);
     drop(bridged);
 }
