@@ -54,6 +54,9 @@ const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limi
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
 const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
+/// The group participants' Opus frame (ms): AudioBridge 1.1.2 mixes one packet per participant
+/// per 20 ms tick, so 10 ms frames lose most of the audio (bridged/README.md, "Platform facts").
+pub const OPUS_FRAME_MS: usize = 20;
 /// How often at most the playback queue's glitches are logged.
 const GLITCH_REPORT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How often the levels in the status are refreshed.
@@ -99,6 +102,12 @@ pub struct Feed {
     pub remote: Mutex<Jitter>,
     /// Where the group's send goes: the participant's encoder input, while it has one.
     pub send: Mutex<Option<gst_app::AppSrc>>,
+    /// The send gathered until it makes a whole Opus frame: the encoder waits for one anyway,
+    /// and one push per frame wakes the participant's streaming thread 50 times a second
+    /// instead of once per card block.
+    unsent: Mutex<Vec<f32>>,
+    /// Samples in one Opus frame at the card's rate.
+    frame: usize,
     limiter: Mutex<Limiter>,
     /// The send's voice activity: the card's talking in the room (Janus reports none for a
     /// plain-RTP participant).
@@ -128,11 +137,31 @@ impl QueueShape {
 }
 
 impl Feed {
+    /// Hands a block of the group's send to the participant's encoder, a whole frame at a time
+    /// (dropped while the group has no participant running).
+    fn send(&self, block: &[f32]) {
+        let Some(encoder) = lock(&self.send).clone() else {
+            lock(&self.unsent).clear();
+            return;
+        };
+        let mut unsent = lock(&self.unsent);
+        unsent.extend_from_slice(block);
+        // Exactly a frame, as soon as the block that completes it is in: the encoder gets each
+        // frame when it would have with a push per block.
+        while unsent.len() >= self.frame {
+            // Flushing or stopped participant: the frame is simply not sent.
+            let _ = encoder.push_buffer(to_buffer(&unsent[..self.frame]));
+            unsent.drain(..self.frame);
+        }
+    }
+
     pub fn new(room: &str, rate: u32) -> Feed {
         Feed {
             room: room.to_owned(),
             remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1)),
             send: Mutex::new(None),
+            unsent: Mutex::new(Vec::new()),
+            frame: rate as usize * OPUS_FRAME_MS / 1000,
             limiter: Mutex::new(Limiter::new(rate)),
             voice: Mutex::new(VoiceActivity::new(rate, TALK_WINDOW_PACKETS, TALK_LEVEL_DBOV)),
         }
@@ -349,10 +378,7 @@ impl Mixing {
             if let Some(talking) = lock(&feed.voice).add(send) {
                 self.shared.talking(&feed.room, talking);
             }
-            if let Some(encoder) = lock(&feed.send).as_ref() {
-                // Flushing or stopped participant: the block is simply not sent.
-                let _ = encoder.push_buffer(to_buffer(send));
-            }
+            feed.send(send);
         }
         lock(&self.playback).push(&self.output);
         if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {

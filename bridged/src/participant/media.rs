@@ -31,12 +31,9 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::negotiation::{self, RtcEvent};
 use super::{Context, Stages};
-use crate::pipeline::{Feed, from_bytes, raw_caps};
+use crate::pipeline::{Feed, OPUS_FRAME_MS, from_bytes, raw_caps};
 use crate::state::ParticipantStats;
 
-/// Opus frame (ms): the AudioBridge (1.1.2) mixes one packet per participant per 20 ms tick, so
-/// 10 ms frames lose half the audio (bridged/README.md, "Platform facts").
-const OPUS_FRAME_MS: &str = "20";
 /// Opus's rate (RTP clock and the encoder's input).
 const OPUS_RATE: u32 = 48_000;
 /// RTP payload type of Opus in the offer or the plain-RTP join.
@@ -165,7 +162,7 @@ fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<(gst_app::AppSrc, Vec
         .build()?;
     let encoder = gst::ElementFactory::make("opusenc")
         .property("bitrate", i32::try_from(bitrate_kbps * 1000).unwrap_or(64_000))
-        .property_from_str("frame-size", OPUS_FRAME_MS)
+        .property_from_str("frame-size", &OPUS_FRAME_MS.to_string())
         .property_from_str("audio-type", "restricted-lowdelay")
         .build()
         .context("GStreamer element opusenc is missing (gstreamer1.0-plugins-base)")?;
