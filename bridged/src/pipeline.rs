@@ -12,9 +12,10 @@
 //!            Feed::remote (the room's mix, mono) ─▶ outputs
 //! ```
 //!
-//! An ALSA device (`alsa:` id, or no sound server) is opened with alsasrc/alsasink instead, each
-//! direction on its own (`card.rs`), with the reorder of `card::alsa_order` after alsasrc and
-//! before alsasink in place of the capssetter.
+//! A PipeWire node (the sound server is pipewire-pulse and PipeWire's own socket answers) is
+//! opened with pipewiresrc/pipewiresink, an ALSA device (`alsa:` id, or no sound server) with
+//! alsasrc/alsasink, each direction on its own (`card.rs`); both with the reorder of
+//! `card::alsa_order` after the source and before the sink in place of the capssetter.
 //!
 //! The playback pulls: whenever it has room it asks for a block, which comes from the playback
 //! queue the mix fills ([`PLAYBACK_QUEUE`]), or is silence when the queue
@@ -30,16 +31,18 @@ use futures_util::StreamExt as _;
 use gst::prelude::*;
 use partyline_shared::bridge::Plan;
 
-use crate::card::{Api, Card, alsa_order};
+use crate::card::{Api, Card, Endpoint, alsa_order};
 use crate::mix::{CHANNELS, Jitter, JitterShape, Limiter, Meter, Routing};
 use crate::realtime;
 use crate::state::Shared;
 
 /// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs): the capture
-/// delivers a block every `latency-time`, and each block is mixed and played at once.
+/// delivers a block every `latency-time`, and each block is mixed and played at once. On
+/// PipeWire the period is the graph's quantum that holds `latency-time` ([`period_frames`]).
 const CAPTURE_BUFFER_US: i64 = 10_000;
 const CAPTURE_PERIOD_US: i64 = 5_000;
-/// Playback buffering (µs): what the playback may queue, the card → card latency's main part.
+/// Playback buffering of pulsesink/alsasink (µs): what the playback may queue, the card → card
+/// latency's main part (pipewiresink has no ring buffer of its own: [`playback_sink`]).
 const PLAYBACK_BUFFER_US: i64 = 20_000;
 const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
@@ -161,17 +164,11 @@ impl Base {
         let card_caps = raw_caps(rate, CHANNELS as u32);
         let pipeline = gst::Pipeline::with_name("partyline");
 
-        let src = card
-            .input
-            .builder(card.input.api.source(), "capture")
-            .property("buffer-time", CAPTURE_BUFFER_US)
-            .property("latency-time", CAPTURE_PERIOD_US)
-            .build()
-            .with_context(|| card.input.api.missing(card.input.api.source()))?;
+        let src = capture_source(&card.input, rate)?;
         let capture_caps =
             gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
         let mut capture = vec![src, capture_caps];
-        if card.input.api == Api::Alsa {
+        if matches!(card.input.api, Api::Alsa | Api::PipeWire) {
             capture.extend(alsa_order(&card_caps, "capture-order")?);
         }
         let captured = gst_app::AppSink::builder()
@@ -191,22 +188,11 @@ impl Base {
             .is_live(true)
             .do_timestamp(true)
             .build();
-        let sink = card
-            .output
-            .builder(card.output.api.sink(), "playback")
-            .property("buffer-time", PLAYBACK_BUFFER_US)
-            .property("latency-time", PLAYBACK_PERIOD_US)
-            // It plays what it is given as soon as it has room: its pace is the card's.
-            .property("sync", false)
-            // Its first block comes from the capture's callback, which runs only in PLAYING:
-            // waiting for it to preroll would wait forever.
-            .property("async", false)
-            .build()
-            .with_context(|| card.output.api.missing(card.output.api.sink()))?;
+        let sink = playback_sink(&card.output, rate)?;
         let mut playback = vec![mixed.clone().upcast::<gst::Element>()];
         match card.output.api {
             Api::Pulse => playback.push(unposition()?),
-            Api::Alsa => playback.extend(alsa_order(&card_caps, "playback-order")?),
+            Api::Alsa | Api::PipeWire => playback.extend(alsa_order(&card_caps, "playback-order")?),
         }
         playback.push(sink);
 
@@ -215,8 +201,8 @@ impl Base {
         gst::Element::link_many(&capture)?;
         gst::Element::link_many(&playback)?;
 
-        let frames_per_ms = rate as usize / 1000;
-        let block = frames_per_ms * (CAPTURE_PERIOD_US as usize / 1000) * CHANNELS;
+        // The playback asks for what the capture hands over: one card period at a time.
+        let block = period_frames(card.output.api, rate) as usize * CHANNELS;
         let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS)));
         let from_queue = queue.clone();
         let mut next = vec![0.0; block];
@@ -251,6 +237,7 @@ impl Base {
                 .build(),
         );
 
+        tracing::info!("sound card: input {}, output {}", card.input, card.output);
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         if let Err(error) = pipeline.set_state(gst::State::Playing) {
             let why = first_error(&bus).unwrap_or_else(|| error.to_string());
@@ -278,6 +265,66 @@ impl Base {
         let _ = self.pipeline.set_state(gst::State::Null);
         self.bus_task.abort();
     }
+}
+
+/// The frames of one card period on `api`: [`CAPTURE_PERIOD_US`], or on PipeWire the graph's
+/// quantum that holds it (PipeWire runs its graph in power-of-two quanta: asking for 240
+/// frames would get 128, twice the wake-ups for nothing).
+fn period_frames(api: Api, rate: u32) -> u32 {
+    let frames = (u64::from(rate) * CAPTURE_PERIOD_US as u64 / 1_000_000) as u32;
+    if api == Api::PipeWire { frames.next_power_of_two() } else { frames }
+}
+
+/// The stream properties of a PipeWire stream of the card: `node.latency`, the card's period,
+/// which sets the graph's quantum (the size of each block both streams exchange with the
+/// graph, and so the capture's block and the playback's queue step) unless another stream asks
+/// for less; `stream.capture.sink` when the capture records a sink node (PulseAudio's
+/// `NAME.monitor` source).
+fn pipewire_stream(endpoint: &Endpoint, rate: u32) -> gst::Structure {
+    let latency = format!("{}/{rate}", period_frames(Api::PipeWire, rate));
+    gst::Structure::builder("props")
+        .field("node.latency", latency)
+        .field_if("stream.capture.sink", "true", endpoint.monitor)
+        .build()
+}
+
+/// The card's capture on `endpoint`'s API, delivering one period per block.
+fn capture_source(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element> {
+    let factory = endpoint.api.source();
+    let builder = endpoint.builder(factory, "capture");
+    let builder = match endpoint.api {
+        // Each captured block is the graph's: one quantum, handed over the cycle it was
+        // recorded in; nothing else buffers. always-copy: the appsink may hold a few blocks
+        // (max-buffers), which must not keep PipeWire's own buffers out of the stream.
+        Api::PipeWire => {
+            builder.property("stream-properties", pipewire_stream(endpoint, rate)).property("always-copy", true)
+        }
+        // The server (or ALSA) buffers `buffer-time` and delivers a block every
+        // `latency-time`; each block is mixed and played at once.
+        Api::Pulse | Api::Alsa => {
+            builder.property("buffer-time", CAPTURE_BUFFER_US).property("latency-time", CAPTURE_PERIOD_US)
+        }
+    };
+    builder.build().with_context(|| endpoint.api.missing(factory))
+}
+
+/// The card's playback on `endpoint`'s API. It plays what it is given as soon as it has room
+/// (`sync` off: its pace is the card's), and starts without waiting for a first block (`async`
+/// off: that block comes from the capture's callback, which runs only in PLAYING, so waiting
+/// for it to preroll would wait forever).
+fn playback_sink(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element> {
+    let factory = endpoint.api.sink();
+    let builder = endpoint.builder(factory, "playback").property("sync", false).property("async", false);
+    let builder = match endpoint.api {
+        // A block is queued into the stream as soon as one of its buffers is free, and the
+        // graph takes one quantum per cycle: what waits there is the stream's own handful of
+        // buffers, no ring buffer of GStreamer's in front.
+        Api::PipeWire => builder.property("stream-properties", pipewire_stream(endpoint, rate)),
+        Api::Pulse | Api::Alsa => {
+            builder.property("buffer-time", PLAYBACK_BUFFER_US).property("latency-time", PLAYBACK_PERIOD_US)
+        }
+    };
+    builder.build().with_context(|| endpoint.api.missing(factory))
 }
 
 /// The capture's streaming thread's own state: the buffers it mixes in, reused block after
