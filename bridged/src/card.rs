@@ -146,7 +146,17 @@ pub struct ServerDevice {
     pub node: Option<Node>,
     /// A sink's monitor (PulseAudio's `device.class` `monitor`).
     pub monitor: bool,
+    /// Its channel positions in PipeWire's names (`audio.position`, pipewire-pulse only).
+    pub positions: Option<String>,
 }
+
+/// The card's channel map ([`partyline_shared::card::CARD_CHANNEL_MAP`]) in PipeWire's names.
+/// Only a node with exactly these positions is opened natively: PipeWire matches a stream's
+/// channels to a node's by position name and WirePlumber remixes what does not match (a stream
+/// linked to a node of `AUX0…AUX7` is given two ports, `FL` and `FR`: eight card outputs mixed
+/// into the node's first two channels), while through pipewire-pulse an unpositioned playback
+/// keeps every channel's index on any map (`pipeline.rs`, `PLAYBACK_CAPS`).
+pub const CARD_POSITIONS: &str = "FL,FR,FC,LFE,RL,RR,SL,SR";
 
 /// A PipeWire node: its name (what `target-object` takes) and its serial (never reused while
 /// the server runs, unlike names, so two servers with the same devices are told apart).
@@ -224,6 +234,15 @@ impl Available {
             // PulseAudio, or PipeWire whose socket did not answer (`pipewire_nodes` said why).
             return pulse;
         };
+        if device.positions.as_deref() != Some(CARD_POSITIONS) {
+            tracing::info!(
+                "{field}: {:?} has the channel positions {}, not the card's ({CARD_POSITIONS}): opened through \
+                 pipewire-pulse, which keeps every channel number (PipeWire's own streams match channels by position name)",
+                device.name,
+                device.positions.as_deref().unwrap_or("(none)")
+            );
+            return pulse;
+        }
         let same = |n: &Node| n.name == node.name && (n.serial.is_none() || node.serial.is_none() || n.serial == node.serial);
         if nodes.iter().any(same) {
             Endpoint { api: Api::PipeWire, device: Some(node.name.clone()), monitor: device.monitor }
@@ -260,6 +279,7 @@ fn server_devices() -> Option<ServerDevices> {
             is_default: properties.as_ref().and_then(|p| p.get::<bool>("is-default").ok()).unwrap_or(false),
             node: text("node.name").map(|name| Node { name, serial: text("object.serial") }),
             monitor: text("device.class").as_deref() == Some("monitor"),
+            positions: text("audio.position"),
         };
         if device.has_classes("Audio/Source") {
             devices.sources.push(server_device);
@@ -360,6 +380,7 @@ mod tests {
             name: name.into(),
             node: node.map(|(name, serial)| Node { name: name.into(), serial: Some(serial.into()) }),
             monitor: name.ends_with(".monitor"),
+            positions: node.map(|_| CARD_POSITIONS.to_owned()),
             ..ServerDevice::default()
         }
     }
@@ -416,6 +437,14 @@ mod tests {
         let card = other.choose(&plan("mic", "")).expect("a card");
         assert_eq!(card.input, endpoint(Api::Pulse, Some("mic")));
         assert_eq!(card.output, endpoint(Api::Pulse, None));
+        // A node whose channels are not the card's map keeps PulseAudio's copy by index.
+        let mut aux = with_pipewire(Some(vec![("alsa_input.mic", "40"), ("speakers", "41")]));
+        if let Some(server) = aux.server.as_mut() {
+            server.sinks[0].positions = Some("AUX0,AUX1,AUX2,AUX3,AUX4,AUX5,AUX6,AUX7".into());
+        }
+        let card = aux.choose(&plan("mic", "speakers")).expect("a card");
+        assert_eq!(card.input.api, Api::PipeWire);
+        assert_eq!(card.output, endpoint(Api::Pulse, Some("speakers")));
     }
 
     #[test]

@@ -430,7 +430,8 @@ async fn two_full_scale_inputs_are_limited_not_wrapped() {
 /// A playback device whose PulseAudio channel map is `aux0…aux7` (ALSA's multichannel and
 /// pro-audio profiles): output channel 5 lands on the device's channel 5, not on silence
 /// (PulseAudio matches positions by name, and the 7.1 positions bridged uses inside its
-/// pipeline name none of the device's channels; README, "Channel order").
+/// pipeline name none of the device's channels; README, "Channel order"). On PipeWire such a
+/// node is played through pipewire-pulse, not natively (`card::CARD_POSITIONS`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_channel_is_the_device_channel_on_an_aux_card() {
     aux_card(CardKind::PipeWire).await;
@@ -457,10 +458,11 @@ async fn aux_card(kind: CardKind) {
     let samples = Recording::start_with_map(&pulse, "card_out.monitor", AUX_MAP).finish_after(1.5).await;
     let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
     println!("aux card, dBFS per device channel: {}", levels.join(", "));
-    // PipeWire's node natively, PulseAudio's sink through the PulseAudio protocol.
+    // On PipeWire the input (the card's map) natively, the aux output through pipewire-pulse
+    // (a native stream would be remixed by position names); on PulseAudio both through it.
     let said = match kind {
-        CardKind::PipeWire => "output node card_out through pipewire",
-        CardKind::Pulse => "output card_out through pulseaudio",
+        CardKind::PipeWire => "input card_in's monitor through pipewire, output card_out through pulseaudio",
+        CardKind::Pulse => "input card_in.monitor through pulseaudio, output card_out through pulseaudio",
     };
     assert!(bridged.log().contains(said), "bridged's log does not say {said:?}:{}", bridged.log());
     let out5 = channel(&samples, 5);
