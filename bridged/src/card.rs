@@ -85,11 +85,10 @@ impl Endpoint {
     /// under the client name the sound server shows.
     pub fn builder<'a>(&'a self, factory: &'a str, name: &'a str) -> gst::element_factory::ElementBuilder<'a> {
         let device_property = if self.api == Api::PipeWire { "target-object" } else { "device" };
-        gst::ElementFactory::make(factory).name(name).property_if_some(device_property, self.device.as_deref()).property_if(
-            "client-name",
-            "partyline-bridged",
-            self.api != Api::Alsa,
-        )
+        gst::ElementFactory::make(factory)
+            .name(name)
+            .property_if_some(device_property, self.device.as_deref())
+            .property_if("client-name", "partyline-bridged", self.api != Api::Alsa)
     }
 }
 
@@ -243,7 +242,8 @@ impl Available {
             );
             return pulse;
         }
-        let same = |n: &Node| n.name == node.name && (n.serial.is_none() || node.serial.is_none() || n.serial == node.serial);
+        let same =
+            |n: &Node| n.name == node.name && (n.serial.is_none() || node.serial.is_none() || n.serial == node.serial);
         if nodes.iter().any(same) {
             Endpoint { api: Api::PipeWire, device: Some(node.name.clone()), monitor: device.monitor }
         } else {
@@ -396,14 +396,18 @@ mod tests {
     /// pipewire-pulse's view of a PipeWire with a microphone and speakers; `native`: the nodes
     /// its own socket lists.
     fn with_pipewire(native: Option<Vec<(&str, &str)>>) -> Available {
-        let mut sources = vec![device("mic", Some(("alsa_input.mic", "40"))), device("speakers.monitor", Some(("speakers", "41")))];
+        let mut sources =
+            vec![device("mic", Some(("alsa_input.mic", "40"))), device("speakers.monitor", Some(("speakers", "41")))];
         sources[0].is_default = true;
         let mut sinks = vec![device("speakers", Some(("speakers", "41")))];
         sinks[0].is_default = true;
         Available {
             server: Some(ServerDevices { sources, sinks }),
             pipewire: native.map(|nodes| {
-                nodes.into_iter().map(|(name, serial)| Node { name: name.into(), serial: Some(serial.into()) }).collect()
+                nodes
+                    .into_iter()
+                    .map(|(name, serial)| Node { name: name.into(), serial: Some(serial.into()) })
+                    .collect()
             }),
             alsa: true,
         }

@@ -574,7 +574,8 @@ async fn a_pipewire_card_opens_natively_and_a_fallback_is_never_silent() {
     let bridged = Bridged::on_card(&bus, &pulse, &[]);
     let proxy = bus.bridge().await;
     proxy.apply(&plan).await.expect("Apply");
-    record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB).await;
+    record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB)
+        .await;
     let (input, output) = card_stream_apis(&pulse);
     assert_eq!((input, output), (vec!["native".to_owned()], vec!["native".to_owned()]), "{}", bridged.log());
     let said = "sound card: input card_in's monitor through pipewire, output node card_out through pipewire";
@@ -584,10 +585,15 @@ async fn a_pipewire_card_opens_natively_and_a_fallback_is_never_silent() {
     // PipeWire's socket out of reach: pipewire-pulse, with a warning that says why.
     let nowhere = tempfile::tempdir().expect("an empty runtime directory");
     let nowhere = nowhere.path().to_str().expect("a UTF-8 path");
-    let bridged = Bridged::on_card(&bus, &pulse, &[("PIPEWIRE_RUNTIME_DIR", nowhere), ("PIPEWIRE_REMOTE", "partyline-no-such-socket")]);
+    let bridged = Bridged::on_card(
+        &bus,
+        &pulse,
+        &[("PIPEWIRE_RUNTIME_DIR", nowhere), ("PIPEWIRE_REMOTE", "partyline-no-such-socket")],
+    );
     let proxy = bus.bridge().await;
     proxy.apply(&plan).await.expect("Apply");
-    record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB).await;
+    record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB)
+        .await;
     let (input, output) = card_stream_apis(&pulse);
     assert_eq!((input, output), (vec!["pipewire-pulse".to_owned()], vec!["pipewire-pulse".to_owned()]));
     let log = bridged.log();
