@@ -53,6 +53,15 @@ const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
 /// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
+/// The playback queue on PipeWire: the capture hands over exactly one quantum per graph cycle
+/// (no bursts), and the playback pulls in the same cycle, in an order between the two that
+/// varies: it starts at one quantum and keeps 2 ms beyond what that order needs.
+const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 6, margin_ms: 2, limit_ms: 200 };
+/// On PipeWire the playback's blocks are this fraction of a quantum. pipewiresink (0.3.65) gives
+/// its stream at least 8 buffers of whatever it is handed, and the pulling playback keeps them
+/// all full: 8 blocks wait there, 8 quanta (43 ms; measured card → card 54 ms) with blocks of a
+/// quantum, 2 quanta with blocks of a quarter.
+const PIPEWIRE_BLOCKS_PER_QUANTUM: u32 = 4;
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
 const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
@@ -113,15 +122,15 @@ struct QueueShape {
 }
 
 impl QueueShape {
-    /// In samples of `channels` channels at `rate`, the window a second of card blocks.
-    fn jitter(self, rate: u32, channels: usize) -> Jitter {
+    /// In samples of `channels` channels at `rate`, the window a second of reads (`read_frames`
+    /// each).
+    fn jitter(self, rate: u32, channels: usize, read_frames: u32) -> Jitter {
         let samples = |ms: usize| rate as usize * ms / 1000 * channels;
-        let blocks_per_second = 1_000_000 / CAPTURE_PERIOD_US as usize;
         Jitter::new(JitterShape {
             start: samples(self.start_ms),
             margin: samples(self.margin_ms),
             limit: samples(self.limit_ms),
-            window: blocks_per_second,
+            window: (rate / read_frames.max(1)) as usize,
         })
     }
 }
@@ -130,7 +139,7 @@ impl Feed {
     pub fn new(room: &str, rate: u32) -> Feed {
         Feed {
             room: room.to_owned(),
-            remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1)),
+            remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1, period_frames(Api::Pulse, rate))),
             send: Mutex::new(None),
             limiter: Mutex::new(Limiter::new(rate)),
         }
@@ -201,9 +210,15 @@ impl Base {
         gst::Element::link_many(&capture)?;
         gst::Element::link_many(&playback)?;
 
-        // The playback asks for what the capture hands over: one card period at a time.
-        let block = period_frames(card.output.api, rate) as usize * CHANNELS;
-        let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS)));
+        // The playback asks for a card period at a time (PipeWire: a part of one).
+        let (block_frames, shape) = match card.output.api {
+            Api::PipeWire => {
+                (period_frames(Api::PipeWire, rate) / PIPEWIRE_BLOCKS_PER_QUANTUM, PIPEWIRE_PLAYBACK_QUEUE)
+            }
+            Api::Pulse | Api::Alsa => (period_frames(card.output.api, rate), PLAYBACK_QUEUE),
+        };
+        let block = block_frames as usize * CHANNELS;
+        let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS, block_frames)));
         let from_queue = queue.clone();
         let mut next = vec![0.0; block];
         let mut promoted = false;
