@@ -53,15 +53,9 @@ const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
 /// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
-/// The playback queue on PipeWire: the capture hands over exactly one quantum per graph cycle
-/// (no bursts), and the playback pulls in the same cycle, in an order between the two that
-/// varies: it starts at one quantum and keeps 2 ms beyond what that order needs.
-const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 6, margin_ms: 2, limit_ms: 200 };
-/// On PipeWire the playback's blocks are this fraction of a quantum. pipewiresink (0.3.65) gives
-/// its stream at least 8 buffers of whatever it is handed, and the pulling playback keeps them
-/// all full: 8 blocks wait there, 8 quanta (43 ms; measured card → card 54 ms) with blocks of a
-/// quantum, 2 quanta with blocks of a quarter.
-const PIPEWIRE_BLOCKS_PER_QUANTUM: u32 = 4;
+/// On PipeWire the mix pushes each block straight into the playback: what the playback's appsrc
+/// may hold before it drops its oldest (ns), a bound that only a stalled playback reaches.
+const PIPEWIRE_PLAYBACK_HOLD_NS: u64 = 50_000_000;
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
 const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
@@ -210,32 +204,48 @@ impl Base {
         gst::Element::link_many(&capture)?;
         gst::Element::link_many(&playback)?;
 
-        // The playback asks for a card period at a time (PipeWire: a part of one).
-        let (block_frames, shape) = match card.output.api {
-            Api::PipeWire => {
-                (period_frames(Api::PipeWire, rate) / PIPEWIRE_BLOCKS_PER_QUANTUM, PIPEWIRE_PLAYBACK_QUEUE)
+        let output = if card.output.api == Api::PipeWire {
+            // PipeWire: each mixed block goes straight to the playback, in the graph cycle it
+            // was captured in, to be played in the next. Pulling would not do: pipewiresink
+            // (0.3.65) gives its stream at least 8 buffers, and a pulling playback keeps them
+            // all full, 8 quanta (measured card → card: 54 ms); blocks smaller than a quantum
+            // make that shorter, but whenever the stream is given fewer buffers (a race at its
+            // start) it plays a part of each cycle. Pushed, the stream holds what the graph has
+            // not played yet: one block.
+            mixed.set_property("max-time", PIPEWIRE_PLAYBACK_HOLD_NS);
+            mixed.set_property_from_str("leaky-type", "downstream");
+            // The thread that hands the blocks to pipewiresink is appsrc's own.
+            let promoted = std::sync::Once::new();
+            if let Some(pad) = mixed.static_pad("src") {
+                pad.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+                    promoted.call_once(|| realtime::promote("the card's playback"));
+                    gst::PadProbeReturn::Ok
+                });
             }
-            Api::Pulse | Api::Alsa => (period_frames(card.output.api, rate), PLAYBACK_QUEUE),
+            Output::Pushed(mixed.clone())
+        } else {
+            // The playback asks for a card period at a time.
+            let block_frames = period_frames(card.output.api, rate);
+            let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS, block_frames)));
+            let from_queue = queue.clone();
+            let mut next = vec![0.0; block_frames as usize * CHANNELS];
+            let mut promoted = false;
+            mixed.set_callbacks(
+                gst_app::AppSrcCallbacks::builder()
+                    .need_data(move |src, _| {
+                        if !promoted {
+                            realtime::promote("the card's playback");
+                            promoted = true;
+                        }
+                        lock(&from_queue).pull(&mut next);
+                        let _ = src.push_buffer(to_buffer(&next));
+                    })
+                    .build(),
+            );
+            Output::Pulled(queue)
         };
-        let block = block_frames as usize * CHANNELS;
-        let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS, block_frames)));
-        let from_queue = queue.clone();
-        let mut next = vec![0.0; block];
-        let mut promoted = false;
-        mixed.set_callbacks(
-            gst_app::AppSrcCallbacks::builder()
-                .need_data(move |src, _| {
-                    if !promoted {
-                        realtime::promote("the card's playback");
-                        promoted = true;
-                    }
-                    lock(&from_queue).pull(&mut next);
-                    let _ = src.push_buffer(to_buffer(&next));
-                })
-                .build(),
-        );
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
-        let mut mixing = Mixing::new(rate, matrix.clone(), queue, shared.clone());
+        let mut mixing = Mixing::new(rate, matrix.clone(), output, shared.clone());
         captured.set_callbacks(
             gst_app::AppSinkCallbacks::builder()
                 .new_sample(move |sink| {
@@ -342,11 +352,19 @@ fn playback_sink(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element>
     builder.build().with_context(|| endpoint.api.missing(factory))
 }
 
+/// Where the mix puts each output block.
+enum Output {
+    /// Into the playback queue, which the playback pulls from (PulseAudio, ALSA).
+    Pulled(Arc<Mutex<Jitter>>),
+    /// Straight into the playback's appsrc (PipeWire).
+    Pushed(gst_app::AppSrc),
+}
+
 /// The capture's streaming thread's own state: the buffers it mixes in, reused block after
 /// block, and the output limiters and meters, which outlive every matrix swap.
 struct Mixing {
     matrix: Arc<Mutex<Arc<Matrix>>>,
-    playback: Arc<Mutex<Jitter>>,
+    playback: Output,
     shared: Arc<Shared>,
     input: Vec<f32>,
     output: Vec<f32>,
@@ -362,7 +380,7 @@ struct Mixing {
 }
 
 impl Mixing {
-    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Arc<Mutex<Jitter>>, shared: Arc<Shared>) -> Mixing {
+    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Output, shared: Arc<Shared>) -> Mixing {
         let period = rate as usize * METER_PERIOD_MS / 1000;
         Mixing {
             matrix,
@@ -408,7 +426,13 @@ impl Mixing {
                 let _ = encoder.push_buffer(to_buffer(send));
             }
         }
-        lock(&self.playback).push(&self.output);
+        match &self.playback {
+            Output::Pulled(queue) => lock(queue).push(&self.output),
+            Output::Pushed(src) => {
+                // Stopping or flushing: the block is simply not played.
+                let _ = src.push_buffer(to_buffer(&self.output));
+            }
+        }
         if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {
             self.shared.meters.set(&input, &output);
             self.report_glitches(&matrix.feeds);
@@ -426,8 +450,9 @@ impl Mixing {
             return;
         }
         self.reported = now;
-        let playback = lock(&self.playback).glitches_since_last_asked();
-        log_glitches("the card's playback queue", playback, CHANNELS);
+        if let Output::Pulled(queue) = &self.playback {
+            log_glitches("the card's playback queue", lock(queue).glitches_since_last_asked(), CHANNELS);
+        }
         for feed in feeds {
             let remote = lock(&feed.remote).glitches_since_last_asked();
             log_glitches(&format!("room {}'s mix", feed.room), remote, 1);

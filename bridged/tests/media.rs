@@ -153,7 +153,11 @@ async fn record_once(
         }
         if Instant::now() > deadline {
             let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
-            panic!("waited 10 s for {what}; {device} in dBFS per channel: {}{}", levels.join(", "), bridged.log());
+            let streams: String = ["sources", "sinks", "source-outputs", "sink-inputs"]
+                .iter()
+                .map(|what| String::from_utf8_lossy(&pulse.pactl(&["list", "short", what]).stdout).into_owned())
+                .collect();
+            panic!("waited 10 s for {what}; {device} in dBFS per channel: {}\n{streams}{}", levels.join(", "), bridged.log());
         }
     }
 }
