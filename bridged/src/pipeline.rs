@@ -21,7 +21,10 @@
 //! queue the mix fills ([`PLAYBACK_QUEUE`]), or is silence when the queue
 //! is empty. So the playback never underruns for lack of a block, and the card → card latency
 //! stays the capture's period plus the queue plus the playback's buffering, whatever the
-//! scheduling did before.
+//! scheduling did before. On PipeWire the capture and the playback are two streams of one graph,
+//! driven by its cycle: there the mix pushes each block straight into the playback, to be
+//! played in the next cycle (card → card: the capture's quantum plus one or two quanta; why not
+//! pulling: [`Base::start`]).
 
 use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -222,7 +225,7 @@ impl Base {
                     gst::PadProbeReturn::Ok
                 });
             }
-            Output::Pushed(mixed.clone())
+            Output::Pushed(mixed)
         } else {
             // The playback asks for a card period at a time.
             let block_frames = period_frames(card.output.api, rate);
@@ -341,9 +344,8 @@ fn playback_sink(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element>
     let factory = endpoint.api.sink();
     let builder = endpoint.builder(factory, "playback").property("sync", false).property("async", false);
     let builder = match endpoint.api {
-        // A block is queued into the stream as soon as one of its buffers is free, and the
-        // graph takes one quantum per cycle: what waits there is the stream's own handful of
-        // buffers, no ring buffer of GStreamer's in front.
+        // No ring buffer of GStreamer's in front of the stream: a block pushed by the mix is
+        // queued into the stream at once, and the graph takes one per cycle.
         Api::PipeWire => builder.property("stream-properties", pipewire_stream(endpoint, rate)),
         Api::Pulse | Api::Alsa => {
             builder.property("buffer-time", PLAYBACK_BUFFER_US).property("latency-time", PLAYBACK_PERIOD_US)

@@ -157,7 +157,11 @@ async fn record_once(
                 .iter()
                 .map(|what| String::from_utf8_lossy(&pulse.pactl(&["list", "short", what]).stdout).into_owned())
                 .collect();
-            panic!("waited 10 s for {what}; {device} in dBFS per channel: {}\n{streams}{}", levels.join(", "), bridged.log());
+            panic!(
+                "waited 10 s for {what}; {device} in dBFS per channel: {}\n{streams}{}",
+                levels.join(", "),
+                bridged.log()
+            );
         }
     }
 }
