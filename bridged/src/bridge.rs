@@ -159,6 +159,7 @@ impl Bridge {
             shared: self.shared.clone(),
             janus: self.janus.clone(),
             janus_url: plan.janus_url.clone(),
+            transport: plan.transport,
             ice_addresses: plan.ice_addresses.clone(),
             latency_ms: plan.latency_ms,
         }

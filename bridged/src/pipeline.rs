@@ -33,9 +33,10 @@ use anyhow::{Context as _, anyhow, bail};
 use futures_util::StreamExt as _;
 use gst::prelude::*;
 use partyline_shared::bridge::Plan;
+use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
 
 use crate::card::{Api, Card, Endpoint, alsa_order};
-use crate::mix::{CHANNELS, Jitter, JitterShape, Limiter, Meter, Routing};
+use crate::mix::{CHANNELS, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
 use crate::realtime;
 use crate::state::Shared;
 
@@ -108,6 +109,9 @@ pub struct Feed {
     /// Where the group's send goes: the participant's encoder input, while it has one.
     pub send: Mutex<Option<gst_app::AppSrc>>,
     limiter: Mutex<Limiter>,
+    /// The send's voice activity: the card's talking in the room (Janus reports none for a
+    /// plain-RTP participant).
+    voice: Mutex<VoiceActivity>,
 }
 
 /// A [`JitterShape`] in milliseconds.
@@ -139,6 +143,7 @@ impl Feed {
             remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1, period_frames(Api::Pulse, rate))),
             send: Mutex::new(None),
             limiter: Mutex::new(Limiter::new(rate)),
+            voice: Mutex::new(VoiceActivity::new(rate, TALK_WINDOW_PACKETS, TALK_LEVEL_DBOV)),
         }
     }
 }
@@ -423,6 +428,9 @@ impl Mixing {
             let mut limiter = lock(&feed.limiter);
             send.iter_mut().for_each(|sample| *sample = limiter.run(*sample));
             drop(limiter);
+            if let Some(talking) = lock(&feed.voice).add(send) {
+                self.shared.talking(&feed.room, talking);
+            }
             if let Some(encoder) = lock(&feed.send).as_ref() {
                 // Flushing or stopped participant: the block is simply not sent.
                 let _ = encoder.push_buffer(to_buffer(send));

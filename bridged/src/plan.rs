@@ -87,7 +87,7 @@ pub fn diff(old: Option<&Plan>, new: &Plan) -> Change {
         return Change::Rebuild;
     }
     // Settings every participant uses: every participant joins again, the card is kept.
-    let every_participant = |p: &Plan| (p.janus_url.clone(), p.ice_addresses.clone(), p.latency_ms);
+    let every_participant = |p: &Plan| (p.janus_url.clone(), p.transport, p.ice_addresses.clone(), p.latency_ms);
     let all_changed = every_participant(old) != every_participant(new);
     // The display name follows the group's users: it alone is no reason to leave the room.
     let joined_as = |g: &PlanGroup| (g.identity.clone(), g.token.clone(), g.bitrate_kbps);
@@ -134,6 +134,7 @@ mod tests {
             output_device: "out".into(),
             device_sample_rate: 48_000,
             janus_url: "http://127.0.0.1:8088/janus".into(),
+            transport: partyline_shared::bridge::Transport::Rtp,
             ice_addresses: vec!["10.77.0.1".into()],
             latency_ms: 40,
             groups: groups.iter().map(|room| group(room)).collect(),
@@ -204,6 +205,7 @@ mod tests {
         for changed in [
             Plan { janus_url: "http://127.0.0.1:1/janus".into(), ..one.clone() },
             Plan { latency_ms: 60, ..one.clone() },
+            Plan { transport: partyline_shared::bridge::Transport::Webrtc, ..one.clone() },
         ] {
             assert_eq!(
                 diff(Some(&one), &changed),

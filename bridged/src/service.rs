@@ -53,10 +53,15 @@ impl BridgeService {
     /// One of bridged's log lines (level, source, message).
     #[zbus(signal)]
     async fn log_entry(emitter: &SignalEmitter<'_>, level: &str, source: &str, message: &str) -> zbus::Result<()>;
+
+    /// The card started or stopped talking in `room` (the voice activity of the group's send).
+    #[zbus(signal)]
+    async fn talking(emitter: &SignalEmitter<'_>, room: &str, talking: bool) -> zbus::Result<()>;
 }
 
 /// Emits `StatusChanged` (and `PropertiesChanged` for `State` and `Generation`) whenever the
-/// summary changes, and `LogEntry` for every forwarded log line. Runs until the connection ends.
+/// summary changes, `Talking` for every change of the card's voice activity, and `LogEntry` for
+/// every forwarded log line. Runs until the connection ends.
 pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs: mpsc::Receiver<LogLine>) {
     let iface = match connection.object_server().interface::<_, BridgeService>(OBJECT_PATH).await {
         Ok(iface) => iface,
@@ -84,6 +89,11 @@ pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs:
                 }
                 let _ = BridgeService::status_changed(emitter, now.state, now.generation).await;
                 last = now;
+            }
+            () = shared.talk_news.notified() => {
+                for (room, talking) in shared.take_talk() {
+                    let _ = BridgeService::talking(iface.signal_emitter(), &room, talking).await;
+                }
             }
             line = logs.recv() => {
                 let Some(line) = line else { continue };

@@ -85,6 +85,9 @@ pub struct Shared {
     pub meters: Meters,
     /// Signalled on every change that `StatusChanged` should report.
     pub changed: Notify,
+    /// The card's voice activity changes (room, talking) not yet signalled, and their news.
+    talk: Mutex<Vec<(String, bool)>>,
+    pub talk_news: Notify,
 }
 
 /// What `StatusChanged` reports, compared to decide whether to emit.
@@ -103,6 +106,17 @@ impl Shared {
     fn update(&self, f: impl FnOnce(&mut Inner)) {
         f(&mut self.lock());
         self.changed.notify_one();
+    }
+
+    /// The card started or stopped talking in `room` (from the card's thread: no waiting).
+    pub fn talking(&self, room: &str, talking: bool) {
+        self.talk.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((room.to_owned(), talking));
+        self.talk_news.notify_one();
+    }
+
+    /// The voice activity changes since the last call, oldest first.
+    pub fn take_talk(&self) -> Vec<(String, bool)> {
+        std::mem::take(&mut *self.talk.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// The plan in force: its generation and its server audio users.

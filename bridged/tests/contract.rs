@@ -175,12 +175,13 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     // Name, type, signature and result of each member (busctl's columns widen with the longest).
     let members: Vec<Vec<&str>> = text.lines().map(|line| line.split_whitespace().take(4).collect()).collect();
     for member in [
-        [".Apply", "method", "(ssusasua(ssssu)a(ssyay))", "t"],
+        [".Apply", "method", "(ssussasua(ssssu)a(ssyay))", "t"],
         [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts))"],
         [".Generation", "property", "t", ""],
         [".State", "property", "s", ""],
         [".StatusChanged", "signal", "st", "-"],
         [".LogEntry", "signal", "sss", "-"],
+        [".Talking", "signal", "sb", "-"],
     ] {
         let wanted: Vec<&str> = member.into_iter().filter(|field| !field.is_empty()).collect();
         assert!(

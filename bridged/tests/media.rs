@@ -1,13 +1,14 @@
 //! Media end to end: a private PipeWire's null sinks as the sound card (a fixed quantum: the
 //! same timing in every run; bridged opens them natively; one test also on PulseAudio), a real Janus, the real bridged
 //! (harnesses: `partyline-testkit`), and a second bridged on a card of its own as the remote
-//! crew member (a WebRTC peer in the room like any browser). Needs root and must run inside a
+//! crew member (a WebRTC peer in the room like any browser; the card itself joins as a plain-RTP
+//! participant). Needs root and must run inside a
 //! network namespace holding `pl0` (Janus offers no loopback ICE candidate):
 //! `scripts/netns-run cargo test -p partyline-bridged --features services --test media`.
 
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status};
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status, Transport};
 use partyline_testkit::SoundServer;
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, dropouts, frequency, longest_dropout_ms, rms_db, tone_db};
@@ -26,6 +27,11 @@ const JOIN_WAIT: Duration = Duration::from_secs(20);
 /// 400 Hz away with both cores busy.
 const PRESENT_DB: f64 = -30.0;
 const ABSENT_DB: f64 = -45.0;
+/// The tones' level, and how far a tone that crossed Janus may be from it: Opus at 64 kb/s keeps
+/// a tone's level within a few tenths of a dB; a path that loses part of the audio does not
+/// (10 ms Opus frames, which AudioBridge 1.1.2 mixes one per 20 ms tick: −27 dBFS).
+const TONE_DB: f64 = -11.0;
+const THROUGH_JANUS_TOLERANCE_DB: f64 = 3.0;
 
 /// The sound server holding a test's card: PipeWire at a fixed quantum, whose nodes bridged
 /// opens natively (pipewiresrc/pipewiresink).
@@ -100,6 +106,7 @@ fn plan(janus: &Janus, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
         output_device: "card_out".into(),
         device_sample_rate: RATE,
         janus_url: janus.url().into(),
+        transport: Transport::Rtp,
         ice_addresses: vec![ICE_ADDRESS.into()],
         latency_ms: 40,
         groups: rooms.iter().map(|room| group(room)).collect(),
@@ -108,7 +115,8 @@ fn plan(janus: &Janus, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
 }
 
 /// A crew member in `room`: another bridged, on a bus of its own, whose card is the null sinks
-/// `crew_in`/`crew_out` (its microphone on input 0, its ears on output 0).
+/// `crew_in`/`crew_out` (its microphone on input 0, its ears on output 0), joined over WebRTC
+/// as a browser is (ICE, DTLS-SRTP, a jitter buffer).
 struct Crew {
     // Stopped before its bus.
     _bridged: Bridged,
@@ -129,6 +137,7 @@ impl Crew {
                 display: "crew member".into(),
                 ..group(room)
             }],
+            transport: Transport::Webrtc,
             ..plan(janus, &[], vec![user("crew", room, 0, Some(0))])
         };
         apply_and_wait(&proxy, &plan, "the crew member joined").await;
@@ -240,6 +249,18 @@ async fn each_output_hears_its_group_minus_itself_and_the_remote_crew() {
     })
     .await;
     assert_tones(&heard, 0, &[1000, 600], &[440], "what the crew member hears");
+    // Whole, both ways: nothing of either direction lost in Janus.
+    for (samples, k, freq, what) in [
+        (&samples, 0, 440, "the crew on A's output"),
+        (&samples, 1, 440, "the crew on B's output"),
+        (&heard, 0, 1000, "A at the crew member"),
+    ] {
+        let db = tone_db(&channel(samples, k), f64::from(freq));
+        assert!(
+            (db - TONE_DB).abs() < THROUGH_JANUS_TOLERANCE_DB,
+            "{what}: {freq} Hz at {db:.1} dBFS, sent at {TONE_DB}"
+        );
+    }
     drop(crew);
     drop(bridged);
 }

@@ -139,6 +139,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         output_device: device.output_device_id.clone().unwrap_or_default(),
         device_sample_rate: device.sample_rate.get(),
         janus_url: config.janus.url.clone(),
+        transport: config.bridge.transport,
         ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
         latency_ms: config.bridge.jitter_buffer_ms.get(),
         groups,
@@ -223,6 +224,7 @@ impl BridgeManager {
         let mut owners = dbus.receive_name_owner_changed_with_args(&[(0, BUS_NAME)]).await?;
         let mut changes = proxy.receive_status_changed().await?;
         let mut log_lines = proxy.receive_log_entry().await?;
+        let mut talking = proxy.receive_talking().await?;
         let mut events = self.config.subscribe();
         tracing::info!(bus = %self.bus, "following partyline-bridged on D-Bus");
         let bus_name = zbus::names::BusName::try_from(BUS_NAME).map_err(zbus::Error::from)?;
@@ -248,6 +250,11 @@ impl BridgeManager {
                 }
                 Some(_) = changes.next() => self.refresh(&proxy).await,
                 Some(line) = log_lines.next() => forward_log_line(&line),
+                Some(signal) = talking.next() => {
+                    if let Ok(args) = signal.args() {
+                        self.janus.card_talking(args.room(), *args.talking());
+                    }
+                }
                 event = events.recv() => {
                     if matches!(event, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
                         return Ok(());

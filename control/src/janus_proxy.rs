@@ -4,7 +4,10 @@
 //!
 //! Frames are relayed as they come (text, and binary though Janus sends none); a close from
 //! either side is passed on to the other. Janus's own token auth guards the API, so the proxy
-//! adds no auth of its own.
+//! adds no auth of its own, with one exception: a request asking for a plain-RTP participant
+//! (`body.rtp`) closes the connection (policy violation). Rooms admit plain RTP for bridged's
+//! participants, which reach Janus on loopback; through here a crew token could otherwise make
+//! Janus send a room's mix to any address.
 
 use std::time::Duration;
 
@@ -32,6 +35,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Close code "internal error" (RFC 6455 §7.4.1), sent when Janus cannot be reached or goes away.
 const CLOSE_UNAVAILABLE: u16 = 1011;
+/// Close code "policy violation" (RFC 6455 §7.4.1), sent for a request the proxy refuses.
+const CLOSE_POLICY: u16 = 1008;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/janus", get(upgrade))
@@ -71,7 +76,16 @@ async fn relay(mut browser: WebSocket, url: String) {
     // Whichever direction ends first decides; the other is dropped mid-message at worst,
     // which is fine on a connection being closed.
     tokio::select! {
-        frame = to_janus(&mut browser_rx, &mut janus_tx) => {
+        end = to_janus(&mut browser_rx, &mut janus_tx) => {
+            let frame = match end {
+                BrowserEnd::Closed(frame) => frame,
+                BrowserEnd::Refused(reason) => {
+                    tracing::warn!("WebSocket proxy: {reason}; connection closed");
+                    let frame = ws::CloseFrame { code: CLOSE_POLICY, reason: reason.into() };
+                    let _ = browser_tx.send(ws::Message::Close(Some(frame))).await;
+                    None
+                }
+            };
             let _ = janus_tx.send(ts::Message::Close(frame.as_ref().map(upstream_frame))).await;
         }
         frame = to_browser(&mut janus_rx, &mut browser_tx) => {
@@ -98,25 +112,52 @@ async fn connect(url: &str) -> Result<Upstream, ts::Error> {
     }
 }
 
-/// Relays browser → Janus until the browser closes (its close frame, if any, is returned) or
-/// either side fails.
+/// How the browser's side of a relay ended.
+#[derive(Debug)]
+enum BrowserEnd {
+    /// The browser closed (its close frame, if any) or either side failed.
+    Closed(Option<ws::CloseFrame>),
+    /// The browser sent a request the proxy does not relay: why.
+    Refused(&'static str),
+}
+
+/// Relays browser → Janus until the browser closes, either side fails, or the browser asks
+/// for something refused here ([`refusal`]).
 async fn to_janus(
     from: &mut (impl Stream<Item = Result<ws::Message, axum::Error>> + Unpin),
     to: &mut (impl Sink<ts::Message> + Unpin),
-) -> Option<ws::CloseFrame> {
+) -> BrowserEnd {
     while let Some(Ok(message)) = from.next().await {
+        let payload = match &message {
+            ws::Message::Text(text) => text.as_bytes(),
+            ws::Message::Binary(bytes) => bytes,
+            ws::Message::Close(frame) => return BrowserEnd::Closed(frame.clone()),
+            // Answered by each side's own WebSocket library, not relayed.
+            ws::Message::Ping(_) | ws::Message::Pong(_) => continue,
+        };
+        if let Some(reason) = refusal(payload) {
+            return BrowserEnd::Refused(reason);
+        }
         let message = match message {
             ws::Message::Text(text) => ts::Message::text(text.as_str()),
             ws::Message::Binary(bytes) => ts::Message::Binary(bytes),
-            ws::Message::Close(frame) => return frame,
-            // Answered by each side's own WebSocket library, not relayed.
-            ws::Message::Ping(_) | ws::Message::Pong(_) => continue,
+            _ => continue,
         };
         if to.send(message).await.is_err() {
             break;
         }
     }
-    None
+    BrowserEnd::Closed(None)
+}
+
+/// Why a browser's request is not relayed, if it is not: a plugin message asking for a
+/// plain-RTP participant. Anything that is not JSON goes on to Janus, which refuses it.
+fn refusal(payload: &[u8]) -> Option<&'static str> {
+    let request: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    request
+        .get("body")
+        .and_then(|body| body.get("rtp"))
+        .map(|_| "plain-RTP participants are for partyline-bridged only")
 }
 
 /// Relays Janus → browser until Janus closes (its close frame, if any, is returned) or either
@@ -145,4 +186,22 @@ fn upstream_frame(frame: &ws::CloseFrame) -> ts::protocol::CloseFrame {
 
 fn browser_frame(frame: &ts::protocol::CloseFrame) -> ws::CloseFrame {
     ws::CloseFrame { code: frame.code.into(), reason: frame.reason.as_str().into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_requests_for_plain_rtp_are_refused() {
+        let join = |body: &str| format!(r#"{{"janus":"message","transaction":"t","body":{body}}}"#);
+        let plain = join(r#"{"request":"join","room":"x","rtp":{"ip":"10.1.1.1","port":9,"payload_type":111}}"#);
+        assert!(refusal(plain.as_bytes()).is_some());
+        let configure = join(r#"{"request":"configure","rtp":{"ip":"10.1.1.1","port":9}}"#);
+        assert!(refusal(configure.as_bytes()).is_some());
+        let webrtc = join(r#"{"request":"join","room":"x","display":"rtp"}"#);
+        assert_eq!(refusal(webrtc.as_bytes()), None);
+        assert_eq!(refusal(br#"{"janus":"keepalive","session_id":1,"transaction":"k"}"#), None);
+        assert_eq!(refusal(b"not json"), None);
+    }
 }

@@ -32,8 +32,11 @@ pub struct Plan {
     pub device_sample_rate: u32,
     /// Janus's HTTP API (`http://127.0.0.1:8088/janus`).
     pub janus_url: String,
+    /// How the group participants carry their media to and from Janus.
+    pub transport: Transport,
     /// Local addresses ICE may use towards Janus (on loopback setups Janus offers none on
-    /// `lo`, so the venue interface's address goes here); empty: libnice's own choice.
+    /// `lo`, so the venue interface's address goes here); empty: libnice's own choice. Only
+    /// [`Transport::Webrtc`] uses them.
     pub ice_addresses: Vec<String>,
     /// Buffering of every group participant, each way, in ms: Janus's prebuffering of what it
     /// sends (in 20 ms packets, at least two: [`crate::janus::prebuffer_packets`]) and the
@@ -98,6 +101,22 @@ pub enum BridgeState {
     Degraded,
     /// The card side failed.
     Error,
+}
+
+/// How a group participant's media goes to and from Janus; a string on the bus and in the
+/// config (`bridge.transport`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+#[zvariant(signature = "s")]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// AudioBridge's plain-RTP participant: Opus in RTP over UDP on loopback, no ICE, DTLS or
+    /// SRTP. For a Janus on bridged's own host (its plain-RTP sockets bind to loopback only):
+    /// the lowest latency and CPU.
+    #[default]
+    Rtp,
+    /// A WebRTC PeerConnection (webrtcbin: ICE, DTLS-SRTP), as a browser joins: for a Janus
+    /// on another host.
+    Webrtc,
 }
 
 /// A group participant's state (and that of each server audio user of its group); a string
@@ -216,6 +235,13 @@ pub trait Bridge {
     /// One of bridged's log lines (level, source, message), for control's log ring.
     #[zbus(signal)]
     fn log_entry(&self, level: &str, source: &str, message: &str) -> zbus::Result<()>;
+
+    /// The card started or stopped talking in `room`: voice activity of the group's send,
+    /// decided as AudioBridge decides it for every participant ([`crate::janus::TALK_WINDOW_PACKETS`],
+    /// [`crate::janus::TALK_LEVEL_DBOV`]). Janus reports no voice activity for plain-RTP
+    /// participants, so this is where the card's talking comes from.
+    #[zbus(signal)]
+    fn talking(&self, room: &str, talking: bool) -> zbus::Result<()>;
 }
 
 /// Which bus a daemon uses.
@@ -267,7 +293,7 @@ mod tests {
     fn signatures_are_typed() {
         assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyay)");
         assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
-        assert_eq!(Plan::SIGNATURE.to_string(), "(ssusasua(ssssu)a(ssyay))");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyay))");
         assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts))");
     }
 

@@ -415,8 +415,12 @@ impl fmt::Debug for PinHash {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct BridgeConfig {
-    /// Local addresses bridged's ICE may use towards Janus; empty: every usable interface.
-    /// Needed where Janus is reached over an interface libnice would not pick on its own.
+    /// How bridged's group participants reach Janus: `rtp` (plain RTP on loopback, Janus on
+    /// this host: the default) or `webrtc` (as a browser does, for a Janus elsewhere).
+    pub transport: crate::bridge::Transport,
+    /// Local addresses bridged's ICE may use towards Janus (`transport: webrtc`); empty: every
+    /// usable interface. Needed where Janus is reached over an interface libnice would not
+    /// pick on its own.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ice_addresses: Vec<std::net::IpAddr>,
     /// Buffering of the server audio users, each way: Janus's prebuffering of their input (in
@@ -428,7 +432,11 @@ pub struct BridgeConfig {
 
 impl Default for BridgeConfig {
     fn default() -> Self {
-        Self { ice_addresses: Vec::new(), jitter_buffer_ms: JitterBufferMs(20) }
+        Self {
+            transport: crate::bridge::Transport::Rtp,
+            ice_addresses: Vec::new(),
+            jitter_buffer_ms: JitterBufferMs(20),
+        }
     }
 }
 
@@ -894,7 +902,8 @@ mod tests {
         );
         assert_eq!(config.server.listen, "127.0.0.1:3000".parse().expect("addr"));
         let saved = config.to_yaml().expect("serialises");
-        for key in ["host", "port", "livekit", "frameSize", "description", "logLatency", "id:"] {
+        // As keys (`bridge.transport` holds "port" too).
+        for key in [" host:", " port:", "livekit", "frameSize", "description", "logLatency", "id:"] {
             assert!(!saved.contains(key), "{key} dropped:\n{saved}");
         }
     }

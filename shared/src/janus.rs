@@ -89,8 +89,10 @@ pub enum AudioBridgeRequest {
         room: String,
     },
     /// Joins `room` as participant `id` (asynchronous: Janus acks, and the result, with its
-    /// SDP answer, comes as an event on the session's long poll). `token` must be in the room's
-    /// `allowed` list; `prebuffer` is the participant's own prebuffering, in 20 ms packets.
+    /// SDP answer or its plain-RTP address, comes as an event on the session's long poll).
+    /// `token` must be in the room's `allowed` list; `prebuffer` is the participant's own
+    /// prebuffering, in 20 ms packets. With `rtp`, a plain-RTP participant (no offer): Janus
+    /// sends the room's mix there once it has received a first packet from that address.
     Join {
         room: String,
         id: String,
@@ -99,6 +101,8 @@ pub enum AudioBridgeRequest {
         bitrate: u32,
         muted: bool,
         prebuffer: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rtp: Option<RtpPeer>,
     },
     /// Changes a joined participant's display name (asynchronous, as `join`; the room's other
     /// participants get an event with the new name).
@@ -142,6 +146,21 @@ pub enum AudioBridgeRequest {
     },
 }
 
+/// A plain-RTP participant's address, as a `join` gives it (where Janus sends the mix) and as
+/// its answer gives Janus's (where the participant sends). Measured on 1.1.2: Janus's socket
+/// is connected to the participant's address, so the participant sends from the address it
+/// gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RtpPeer {
+    pub ip: String,
+    pub port: u16,
+    pub payload_type: u8,
+    /// The RFC 6464 audio-level extension's id in the participant's packets (Janus's talk
+    /// detection reads it); absent in Janus's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audiolevel_ext: Option<u8>,
+}
+
 /// What an [`AudioBridgeRequest::Allowed`] does to the list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -160,6 +179,13 @@ pub enum AllowedAction {
 pub fn prebuffer_packets(ms: u32) -> u32 {
     (ms / 20).max(2)
 }
+
+/// Voice activity as every room decides it (`audio_active_packets`): over this many 20 ms
+/// packets (200 ms)...
+pub const TALK_WINDOW_PACKETS: u32 = 10;
+/// ...the average RFC 6464 level (dBov: 0 loudest, 127 silence) must be under this for a
+/// participant to be talking (`audio_level_average`; −40 dBov).
+pub const TALK_LEVEL_DBOV: u32 = 40;
 
 /// A room as partyline creates it: one per group, id = group id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -185,6 +211,9 @@ pub struct RoomSpec {
     pub audio_level_average: u32,
     /// Rooms live in Janus's memory only; partyline recreates them from the config.
     pub permanent: bool,
+    /// Admits bridged's plain-RTP participants (`bridge.transport: rtp`). Crew clients cannot
+    /// use it: control's `/janus` proxy refuses any request that asks for plain RTP.
+    pub allow_rtp_participants: bool,
 }
 
 /// Any answer of the core or admin API.
@@ -358,6 +387,9 @@ pub struct AudioBridgeReply {
     pub list: Vec<RoomListing>,
     #[serde(default)]
     pub participants: Vec<Participant>,
+    /// `joined` of a plain-RTP participant: where Janus receives its packets.
+    #[serde(default)]
+    pub rtp: Option<RtpPeer>,
 }
 
 impl AudioBridgeReply {
@@ -520,6 +552,7 @@ mod tests {
                     bitrate: 64_000,
                     muted: false,
                     prebuffer: 2,
+                    rtp: None,
                 },
                 jsep: Some(Jsep { kind: JsepType::Offer, sdp: "v=0\r\n".into() }),
             },
@@ -530,6 +563,20 @@ mod tests {
                    "body": {"request": "join", "room": "r", "id": "server-foh", "display": "FOH", "token": "mine",
                             "bitrate": 64_000, "muted": false, "prebuffer": 2},
                    "jsep": {"type": "offer", "sdp": "v=0\r\n"}})
+        );
+        let plain = AudioBridgeRequest::Join {
+            room: "r".into(),
+            id: "card:r".into(),
+            display: "A".into(),
+            token: "mine".into(),
+            bitrate: 64_000,
+            muted: false,
+            prebuffer: 2,
+            rtp: Some(RtpPeer { ip: "127.0.0.1".into(), port: 40_000, payload_type: 111, audiolevel_ext: Some(1) }),
+        };
+        assert_eq!(
+            serde_json::to_value(plain).expect("json")["rtp"],
+            json!({"ip": "127.0.0.1", "port": 40_000, "payload_type": 111, "audiolevel_ext": 1})
         );
         let exists = serde_json::to_value(AudioBridgeRequest::Exists { room: "r".into() }).expect("json");
         assert_eq!(exists, json!({"request": "exists", "room": "r"}));
@@ -560,6 +607,7 @@ mod tests {
             audio_active_packets: 10,
             audio_level_average: 40,
             permanent: false,
+            allow_rtp_participants: true,
         };
         let create = serde_json::to_value(AudioBridgeRequest::Create { spec, allowed: vec![] }).expect("json");
         assert_eq!(
@@ -579,6 +627,11 @@ mod tests {
         let error = refused.checked().expect_err("a plugin error");
         assert_eq!(error.plugin_code(), Some(codes::NOT_ALLOWED));
         assert!(!error.loses_session(), "the session is fine");
+        // A plain-RTP join's answer, as 1.1.2 gives it.
+        let joined = parse(json!({"audiobridge": "joined", "room": "x", "id": "card:x", "participants": [],
+                                  "rtp": {"ip": "127.0.0.1", "port": 10_000, "payload_type": 111}}));
+        let janus = RtpPeer { ip: "127.0.0.1".into(), port: 10_000, payload_type: 111, audiolevel_ext: None };
+        assert_eq!(joined.rtp, Some(janus));
         let kicked = parse(json!({"audiobridge": "event", "room": "r", "kicked": "server-foh"}));
         assert_eq!((kicked.room.as_deref(), kicked.kicked.as_deref()), (Some("r"), Some("server-foh")));
     }

@@ -3,10 +3,11 @@
 //! of 256 frames at 48 kHz: the same timing in every run), a private Janus on `pl0`, a private
 //! bus, and a second bridged on a card of its own (`crew_in`/`crew_out`) as the crew member in
 //! the room. bridged is driven over D-Bus (`Apply`), as control drives it. Prints a markdown
-//! section; exits 1 when a goal is missed.
+//! section; exits 1 when a goal is missed. The card's participants use `--transport` (`rtp`,
+//! the default, or `webrtc`); the crew member always joins over WebRTC, as a browser does.
 //!
 //!   bench_matrix --bridged BIN [--secs S] [--changes N] [--cpu-secs S] [--trace-secs S]
-//!                [--jitter-ms MS] [--trace PATH] [--sound-log PATH]
+//!                [--jitter-ms MS] [--transport rtp|webrtc] [--trace PATH] [--sound-log PATH]
 //!
 //! Latencies are measured on the card's ports themselves: the input's and the outputs' monitor
 //! ports are linked into one recording ([`PipeWireServer::record_ports`]), so input and output
@@ -23,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanGroup, PlanUser, Status};
+use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanGroup, PlanUser, Status, Transport};
 use partyline_shared::janus::prebuffer_packets;
 use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
 use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field};
@@ -58,6 +59,7 @@ struct Options {
     cpu_secs: f64,
     trace_secs: f64,
     jitter_ms: u32,
+    transport: Transport,
     trace: Option<PathBuf>,
     sound_log: Option<PathBuf>,
 }
@@ -70,6 +72,7 @@ fn options() -> Options {
         cpu_secs: 20.0,
         trace_secs: 10.0,
         jitter_ms: 20,
+        transport: Transport::Rtp,
         trace: None,
         sound_log: None,
     };
@@ -83,6 +86,13 @@ fn options() -> Options {
             "--cpu-secs" => o.cpu_secs = value.parse().expect("--cpu-secs S"),
             "--trace-secs" => o.trace_secs = value.parse().expect("--trace-secs S"),
             "--jitter-ms" => o.jitter_ms = value.parse().expect("--jitter-ms MS"),
+            "--transport" => {
+                o.transport = match value.as_str() {
+                    "rtp" => Transport::Rtp,
+                    "webrtc" => Transport::Webrtc,
+                    _ => panic!("--transport rtp|webrtc"),
+                }
+            }
             "--trace" => o.trace = Some(value.into()),
             "--sound-log" => o.sound_log = Some(value.into()),
             other => panic!("unknown argument {other}"),
@@ -147,12 +157,15 @@ async fn cpu_percent(pid: u32, secs: f64) -> (f64, f64) {
     ((c1 - c0) as f64 / 100.0 / elapsed * 100.0, busy)
 }
 
-fn plan(janus: &Janus, jitter_ms: u32, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
+/// The card's plan (`o.transport`, `o.jitter_ms`).
+fn plan(janus: &Janus, o: &Options, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
+    let jitter_ms = o.jitter_ms;
     Plan {
         input_device: "card_in.monitor".into(),
         output_device: "card_out".into(),
         device_sample_rate: RATE,
         janus_url: janus.url().into(),
+        transport: o.transport,
         ice_addresses: vec![ICE_ADDRESS.into()],
         latency_ms: jitter_ms,
         groups: rooms.iter().map(|room| group(room)).collect(),
@@ -197,7 +210,8 @@ impl Crew {
                 display: "crew member".into(),
                 ..group(room)
             }],
-            ..plan(janus, o.jitter_ms, &[], vec![user("crew", room, 0, Some(0))])
+            transport: Transport::Webrtc,
+            ..plan(janus, o, &[], vec![user("crew", room, 0, Some(0))])
         };
         apply(&proxy, &plan, "the crew member joined").await;
         Crew { _bridged: bridged, _bus: bus }
@@ -326,7 +340,7 @@ async fn main() -> ExitCode {
     // 1. Latencies: A (input 0, no output) and B (input 1, output 1) in group x, the crew
     //    member in room x.
     let (a, b) = (user("a", "x", 0, None), user("b", "x", 1, Some(1)));
-    let base = plan(&janus, o.jitter_ms, &["x"], vec![a.clone(), b.clone()]);
+    let base = plan(&janus, &o, &["x"], vec![a.clone(), b.clone()]);
     apply(&proxy, &base, "x's participant joined").await;
     let crew = Crew::join(&o, &card, &janus, "x").await;
     tokio::time::sleep(SETTLE).await;
@@ -353,7 +367,7 @@ async fn main() -> ExitCode {
     //    most that much too long.
     eprintln!("bench_matrix: {} config changes", o.changes);
     let tone = Tone::play(&card, "card_in", 0, 1000);
-    let with_c = plan(&janus, o.jitter_ms, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
+    let with_c = plan(&janus, &o, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
     let recording = card.record_ports(&[("card_out", 2)]);
     recording.wait_until(0.5).await;
     let mut change_ms = Vec::new();
@@ -404,8 +418,7 @@ async fn main() -> ExitCode {
     //    then the bare Opus work of eight participants alone.
     let tones = Tone::source(&card, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
     let pid = bridged.pid();
-    let one_group =
-        plan(&janus, o.jitter_ms, &["x"], (0..8u8).map(|k| user(&format!("u{k}"), "x", k, Some(k))).collect());
+    let one_group = plan(&janus, &o, &["x"], (0..8u8).map(|k| user(&format!("u{k}"), "x", k, Some(k))).collect());
     apply(&proxy, &one_group, "eight users in one group").await;
     tokio::time::sleep(SETTLE).await;
     eprintln!("bench_matrix: CPU, 8 users in one group, {:.0} s", o.cpu_secs);
@@ -414,7 +427,7 @@ async fn main() -> ExitCode {
     let group_names: Vec<&str> = groups.iter().map(String::as_str).collect();
     let eight_groups = plan(
         &janus,
-        o.jitter_ms,
+        &o,
         &group_names,
         (0..8u8).map(|k| user(&format!("u{k}"), group_names[usize::from(k)], k, Some(k))).collect(),
     );
@@ -425,7 +438,7 @@ async fn main() -> ExitCode {
     let (eight_rss, eight_threads, hwm) =
         (status_field(pid, "VmRSS:"), status_field(pid, "Threads:"), status_field(pid, "VmHWM:"));
     drop(tones);
-    proxy.apply(&plan(&janus, o.jitter_ms, &["x"], vec![a.clone(), b.clone()])).await.expect("Apply (back to A, B)");
+    proxy.apply(&plan(&janus, &o, &["x"], vec![a.clone(), b.clone()])).await.expect("Apply (back to A, B)");
     let mut bare = bare_opus(&card, 8, 64);
     tokio::time::sleep(SETTLE).await;
     eprintln!("bench_matrix: CPU, bare Opus work of 8 participants, {:.0} s", o.cpu_secs);
@@ -523,8 +536,9 @@ async fn main() -> ExitCode {
     println!("## Matrix run of {}\n", chrono_now());
     println!("{started_load}");
     println!(
-        "Test card: PipeWire null sinks, quantum {QUANTUM} at {RATE} Hz ({:.2} ms); bridge.jitterBufferMs {} (webrtcbin latency {} ms, Janus prebuffering {prebuffer} frames); Opus 64 kb/s, 20 ms frames.\n",
+        "Test card: PipeWire null sinks, quantum {QUANTUM} at {RATE} Hz ({:.2} ms); the card's participants over {:?} (the crew member over WebRTC, its webrtcbin latency {} ms); bridge.jitterBufferMs {} (Janus prebuffering {prebuffer} frames); Opus 64 kb/s, 20 ms frames.\n",
         f64::from(QUANTUM) * 1000.0 / f64::from(RATE),
+        o.transport,
         o.jitter_ms,
         o.jitter_ms
     );

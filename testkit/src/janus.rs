@@ -203,13 +203,14 @@ impl Janus {
     }
 
     /// Creates AudioBridge room `room` at 48 kHz with `prebuffering` packets (what control
-    /// makes of `audio.jitterBufferMs`: 40 ms → 2), through a probe of the test's own.
+    /// makes of `audio.jitterBufferMs`: 40 ms → 2), admitting plain-RTP participants as control's
+    /// rooms do, through a probe of the test's own.
     pub async fn create_room(&self, room: &str, prebuffering: u32) {
         let probe = Probe::admin(self).await;
         let created = probe
             .audiobridge(json!({"request": "create", "admin_key": self.room_admin_key(), "room": room,
                                 "sampling_rate": 48000, "default_prebuffering": prebuffering,
-                                "secret": "room-secret", "permanent": false}))
+                                "secret": "room-secret", "permanent": false, "allow_rtp_participants": true}))
             .await
             .unwrap_or_else(|code| panic!("create room {room}: Janus error {code}"));
         assert_eq!(created["audiobridge"], "created", "{created}");

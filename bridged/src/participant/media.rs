@@ -3,9 +3,14 @@
 //!
 //! ```text
 //! appsrc (Feed::send: the group's send, F32 mono) ! audioconvert [! audioresample] ! S16 mono 48 kHz
-//!   ! level (RFC 6464 levels for Janus's talk detection) ! opusenc ! rtpopuspay ─ webrtcbin
-//! webrtcbin ─ rtpopusdepay ! opusdec ! audioconvert [! audioresample] ! F32 mono ! appsink (→ Feed::remote)
+//!   ! level (RFC 6464 levels for Janus's talk detection) ! opusenc ! rtpopuspay ─▶ Janus
+//! Janus ─▶ rtpopusdepay ! opusdec ! audioconvert [! audioresample] ! F32 mono ! appsink (→ Feed::remote)
 //! ```
+//!
+//! Between the payloader and Janus ([`Transport`]): with `rtp`, a `udpsink` and a `udpsrc`
+//! sharing one loopback socket (AudioBridge's plain-RTP participant: Janus's socket is
+//! connected to the address the join gave, so the participant sends from it); with `webrtc`,
+//! a webrtcbin (ICE, DTLS-SRTP and its own jitter buffer, as a browser).
 //!
 //! The resamplers are there only when the card does not run at Opus's 48 kHz. The pipeline
 //! stops (`Null`) and the feed forgets its encoder when this is dropped; the card side never
@@ -19,8 +24,9 @@ use futures_util::StreamExt as _;
 use gst::glib;
 use gst::prelude::*;
 use gst_rtp::prelude::*;
-use partyline_shared::bridge::PlanGroup;
-use tokio::sync::mpsc;
+use partyline_shared::bridge::{PlanGroup, Transport};
+use partyline_shared::janus::RtpPeer;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::negotiation::{self, RtcEvent};
@@ -33,10 +39,13 @@ use crate::state::ParticipantStats;
 const OPUS_FRAME_MS: &str = "20";
 /// Opus's rate (RTP clock and the encoder's input).
 const OPUS_RATE: u32 = 48_000;
-/// RTP payload type of Opus in the offer.
-const OPUS_PT: u32 = 111;
-/// RFC 6464 client-to-mixer audio level.
+/// RTP payload type of Opus in the offer or the plain-RTP join.
+pub const OPUS_PT: u8 = 111;
+/// RFC 6464 client-to-mixer audio level, and its extension id in our packets.
 const AUDIO_LEVEL_URI: &str = "urn:ietf:params:rtp-hdrext:ssrc-audio-level";
+pub const AUDIO_LEVEL_ID: u8 = 1;
+/// Where a plain-RTP participant receives: loopback only (Janus is on this host).
+pub const PLAIN_RTP_ADDRESS: &str = "127.0.0.1";
 /// The most of the group's send queued for the encoder before the oldest is dropped (the
 /// card's thread never waits for a participant).
 const SEND_QUEUE_MS: u64 = 60;
@@ -45,132 +54,245 @@ const SEND_QUEUE_MS: u64 = 60;
 #[derive(Debug)]
 pub struct Media {
     pipeline: gst::Pipeline,
-    webrtc: gst::Element,
+    link: Link,
     feed: Arc<Feed>,
+    /// The group's send: handed to the feed once Janus's address is known.
+    encoder_input: gst_app::AppSrc,
     _bus: AbortOnDropHandle<()>,
 }
 
+/// How the pipeline meets Janus.
+#[derive(Debug)]
+pub enum Link {
+    /// webrtcbin, and its events for the negotiation.
+    Webrtc { webrtc: gst::Element, events: mpsc::UnboundedReceiver<RtcEvent> },
+    /// A plain-RTP participant: the loopback port Janus is to send to, the sink that sends to
+    /// Janus once [`Media::send_to`] names its address, and a permit given by the first packet
+    /// from Janus (which sends only after it has received one).
+    Rtp { port: u16, udpsink: gst::Element, flowing: Arc<Notify> },
+}
+
 impl Media {
-    /// Builds and starts the pipeline of `group`, and returns it with webrtcbin's events for
-    /// the negotiation and the pipeline's errors.
+    /// Builds and starts the pipeline of `group`, and returns it with the pipeline's errors.
     pub fn start(
         context: &Context,
         group: &PlanGroup,
         feed: Arc<Feed>,
         stats: &Arc<ParticipantStats>,
         stages: &Stages,
-    ) -> anyhow::Result<(Media, mpsc::UnboundedReceiver<RtcEvent>, mpsc::UnboundedReceiver<String>)> {
+    ) -> anyhow::Result<(Media, mpsc::UnboundedReceiver<String>)> {
         let rate = context.rate;
         let pipeline = gst::Pipeline::with_name(&format!("participant:{}", group.room));
-        let send_queue = u64::from(rate) * SEND_QUEUE_MS / 1000 * 4;
-        let encoder_input = gst_app::AppSrc::builder()
-            .caps(&raw_caps(rate, 1))
-            .format(gst::Format::Time)
-            .is_live(true)
-            .do_timestamp(true)
-            .max_bytes(send_queue)
-            .leaky_type(gst_app::AppLeakyType::Downstream)
-            .build();
-        let mut send = vec![
-            encoder_input.clone().upcast::<gst::Element>(),
-            gst::ElementFactory::make("audioconvert").property_from_str("dithering", "none").build()?,
-        ];
-        if rate != OPUS_RATE {
-            send.push(gst::ElementFactory::make("audioresample").build()?);
-        }
-        let level = gst::ElementFactory::make("level")
-            .property("post-messages", false)
-            .property("audio-level-meta", true)
-            .build()?;
-        let encoder = gst::ElementFactory::make("opusenc")
-            .property("bitrate", i32::try_from(group.bitrate_kbps * 1000).unwrap_or(64_000))
-            .property_from_str("frame-size", OPUS_FRAME_MS)
-            .property_from_str("audio-type", "restricted-lowdelay")
-            .build()
-            .context("GStreamer element opusenc is missing (gstreamer1.0-plugins-base)")?;
-        let payloader = gst::ElementFactory::make("rtpopuspay").property("pt", OPUS_PT).build()?;
-        let extension = gst_rtp::RTPHeaderExtension::create_from_uri(AUDIO_LEVEL_URI)
-            .ok_or_else(|| anyhow!("no RTP header extension for {AUDIO_LEVEL_URI}"))?;
-        extension.set_id(1);
-        payloader.emit_by_name::<()>("add-extension", &[&extension]);
-        send.extend([caps_filter(&s16_mono(OPUS_RATE))?, level, encoder, payloader.clone()]);
-        let webrtc = gst::ElementFactory::make("webrtcbin")
-            .property_from_str("bundle-policy", "max-bundle")
-            .property("latency", context.latency_ms)
-            .build()
-            .context("GStreamer element webrtcbin is missing (gstreamer1.0-plugins-bad, gstreamer1.0-nice)")?;
+        let (encoder_input, send) = encoder(rate, group.bitrate_kbps)?;
+        let payloader = send.last().cloned().ok_or_else(|| anyhow!("an empty send chain"))?;
         pipeline.add_many(&send)?;
-        pipeline.add(&webrtc)?;
         gst::Element::link_many(&send)?;
-        let send_pad = webrtc.request_pad_simple("sink_%u").ok_or_else(|| anyhow!("webrtcbin gave no sink pad"))?;
         let pay_src = payloader.static_pad("src").ok_or_else(|| anyhow!("rtpopuspay without src pad"))?;
-        pay_src.link(&send_pad)?;
         count_packets(&pay_src, stats, true);
-        let transceiver = send_pad.property::<gst_webrtc::WebRTCRTPTransceiver>("transceiver");
-        transceiver.set_property("direction", gst_webrtc::WebRTCRTPTransceiverDirection::Sendrecv);
-        restrict_ice(&webrtc, &context.ice_addresses)?;
-
-        // Receive: the room's mix into the feed.
-        let depay = gst::ElementFactory::make("rtpopusdepay").build()?;
-        let decoder = gst::ElementFactory::make("opusdec").property("plc", true).build()?;
-        let mut receive = vec![depay.clone(), decoder, caps_filter(&s16_mono(OPUS_RATE))?];
-        receive.push(gst::ElementFactory::make("audioconvert").build()?);
-        if rate != OPUS_RATE {
-            receive.push(gst::ElementFactory::make("audioresample").build()?);
-        }
-        let room_mix = gst_app::AppSink::builder().caps(&raw_caps(rate, 1)).sync(false).build();
-        let into_feed = feed.clone();
-        let mut samples = Vec::new();
-        room_mix.set_callbacks(
-            gst_app::AppSinkCallbacks::builder()
-                .new_sample(move |sink| {
-                    let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
-                    let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
-                    let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
-                    samples.clear();
-                    from_bytes(map.as_slice(), &mut samples);
-                    into_feed.remote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(&samples);
-                    Ok(gst::FlowSuccess::Ok)
-                })
-                .build(),
-        );
-        receive.push(room_mix.upcast());
+        let receive = decoder(rate, feed.clone())?;
         pipeline.add_many(&receive)?;
         gst::Element::link_many(&receive)?;
-        let depay_sink = depay.static_pad("sink").ok_or_else(|| anyhow!("depayloader without sink"))?;
+        let depay_sink = receive[0].static_pad("sink").ok_or_else(|| anyhow!("depayloader without sink"))?;
         count_packets(&depay_sink, stats, false);
-        let pipeline_weak = pipeline.downgrade();
-        webrtc.connect_pad_added(move |_, pad| {
-            if pad.direction() != gst::PadDirection::Src {
-                return;
-            }
-            if !depay_sink.is_linked() && pad.link(&depay_sink).is_ok() {
-                return;
-            }
-            // A second stream (none is offered): dropped.
-            let Some(pipeline) = pipeline_weak.upgrade() else { return };
-            if let Ok(fakesink) = gst::ElementFactory::make("fakesink").property("async", false).build()
-                && pipeline.add(&fakesink).is_ok()
-            {
-                let _ = fakesink.sync_state_with_parent();
-                if let Some(sink) = fakesink.static_pad("sink") {
-                    let _ = pad.link(&sink);
-                }
-            }
-        });
-        let rtc = negotiation::watch(&webrtc, stages);
+        let link = match context.transport {
+            Transport::Rtp => plain_rtp(&pipeline, &pay_src, &depay_sink)?,
+            Transport::Webrtc => webrtc(context, &pipeline, &pay_src, depay_sink, stages)?,
+        };
         let (faults_tx, faults) = mpsc::unbounded_channel();
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         let bus_task = tokio::spawn(forward_errors(bus, faults_tx));
-        let media = Media { pipeline, webrtc, feed, _bus: AbortOnDropHandle::new(bus_task) };
+        let media = Media { pipeline, link, feed, encoder_input, _bus: AbortOnDropHandle::new(bus_task) };
         media.pipeline.set_state(gst::State::Playing).context("the participant's pipeline does not start")?;
-        *media.feed.send.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(encoder_input);
-        Ok((media, rtc, faults))
+        if let Link::Webrtc { .. } = media.link {
+            // webrtcbin holds what it gets until ICE and DTLS are up.
+            media.connect_feed();
+        }
+        Ok((media, faults))
     }
 
-    pub fn webrtc(&self) -> &gst::Element {
-        &self.webrtc
+    pub fn link(&mut self) -> &mut Link {
+        &mut self.link
     }
+
+    /// Plain RTP: sends to Janus at `janus` from now on (its answer to the join).
+    pub fn send_to(&self, janus: &RtpPeer) -> anyhow::Result<()> {
+        let Link::Rtp { udpsink, .. } = &self.link else {
+            return Err(anyhow!("not a plain-RTP participant"));
+        };
+        udpsink.set_property("host", &janus.ip);
+        udpsink.set_property("port", i32::from(janus.port));
+        self.connect_feed();
+        Ok(())
+    }
+
+    /// Plain RTP: resolves at the first packet from Janus; never for WebRTC (Janus's
+    /// `webrtcup` tells).
+    pub async fn flowing(&self) {
+        match &self.link {
+            Link::Rtp { flowing, .. } => flowing.notified().await,
+            Link::Webrtc { .. } => std::future::pending().await,
+        }
+    }
+
+    /// From now on the card's thread hands the group's send to this pipeline.
+    fn connect_feed(&self) {
+        *self.feed.send.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.encoder_input.clone());
+    }
+}
+
+/// The send chain, from the group's send to RTP: the appsrc the card's thread pushes to, and
+/// every element in order (the payloader last).
+fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<(gst_app::AppSrc, Vec<gst::Element>)> {
+    let send_queue = u64::from(rate) * SEND_QUEUE_MS / 1000 * 4;
+    let encoder_input = gst_app::AppSrc::builder()
+        .caps(&raw_caps(rate, 1))
+        .format(gst::Format::Time)
+        .is_live(true)
+        .do_timestamp(true)
+        .max_bytes(send_queue)
+        .leaky_type(gst_app::AppLeakyType::Downstream)
+        .build();
+    let mut send = vec![
+        encoder_input.clone().upcast::<gst::Element>(),
+        gst::ElementFactory::make("audioconvert").property_from_str("dithering", "none").build()?,
+    ];
+    if rate != OPUS_RATE {
+        send.push(gst::ElementFactory::make("audioresample").build()?);
+    }
+    let level = gst::ElementFactory::make("level")
+        .property("post-messages", false)
+        .property("audio-level-meta", true)
+        .build()?;
+    let encoder = gst::ElementFactory::make("opusenc")
+        .property("bitrate", i32::try_from(bitrate_kbps * 1000).unwrap_or(64_000))
+        .property_from_str("frame-size", OPUS_FRAME_MS)
+        .property_from_str("audio-type", "restricted-lowdelay")
+        .build()
+        .context("GStreamer element opusenc is missing (gstreamer1.0-plugins-base)")?;
+    let payloader = gst::ElementFactory::make("rtpopuspay").property("pt", u32::from(OPUS_PT)).build()?;
+    let extension = gst_rtp::RTPHeaderExtension::create_from_uri(AUDIO_LEVEL_URI)
+        .ok_or_else(|| anyhow!("no RTP header extension for {AUDIO_LEVEL_URI}"))?;
+    extension.set_id(u32::from(AUDIO_LEVEL_ID));
+    payloader.emit_by_name::<()>("add-extension", &[&extension]);
+    send.extend([caps_filter(&s16_mono(OPUS_RATE))?, level, encoder, payloader]);
+    Ok((encoder_input, send))
+}
+
+/// The receive chain, from RTP to the group's feed (the depayloader first).
+fn decoder(rate: u32, feed: Arc<Feed>) -> anyhow::Result<Vec<gst::Element>> {
+    let depay = gst::ElementFactory::make("rtpopusdepay").build()?;
+    let decoder = gst::ElementFactory::make("opusdec").property("plc", true).build()?;
+    let mut receive = vec![depay, decoder, caps_filter(&s16_mono(OPUS_RATE))?];
+    receive.push(gst::ElementFactory::make("audioconvert").build()?);
+    if rate != OPUS_RATE {
+        receive.push(gst::ElementFactory::make("audioresample").build()?);
+    }
+    let room_mix = gst_app::AppSink::builder().caps(&raw_caps(rate, 1)).sync(false).build();
+    let mut samples = Vec::new();
+    room_mix.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |sink| {
+                let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
+                let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
+                samples.clear();
+                from_bytes(map.as_slice(), &mut samples);
+                feed.remote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(&samples);
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    receive.push(room_mix.upcast());
+    Ok(receive)
+}
+
+/// Plain RTP on loopback: a `udpsrc` on a port of its own choosing and a `udpsink` sending
+/// from that same socket. No jitter buffer: packets come over loopback in order, and the
+/// feed's queue absorbs Janus's tick jitter (its size is the card's business).
+fn plain_rtp(pipeline: &gst::Pipeline, pay_src: &gst::Pad, depay_sink: &gst::Pad) -> anyhow::Result<Link> {
+    let caps = gst::Caps::builder("application/x-rtp")
+        .field("media", "audio")
+        .field("encoding-name", "OPUS")
+        .field("clock-rate", i32::try_from(OPUS_RATE).unwrap_or(48_000))
+        .field("payload", i32::from(OPUS_PT))
+        .build();
+    let udpsrc = gst::ElementFactory::make("udpsrc")
+        .property("address", PLAIN_RTP_ADDRESS)
+        .property("port", 0i32)
+        .property("caps", &caps)
+        .build()
+        .context("GStreamer element udpsrc is missing (gstreamer1.0-plugins-good)")?;
+    // The socket exists from READY on: its port goes into the join, and the sink sends from it.
+    pipeline.add(&udpsrc)?;
+    udpsrc.set_state(gst::State::Ready).context("udpsrc cannot open a loopback socket")?;
+    let port = u16::try_from(udpsrc.property::<i32>("port"))
+        .ok()
+        .filter(|&port| port != 0)
+        .ok_or_else(|| anyhow!("udpsrc's socket has no local port"))?;
+    // Its address until Janus's is known: an IPv4 one (the default, `localhost`, may resolve
+    // to ::1, which the IPv4 socket refuses at start). Nothing is sent before [`Media::send_to`].
+    let udpsink = gst::ElementFactory::make("udpsink")
+        .property("socket", udpsrc.property_value("used-socket"))
+        .property("host", PLAIN_RTP_ADDRESS)
+        .property("port", i32::from(port))
+        .property("close-socket", false)
+        .property("sync", false)
+        .property("async", false)
+        .build()?;
+    pipeline.add(&udpsink)?;
+    pay_src.link(&udpsink.static_pad("sink").ok_or_else(|| anyhow!("udpsink without sink"))?)?;
+    let src = udpsrc.static_pad("src").ok_or_else(|| anyhow!("udpsrc without src"))?;
+    src.link(depay_sink)?;
+    let flowing = Arc::new(Notify::new());
+    let first = flowing.clone();
+    src.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+        first.notify_one();
+        gst::PadProbeReturn::Remove
+    });
+    Ok(Link::Rtp { port, udpsink, flowing })
+}
+
+/// webrtcbin between the payloader and the depayloader, sending and receiving one audio
+/// stream, its ICE limited to the plan's addresses.
+fn webrtc(
+    context: &Context,
+    pipeline: &gst::Pipeline,
+    pay_src: &gst::Pad,
+    depay_sink: gst::Pad,
+    stages: &Stages,
+) -> anyhow::Result<Link> {
+    let webrtc = gst::ElementFactory::make("webrtcbin")
+        .property_from_str("bundle-policy", "max-bundle")
+        .property("latency", context.latency_ms)
+        .build()
+        .context("GStreamer element webrtcbin is missing (gstreamer1.0-plugins-bad, gstreamer1.0-nice)")?;
+    pipeline.add(&webrtc)?;
+    let send_pad = webrtc.request_pad_simple("sink_%u").ok_or_else(|| anyhow!("webrtcbin gave no sink pad"))?;
+    pay_src.link(&send_pad)?;
+    let transceiver = send_pad.property::<gst_webrtc::WebRTCRTPTransceiver>("transceiver");
+    transceiver.set_property("direction", gst_webrtc::WebRTCRTPTransceiverDirection::Sendrecv);
+    restrict_ice(&webrtc, &context.ice_addresses)?;
+    let pipeline_weak = pipeline.downgrade();
+    webrtc.connect_pad_added(move |_, pad| {
+        if pad.direction() != gst::PadDirection::Src {
+            return;
+        }
+        if !depay_sink.is_linked() && pad.link(&depay_sink).is_ok() {
+            return;
+        }
+        // A second stream (none is offered): dropped.
+        let Some(pipeline) = pipeline_weak.upgrade() else { return };
+        if let Ok(fakesink) = gst::ElementFactory::make("fakesink").property("async", false).build()
+            && pipeline.add(&fakesink).is_ok()
+        {
+            let _ = fakesink.sync_state_with_parent();
+            if let Some(sink) = fakesink.static_pad("sink") {
+                let _ = pad.link(&sink);
+            }
+        }
+    });
+    let events = negotiation::watch(&webrtc, stages);
+    Ok(Link::Webrtc { webrtc, events })
 }
 
 impl Drop for Media {

@@ -2,9 +2,9 @@
 //! receives the room's mix (the remote crew) through the group's [`Feed`], and the task that
 //! joins, watches and rejoins. By job:
 //!
-//! - `media.rs`: the participant's own GStreamer pipeline (encoder, webrtcbin, decoder) between
-//!   the feed and Janus.
-//! - `negotiation.rs`: WebRTC: the offer with every local ICE candidate, Janus's answer.
+//! - `media.rs`: the participant's own GStreamer pipeline (encoder, plain RTP or webrtcbin,
+//!   decoder) between the feed and Janus.
+//! - `negotiation.rs`: WebRTC only: the offer with every local ICE candidate, Janus's answer.
 //! - `signalling.rs`: Janus: the session's long poll, the join and its answer, the events that
 //!   end a participation.
 //! - this file: the supervisor, one [`Attempt`] after another with the retry policy between them.
@@ -19,18 +19,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use partyline_shared::backoff::Backoff;
-use partyline_shared::bridge::{BranchState, PlanGroup};
-use partyline_shared::janus::AudioBridgeRequest;
+use partyline_shared::bridge::{BranchState, PlanGroup, Transport};
 use partyline_shared::janus::SessionEvent;
 use partyline_shared::janus::client::{Client, Session};
+use partyline_shared::janus::{AudioBridgeRequest, RtpPeer};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::Feed;
 use crate::state::{ParticipantStats, Shared};
 
-use self::media::Media;
-use self::signalling::Events;
+use self::media::{Link, Media};
+use self::signalling::{Answer, Events, Offer};
 
 /// The pauses between two attempts.
 const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
@@ -51,6 +51,7 @@ pub struct Context {
     pub shared: Arc<Shared>,
     pub janus: Client,
     pub janus_url: String,
+    pub transport: Transport,
     pub ice_addresses: Vec<String>,
     pub latency_ms: u32,
 }
@@ -202,25 +203,47 @@ impl Attempt<'_> {
         }
         stages.mark("room exists");
         let mut events = Events::start(session);
-        let (media, mut rtc, mut faults) = Media::start(self.context, group, self.feed.clone(), self.stats, stages)?;
+        let (mut media, mut faults) = Media::start(self.context, group, self.feed.clone(), self.stats, stages)?;
         stages.mark("pipeline built and started");
-        let offer = tokio::time::timeout(STEP_TIMEOUT, negotiation::offer(media.webrtc(), &mut rtc, stages))
-            .await
-            .map_err(|_| anyhow!("webrtcbin made no offer within {STEP_TIMEOUT:?}"))??;
-        let answer = signalling::join(session, &mut events, group, self.context.latency_ms, offer, stages).await?;
-        stages.mark("Janus's answer received");
-        negotiation::set_answer(media.webrtc(), &answer).await?;
-        stages.mark("answer set as remote description");
+        let latency = self.context.latency_ms;
+        match media.link() {
+            Link::Webrtc { webrtc, events: rtc } => {
+                let offer = tokio::time::timeout(STEP_TIMEOUT, negotiation::offer(webrtc, rtc, stages))
+                    .await
+                    .map_err(|_| anyhow!("webrtcbin made no offer within {STEP_TIMEOUT:?}"))??;
+                let answer = signalling::join(session, &mut events, group, latency, Offer::Sdp(offer), stages).await?;
+                let Answer::Sdp(answer) = answer else { return Err(anyhow!("Janus answered an offer without SDP")) };
+                stages.mark("Janus's answer received");
+                negotiation::set_answer(webrtc, &answer).await?;
+                stages.mark("answer set as remote description");
+            }
+            Link::Rtp { port, .. } => {
+                let here = RtpPeer {
+                    ip: media::PLAIN_RTP_ADDRESS.to_owned(),
+                    port: *port,
+                    payload_type: media::OPUS_PT,
+                    audiolevel_ext: Some(media::AUDIO_LEVEL_ID),
+                };
+                let answer = signalling::join(session, &mut events, group, latency, Offer::Rtp(here), stages).await?;
+                let Answer::Rtp(janus) = answer else {
+                    return Err(anyhow!("Janus answered a plain-RTP join with SDP"));
+                };
+                stages.mark("Janus's plain-RTP address received");
+                media.send_to(&janus)?;
+            }
+        }
         self.joined = true;
         self.context.shared.participant_state(&group.room, BranchState::Connecting, &group.identity, None);
-        self.watch(session, &mut events, &mut faults).await
+        self.watch(session, &media, &mut events, &mut faults).await
     }
 
     /// Until the participation ends: keeps the session alive, waits for the media to come up
-    /// (Janus's `webrtcup`), and follows Janus's events and the pipeline's faults.
+    /// (Janus's `webrtcup`, or its first plain-RTP packet), and follows Janus's events and the
+    /// pipeline's faults.
     async fn watch(
         &mut self,
         session: &Session,
+        media: &Media,
         events: &mut Events,
         faults: &mut mpsc::UnboundedReceiver<String>,
     ) -> anyhow::Result<Infallible> {
@@ -232,7 +255,12 @@ impl Attempt<'_> {
             tokio::select! {
                 _ = keepalive.tick() => session.keepalive().await?,
                 () = tokio::time::sleep_until(media_deadline), if !media_up => {
-                    return Err(anyhow!("ICE/DTLS with Janus did not come up within {STEP_TIMEOUT:?}"));
+                    return Err(anyhow!("no media from Janus within {STEP_TIMEOUT:?}"));
+                }
+                () = media.flowing(), if !media_up => {
+                    self.stages.mark("first plain-RTP packet from Janus");
+                    media_up = true;
+                    self.media_up();
                 }
                 fault = faults.recv() => return Err(anyhow!("pipeline: {}", fault.unwrap_or_default())),
                 Ok(()) = self.display.changed() => {
@@ -250,9 +278,7 @@ impl Attempt<'_> {
                         }
                         if event == SessionEvent::Webrtcup && !media_up {
                             media_up = true;
-                            let ms = self.stages.started.elapsed().as_millis();
-                            tracing::info!("joined room {} as {:?} (media up in {ms} ms)", group.room, group.display);
-                            self.context.shared.participant_state(&group.room, BranchState::Joined, &group.identity, Some(""));
+                            self.media_up();
                         }
                         if let Some(ended) = signalling::ending(&event, &group.identity) {
                             return Err(ended.into());
@@ -261,6 +287,15 @@ impl Attempt<'_> {
                 }
             }
         }
+    }
+}
+
+impl Attempt<'_> {
+    fn media_up(&self) {
+        let group = self.group;
+        let ms = self.stages.started.elapsed().as_millis();
+        tracing::info!("joined room {} as {:?} (media up in {ms} ms)", group.room, group.display);
+        self.context.shared.participant_state(&group.room, BranchState::Joined, &group.identity, Some(""));
     }
 }
 

@@ -1,10 +1,13 @@
-//! A group participant's signalling with Janus: the session's long poll, the join with the offer and its
-//! answer, and the events that end a participation.
+//! A group participant's signalling with Janus: the session's long poll, the join (with a
+//! WebRTC offer, or a plain-RTP address) and its answer, and the events that end a
+//! participation.
 
 use anyhow::{Context as _, anyhow};
 use partyline_shared::bridge::PlanGroup;
 use partyline_shared::janus::client::Session;
-use partyline_shared::janus::{AudioBridgeRequest, JanusError, Jsep, JsepType, SessionEvent, prebuffer_packets};
+use partyline_shared::janus::{
+    AudioBridgeRequest, JanusError, Jsep, JsepType, RtpPeer, SessionEvent, prebuffer_packets,
+};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -40,18 +43,40 @@ impl Events {
     }
 }
 
+/// How the participant's media is to meet Janus's, as the join says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offer {
+    /// A WebRTC offer (SDP).
+    Sdp(String),
+    /// A plain-RTP participant receiving at this address.
+    Rtp(RtpPeer),
+}
+
+/// Janus's half, as the result of the join gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The SDP answer to a WebRTC offer.
+    Sdp(String),
+    /// Where Janus receives a plain-RTP participant's packets.
+    Rtp(RtpPeer),
+}
+
 /// Joins the group's room with `offer` (its own prebuffering, the token the room admits) and
-/// returns Janus's SDP answer, which comes on the long poll with the result of the join.
+/// returns Janus's answer, which comes on the long poll with the result of the join.
 pub async fn join(
     session: &Session,
     events: &mut Events,
     group: &PlanGroup,
     latency_ms: u32,
-    offer: String,
+    offer: Offer,
     stages: &Stages,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Answer> {
     // Its own prebuffering: the room's is sized for the crew's network, the card sits next to
     // Janus. The room admits only the tokens control issued for it: the join carries ours.
+    let (rtp, jsep) = match offer {
+        Offer::Sdp(sdp) => (None, Some(Jsep { kind: JsepType::Offer, sdp })),
+        Offer::Rtp(peer) => (Some(peer), None),
+    };
     let join = AudioBridgeRequest::Join {
         room: group.room.clone(),
         id: group.identity.clone(),
@@ -60,9 +85,10 @@ pub async fn join(
         bitrate: group.bitrate_kbps * 1000,
         muted: false,
         prebuffer: prebuffer_packets(latency_ms),
+        rtp,
     };
-    let transaction = session.send(join, Some(Jsep { kind: JsepType::Offer, sdp: offer })).await?;
-    stages.mark("join with the offer acknowledged by Janus");
+    let transaction = session.send(join, jsep).await?;
+    stages.mark("join acknowledged by Janus");
     let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
     loop {
         let batch = tokio::select! {
@@ -76,7 +102,7 @@ pub async fn join(
         let mut answer = None;
         for event in &batch {
             match join_news(event, &transaction, &group.identity) {
-                JoinNews::Answer(sdp) => answer = Some(sdp),
+                JoinNews::Answer(given) => answer = Some(given),
                 JoinNews::Refused(error) => return Err(error).context("join refused"),
                 JoinNews::Ended(ended) => return Err(ended.into()),
                 JoinNews::Nothing => {}
@@ -92,7 +118,7 @@ pub async fn join(
 #[derive(Debug, PartialEq)]
 enum JoinNews {
     /// Janus's answer to the offer.
-    Answer(String),
+    Answer(Answer),
     /// The AudioBridge refused the join.
     Refused(JanusError),
     /// Something ended the participation.
@@ -107,10 +133,11 @@ fn join_news(event: &SessionEvent, transaction: &str, identity: &str) -> JoinNew
         if let Some(Err(error)) = news.plugindata.as_ref().map(|p| p.data.clone().checked()) {
             return JoinNews::Refused(error);
         }
-        return match &news.jsep {
-            Some(Jsep { kind: JsepType::Answer, sdp }) => JoinNews::Answer(sdp.clone()),
-            _ => JoinNews::Nothing,
-        };
+        if let Some(Jsep { kind: JsepType::Answer, sdp }) = &news.jsep {
+            return JoinNews::Answer(Answer::Sdp(sdp.clone()));
+        }
+        let janus = news.plugindata.as_ref().and_then(|p| p.data.rtp.clone());
+        return janus.map_or(JoinNews::Nothing, |peer| JoinNews::Answer(Answer::Rtp(peer)));
     }
     match ending(event, identity) {
         Some(ended) => JoinNews::Ended(ended),
@@ -216,7 +243,7 @@ mod tests {
             }
             other => other,
         };
-        assert_eq!(join_news(&answer, "pl-9", me), JoinNews::Answer("v=0\r\n".into()));
+        assert_eq!(join_news(&answer, "pl-9", me), JoinNews::Answer(Answer::Sdp("v=0\r\n".into())));
         assert_eq!(join_news(&answer, "pl-8", me), JoinNews::Nothing, "another transaction's");
         let refused = audiobridge(
             Some("pl-9"),
@@ -226,6 +253,12 @@ mod tests {
             JoinNews::Refused(error) => assert_eq!(error.plugin_code(), Some(codes::NOT_ALLOWED)),
             other => panic!("a refusal, not {other:?}"),
         }
+        let plain = audiobridge(
+            Some("pl-9"),
+            json!({"audiobridge": "joined", "room": "r", "id": me, "rtp": {"ip": "127.0.0.1", "port": 10_000, "payload_type": 111}}),
+        );
+        let janus = RtpPeer { ip: "127.0.0.1".into(), port: 10_000, payload_type: 111, audiolevel_ext: None };
+        assert_eq!(join_news(&plain, "pl-9", me), JoinNews::Answer(Answer::Rtp(janus)));
         let kicked = audiobridge(None, json!({"audiobridge": "event", "room": "r", "kicked": me}));
         assert_eq!(join_news(&kicked, "pl-9", me), JoinNews::Ended(Ended::Kicked("r".into())));
         let others = audiobridge(None, json!({"audiobridge": "event", "room": "r", "participants": []}));

@@ -80,6 +80,11 @@ pub struct JanusStatus {
     pub last_error: Option<String>,
 }
 
+/// The card's participant id in the room of group `group`.
+pub fn card_identity(group: &str) -> String {
+    format!("card:{group}")
+}
+
 /// The card's participant in one group's room: bridged joins with it, sending the group's
 /// server audio users' inputs and receiving the remote crew.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -428,6 +433,9 @@ impl Janus {
                     self.revoke(&user).await;
                 }
             }
+            // The card's talking comes from bridged ([`Janus::card_talking`]): Janus detects
+            // none for a plain-RTP participant, and one source for it whatever the transport.
+            JanusEvent::Talking { room, id, .. } if id == card_identity(&room) => {}
             JanusEvent::Talking { room, id, talking } => self.users.talking(&room, &id, talking),
             JanusEvent::Started => {
                 // Janus retries this post until someone listens, so it may predate our own
@@ -682,7 +690,7 @@ impl Janus {
                     return None;
                 }
                 Some(CardParticipant {
-                    identity: format!("card:{id}"),
+                    identity: card_identity(&id),
                     token: derive(secret, &format!("partyline card participant token:{id}")),
                     display: names.join(", "),
                     bitrate_kbps: config.group_bitrate(group).get(),
@@ -691,6 +699,11 @@ impl Janus {
             })
             .collect();
         Ok(participants)
+    }
+
+    /// bridged says the card started or stopped talking in `room` (its `Talking` signal).
+    pub fn card_talking(&self, room: &str, talking: bool) {
+        self.users.talking(room, &card_identity(room), talking);
     }
 
     /// Registers the card's participants of `config` and their Janus tokens (those not

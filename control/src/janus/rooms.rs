@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use partyline_shared::Config;
-use partyline_shared::janus::{RoomListing, RoomSpec, prebuffer_packets};
+use partyline_shared::janus::{RoomListing, RoomSpec, TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS, prebuffer_packets};
 
 /// The rooms the config asks for, one per group.
 pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSpec> {
@@ -24,9 +24,12 @@ pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSp
                 // Voice activity, decided over 10 packets (200 ms), for whoever wants to know who
                 // speaks (the panels' lamps follow the talk keys: muted or not in the room).
                 audiolevel_event: true,
-                audio_active_packets: 10,
-                audio_level_average: 40,
+                audio_active_packets: TALK_WINDOW_PACKETS,
+                audio_level_average: TALK_LEVEL_DBOV,
                 permanent: false,
+                // bridged's group participants (`bridge.transport: rtp`); crew clients cannot
+                // ask for plain RTP through the `/janus` proxy.
+                allow_rtp_participants: true,
             }
         })
         .collect()

@@ -93,3 +93,30 @@ async fn the_proxy_relays_janus_and_closes_with_a_reason_when_janus_is_gone() {
     })
     .await;
 }
+
+/// Rooms admit plain-RTP participants (bridged's); a browser asking for one through the proxy
+/// is cut off before Janus sees the request: otherwise any crew token could make Janus send a
+/// room's mix to any address.
+#[tokio::test]
+async fn a_request_for_a_plain_rtp_participant_is_refused_and_logged() {
+    let janus = Janus::start();
+    let config = format!("{LOOPBACK_PLAIN}{}", janus.config_yaml());
+    let control = Control::builder().config(Some(&config)).start().await;
+
+    let mut socket = open_proxy(&control).await;
+    assert_eq!(info(&mut socket, "t1").await["janus"], "server_info");
+    let join = json!({"janus": "message", "transaction": "t2", "session_id": 1, "handle_id": 2,
+                      "body": {"request": "join", "room": "foh",
+                               "rtp": {"ip": "192.0.2.7", "port": 9, "payload_type": 111}}});
+    socket.send(Message::text(join.to_string())).await.expect("send");
+    let Message::Close(Some(frame)) = next(&mut socket).await else { panic!("expected a close frame") };
+    assert_eq!(frame.code, CloseCode::Policy, "{frame:?}");
+    assert!(frame.reason.contains("plain-RTP"), "the reason says what was refused: {frame:?}");
+    crate::support::wait_for("the warn log", Duration::from_secs(5), async || {
+        control.log_text().lines().any(|l| l.contains("WARN") && l.contains("plain-RTP")).then_some(())
+    })
+    .await;
+    // Others are not affected.
+    let mut other = open_proxy(&control).await;
+    assert_eq!(info(&mut other, "t3").await["transaction"], "t3");
+}
