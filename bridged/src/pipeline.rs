@@ -123,15 +123,15 @@ struct QueueShape {
 }
 
 impl QueueShape {
-    /// In samples of `channels` channels at `rate`, the window a second of reads (`read_frames`
-    /// each).
-    fn jitter(self, rate: u32, channels: usize, read_frames: u32) -> Jitter {
+    /// In samples of `channels` channels at `rate`, the window a second of card blocks.
+    fn jitter(self, rate: u32, channels: usize) -> Jitter {
         let samples = |ms: usize| rate as usize * ms / 1000 * channels;
+        let blocks_per_second = 1_000_000 / CAPTURE_PERIOD_US as usize;
         Jitter::new(JitterShape {
             start: samples(self.start_ms),
             margin: samples(self.margin_ms),
             limit: samples(self.limit_ms),
-            window: (rate / read_frames.max(1)) as usize,
+            window: blocks_per_second,
         })
     }
 }
@@ -140,7 +140,7 @@ impl Feed {
     pub fn new(room: &str, rate: u32) -> Feed {
         Feed {
             room: room.to_owned(),
-            remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1, period_frames(Api::Pulse, rate))),
+            remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1)),
             send: Mutex::new(None),
             limiter: Mutex::new(Limiter::new(rate)),
             voice: Mutex::new(VoiceActivity::new(rate, TALK_WINDOW_PACKETS, TALK_LEVEL_DBOV)),
@@ -216,10 +216,10 @@ impl Base {
             // PipeWire: each mixed block goes straight to the playback, in the graph cycle it
             // was captured in, to be played in the next. Pulling would not do: pipewiresink
             // (0.3.65) gives its stream at least 8 buffers, and a pulling playback keeps them
-            // all full, 8 quanta (measured card → card: 54 ms); blocks smaller than a quantum
-            // make that shorter, but whenever the stream is given fewer buffers (a race at its
-            // start) it plays a part of each cycle. Pushed, the stream holds what the graph has
-            // not played yet: one block.
+            // all full, 8 quanta (measured card → card: 54 ms); blocks of a quarter quantum made
+            // that 17–19 ms, but in about one start in ten the stream took two of them per cycle
+            // and played half of each cycle. Pushed, the stream holds what the graph has not
+            // played yet: one block.
             mixed.set_property("max-time", PIPEWIRE_PLAYBACK_HOLD_NS);
             mixed.set_property_from_str("leaky-type", "downstream");
             // The thread that hands the blocks to pipewiresink is appsrc's own.
@@ -234,7 +234,7 @@ impl Base {
         } else {
             // The playback asks for a card period at a time.
             let block_frames = period_frames(card.output.api, rate);
-            let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS, block_frames)));
+            let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS)));
             let from_queue = queue.clone();
             let mut next = vec![0.0; block_frames as usize * CHANNELS];
             let mut promoted = false;
