@@ -1,8 +1,18 @@
 //! Which sound API opens the card, each direction on its own, from the plan's device ids
 //! ([`DeviceId`]): `alsa:NAME` is the ALSA PCM `NAME`, opened directly with `alsasrc`/`alsasink`
-//! whatever sound server runs; any other id (or none: the default) is the sound server's
-//! (PulseAudio, or PipeWire's PulseAudio server) through `pulsesrc`/`pulsesink`, and where no
-//! sound server answers, ALSA's (ids listed before ALSA ids had their prefix, such as `hw:0,0`).
+//! whatever sound server runs; any other id (or none: the default) is the sound server's. When
+//! that server is PipeWire's PulseAudio server (pipewire-pulse), the device is opened natively,
+//! with `pipewiresrc`/`pipewiresink` on the PipeWire node behind it: the PulseAudio protocol
+//! layer of pipewire-pulse costs more latency than everything else on the card → card path
+//! (BENCHMARKS.md, "Matrix"). PulseAudio proper, and a PipeWire whose own socket bridged cannot
+//! reach, go through `pulsesrc`/`pulsesink`; where no sound server answers, ALSA's (ids listed
+//! before ALSA ids had their prefix, such as `hw:0,0`).
+//!
+//! What answers is learnt from the devices themselves: pipewire-pulse hands each source and sink
+//! the properties of its PipeWire node (`node.name`, `object.serial`), which PulseAudio's never
+//! carry. The node is then looked up on PipeWire's own socket (`PIPEWIRE_REMOTE`,
+//! `PIPEWIRE_RUNTIME_DIR` or `XDG_RUNTIME_DIR`, as every PipeWire client finds it), by name and
+//! serial, so a PipeWire other than the one behind `PULSE_SERVER` is never opened by mistake.
 
 use gst::prelude::*;
 use partyline_shared::bridge::Plan;
@@ -14,6 +24,7 @@ use crate::mix::CHANNELS;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
     Pulse,
+    PipeWire,
     Alsa,
 }
 
@@ -21,6 +32,7 @@ impl Api {
     pub fn source(self) -> &'static str {
         match self {
             Api::Pulse => "pulsesrc",
+            Api::PipeWire => "pipewiresrc",
             Api::Alsa => "alsasrc",
         }
     }
@@ -28,6 +40,7 @@ impl Api {
     pub fn sink(self) -> &'static str {
         match self {
             Api::Pulse => "pulsesink",
+            Api::PipeWire => "pipewiresink",
             Api::Alsa => "alsasink",
         }
     }
@@ -36,28 +49,57 @@ impl Api {
     pub fn missing(self, factory: &str) -> String {
         let package = match self {
             Api::Pulse => "gstreamer1.0-pulseaudio",
+            Api::PipeWire => "gstreamer1.0-pipewire",
             Api::Alsa => "gstreamer1.0-alsa",
         };
         format!("GStreamer element {factory} is missing ({package})")
     }
 }
 
-/// One direction of the card: its API and device (`None`: the API's default device).
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Api::Pulse => "pulseaudio",
+            Api::PipeWire => "pipewire",
+            Api::Alsa => "alsa",
+        })
+    }
+}
+
+/// One direction of the card: its API and device (`None`: the API's default device). For
+/// [`Api::PipeWire`] the device is a node name, and `monitor` says the capture records what a
+/// sink node plays (PulseAudio's `NAME.monitor` source is sink node `NAME`'s monitor).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub api: Api,
     pub device: Option<String>,
+    pub monitor: bool,
 }
 
 impl Endpoint {
+    fn new(api: Api, device: Option<&str>) -> Endpoint {
+        Endpoint { api, device: device.map(str::to_owned), monitor: false }
+    }
+
     /// The builder of this endpoint's source or sink (`factory`) named `name`: on its device,
     /// under the client name the sound server shows.
     pub fn builder<'a>(&'a self, factory: &'a str, name: &'a str) -> gst::element_factory::ElementBuilder<'a> {
-        gst::ElementFactory::make(factory).name(name).property_if_some("device", self.device.as_deref()).property_if(
-            "client-name",
-            "partyline-bridged",
-            self.api == Api::Pulse,
-        )
+        let device_property = if self.api == Api::PipeWire { "target-object" } else { "device" };
+        gst::ElementFactory::make(factory)
+            .name(name)
+            .property_if_some(device_property, self.device.as_deref())
+            .property_if("client-name", "partyline-bridged", self.api != Api::Alsa)
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let device = self.device.as_deref().unwrap_or("the default device");
+        match (self.api, self.monitor) {
+            (Api::PipeWire, true) => write!(f, "{device}'s monitor through {}", self.api),
+            (Api::PipeWire, false) => write!(f, "node {device} through {}", self.api),
+            _ => write!(f, "{device} through {}", self.api),
+        }
     }
 }
 
@@ -71,28 +113,73 @@ pub struct Card {
 /// What is there to open the card with.
 #[derive(Debug, Clone, Default)]
 pub struct Available {
-    /// The sound server's source and sink names, when one answered.
+    /// The sound server's sources and sinks, when one answered.
     pub server: Option<ServerDevices>,
+    /// The nodes PipeWire's own socket lists, when the sound server is PipeWire's, GStreamer has
+    /// `pipewiresrc` and `pipewiresink`, and that socket answered; `None` otherwise.
+    pub pipewire: Option<Vec<Node>>,
     /// GStreamer has `alsasrc` and `alsasink`.
     pub alsa: bool,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct ServerDevices {
-    pub sources: Vec<String>,
-    pub sinks: Vec<String>,
+    pub sources: Vec<ServerDevice>,
+    pub sinks: Vec<ServerDevice>,
+}
+
+impl ServerDevices {
+    /// Whether PipeWire answers: its devices carry their nodes.
+    fn is_pipewire(&self) -> bool {
+        self.sources.iter().chain(&self.sinks).any(|d| d.node.is_some())
+    }
+}
+
+/// A source or sink of the sound server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerDevice {
+    pub name: String,
+    /// The server's default source or sink.
+    pub is_default: bool,
+    /// PipeWire's node behind it (pipewire-pulse only): for a monitor source, the sink's node.
+    pub node: Option<Node>,
+    /// A sink's monitor (PulseAudio's `device.class` `monitor`).
+    pub monitor: bool,
+    /// Its channel positions in PipeWire's names (`audio.position`, pipewire-pulse only).
+    pub positions: Option<String>,
+}
+
+/// The card's channel map ([`partyline_shared::card::CARD_CHANNEL_MAP`]) in PipeWire's names.
+/// Only a node with exactly these positions is opened natively: PipeWire matches a stream's
+/// channels to a node's by position name and WirePlumber remixes what does not match (a stream
+/// linked to a node of `AUX0…AUX7` is given two ports, `FL` and `FR`: eight card outputs mixed
+/// into the node's first two channels), while through pipewire-pulse an unpositioned playback
+/// keeps every channel's index on any map (`pipeline.rs`, `PLAYBACK_CAPS`).
+pub const CARD_POSITIONS: &str = "FL,FR,FC,LFE,RL,RR,SL,SR";
+
+/// A PipeWire node: its name (what `target-object` takes) and its serial (never reused while
+/// the server runs, unlike names, so two servers with the same devices are told apart).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    pub serial: Option<String>,
 }
 
 impl Available {
     /// Asks what there is for `plan`: the sound server only when one of its ids needs it (two
-    /// `alsa:` ids never talk to a sound server). Blocking: call it off the async threads.
+    /// `alsa:` ids never talk to a sound server), PipeWire's own socket only when the sound
+    /// server is PipeWire's. Blocking: call it off the async threads.
     pub fn probe(plan: &Plan) -> Available {
-        let alsa = gst::ElementFactory::find("alsasrc").is_some() && gst::ElementFactory::find("alsasink").is_some();
+        let alsa = has_elements("alsasrc", "alsasink");
         let only_alsa = [&plan.input_device, &plan.output_device]
             .iter()
             .all(|id| matches!(DeviceId::parse(id), Some(DeviceId::Alsa(_))));
         let server = if only_alsa { None } else { server_devices() };
-        Available { server, alsa }
+        let pipewire = match &server {
+            Some(devices) if devices.is_pipewire() => pipewire_nodes(),
+            _ => None,
+        };
+        Available { server, pipewire, alsa }
     }
 
     /// The card for `plan`, or what is missing (the message names the plan's field).
@@ -107,12 +194,12 @@ impl Available {
         &self,
         field: &str,
         id: &str,
-        listed: impl Fn(&ServerDevices) -> &Vec<String>,
+        listed: impl Fn(&ServerDevices) -> &Vec<ServerDevice>,
         kind: &str,
     ) -> Result<Endpoint, String> {
         let alsa = |device: Option<&str>| {
             if self.alsa {
-                Ok(Endpoint { api: Api::Alsa, device: device.map(str::to_owned) })
+                Ok(Endpoint::new(Api::Alsa, device))
             } else {
                 Err(format!("{field}: GStreamer has no ALSA elements (gstreamer1.0-alsa)"))
             }
@@ -120,11 +207,16 @@ impl Available {
         match (DeviceId::parse(id), &self.server) {
             (None, _) => Err(format!("{field}: {id:?} names no ALSA PCM")),
             (Some(DeviceId::Alsa(pcm)), _) => alsa(Some(pcm)),
-            (Some(DeviceId::Default), Some(_)) => Ok(Endpoint { api: Api::Pulse, device: None }),
-            (Some(DeviceId::Server(name)), Some(server)) if listed(server).iter().any(|n| n == name) => {
-                Ok(Endpoint { api: Api::Pulse, device: Some(name.to_owned()) })
-            }
-            (Some(DeviceId::Server(name)), Some(_)) => Err(format!("{field}: the sound server has no {kind} {name:?}")),
+            // PulseAudio's default follows the server's; PipeWire's is opened by its node, so
+            // that both APIs mean the device the sound server calls its default.
+            (Some(DeviceId::Default), Some(server)) => Ok(match listed(server).iter().find(|d| d.is_default) {
+                Some(device) => self.server_endpoint(field, device, false),
+                None => Endpoint::new(Api::Pulse, None),
+            }),
+            (Some(DeviceId::Server(name)), Some(server)) => match listed(server).iter().find(|d| d.name == name) {
+                Some(device) => Ok(self.server_endpoint(field, device, true)),
+                None => Err(format!("{field}: the sound server has no {kind} {name:?}")),
+            },
             (Some(DeviceId::Default), None) if !self.alsa => {
                 Err("no sound server: no PulseAudio server answers and GStreamer has no ALSA elements".into())
             }
@@ -132,6 +224,44 @@ impl Available {
             (Some(DeviceId::Server(name)), None) => alsa(Some(name)),
         }
     }
+
+    /// The sound server's `device`: natively when PipeWire's own socket has its node (`named`:
+    /// the plan named it; otherwise it is the default, which PulseAudio finds by itself).
+    fn server_endpoint(&self, field: &str, device: &ServerDevice, named: bool) -> Endpoint {
+        let pulse = Endpoint::new(Api::Pulse, named.then_some(device.name.as_str()));
+        let (Some(node), Some(nodes)) = (&device.node, &self.pipewire) else {
+            // PulseAudio, or PipeWire whose socket did not answer (`pipewire_nodes` said why).
+            return pulse;
+        };
+        if device.positions.as_deref() != Some(CARD_POSITIONS) {
+            tracing::info!(
+                "{field}: {:?} has the channel positions {}, not the card's ({CARD_POSITIONS}): opened through \
+                 pipewire-pulse, which keeps every channel number (PipeWire's own streams match channels by position name)",
+                device.name,
+                device.positions.as_deref().unwrap_or("(none)")
+            );
+            return pulse;
+        }
+        let same =
+            |n: &Node| n.name == node.name && (n.serial.is_none() || node.serial.is_none() || n.serial == node.serial);
+        if nodes.iter().any(same) {
+            Endpoint { api: Api::PipeWire, device: Some(node.name.clone()), monitor: device.monitor }
+        } else {
+            tracing::warn!(
+                "{field}: PipeWire's own socket has no node {:?} (serial {}), which the sound server's {:?} is: \
+                 it is another PipeWire than PULSE_SERVER's; opening {:?} through pipewire-pulse (more latency)",
+                node.name,
+                node.serial.as_deref().unwrap_or("?"),
+                device.name,
+                device.name
+            );
+            pulse
+        }
+    }
+}
+
+fn has_elements(source: &str, sink: &str) -> bool {
+    gst::ElementFactory::find(source).is_some() && gst::ElementFactory::find(sink).is_some()
 }
 
 /// The sound server's sources and sinks, through GStreamer's PulseAudio device provider (which
@@ -142,10 +272,19 @@ fn server_devices() -> Option<ServerDevices> {
     let mut devices = ServerDevices::default();
     for device in provider.devices() {
         let Some(name) = internal_name(&device) else { continue };
+        let properties = device.properties();
+        let text = |key: &str| properties.as_ref().and_then(|p| p.get::<String>(key).ok());
+        let server_device = ServerDevice {
+            name,
+            is_default: properties.as_ref().and_then(|p| p.get::<bool>("is-default").ok()).unwrap_or(false),
+            node: text("node.name").map(|name| Node { name, serial: text("object.serial") }),
+            monitor: text("device.class").as_deref() == Some("monitor"),
+            positions: text("audio.position"),
+        };
         if device.has_classes("Audio/Source") {
-            devices.sources.push(name);
+            devices.sources.push(server_device);
         } else if device.has_classes("Audio/Sink") {
-            devices.sinks.push(name);
+            devices.sinks.push(server_device);
         }
     }
     provider.stop();
@@ -159,18 +298,59 @@ fn internal_name(device: &gst::Device) -> Option<String> {
     device.properties().and_then(|p| p.get::<String>("device.name").ok())
 }
 
+/// The audio nodes PipeWire's own socket lists (GStreamer's PipeWire device provider), or
+/// `None`, with a warning saying why the card then goes through pipewire-pulse.
+fn pipewire_nodes() -> Option<Vec<Node>> {
+    let provider = gst::DeviceProviderFactory::by_name("pipewiredeviceprovider");
+    let Some(provider) = provider.filter(|_| has_elements("pipewiresrc", "pipewiresink")) else {
+        tracing::warn!(
+            "the sound server is PipeWire but GStreamer has no PipeWire elements (gstreamer1.0-pipewire): \
+             the card goes through pipewire-pulse (more latency)"
+        );
+        return None;
+    };
+    if provider.start().is_err() {
+        tracing::warn!(
+            "the sound server is PipeWire but its own socket does not answer (PIPEWIRE_REMOTE, PIPEWIRE_RUNTIME_DIR, \
+             XDG_RUNTIME_DIR): the card goes through pipewire-pulse (more latency)"
+        );
+        return None;
+    }
+    let nodes: Vec<Node> = provider
+        .devices()
+        .iter()
+        .filter_map(|device| {
+            let properties = device.properties()?;
+            let name = properties.get::<String>("node.name").ok()?;
+            Some(Node { name, serial: properties.get::<String>("object.serial").ok() })
+        })
+        .collect();
+    provider.stop();
+    if nodes.is_empty() {
+        tracing::warn!(
+            "the sound server is PipeWire but its own socket (PIPEWIRE_REMOTE, PIPEWIRE_RUNTIME_DIR, XDG_RUNTIME_DIR) \
+             lists no audio node: the card goes through pipewire-pulse (more latency)"
+        );
+        return None;
+    }
+    Some(nodes)
+}
+
 /// For each card channel k, the channel of GStreamer's 7.1 order (front-left, front-right,
 /// front-center, lfe, rear-left, rear-right, side-left, side-right) that ALSA's 7.1 order
 /// (front-left, front-right, rear-left, rear-right, front-center, lfe, side-left, side-right)
 /// has at k. alsasrc and alsasink reorder 8 positioned channels between the two orders, and
 /// they take 8 channels only positioned, so without this card channels 2..5 would be the
-/// device's 4, 5, 2, 3 (measured with an ALSA `file` device). The mapping is its own inverse:
-/// the same matrix serves capture and playback.
+/// device's 4, 5, 2, 3 (measured with an ALSA `file` device). pipewiresrc and pipewiresink
+/// (0.3.65) do the same: they announce GStreamer's 8 positions to PipeWire in ALSA's order (a
+/// stream of mask `0xc3f` says `FL FR RL RR FC LFE SL SR`), and PipeWire matches positions by
+/// name, so the same reorder puts card channel k on the node's channel k. The mapping is its own
+/// inverse: the same matrix serves capture and playback.
 const ALSA_ORDER: [usize; CHANNELS] = [0, 1, 4, 5, 2, 3, 6, 7];
 
 /// The `audioconvert` (and the caps that keep its output the card's) that puts device channel
-/// k of an ALSA device on card channel k, and card channel k on device channel k: after
-/// alsasrc, before alsasink. Holds for devices that report no channel map or ALSA's 7.1 order
+/// k of an ALSA device or a PipeWire node on card channel k, and card channel k on device
+/// channel k: after alsasrc/pipewiresrc, before alsasink/pipewiresink. Holds for devices that report no channel map or ALSA's 7.1 order
 /// (both put GStreamer's positions in ALSA's order); a device reporting another map gets its
 /// channels by position name.
 pub fn alsa_order(card_caps: &gst::Caps, name: &str) -> anyhow::Result<[gst::Element; 2]> {
@@ -192,14 +372,83 @@ mod tests {
     }
 
     fn endpoint(api: Api, device: Option<&str>) -> Endpoint {
-        Endpoint { api, device: device.map(str::to_owned) }
+        Endpoint::new(api, device)
+    }
+
+    fn device(name: &str, node: Option<(&str, &str)>) -> ServerDevice {
+        ServerDevice {
+            name: name.into(),
+            node: node.map(|(name, serial)| Node { name: name.into(), serial: Some(serial.into()) }),
+            monitor: name.ends_with(".monitor"),
+            positions: node.map(|_| CARD_POSITIONS.to_owned()),
+            ..ServerDevice::default()
+        }
     }
 
     fn with_server() -> Available {
         Available {
-            server: Some(ServerDevices { sources: vec!["mic".into()], sinks: vec!["speakers".into()] }),
+            server: Some(ServerDevices { sources: vec![device("mic", None)], sinks: vec![device("speakers", None)] }),
+            pipewire: None,
             alsa: true,
         }
+    }
+
+    /// pipewire-pulse's view of a PipeWire with a microphone and speakers; `native`: the nodes
+    /// its own socket lists.
+    fn with_pipewire(native: Option<Vec<(&str, &str)>>) -> Available {
+        let mut sources =
+            vec![device("mic", Some(("alsa_input.mic", "40"))), device("speakers.monitor", Some(("speakers", "41")))];
+        sources[0].is_default = true;
+        let mut sinks = vec![device("speakers", Some(("speakers", "41")))];
+        sinks[0].is_default = true;
+        Available {
+            server: Some(ServerDevices { sources, sinks }),
+            pipewire: native.map(|nodes| {
+                nodes
+                    .into_iter()
+                    .map(|(name, serial)| Node { name: name.into(), serial: Some(serial.into()) })
+                    .collect()
+            }),
+            alsa: true,
+        }
+    }
+
+    #[test]
+    fn pipewire_devices_open_natively_by_their_node() {
+        let native = with_pipewire(Some(vec![("alsa_input.mic", "40"), ("speakers", "41")]));
+        let card = native.choose(&plan("speakers.monitor", "speakers")).expect("a card");
+        assert_eq!(card.input, Endpoint { api: Api::PipeWire, device: Some("speakers".into()), monitor: true });
+        assert_eq!(card.output, Endpoint { api: Api::PipeWire, device: Some("speakers".into()), monitor: false });
+        // The defaults are the server's, by their nodes.
+        let card = native.choose(&plan("", "")).expect("a card");
+        assert_eq!(card.input, Endpoint { api: Api::PipeWire, device: Some("alsa_input.mic".into()), monitor: false });
+        assert_eq!(card.output.device.as_deref(), Some("speakers"));
+        let err = native.choose(&plan("nope", "")).expect_err("no such source");
+        assert_eq!(err, "input_device: the sound server has no source \"nope\"");
+        // ALSA ids stay ALSA's.
+        let card = native.choose(&plan("alsa:hw:1,0", "speakers")).expect("a card");
+        assert_eq!(card.input, endpoint(Api::Alsa, Some("hw:1,0")));
+    }
+
+    #[test]
+    fn pipewire_devices_go_through_pipewire_pulse_when_the_native_node_is_not_theirs() {
+        // PipeWire's own socket does not answer: pipewire-pulse.
+        let card = with_pipewire(None).choose(&plan("mic", "speakers")).expect("a card");
+        assert_eq!(card.input, endpoint(Api::Pulse, Some("mic")));
+        assert_eq!(card.output, endpoint(Api::Pulse, Some("speakers")));
+        // Another PipeWire answers there: same names, other serials, or the node missing.
+        let other = with_pipewire(Some(vec![("alsa_input.mic", "90"), ("other", "41")]));
+        let card = other.choose(&plan("mic", "")).expect("a card");
+        assert_eq!(card.input, endpoint(Api::Pulse, Some("mic")));
+        assert_eq!(card.output, endpoint(Api::Pulse, None));
+        // A node whose channels are not the card's map keeps PulseAudio's copy by index.
+        let mut aux = with_pipewire(Some(vec![("alsa_input.mic", "40"), ("speakers", "41")]));
+        if let Some(server) = aux.server.as_mut() {
+            server.sinks[0].positions = Some("AUX0,AUX1,AUX2,AUX3,AUX4,AUX5,AUX6,AUX7".into());
+        }
+        let card = aux.choose(&plan("mic", "speakers")).expect("a card");
+        assert_eq!(card.input.api, Api::PipeWire);
+        assert_eq!(card.output, endpoint(Api::Pulse, Some("speakers")));
     }
 
     #[test]
@@ -228,11 +477,11 @@ mod tests {
 
     #[test]
     fn without_a_sound_server_everything_is_alsa() {
-        let bare = Available { server: None, alsa: true };
+        let bare = Available { server: None, pipewire: None, alsa: true };
         let card = bare.choose(&plan("", "hw:0,0")).expect("a card");
         assert_eq!(card.input, endpoint(Api::Alsa, None));
         assert_eq!(card.output, endpoint(Api::Alsa, Some("hw:0,0")));
-        let nothing = Available { server: None, alsa: false };
+        let nothing = Available { server: None, pipewire: None, alsa: false };
         let err = nothing.choose(&plan("", "")).expect_err("nothing to open");
         assert!(err.starts_with("no sound server"), "{err}");
         let err = nothing.choose(&plan("alsa:hw:0,0", "")).expect_err("no ALSA elements");

@@ -38,8 +38,10 @@ use tracing_subscriber::prelude::*;
 /// last plan when partyline-control is away. SIGTERM or SIGINT leave the rooms and stop cleanly.
 ///
 /// Environment: PARTYLINE_BUS (system, session, or a bus address) when no flag is given;
-/// PULSE_SERVER (the PulseAudio server); RUST_LOG (log filter, default info; logs go to stderr
-/// and, info and above, to partyline-control's log as LogEntry signals).
+/// PULSE_SERVER (the PulseAudio server); PIPEWIRE_REMOTE, PIPEWIRE_RUNTIME_DIR or
+/// XDG_RUNTIME_DIR (PipeWire's own socket: when the PulseAudio server is PipeWire's, the card
+/// is opened through it); RUST_LOG (log filter, default info; logs go to stderr and, info and
+/// above, to partyline-control's log as LogEntry signals).
 #[derive(Debug, Parser)]
 #[command(name = "partyline-bridged", version, about, long_about)]
 struct Args {

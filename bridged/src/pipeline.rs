@@ -12,15 +12,19 @@
 //!            Feed::remote (the room's mix, mono) ─▶ outputs
 //! ```
 //!
-//! An ALSA device (`alsa:` id, or no sound server) is opened with alsasrc/alsasink instead, each
-//! direction on its own (`card.rs`), with the reorder of `card::alsa_order` after alsasrc and
-//! before alsasink in place of the capssetter.
+//! A PipeWire node (the sound server is pipewire-pulse and PipeWire's own socket answers) is
+//! opened with pipewiresrc/pipewiresink, an ALSA device (`alsa:` id, or no sound server) with
+//! alsasrc/alsasink, each direction on its own (`card.rs`); both with the reorder of
+//! `card::alsa_order` after the source and before the sink in place of the capssetter.
 //!
 //! The playback pulls: whenever it has room it asks for a block, which comes from the playback
 //! queue the mix fills ([`PLAYBACK_QUEUE`]), or is silence when the queue
 //! is empty. So the playback never underruns for lack of a block, and the card → card latency
 //! stays the capture's period plus the queue plus the playback's buffering, whatever the
-//! scheduling did before.
+//! scheduling did before. On PipeWire the capture and the playback are two streams of one graph,
+//! driven by its cycle: there the mix pushes each block straight into the playback, to be
+//! played in the next cycle (card → card: the capture's quantum plus one or two quanta; why not
+//! pulling: [`Base::start`]).
 
 use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,16 +35,18 @@ use gst::prelude::*;
 use partyline_shared::bridge::Plan;
 use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
 
-use crate::card::{Api, Card, alsa_order};
+use crate::card::{Api, Card, Endpoint, alsa_order};
 use crate::mix::{CHANNELS, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
 use crate::realtime;
 use crate::state::Shared;
 
 /// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs): the capture
-/// delivers a block every `latency-time`, and each block is mixed and played at once.
+/// delivers a block every `latency-time`, and each block is mixed and played at once. On
+/// PipeWire the period is the graph's quantum that holds `latency-time` ([`period_frames`]).
 const CAPTURE_BUFFER_US: i64 = 10_000;
 const CAPTURE_PERIOD_US: i64 = 5_000;
-/// Playback buffering (µs): what the playback may queue, the card → card latency's main part.
+/// Playback buffering of pulsesink/alsasink (µs): what the playback may queue, the card → card
+/// latency's main part (pipewiresink has no ring buffer of its own: [`playback_sink`]).
 const PLAYBACK_BUFFER_US: i64 = 20_000;
 const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
@@ -51,6 +57,9 @@ const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
 /// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
+/// On PipeWire the mix pushes each block straight into the playback: what the playback's appsrc
+/// may hold before it drops its oldest (ns), a bound that only a stalled playback reaches.
+const PIPEWIRE_PLAYBACK_HOLD_NS: u64 = 50_000_000;
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
 const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
@@ -195,17 +204,11 @@ impl Base {
         let card_caps = raw_caps(rate, CHANNELS as u32);
         let pipeline = gst::Pipeline::with_name("partyline");
 
-        let src = card
-            .input
-            .builder(card.input.api.source(), "capture")
-            .property("buffer-time", CAPTURE_BUFFER_US)
-            .property("latency-time", CAPTURE_PERIOD_US)
-            .build()
-            .with_context(|| card.input.api.missing(card.input.api.source()))?;
+        let src = capture_source(&card.input, rate)?;
         let capture_caps =
             gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
         let mut capture = vec![src, capture_caps];
-        if card.input.api == Api::Alsa {
+        if matches!(card.input.api, Api::Alsa | Api::PipeWire) {
             capture.extend(alsa_order(&card_caps, "capture-order")?);
         }
         let captured = gst_app::AppSink::builder()
@@ -225,22 +228,11 @@ impl Base {
             .is_live(true)
             .do_timestamp(true)
             .build();
-        let sink = card
-            .output
-            .builder(card.output.api.sink(), "playback")
-            .property("buffer-time", PLAYBACK_BUFFER_US)
-            .property("latency-time", PLAYBACK_PERIOD_US)
-            // It plays what it is given as soon as it has room: its pace is the card's.
-            .property("sync", false)
-            // Its first block comes from the capture's callback, which runs only in PLAYING:
-            // waiting for it to preroll would wait forever.
-            .property("async", false)
-            .build()
-            .with_context(|| card.output.api.missing(card.output.api.sink()))?;
+        let sink = playback_sink(&card.output, rate)?;
         let mut playback = vec![mixed.clone().upcast::<gst::Element>()];
         match card.output.api {
             Api::Pulse => playback.push(unposition()?),
-            Api::Alsa => playback.extend(alsa_order(&card_caps, "playback-order")?),
+            Api::Alsa | Api::PipeWire => playback.extend(alsa_order(&card_caps, "playback-order")?),
         }
         playback.push(sink);
 
@@ -249,26 +241,48 @@ impl Base {
         gst::Element::link_many(&capture)?;
         gst::Element::link_many(&playback)?;
 
-        let frames_per_ms = rate as usize / 1000;
-        let block = frames_per_ms * (CAPTURE_PERIOD_US as usize / 1000) * CHANNELS;
-        let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS)));
-        let from_queue = queue.clone();
-        let mut next = vec![0.0; block];
-        let mut promoted = false;
-        mixed.set_callbacks(
-            gst_app::AppSrcCallbacks::builder()
-                .need_data(move |src, _| {
-                    if !promoted {
-                        realtime::promote("the card's playback");
-                        promoted = true;
-                    }
-                    lock(&from_queue).pull(&mut next);
-                    let _ = src.push_buffer(to_buffer(&next));
-                })
-                .build(),
-        );
+        let output = if card.output.api == Api::PipeWire {
+            // PipeWire: each mixed block goes straight to the playback, in the graph cycle it
+            // was captured in, to be played in the next. Pulling would not do: pipewiresink
+            // (0.3.65) gives its stream at least 8 buffers, and a pulling playback keeps them
+            // all full, 8 quanta (measured card → card: 54 ms); blocks of a quarter quantum made
+            // that 17–19 ms, but in about one start in ten the stream took two of them per cycle
+            // and played half of each cycle. Pushed, the stream holds what the graph has not
+            // played yet: one block.
+            mixed.set_property("max-time", PIPEWIRE_PLAYBACK_HOLD_NS);
+            mixed.set_property_from_str("leaky-type", "downstream");
+            // The thread that hands the blocks to pipewiresink is appsrc's own.
+            let promoted = std::sync::Once::new();
+            if let Some(pad) = mixed.static_pad("src") {
+                pad.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+                    promoted.call_once(|| realtime::promote("the card's playback"));
+                    gst::PadProbeReturn::Ok
+                });
+            }
+            Output::Pushed(mixed)
+        } else {
+            // The playback asks for a card period at a time.
+            let block_frames = period_frames(card.output.api, rate);
+            let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS)));
+            let from_queue = queue.clone();
+            let mut next = vec![0.0; block_frames as usize * CHANNELS];
+            let mut promoted = false;
+            mixed.set_callbacks(
+                gst_app::AppSrcCallbacks::builder()
+                    .need_data(move |src, _| {
+                        if !promoted {
+                            realtime::promote("the card's playback");
+                            promoted = true;
+                        }
+                        lock(&from_queue).pull(&mut next);
+                        let _ = src.push_buffer(to_buffer(&next));
+                    })
+                    .build(),
+            );
+            Output::Pulled(queue)
+        };
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
-        let mut mixing = Mixing::new(rate, matrix.clone(), queue, shared.clone());
+        let mut mixing = Mixing::new(rate, matrix.clone(), output, shared.clone());
         captured.set_callbacks(
             gst_app::AppSinkCallbacks::builder()
                 .new_sample(move |sink| {
@@ -285,6 +299,7 @@ impl Base {
                 .build(),
         );
 
+        tracing::info!("sound card: input {}, output {}", card.input, card.output);
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         if let Err(error) = pipeline.set_state(gst::State::Playing) {
             let why = first_error(&bus).unwrap_or_else(|| error.to_string());
@@ -314,11 +329,78 @@ impl Base {
     }
 }
 
+/// The frames of one card period on `api`: [`CAPTURE_PERIOD_US`], or on PipeWire the graph's
+/// quantum that holds it (PipeWire runs its graph in power-of-two quanta: asking for 240
+/// frames would get 128, twice the wake-ups for nothing).
+fn period_frames(api: Api, rate: u32) -> u32 {
+    let frames = (u64::from(rate) * CAPTURE_PERIOD_US as u64 / 1_000_000) as u32;
+    if api == Api::PipeWire { frames.next_power_of_two() } else { frames }
+}
+
+/// The stream properties of a PipeWire stream of the card: `node.latency`, the card's period,
+/// which sets the graph's quantum (the size of each block both streams exchange with the
+/// graph, and so the capture's block and the playback's queue step) unless another stream asks
+/// for less; `stream.capture.sink` when the capture records a sink node (PulseAudio's
+/// `NAME.monitor` source).
+fn pipewire_stream(endpoint: &Endpoint, rate: u32) -> gst::Structure {
+    let latency = format!("{}/{rate}", period_frames(Api::PipeWire, rate));
+    gst::Structure::builder("props")
+        .field("node.latency", latency)
+        .field_if("stream.capture.sink", "true", endpoint.monitor)
+        .build()
+}
+
+/// The card's capture on `endpoint`'s API, delivering one period per block.
+fn capture_source(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element> {
+    let factory = endpoint.api.source();
+    let builder = endpoint.builder(factory, "capture");
+    let builder = match endpoint.api {
+        // Each captured block is the graph's: one quantum, handed over the cycle it was
+        // recorded in; nothing else buffers. always-copy: the appsink may hold a few blocks
+        // (max-buffers), which must not keep PipeWire's own buffers out of the stream.
+        Api::PipeWire => {
+            builder.property("stream-properties", pipewire_stream(endpoint, rate)).property("always-copy", true)
+        }
+        // The server (or ALSA) buffers `buffer-time` and delivers a block every
+        // `latency-time`; each block is mixed and played at once.
+        Api::Pulse | Api::Alsa => {
+            builder.property("buffer-time", CAPTURE_BUFFER_US).property("latency-time", CAPTURE_PERIOD_US)
+        }
+    };
+    builder.build().with_context(|| endpoint.api.missing(factory))
+}
+
+/// The card's playback on `endpoint`'s API. It plays what it is given as soon as it has room
+/// (`sync` off: its pace is the card's), and starts without waiting for a first block (`async`
+/// off: that block comes from the capture's callback, which runs only in PLAYING, so waiting
+/// for it to preroll would wait forever).
+fn playback_sink(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element> {
+    let factory = endpoint.api.sink();
+    let builder = endpoint.builder(factory, "playback").property("sync", false).property("async", false);
+    let builder = match endpoint.api {
+        // No ring buffer of GStreamer's in front of the stream: a block pushed by the mix is
+        // queued into the stream at once, and the graph takes one per cycle.
+        Api::PipeWire => builder.property("stream-properties", pipewire_stream(endpoint, rate)),
+        Api::Pulse | Api::Alsa => {
+            builder.property("buffer-time", PLAYBACK_BUFFER_US).property("latency-time", PLAYBACK_PERIOD_US)
+        }
+    };
+    builder.build().with_context(|| endpoint.api.missing(factory))
+}
+
+/// Where the mix puts each output block.
+enum Output {
+    /// Into the playback queue, which the playback pulls from (PulseAudio, ALSA).
+    Pulled(Arc<Mutex<Jitter>>),
+    /// Straight into the playback's appsrc (PipeWire).
+    Pushed(gst_app::AppSrc),
+}
+
 /// The capture's streaming thread's own state: the buffers it mixes in, reused block after
 /// block, and the output limiters and meters, which outlive every matrix swap.
 struct Mixing {
     matrix: Arc<Mutex<Arc<Matrix>>>,
-    playback: Arc<Mutex<Jitter>>,
+    playback: Output,
     shared: Arc<Shared>,
     input: Vec<f32>,
     output: Vec<f32>,
@@ -334,7 +416,7 @@ struct Mixing {
 }
 
 impl Mixing {
-    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Arc<Mutex<Jitter>>, shared: Arc<Shared>) -> Mixing {
+    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Output, shared: Arc<Shared>) -> Mixing {
         let period = rate as usize * METER_PERIOD_MS / 1000;
         Mixing {
             matrix,
@@ -380,7 +462,13 @@ impl Mixing {
             }
             feed.send(send);
         }
-        lock(&self.playback).push(&self.output);
+        match &self.playback {
+            Output::Pulled(queue) => lock(queue).push(&self.output),
+            Output::Pushed(src) => {
+                // Stopping or flushing: the block is simply not played.
+                let _ = src.push_buffer(to_buffer(&self.output));
+            }
+        }
         if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {
             self.shared.meters.set(&input, &output);
             self.report_glitches(&matrix.feeds);
@@ -398,8 +486,9 @@ impl Mixing {
             return;
         }
         self.reported = now;
-        let playback = lock(&self.playback).glitches_since_last_asked();
-        log_glitches("the card's playback queue", playback, CHANNELS);
+        if let Output::Pulled(queue) = &self.playback {
+            log_glitches("the card's playback queue", lock(queue).glitches_since_last_asked(), CHANNELS);
+        }
         for feed in feeds {
             let remote = lock(&feed.remote).glitches_since_last_asked();
             log_glitches(&format!("room {}'s mix", feed.room), remote, 1);

@@ -38,7 +38,7 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     let bus = Bus::start();
     let pulse = PulseServer::start();
     pulse.add_card("card", 48_000);
-    let mut bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+    let mut bridged = Bridged::on_card(&bus, &pulse, &[]);
     let connection = bus.connect().await;
     let proxy = BridgeProxy::builder(&connection)
         .cache_properties(zbus::proxy::CacheProperties::No)

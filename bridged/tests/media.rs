@@ -1,5 +1,5 @@
 //! Media end to end: a private PipeWire's null sinks as the sound card (a fixed quantum: the
-//! same timing in every run; one test also on PulseAudio), a real Janus, the real bridged
+//! same timing in every run; bridged opens them natively; one test also on PulseAudio), a real Janus, the real bridged
 //! (harnesses: `partyline-testkit`), and a second bridged on a card of its own as the remote
 //! crew member (a WebRTC peer in the room like any browser; the card itself joins as a plain-RTP
 //! participant). Needs root and must run inside a
@@ -33,10 +33,34 @@ const ABSENT_DB: f64 = -45.0;
 const TONE_DB: f64 = -11.0;
 const THROUGH_JANUS_TOLERANCE_DB: f64 = 3.0;
 
-/// The sound server holding a test's card: PipeWire at a fixed quantum, opened by bridged
-/// through pipewire-pulse.
+/// The sound server holding a test's card: PipeWire at a fixed quantum, whose nodes bridged
+/// opens natively (pipewiresrc/pipewiresink).
 fn test_card() -> CardServer {
     CardServer::start(CardKind::PipeWire)
+}
+
+/// How PipeWire's PulseAudio server lists bridged's streams on the card (`partyline-bridged`
+/// capturing `card_in.monitor`, playing into `card_out`): for each, the API of its client,
+/// `pipewire-pulse` for a PulseAudio client, `native` for a PipeWire one.
+fn card_stream_apis(pulse: &dyn SoundServer) -> (Vec<String>, Vec<String>) {
+    let list = |what: &str| -> Vec<serde_json::Value> {
+        let output = pulse.pactl(&["--format=json", "list", what]);
+        assert!(output.status.success(), "pactl list {what}: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("pactl list {what}: {e}"))
+    };
+    let index_of = |what: &str, name: &str| {
+        list(what).iter().find(|d| d["name"] == name).map(|d| d["index"].clone()).unwrap_or_else(|| panic!("no {name}"))
+    };
+    let apis = |what: &str, field: &str, device: serde_json::Value| -> Vec<String> {
+        list(what)
+            .iter()
+            .filter(|s| s[field] == device && s["properties"]["node.name"] == "partyline-bridged")
+            .map(|s| s["properties"]["client.api"].as_str().unwrap_or("native").to_owned())
+            .collect()
+    };
+    let input = apis("source-outputs", "source", index_of("sources", "card_in.monitor"));
+    let output = apis("sink-inputs", "sink", index_of("sinks", "card_out"));
+    (input, output)
 }
 
 async fn record(pulse: &dyn SoundServer, device: &str, seconds: f64) -> Vec<f32> {
@@ -70,7 +94,7 @@ async fn start_janus(rooms: &[&str]) -> Janus {
 async fn media_stack(pulse: &dyn SoundServer, rooms: &[&str]) -> (Janus, Bus, Bridged, BridgeProxy<'static>) {
     let janus = start_janus(rooms).await;
     let bus = Bus::start();
-    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+    let bridged = Bridged::on_card(&bus, pulse, &[]);
     let proxy = bus.bridge().await;
     (janus, bus, bridged, proxy)
 }
@@ -102,7 +126,7 @@ struct Crew {
 impl Crew {
     async fn join(pulse: &dyn SoundServer, janus: &Janus, room: &str) -> Crew {
         let bus = Bus::start();
-        let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+        let bridged = Bridged::on_card(&bus, pulse, &[]);
         let proxy = bus.bridge().await;
         let plan = Plan {
             input_device: "crew_in.monitor".into(),
@@ -138,7 +162,15 @@ async fn record_once(
         }
         if Instant::now() > deadline {
             let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
-            panic!("waited 10 s for {what}; {device} in dBFS per channel: {}{}", levels.join(", "), bridged.log());
+            let streams: String = ["sources", "sinks", "source-outputs", "sink-inputs"]
+                .iter()
+                .map(|what| String::from_utf8_lossy(&pulse.pactl(&["list", "short", what]).stdout).into_owned())
+                .collect();
+            panic!(
+                "waited 10 s for {what}; {device} in dBFS per channel: {}\n{streams}{}",
+                levels.join(", "),
+                bridged.log()
+            );
         }
     }
 }
@@ -389,7 +421,7 @@ async fn two_full_scale_inputs_are_limited_not_wrapped() {
         pulse.add_card(sink, RATE);
     }
     let bus = Bus::start();
-    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
+    let bridged = Bridged::on_card(&bus, &pulse, &[]);
     let proxy = bus.bridge().await;
     let _loud = Tone::at(&pulse, "card_in", &[0, 1], 500, 1.0);
     let users = vec![user("a", "x", 0, None), user("b", "x", 1, None), user("c", "x", 2, Some(2))];
@@ -427,14 +459,16 @@ async fn two_full_scale_inputs_are_limited_not_wrapped() {
 /// A playback device whose PulseAudio channel map is `aux0…aux7` (ALSA's multichannel and
 /// pro-audio profiles): output channel 5 lands on the device's channel 5, not on silence
 /// (PulseAudio matches positions by name, and the 7.1 positions bridged uses inside its
-/// pipeline name none of the device's channels; README, "Channel order").
+/// pipeline name none of the device's channels; README, "Channel order"). On PipeWire such a
+/// node is played through pipewire-pulse, not natively (`card::CARD_POSITIONS`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_channel_is_the_device_channel_on_an_aux_card() {
     aux_card(CardKind::PipeWire).await;
 }
 
-/// The same on PulseAudio: the smoke test of the PulseAudio path (bridged opens both servers
-/// through the same protocol, but each server maps channels its own way).
+/// The same on PulseAudio: the smoke test of the PulseAudio path (bridged opens PulseAudio's
+/// sinks with pulsesink and PipeWire's nodes with pipewiresink, and each server maps channels
+/// its own way).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_channel_is_the_device_channel_on_an_aux_card_on_pulseaudio() {
     aux_card(CardKind::Pulse).await;
@@ -453,6 +487,13 @@ async fn aux_card(kind: CardKind) {
     let samples = Recording::start_with_map(&pulse, "card_out.monitor", AUX_MAP).finish_after(1.5).await;
     let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
     println!("aux card, dBFS per device channel: {}", levels.join(", "));
+    // On PipeWire the input (the card's map) natively, the aux output through pipewire-pulse
+    // (a native stream would be remixed by position names); on PulseAudio both through it.
+    let said = match kind {
+        CardKind::PipeWire => "input card_in's monitor through pipewire, output card_out through pulseaudio",
+        CardKind::Pulse => "input card_in.monitor through pulseaudio, output card_out through pulseaudio",
+    };
+    assert!(bridged.log().contains(said), "bridged's log does not say {said:?}:{}", bridged.log());
     let out5 = channel(&samples, 5);
     let tail = &out5[out5.len() / 3..];
     let (level, freq) = (rms_db(tail), frequency(tail));
@@ -533,5 +574,59 @@ async fn alsa_devices_open_directly_and_keep_every_channel_number() {
         let level = rms_db(&channel(&samples, k));
         assert!(level < -60.0, "device channel {k} should be silent, is {level:.1} dBFS ({})", levels.join(", "));
     }
+    drop(bridged);
+}
+
+/// On PipeWire bridged opens the card's nodes natively: PipeWire lists its capture and playback
+/// as PipeWire streams, not pipewire-pulse's, and its log says so. Where PipeWire's own socket
+/// does not answer (a service that only has `PULSE_SERVER`), it goes through pipewire-pulse
+/// instead, and says why in a warning. No Janus: the local path needs none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipewire_card_opens_natively_and_a_fallback_is_never_silent() {
+    let pulse = test_card();
+    for sink in ["card_in", "card_out"] {
+        pulse.add_card(sink, RATE);
+    }
+    let _tone = Tone::play(&pulse, "card_in", 0, 1000);
+    let users = vec![user("a", "x", 0, None), user("b", "x", 1, Some(1))];
+    let plan = Plan {
+        input_device: "card_in.monitor".into(),
+        output_device: "card_out".into(),
+        device_sample_rate: RATE,
+        janus_url: "http://127.0.0.1:9/janus".into(),
+        latency_ms: 40,
+        groups: vec![group("x")],
+        users,
+        ..Plan::default()
+    };
+    let bus = Bus::start();
+    let bridged = Bridged::on_card(&bus, &pulse, &[]);
+    let proxy = bus.bridge().await;
+    proxy.apply(&plan).await.expect("Apply");
+    record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB)
+        .await;
+    let (input, output) = card_stream_apis(&pulse);
+    assert_eq!((input, output), (vec!["native".to_owned()], vec!["native".to_owned()]), "{}", bridged.log());
+    let said = "sound card: input card_in's monitor through pipewire, output node card_out through pipewire";
+    assert!(bridged.log().contains(said), "bridged's log does not say {said:?}:{}", bridged.log());
+    drop(bridged);
+
+    // PipeWire's socket out of reach: pipewire-pulse, with a warning that says why.
+    let nowhere = tempfile::tempdir().expect("an empty runtime directory");
+    let nowhere = nowhere.path().to_str().expect("a UTF-8 path");
+    let bridged = Bridged::on_card(
+        &bus,
+        &pulse,
+        &[("PIPEWIRE_RUNTIME_DIR", nowhere), ("PIPEWIRE_REMOTE", "partyline-no-such-socket")],
+    );
+    let proxy = bus.bridge().await;
+    proxy.apply(&plan).await.expect("Apply");
+    record_once(&pulse, "card_out", &bridged, "A on B's output", |s| tone_db(&channel(s, 1), 1000.0) > PRESENT_DB)
+        .await;
+    let (input, output) = card_stream_apis(&pulse);
+    assert_eq!((input, output), (vec!["pipewire-pulse".to_owned()], vec!["pipewire-pulse".to_owned()]));
+    let log = bridged.log();
+    assert!(log.contains("WARN") && log.contains("the card goes through pipewire-pulse"), "no warning:{log}");
+    assert!(log.contains("input card_in.monitor through pulseaudio, output card_out through pulseaudio"), "{log}");
     drop(bridged);
 }

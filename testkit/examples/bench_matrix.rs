@@ -185,10 +185,9 @@ async fn apply(proxy: &BridgeProxy<'_>, plan: &Plan, what: &str) {
 }
 
 fn start_bridged(binary: &std::path::Path, bus: &Bus, card: &PipeWireServer, extra: &[(&str, &str)]) -> Bridged {
-    let address = card.server_address();
-    let mut env = vec![("PULSE_SERVER", address.as_str()), ("RUST_LOG", "warn"), MALLOC_ARENAS];
+    let mut env = vec![("RUST_LOG", "warn"), MALLOC_ARENAS];
     env.extend_from_slice(extra);
-    Bridged::start_binary(binary, bus, &env)
+    Bridged::start_binary_on_card(binary, bus, card, &env)
 }
 
 /// The crew member in room `room`: another bridged on `crew_in`/`crew_out` (input 0, output 0).
@@ -448,23 +447,41 @@ async fn main() -> ExitCode {
     let _ = bare.wait();
     drop(bridged);
 
-    // The sound server's own share of the local path: the same devices, buffer and period
-    // sizes as bridged's card side (capture 10/5 ms, playback 20/5 ms, unsynced: bridged/src/pipeline.rs), in one bare
-    // gst-launch loop from input 0 to output 0, with no queue or mix between.
-    eprintln!("bench_matrix: ticks through a bare loop card_in 0 → card_out 0, {:.0} s", o.secs);
+    // The sound server's own share of the local path: the same devices and sizes as bridged's
+    // card side, in one bare gst-launch loop from input 0 to output 0, with no queue or mix
+    // between; once through pipewire-pulse (pulsesrc → pulsesink: capture 10/5 ms, playback
+    // 20/5 ms, unsynced) and once natively (pipewiresrc → pipewiresink at bridged's node latency,
+    // what bridged opens this card with: bridged/src/pipeline.rs). Channel 0 is front-left in
+    // every order, so neither loop needs bridged's channel reorder.
     let card_caps = format!("audio/x-raw,format=F32LE,rate={RATE},channels=8,channel-mask=(bitmask)0xc3f");
-    let recording = card.record_ports(&[("card_in", 0), ("card_out", 0)]);
-    let mut bare_loop = gst_launch(
-        &card,
-        &format!(
-            "pulsesrc device=card_in.monitor buffer-time=10000 latency-time=5000 ! {card_caps} \
-             ! pulsesink device=card_out buffer-time=20000 latency-time=5000 sync=false"
+    let node_latency = format!("node.latency=(string){QUANTUM}/{RATE}");
+    let loops = [
+        (
+            "pulsesrc → pulsesink",
+            format!(
+                "pulsesrc device=card_in.monitor buffer-time=10000 latency-time=5000 ! {card_caps} \
+                 ! pulsesink device=card_out buffer-time=20000 latency-time=5000 sync=false"
+            ),
         ),
-    );
-    let samples = ticks_into(&card, recording, "card_in", 0, o.secs).await;
-    let _ = bare_loop.kill();
-    let _ = bare_loop.wait();
-    let (server_loop, server_loop_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
+        (
+            "pipewiresrc → pipewiresink",
+            format!(
+                "pipewiresrc target-object=card_in always-copy=true stream-properties=props,stream.capture.sink=(string)true,{node_latency} \
+                 ! {card_caps} ! pipewiresink target-object=card_out sync=false stream-properties=props,{node_latency}"
+            ),
+        ),
+    ];
+    let mut server_loops = Vec::new();
+    for (name, pipeline) in loops {
+        eprintln!("bench_matrix: ticks through a bare {name} loop card_in 0 → card_out 0, {:.0} s", o.secs);
+        let recording = card.record_ports(&[("card_in", 0), ("card_out", 0)]);
+        let mut bare_loop = gst_launch(&card, &pipeline);
+        let samples = ticks_into(&card, recording, "card_in", 0, o.secs).await;
+        let _ = bare_loop.kill();
+        let _ = bare_loop.wait();
+        let (latencies, note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
+        server_loops.push((name, latencies, note));
+    }
 
     // 4. The tracer's stages, on a bridged of its own: A → B locally and the crew member in the
     //    room, ticks both ways.
@@ -535,18 +552,23 @@ async fn main() -> ExitCode {
         "| crew peer → Janus → card | {from_crew_s} | median ≤ floor {floor:.0} + {OVER_FLOOR_GOAL_MS} | {from_crew_verdict} ({:+.1} over the floor) |",
         from_crew_s.median - floor
     );
-    println!(
-        "| the same card through a bare pulsesrc → pulsesink loop with bridged's buffer sizes (the sound server's share of the local path) | {} | — | — |",
-        spread(&server_loop)
-    );
+    for (name, latencies, _) in &server_loops {
+        println!(
+            "| the same card through a bare {name} loop with bridged's buffer sizes (the sound server's share of the local path) | {} | — | — |",
+            spread(latencies)
+        );
+    }
     println!(
         "| config change (user added to a joined group) → audio on its output | {}; {change_missed} of {} never heard within 5 s | — | — |",
         spread(&change_ms),
         o.changes
     );
     println!();
+    let loop_notes: Vec<String> =
+        server_loops.iter().map(|(name, _, note)| format!("bare {name} loop {note}")).collect();
     println!(
-        "- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; bare loop {server_loop_note}; load average after the paths of bridged: {latency_load}"
+        "- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; {}; load average after the paths of bridged: {latency_load}",
+        loop_notes.join("; ")
     );
     println!(
         "- floor through Janus: {FRAME_MS:.0} ms (the encoder's frame) + {prebuffer} × {FRAME_MS:.0} ms (Janus's prebuffering) + {:.0} ms (half of Janus's 20 ms tick, on average) = {floor:.0} ms; the crew peer's own receive side (its jitter buffer, queues and card) is on top of it, as a browser's would be",

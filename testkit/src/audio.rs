@@ -287,12 +287,13 @@ pub fn tone_start(samples: &[f32], k: usize, freq: f64, from: f64) -> Option<f64
 }
 
 /// `gst-launch-1.0 -q PIPELINE` (elements separated by whitespace, none with a space inside) on
-/// `pulse`'s sound server; kill the child to stop it.
+/// `pulse`'s sound server (PipeWire's own socket too, for pipewiresrc/pipewiresink); kill the
+/// child to stop it.
 pub fn gst_launch(pulse: &dyn SoundServer, pipeline: &str) -> Child {
     Command::new("gst-launch-1.0")
         .arg("-q")
         .args(pipeline.split_whitespace())
-        .env("PULSE_SERVER", pulse.server_address())
+        .envs(pulse.client_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()

@@ -1,5 +1,6 @@
 //! The test card: 8-channel null sinks on a private sound server that speaks PulseAudio's
-//! protocol, which is what bridged opens (`PULSE_SERVER`). Two servers can hold it:
+//! protocol (`PULSE_SERVER`; on PipeWire bridged opens the nodes behind it natively, through
+//! PipeWire's own socket: [`SoundServer::client_env`]). Two servers can hold it:
 //!
 //! - [`PipeWireServer`] with a forced quantum ([`CardKind::PipeWire`], the default card of the
 //!   media tests and benchmarks): PipeWire drives its null audio sinks from a timer in fixed
@@ -21,6 +22,13 @@ pub const QUANTUM: u32 = 256;
 pub trait SoundServer: std::fmt::Debug + Send + Sync {
     /// The address to put in `PULSE_SERVER` (or pass to `pactl --server`).
     fn server_address(&self) -> String;
+
+    /// The environment a client of this server runs with, as a desktop session gives it: the
+    /// PulseAudio server (`PULSE_SERVER`) and, on PipeWire, PipeWire's own socket
+    /// (`PIPEWIRE_RUNTIME_DIR`), which bridged opens the card through when it can.
+    fn client_env(&self) -> Vec<(&'static str, String)> {
+        vec![("PULSE_SERVER", self.server_address())]
+    }
 
     /// `pactl ARGS` on this server.
     fn pactl(&self, args: &[&str]) -> Output {
@@ -80,6 +88,13 @@ impl SoundServer for CardServer {
         match self {
             CardServer::PipeWire(server) => server.server_address(),
             CardServer::Pulse(server) => server.server_address(),
+        }
+    }
+
+    fn client_env(&self) -> Vec<(&'static str, String)> {
+        match self {
+            CardServer::PipeWire(server) => server.client_env(),
+            CardServer::Pulse(server) => server.client_env(),
         }
     }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::card::SoundServer;
 use partyline_shared::bridge::{BridgeProxy, Status};
 
 /// A `dbus-daemon --session` of the test's own; killed on drop.
@@ -72,6 +73,20 @@ impl Bridged {
     /// The workspace's debug (or, from a release example, release) binary, with `env`.
     pub fn start(bus: &Bus, env: &[(&str, &str)]) -> Bridged {
         Bridged::start_binary(&crate::binary("partyline-bridged"), bus, env)
+    }
+
+    /// The workspace's binary on `bus` with the sound server `card` ([`SoundServer::client_env`])
+    /// and `env`.
+    pub fn on_card(bus: &Bus, card: &dyn SoundServer, env: &[(&str, &str)]) -> Bridged {
+        Bridged::start_binary_on_card(&crate::binary("partyline-bridged"), bus, card, env)
+    }
+
+    /// `binary` on `bus` with the sound server `card` and `env`.
+    pub fn start_binary_on_card(binary: &Path, bus: &Bus, card: &dyn SoundServer, env: &[(&str, &str)]) -> Bridged {
+        let mut all = card.client_env();
+        all.extend(env.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Bridged::start_binary(binary, bus, &all)
     }
 
     /// `binary` on `bus` with `env` (the benchmark passes a release build).

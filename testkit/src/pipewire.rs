@@ -189,6 +189,11 @@ impl SoundServer for PipeWireServer {
     fn server_address(&self) -> String {
         self.address.clone()
     }
+
+    fn client_env(&self) -> Vec<(&'static str, String)> {
+        let runtime = self.dir.path().join("run").display().to_string();
+        vec![("PULSE_SERVER", self.server_address()), ("PIPEWIRE_RUNTIME_DIR", runtime)]
+    }
 }
 
 impl Drop for PipeWireServer {
