@@ -114,6 +114,21 @@ fn plan(janus: &Janus, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
     }
 }
 
+/// The plan of group `x` with `users` on `card_in`/`card_out`, at a Janus nobody listens on:
+/// the local matrix needs no Janus (its participant retries meanwhile).
+fn without_janus(users: Vec<PlanUser>) -> Plan {
+    Plan {
+        input_device: "card_in.monitor".into(),
+        output_device: "card_out".into(),
+        device_sample_rate: RATE,
+        janus_url: "http://127.0.0.1:9/janus".into(),
+        latency_ms: 40,
+        groups: vec![group("x")],
+        users,
+        ..Plan::default()
+    }
+}
+
 /// A crew member in `room`: another bridged, on a bus of its own, whose card is the null sinks
 /// `crew_in`/`crew_out` (its microphone on input 0, its ears on output 0), joined over WebRTC
 /// as a browser is (ICE, DTLS-SRTP, a jitter buffer).
@@ -425,16 +440,7 @@ async fn two_full_scale_inputs_are_limited_not_wrapped() {
     let proxy = bus.bridge().await;
     let _loud = Tone::at(&pulse, "card_in", &[0, 1], 500, 1.0);
     let users = vec![user("a", "x", 0, None), user("b", "x", 1, None), user("c", "x", 2, Some(2))];
-    let plan = Plan {
-        input_device: "card_in.monitor".into(),
-        output_device: "card_out".into(),
-        device_sample_rate: RATE,
-        janus_url: "http://127.0.0.1:9/janus".into(),
-        latency_ms: 40,
-        groups: vec![group("x")],
-        users,
-        ..Plan::default()
-    };
+    let plan = without_janus(users);
     proxy.apply(&plan).await.expect("Apply");
     let samples = record_once(&pulse, "card_out", &bridged, "the sum on C's output", |s| {
         tone_db(&channel(s, 2), 500.0) > PRESENT_DB
@@ -589,16 +595,7 @@ async fn a_pipewire_card_opens_natively_and_a_fallback_is_never_silent() {
     }
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
     let users = vec![user("a", "x", 0, None), user("b", "x", 1, Some(1))];
-    let plan = Plan {
-        input_device: "card_in.monitor".into(),
-        output_device: "card_out".into(),
-        device_sample_rate: RATE,
-        janus_url: "http://127.0.0.1:9/janus".into(),
-        latency_ms: 40,
-        groups: vec![group("x")],
-        users,
-        ..Plan::default()
-    };
+    let plan = without_janus(users);
     let bus = Bus::start();
     let bridged = Bridged::on_card(&bus, &pulse, &[]);
     let proxy = bus.bridge().await;
