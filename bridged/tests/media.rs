@@ -8,14 +8,14 @@
 
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanGroup, PlanUser, Status, Transport};
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanUser, Status, Transport};
 use partyline_testkit::SoundServer;
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, dropouts, frequency, longest_dropout_ms, rms_db, tone_db};
 use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::plan::{group, user};
+use partyline_testkit::plan::{crew_member, group, user};
 use partyline_testkit::pulse::AUX_MAP;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
@@ -143,18 +143,7 @@ impl Crew {
         let bus = Bus::start();
         let bridged = Bridged::on_card(&bus, pulse, &[]);
         let proxy = bus.bridge().await;
-        let plan = Plan {
-            input_device: "crew_in.monitor".into(),
-            output_device: "crew_out".into(),
-            groups: vec![PlanGroup {
-                identity: format!("crew-member:{room}"),
-                token: format!("crew-{room}"),
-                display: "crew member".into(),
-                ..group(room)
-            }],
-            transport: Transport::Webrtc,
-            ..plan(janus, &[], vec![user("crew", room, 0, Some(0))])
-        };
+        let plan = crew_member(room, plan(janus, &[], vec![]));
         apply_and_wait(&proxy, &plan, "the crew member joined").await;
         Crew { _bridged: bridged, _bus: bus }
     }

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanGroup, PlanUser, Status, Transport};
+use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanUser, Status, Transport};
 use partyline_shared::janus::prebuffer_packets;
 use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
 use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field};
@@ -32,7 +32,7 @@ use partyline_testkit::card::QUANTUM;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
 use partyline_testkit::pipewire::PipeWireServer;
-use partyline_testkit::plan::{group, user};
+use partyline_testkit::plan::{crew_member, group, user};
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, SoundServer, require_namespace};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -201,18 +201,7 @@ impl Crew {
         let bus = Bus::start();
         let bridged = start_bridged(&o.bridged, &bus, card, &[]);
         let proxy = bus.bridge().await;
-        let plan = Plan {
-            input_device: "crew_in.monitor".into(),
-            output_device: "crew_out".into(),
-            groups: vec![PlanGroup {
-                identity: format!("crew-member:{room}"),
-                token: format!("crew-{room}"),
-                display: "crew member".into(),
-                ..group(room)
-            }],
-            transport: Transport::Webrtc,
-            ..plan(janus, o, &[], vec![user("crew", room, 0, Some(0))])
-        };
+        let plan = crew_member(room, plan(janus, o, &[], vec![]));
         apply(&proxy, &plan, "the crew member joined").await;
         Crew { _bridged: bridged, _bus: bus }
     }

@@ -1,8 +1,8 @@
 //! Plans for bridged as the tests and benches drive it over D-Bus (no control): a server audio
-//! user, and the card's participant in a room admitted by the token `tok-ROOM` (the tests' Janus
-//! is given that token).
+//! user, the card's participant in a room admitted by the token `tok-ROOM`, and a crew member's
+//! (a second bridged) admitted by `crew-ROOM` (the tests' Janus is given both tokens).
 
-use partyline_shared::bridge::{PlanGroup, PlanUser};
+use partyline_shared::bridge::{Plan, PlanGroup, PlanUser, Transport};
 
 /// A server audio user of group `room`.
 pub fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
@@ -18,5 +18,24 @@ pub fn group(room: &str) -> PlanGroup {
         token: format!("tok-{room}"),
         display: format!("card of {room}"),
         bitrate_kbps: 64,
+    }
+}
+
+/// What a crew member's bridged plays (`crew_in`/`crew_out`, its microphone on input 0 and its
+/// ears on output 0) in `room`, over WebRTC as a browser joins, `base` giving the rest (Janus,
+/// rate, buffering).
+pub fn crew_member(room: &str, base: Plan) -> Plan {
+    Plan {
+        input_device: "crew_in.monitor".into(),
+        output_device: "crew_out".into(),
+        groups: vec![PlanGroup {
+            identity: format!("crew-member:{room}"),
+            token: format!("crew-{room}"),
+            display: "crew member".into(),
+            ..group(room)
+        }],
+        users: vec![user("crew", room, 0, Some(0))],
+        transport: Transport::Webrtc,
+        ..base
     }
 }
