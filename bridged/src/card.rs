@@ -298,42 +298,62 @@ fn internal_name(device: &gst::Device) -> Option<String> {
     device.properties().and_then(|p| p.get::<String>("device.name").ok())
 }
 
-/// The audio nodes PipeWire's own socket lists (GStreamer's PipeWire device provider), or
-/// `None`, with a warning saying why the card then goes through pipewire-pulse.
+/// The nodes PipeWire's own socket lists, or `None`, with a warning saying why the card then
+/// goes through pipewire-pulse. Asked with `pw-dump` (pipewire-bin, which PipeWire installs),
+/// in a process of its own: GStreamer's PipeWire device provider (0.3.65) crashes the process
+/// that uses it now and then (SIGSEGV in its resync on the pipewire-main-loop thread, about one
+/// bridged start in sixty, with start/stop and with a one-shot probe alike).
 fn pipewire_nodes() -> Option<Vec<Node>> {
-    let provider = gst::DeviceProviderFactory::by_name("pipewiredeviceprovider");
-    let Some(provider) = provider.filter(|_| has_elements("pipewiresrc", "pipewiresink")) else {
-        tracing::warn!(
-            "the sound server is PipeWire but GStreamer has no PipeWire elements (gstreamer1.0-pipewire): \
-             the card goes through pipewire-pulse (more latency)"
-        );
-        return None;
+    let fallback = |why: &str| {
+        tracing::warn!("the sound server is PipeWire but {why}: the card goes through pipewire-pulse (more latency)");
+        None
     };
-    if provider.start().is_err() {
-        tracing::warn!(
-            "the sound server is PipeWire but its own socket does not answer (PIPEWIRE_REMOTE, PIPEWIRE_RUNTIME_DIR, \
-             XDG_RUNTIME_DIR): the card goes through pipewire-pulse (more latency)"
-        );
-        return None;
+    if !has_elements("pipewiresrc", "pipewiresink") {
+        return fallback("GStreamer has no PipeWire elements (gstreamer1.0-pipewire)");
     }
-    let nodes: Vec<Node> = provider
-        .devices()
-        .iter()
-        .filter_map(|device| {
-            let properties = device.properties()?;
-            let name = properties.get::<String>("node.name").ok()?;
-            Some(Node { name, serial: properties.get::<String>("object.serial").ok() })
-        })
-        .collect();
-    provider.stop();
+    let dump =
+        match std::process::Command::new("pw-dump").arg("--no-colors").stdin(std::process::Stdio::null()).output() {
+            Ok(dump) if dump.status.success() => dump,
+            Ok(_) => {
+                return fallback(
+                    "its own socket (PIPEWIRE_REMOTE, PIPEWIRE_RUNTIME_DIR, XDG_RUNTIME_DIR) does not answer pw-dump",
+                );
+            }
+            Err(error) => return fallback(&format!("pw-dump does not run ({error}; pipewire-bin)")),
+        };
+    let nodes = nodes_of_dump(&dump.stdout);
     if nodes.is_empty() {
-        tracing::warn!(
-            "the sound server is PipeWire but its own socket (PIPEWIRE_REMOTE, PIPEWIRE_RUNTIME_DIR, XDG_RUNTIME_DIR) \
-             lists no audio node: the card goes through pipewire-pulse (more latency)"
-        );
-        return None;
+        return fallback("its own socket (PIPEWIRE_REMOTE, PIPEWIRE_RUNTIME_DIR, XDG_RUNTIME_DIR) lists no node");
     }
     Some(nodes)
+}
+
+/// The nodes of `pw-dump`'s output: every object of type `PipeWire:Interface:Node` with its
+/// `node.name` and `object.serial` (a number there). pw-dump prints one JSON array, then one
+/// more for each change while it runs (`{"id": N, "info": null}`: object N is gone), so the
+/// output is read as a stream of arrays, in order.
+fn nodes_of_dump(json: &[u8]) -> Vec<Node> {
+    let mut nodes = std::collections::BTreeMap::new();
+    let arrays = serde_json::Deserializer::from_slice(json).into_iter::<Vec<serde_json::Value>>();
+    for object in arrays.map_while(Result::ok).flatten() {
+        let Some(id) = object["id"].as_u64() else { continue };
+        if object["info"].is_null() {
+            nodes.remove(&id);
+            continue;
+        }
+        if object["type"] != "PipeWire:Interface:Node" {
+            continue;
+        }
+        let props = &object["info"]["props"];
+        let Some(name) = props["node.name"].as_str() else { continue };
+        let serial = match &props["object.serial"] {
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            serde_json::Value::String(s) => Some(s.clone()),
+            _ => None,
+        };
+        nodes.insert(id, Node { name: name.to_owned(), serial });
+    }
+    nodes.into_values().collect()
 }
 
 /// For each card channel k, the channel of GStreamer's 7.1 order (front-left, front-right,
@@ -411,6 +431,31 @@ mod tests {
             }),
             alsa: true,
         }
+    }
+
+    #[test]
+    fn the_nodes_of_a_pw_dump() {
+        // Shaped as pw-dump 0.3.65 prints it (trimmed): the objects, then an array per change
+        // while it ran (here node 35 went away).
+        let dump = br#"[
+          {"id": 31, "type": "PipeWire:Interface:Node", "version": 3,
+           "info": {"props": {"node.name": "card_out", "object.serial": 41, "media.class": "Audio/Sink"}}},
+          {"id": 32, "type": "PipeWire:Interface:Port", "info": {"props": {"port.name": "playback_FL"}}},
+          {"id": 33, "type": "PipeWire:Interface:Node", "info": {"props": {"node.name": "card_in"}}},
+          {"id": 35, "type": "PipeWire:Interface:Node", "info": {"props": {"node.name": "a-player"}}},
+          {"id": 34, "type": "PipeWire:Interface:Client", "info": {"props": {"application.name": "pw-dump"}}}
+        ]
+        [
+          {"id": 35, "info": null}
+        ]"#;
+        assert_eq!(
+            nodes_of_dump(dump),
+            [
+                Node { name: "card_out".into(), serial: Some("41".into()) },
+                Node { name: "card_in".into(), serial: None }
+            ]
+        );
+        assert_eq!(nodes_of_dump(b"not json"), []);
     }
 
     #[test]
