@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! appsrc (Feed::send: the group's send, F32 mono) ! audioconvert [! audioresample] ! S16 mono 48 kHz
-//!   ! level (RFC 6464 levels for Janus's talk detection) ! opusenc ! rtpopuspay ─▶ Janus
+//!   ! level (RFC 6464 levels in each packet: Janus's talk detection reads them over WebRTC;
+//!   the card's talking itself comes from bridged's `Talking`) ! opusenc ! rtpopuspay ─▶ Janus
 //! Janus ─▶ rtpopusdepay ! opusdec ! audioconvert [! audioresample] ! F32 mono ! appsink (→ Feed::remote)
 //! ```
 //!
