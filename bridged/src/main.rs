@@ -3,7 +3,6 @@
 
 extern crate gstreamer as gst;
 extern crate gstreamer_app as gst_app;
-extern crate gstreamer_rtp as gst_rtp;
 extern crate gstreamer_sdp as gst_sdp;
 extern crate gstreamer_webrtc as gst_webrtc;
 

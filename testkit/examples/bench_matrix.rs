@@ -27,13 +27,14 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanUser, Status, Transport};
 use partyline_shared::janus::prebuffer_packets;
 use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
-use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field};
+use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field, thread_ticks};
 use partyline_testkit::card::QUANTUM;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
 use partyline_testkit::pipewire::PipeWireServer;
 use partyline_testkit::plan::{crew_member, group, user};
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, SoundServer, require_namespace};
+use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// From every participant joined to the first measurement: Janus's prebuffering fills and
@@ -50,6 +51,34 @@ const LOCAL_GOAL_MS: f64 = 20.0;
 const OVER_FLOOR_GOAL_MS: f64 = 10.0;
 const ONE_GROUP_CPU_GOAL: f64 = 5.0;
 const EIGHT_GROUPS_RATIO_GOAL: f64 = 1.3;
+/// Samples of Janus's participant queues after the latency paths.
+const QUEUE_SAMPLES: usize = 20;
+/// Rounds of bridged in eight groups against the bare Opus work.
+const CPU_ROUNDS: usize = 3;
+
+/// One round of the eight-groups CPU comparison (percent of one core; the machine's CPUs
+/// busy meanwhile, percent).
+#[derive(Debug, Clone, Copy)]
+struct CpuRound {
+    eight_cpu: f64,
+    eight_busy: f64,
+    bare_cpu: f64,
+    bare_busy: f64,
+}
+
+impl std::fmt::Display for CpuRound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1} / {:.1} = {:.2} (machine {:.0} / {:.0} %)",
+            self.eight_cpu,
+            self.bare_cpu,
+            self.eight_cpu / self.bare_cpu,
+            self.eight_busy,
+            self.bare_busy
+        )
+    }
+}
 
 #[derive(Debug)]
 struct Options {
@@ -150,11 +179,48 @@ fn load() -> String {
 /// CPU (percent of one core) of `pid` over `secs`, and the machine's busy share of all its CPUs
 /// over the same time (percent of the whole machine), from /proc.
 async fn cpu_percent(pid: u32, secs: f64) -> (f64, f64) {
-    let (t0, c0, m0) = (Instant::now(), cpu_ticks(pid), machine_ticks());
+    let (cpu, busy, _) = cpu_by_thread(pid, secs).await;
+    (cpu, busy)
+}
+
+/// [`cpu_percent`], and the share of each kind of thread (percent of one core, largest first).
+async fn cpu_by_thread(pid: u32, secs: f64) -> (f64, f64, Vec<(String, f64)>) {
+    let (t0, c0, m0, threads0) = (Instant::now(), cpu_ticks(pid), machine_ticks(), thread_ticks(pid));
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    let (c1, m1, elapsed) = (cpu_ticks(pid), machine_ticks(), t0.elapsed().as_secs_f64());
+    let (c1, m1, threads1) = (cpu_ticks(pid), machine_ticks(), thread_ticks(pid));
+    let elapsed = t0.elapsed().as_secs_f64();
     let busy = (m1.0 - m0.0) as f64 / ((m1.1 - m0.1) as f64).max(1.0) * 100.0;
-    ((c1 - c0) as f64 / 100.0 / elapsed * 100.0, busy)
+    let percent = |ticks: u64| ticks as f64 / 100.0 / elapsed * 100.0;
+    let mut threads: Vec<(String, f64)> = threads1
+        .into_iter()
+        .map(|(kind, ticks)| (kind.clone(), percent(ticks.saturating_sub(threads0.get(&kind).copied().unwrap_or(0)))))
+        .collect();
+    threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+    (percent(c1 - c0), busy, threads)
+}
+
+/// Each AudioBridge participant's incoming queue as Janus's admin API reports it
+/// (`handle_info`: `queue-in`, packets waiting to be mixed), sampled `samples` times 50 ms
+/// apart: `display → (min, median, max)`. The queue a path's packets wait in is most of what
+/// moves a Janus path's latency from one run to the next.
+async fn janus_queues(janus: &Janus, samples: usize) -> BTreeMap<String, (f64, f64, f64)> {
+    let mut seen: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for _ in 0..samples {
+        let sessions = janus.admin(json!({"janus": "list_sessions"})).await;
+        for session in sessions["sessions"].as_array().into_iter().flatten() {
+            let handles = janus.admin(json!({"janus": "list_handles", "session_id": session})).await;
+            for handle in handles["handles"].as_array().into_iter().flatten() {
+                let info =
+                    janus.admin(json!({"janus": "handle_info", "session_id": session, "handle_id": handle})).await;
+                let plugin = &info["info"]["plugin_specific"];
+                if let (Some(display), Some(queue)) = (plugin["display"].as_str(), plugin["queue-in"].as_f64()) {
+                    seen.entry(display.to_owned()).or_default().push(queue);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen.into_iter().map(|(display, q)| (display, (spread(&q).min, spread(&q).median, spread(&q).max))).collect()
 }
 
 /// The card's plan (`o.transport`, `o.jitter_ms`).
@@ -347,6 +413,7 @@ async fn main() -> ExitCode {
         diagnose(&card, &proxy, &bridged).await;
     }
     let latency_load = load();
+    let queues = janus_queues(&janus, QUEUE_SAMPLES).await;
     drop(crew);
 
     // 2. Config change → audio on the new user's output: a steady tone on A's input, C (input
@@ -420,20 +487,31 @@ async fn main() -> ExitCode {
         &group_names,
         (0..8u8).map(|k| user(&format!("u{k}"), group_names[usize::from(k)], k, Some(k))).collect(),
     );
-    apply(&proxy, &eight_groups, "eight users in eight groups").await;
-    tokio::time::sleep(SETTLE).await;
-    eprintln!("bench_matrix: CPU, 8 users in 8 groups, {:.0} s", o.cpu_secs);
-    let (eight_cpu, eight_busy) = cpu_percent(pid, o.cpu_secs).await;
-    let (eight_rss, eight_threads, hwm) =
-        (status_field(pid, "VmRSS:"), status_field(pid, "Threads:"), status_field(pid, "VmHWM:"));
+    // Bridged in eight groups and the bare work alternate, CPU_ROUNDS times: the machine's
+    // speed drifts by more than the difference being measured (the bare alone read 6.3–9.7 %
+    // in four runs), and each round's ratio compares two neighbouring measurements.
+    let mut rounds = Vec::new();
+    let (mut eight_by_thread, mut eight_rss, mut eight_threads, mut hwm) = (Vec::new(), 0, 0, 0);
+    for round in 1..=CPU_ROUNDS {
+        apply(&proxy, &eight_groups, "eight users in eight groups").await;
+        tokio::time::sleep(SETTLE).await;
+        eprintln!("bench_matrix: CPU, 8 users in 8 groups, {:.0} s (round {round} of {CPU_ROUNDS})", o.cpu_secs);
+        let (eight_cpu, eight_busy, by_thread) = cpu_by_thread(pid, o.cpu_secs).await;
+        (eight_by_thread, eight_rss, eight_threads, hwm) =
+            (by_thread, status_field(pid, "VmRSS:"), status_field(pid, "Threads:"), status_field(pid, "VmHWM:"));
+        apply(&proxy, &plan(&janus, &o, &["x"], vec![a.clone(), b.clone()]), "back to A, B").await;
+        let mut bare = bare_opus(&card, 8, 64);
+        tokio::time::sleep(SETTLE).await;
+        eprintln!(
+            "bench_matrix: CPU, bare Opus work of 8 participants, {:.0} s (round {round} of {CPU_ROUNDS})",
+            o.cpu_secs
+        );
+        let (bare_cpu, bare_busy) = cpu_percent(bare.id(), o.cpu_secs).await;
+        let _ = bare.kill();
+        let _ = bare.wait();
+        rounds.push(CpuRound { eight_cpu, eight_busy, bare_cpu, bare_busy });
+    }
     drop(tones);
-    proxy.apply(&plan(&janus, &o, &["x"], vec![a.clone(), b.clone()])).await.expect("Apply (back to A, B)");
-    let mut bare = bare_opus(&card, 8, 64);
-    tokio::time::sleep(SETTLE).await;
-    eprintln!("bench_matrix: CPU, bare Opus work of 8 participants, {:.0} s", o.cpu_secs);
-    let (bare_cpu, bare_busy) = cpu_percent(bare.id(), o.cpu_secs).await;
-    let _ = bare.kill();
-    let _ = bare.wait();
     drop(bridged);
 
     // The sound server's own share of the local path: the same devices and sizes as bridged's
@@ -519,7 +597,8 @@ async fn main() -> ExitCode {
     let to_crew_verdict = verdict("card → crew", to_crew_s.median - floor <= OVER_FLOOR_GOAL_MS);
     let from_crew_verdict = verdict("crew → card", from_crew_s.median - floor <= OVER_FLOOR_GOAL_MS);
     let one_verdict = verdict("one group CPU", one_cpu <= ONE_GROUP_CPU_GOAL);
-    let ratio = eight_cpu / bare_cpu;
+    let ratios: Vec<f64> = rounds.iter().map(|r| r.eight_cpu / r.bare_cpu).collect();
+    let ratio = spread(&ratios).median;
     let eight_verdict = verdict("eight groups CPU", ratio <= EIGHT_GROUPS_RATIO_GOAL);
 
     println!("## Matrix run of {}\n", chrono_now());
@@ -563,12 +642,25 @@ async fn main() -> ExitCode {
         "- floor through Janus: {FRAME_MS:.0} ms (the encoder's frame) + {prebuffer} × {FRAME_MS:.0} ms (Janus's prebuffering) + {:.0} ms (half of Janus's 20 ms tick, on average) = {floor:.0} ms; the crew peer's own receive side (its jitter buffer, queues and card) is on top of it, as a browser's would be",
         FRAME_MS / 2.0
     );
+    let queues: Vec<String> =
+        queues.iter().map(|(who, (min, median, max))| format!("{who} {median:.0} ({min:.0}–{max:.0})")).collect();
+    println!(
+        "- Janus's incoming queue per participant of x after the paths (`queue-in` of `handle_info`, packets, median (min–max) of {QUEUE_SAMPLES} samples): {}",
+        if queues.is_empty() { "not reported".to_owned() } else { queues.join(", ") }
+    );
     println!("- Apply answered in {} ms", spread(&answer_ms));
     println!(
         "- CPU of bridged (percent of one core, over {:.0} s; the machine's CPUs busy meanwhile): 8 users in one group {one_cpu:.1} % (machine {one_busy:.0} %; goal ≤ {ONE_GROUP_CPU_GOAL} %: {one_verdict}); \
-         in 8 groups {eight_cpu:.1} % (machine {eight_busy:.0} %); bare Opus work of 8 participants (gst-launch: 8 × opusenc + opusdec) {bare_cpu:.1} % (machine {bare_busy:.0} %): ratio {ratio:.2} (goal ≤ {EIGHT_GROUPS_RATIO_GOAL}: {eight_verdict})",
-        o.cpu_secs
+         in 8 groups against the bare Opus work of 8 participants (gst-launch: 8 × opusenc + opusdec), {CPU_ROUNDS} rounds, each bridged then bare: {}; median ratio {ratio:.2} (goal ≤ {EIGHT_GROUPS_RATIO_GOAL}: {eight_verdict})",
+        o.cpu_secs,
+        rounds.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     );
+    let by_thread: Vec<String> = eight_by_thread
+        .iter()
+        .filter(|(_, percent)| *percent >= 0.05)
+        .map(|(kind, percent)| format!("{kind} {percent:.1}"))
+        .collect();
+    println!("- CPU of bridged in 8 groups by kind of thread (percent of one core): {}", by_thread.join(", "));
     println!(
         "- RSS of bridged: one group {} MiB ({one_threads} threads), eight groups {} MiB ({eight_threads} threads), peak {} MiB",
         mib(one_rss),

@@ -93,6 +93,21 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     fields[11] + fields[12]
 }
 
+/// utime + stime of each of `pid`'s threads in clock ticks, summed by thread name with its
+/// digits left out (GStreamer's `udpsrc3:src` and `udpsrc5:src` are one kind of thread).
+pub fn thread_ticks(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut by_kind = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return by_kind };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let kind: String = stat[open + 1..close].chars().filter(|c| !c.is_ascii_digit()).collect();
+        let fields: Vec<u64> = stat[close + 2..].split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+        *by_kind.entry(kind).or_default() += fields[11] + fields[12];
+    }
+    by_kind
+}
+
 /// Busy and total jiffies of the whole machine (`/proc/stat`'s first line; its first 8 fields:
 /// guest time is already counted in user time).
 pub fn machine_ticks() -> (u64, u64) {

@@ -2,11 +2,13 @@
 //! card side, which it meets only through the group's [`Feed`]:
 //!
 //! ```text
-//! appsrc (Feed::send: the group's send, F32 mono) ! audioconvert [! audioresample] ! S16 mono 48 kHz
-//!   ! level (RFC 6464 levels in each packet: Janus's talk detection reads them over WebRTC;
-//!   the card's talking itself comes from bridged's `Talking`) ! opusenc ! rtpopuspay ─▶ Janus
-//! Janus ─▶ rtpopusdepay ! opusdec ! audioconvert [! audioresample] ! F32 mono ! appsink (→ Feed::remote)
+//! appsrc (Feed::send: the group's send, S16 mono) [! audioresample] ! opusenc ! rtpopuspay ─▶ Janus
+//! Janus ─▶ rtpopusdepay ! opusdec [! audioresample] ! appsink (S16 mono → Feed::remote)
 //! ```
+//!
+//! The feed converts between the card's F32 and Opus's S16 itself, so the chains hold only the
+//! codec and its RTP framing. The packets carry no RFC 6464 audio level: the card's talking
+//! comes from bridged's own `Talking` signal, whatever the transport.
 //!
 //! Between the payloader and Janus ([`Transport`]): with `rtp`, a `udpsink` and a `udpsrc`
 //! sharing one loopback socket (AudioBridge's plain-RTP participant: Janus's socket is
@@ -24,7 +26,6 @@ use anyhow::{Context as _, anyhow};
 use futures_util::StreamExt as _;
 use gst::glib;
 use gst::prelude::*;
-use gst_rtp::prelude::*;
 use partyline_shared::bridge::{PlanGroup, Transport};
 use partyline_shared::janus::RtpPeer;
 use tokio::sync::{Notify, mpsc};
@@ -32,16 +33,13 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::negotiation::{self, RtcEvent};
 use super::{Context, Stages};
-use crate::pipeline::{Feed, OPUS_FRAME_MS, from_bytes, raw_caps};
+use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes};
 use crate::state::ParticipantStats;
 
 /// Opus's rate (RTP clock and the encoder's input).
 const OPUS_RATE: u32 = 48_000;
 /// RTP payload type of Opus in the offer or the plain-RTP join.
 pub const OPUS_PT: u8 = 111;
-/// RFC 6464 client-to-mixer audio level, and its extension id in our packets.
-const AUDIO_LEVEL_URI: &str = "urn:ietf:params:rtp-hdrext:ssrc-audio-level";
-pub const AUDIO_LEVEL_ID: u8 = 1;
 /// Where a plain-RTP participant receives: loopback only (Janus is on this host).
 pub const PLAIN_RTP_ADDRESS: &str = "127.0.0.1";
 /// The most of the group's send queued for the encoder before the oldest is dropped (the
@@ -141,26 +139,19 @@ impl Media {
 /// The send chain, from the group's send to RTP: the appsrc the card's thread pushes to, and
 /// every element in order (the payloader last).
 fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<(gst_app::AppSrc, Vec<gst::Element>)> {
-    let send_queue = u64::from(rate) * SEND_QUEUE_MS / 1000 * 4;
+    let send_queue = u64::from(rate) * SEND_QUEUE_MS / 1000 * 2;
     let encoder_input = gst_app::AppSrc::builder()
-        .caps(&raw_caps(rate, 1))
+        .caps(&s16_mono(rate))
         .format(gst::Format::Time)
         .is_live(true)
         .do_timestamp(true)
         .max_bytes(send_queue)
         .leaky_type(gst_app::AppLeakyType::Downstream)
         .build();
-    let mut send = vec![
-        encoder_input.clone().upcast::<gst::Element>(),
-        gst::ElementFactory::make("audioconvert").property_from_str("dithering", "none").build()?,
-    ];
+    let mut send = vec![encoder_input.clone().upcast::<gst::Element>()];
     if rate != OPUS_RATE {
-        send.push(gst::ElementFactory::make("audioresample").build()?);
+        send.extend([gst::ElementFactory::make("audioresample").build()?, caps_filter(&s16_mono(OPUS_RATE))?]);
     }
-    let level = gst::ElementFactory::make("level")
-        .property("post-messages", false)
-        .property("audio-level-meta", true)
-        .build()?;
     let encoder = gst::ElementFactory::make("opusenc")
         .property("bitrate", i32::try_from(bitrate_kbps * 1000).unwrap_or(64_000))
         .property_from_str("frame-size", &OPUS_FRAME_MS.to_string())
@@ -168,11 +159,7 @@ fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<(gst_app::AppSrc, Vec
         .build()
         .context("GStreamer element opusenc is missing (gstreamer1.0-plugins-base)")?;
     let payloader = gst::ElementFactory::make("rtpopuspay").property("pt", u32::from(OPUS_PT)).build()?;
-    let extension = gst_rtp::RTPHeaderExtension::create_from_uri(AUDIO_LEVEL_URI)
-        .ok_or_else(|| anyhow!("no RTP header extension for {AUDIO_LEVEL_URI}"))?;
-    extension.set_id(u32::from(AUDIO_LEVEL_ID));
-    payloader.emit_by_name::<()>("add-extension", &[&extension]);
-    send.extend([caps_filter(&s16_mono(OPUS_RATE))?, level, encoder, payloader]);
+    send.extend([encoder, payloader]);
     Ok((encoder_input, send))
 }
 
@@ -180,12 +167,11 @@ fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<(gst_app::AppSrc, Vec
 fn decoder(rate: u32, feed: Arc<Feed>) -> anyhow::Result<Vec<gst::Element>> {
     let depay = gst::ElementFactory::make("rtpopusdepay").build()?;
     let decoder = gst::ElementFactory::make("opusdec").property("plc", true).build()?;
-    let mut receive = vec![depay, decoder, caps_filter(&s16_mono(OPUS_RATE))?];
-    receive.push(gst::ElementFactory::make("audioconvert").build()?);
+    let mut receive = vec![depay, decoder];
     if rate != OPUS_RATE {
-        receive.push(gst::ElementFactory::make("audioresample").build()?);
+        receive.extend([caps_filter(&s16_mono(OPUS_RATE))?, gst::ElementFactory::make("audioresample").build()?]);
     }
-    let room_mix = gst_app::AppSink::builder().caps(&raw_caps(rate, 1)).sync(false).build();
+    let room_mix = gst_app::AppSink::builder().caps(&s16_mono(rate)).sync(false).build();
     let mut samples = Vec::new();
     room_mix.set_callbacks(
         gst_app::AppSinkCallbacks::builder()
@@ -194,7 +180,7 @@ fn decoder(rate: u32, feed: Arc<Feed>) -> anyhow::Result<Vec<gst::Element>> {
                 let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
                 let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
                 samples.clear();
-                from_bytes(map.as_slice(), &mut samples);
+                from_s16_bytes(map.as_slice(), &mut samples);
                 feed.remote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(&samples);
                 Ok(gst::FlowSuccess::Ok)
             })

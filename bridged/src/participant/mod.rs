@@ -222,7 +222,7 @@ impl Attempt<'_> {
                     ip: media::PLAIN_RTP_ADDRESS.to_owned(),
                     port: *port,
                     payload_type: media::OPUS_PT,
-                    audiolevel_ext: Some(media::AUDIO_LEVEL_ID),
+                    audiolevel_ext: None,
                 };
                 let answer = signalling::join(session, &mut events, group, latency, Offer::Rtp(here), stages).await?;
                 let Answer::Rtp(janus) = answer else {
