@@ -16,6 +16,7 @@ mod plan;
 mod realtime;
 mod service;
 mod state;
+mod tick;
 
 use std::sync::Arc;
 use std::time::Duration;

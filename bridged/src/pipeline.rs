@@ -28,6 +28,7 @@
 
 use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use futures_util::StreamExt as _;
@@ -39,6 +40,7 @@ use crate::card::{Api, Card, Endpoint, alsa_order};
 use crate::mix::{CHANNELS, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
 use crate::realtime;
 use crate::state::Shared;
+use crate::tick::{Aligner, Shift, Step, TickPhase};
 
 /// Capture buffering: pulsesrc/alsasrc `buffer-time` and `latency-time` (µs): the capture
 /// delivers a block every `latency-time`, and each block is mixed and played at once. On
@@ -109,18 +111,32 @@ pub struct Feed {
     pub room: String,
     /// The room's mix (mono, the card's rate), written by the participant's decoder.
     pub remote: Mutex<Jitter>,
-    /// Where the group's send goes: the participant's encoder input, while it has one.
-    pub send: Mutex<Option<gst_app::AppSrc>>,
-    /// The send gathered until it makes a whole Opus frame: the encoder waits for one anyway,
-    /// and one push per frame wakes the participant's streaming thread 50 times a second
-    /// instead of once per card block.
-    unsent: Mutex<Vec<f32>>,
+    /// When the room's mix last arrived (plain RTP): Janus's tick, for the send's placement.
+    pub tick: TickPhase,
+    sending: Mutex<Sending>,
+    rate: u32,
     /// Samples in one Opus frame at the card's rate.
     frame: usize,
     limiter: Mutex<Limiter>,
     /// The send's voice activity: the card's talking in the room (Janus reports none for a
     /// plain-RTP participant).
     voice: Mutex<VoiceActivity>,
+}
+
+/// Where the group's send goes and how it is cut into frames.
+#[derive(Debug, Default)]
+struct Sending {
+    /// The participant's encoder input, while it has one.
+    encoder: Option<gst_app::AppSrc>,
+    /// The send gathered until it makes a whole Opus frame: the encoder waits for one anyway,
+    /// and one push per frame wakes the participant's streaming thread 50 times a second
+    /// instead of once per card block.
+    unsent: Vec<f32>,
+    /// The frames' placement against Janus's tick (plain RTP: `tick.rs`); none for WebRTC.
+    aligner: Option<Aligner>,
+    /// Samples still to drop before the next frame (a [`Shift::Drop`] longer than what was
+    /// gathered).
+    to_drop: usize,
 }
 
 /// A [`JitterShape`] in milliseconds.
@@ -146,35 +162,100 @@ impl QueueShape {
 }
 
 impl Feed {
-    /// Hands a block of the group's send to the participant's encoder, a whole frame at a time
-    /// (dropped while the group has no participant running).
-    fn send(&self, block: &[f32]) {
-        let Some(encoder) = lock(&self.send).clone() else {
-            lock(&self.unsent).clear();
-            return;
-        };
-        let mut unsent = lock(&self.unsent);
-        unsent.extend_from_slice(block);
-        // Exactly a frame, as soon as the block that completes it is in: the encoder gets each
-        // frame when it would have with a push per block.
-        while unsent.len() >= self.frame {
-            // Flushing or stopped participant: the frame is simply not sent.
-            let _ = encoder.push_buffer(to_s16_buffer(&unsent[..self.frame]));
-            unsent.drain(..self.frame);
-        }
-    }
-
     pub fn new(room: &str, rate: u32) -> Feed {
         Feed {
             room: room.to_owned(),
             remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1)),
-            send: Mutex::new(None),
-            unsent: Mutex::new(Vec::new()),
+            tick: TickPhase::default(),
+            sending: Mutex::new(Sending::default()),
+            rate,
             frame: rate as usize * OPUS_FRAME_MS / 1000,
             limiter: Mutex::new(Limiter::new(rate)),
             voice: Mutex::new(VoiceActivity::new(rate, TALK_WINDOW_PACKETS, TALK_LEVEL_DBOV)),
         }
     }
+
+    /// From now on the group's send goes to `encoder`, placed by `aligner` when there is one.
+    pub fn connect(&self, encoder: gst_app::AppSrc, aligner: Option<Aligner>) {
+        *lock(&self.sending) = Sending { encoder: Some(encoder), aligner, ..Sending::default() };
+    }
+
+    /// The participant is gone: the send is dropped, and its tick forgotten.
+    pub fn disconnect(&self) {
+        *lock(&self.sending) = Sending::default();
+        self.tick.forget();
+    }
+
+    /// Samples in one Opus frame at the card's rate (all zero: the packet that starts Janus).
+    pub fn silent_frame(&self) -> Vec<f32> {
+        vec![0.0; self.frame]
+    }
+
+    /// Hands a block of the group's send to the participant's encoder, a whole frame at a time
+    /// (dropped while the group has no participant running).
+    fn send(&self, block: &[f32]) {
+        let mut sending = lock(&self.sending);
+        let Sending { encoder, unsent, aligner, to_drop } = &mut *sending;
+        let Some(encoder) = encoder.as_ref() else {
+            unsent.clear();
+            return;
+        };
+        unsent.extend_from_slice(block);
+        drop_pending(unsent, to_drop);
+        // Exactly a frame, as soon as the block that completes it is in: the encoder gets each
+        // frame when it would have with a push per block.
+        let block_duration = self.duration(block.len());
+        while unsent.len() >= self.frame {
+            let step = match aligner.as_mut() {
+                // The frame ended before the samples of this block that follow it.
+                Some(aligner) => self.place(aligner, self.duration(unsent.len() - self.frame), block_duration),
+                None => Step { send: true, shift: Shift::None },
+            };
+            if step.send {
+                // Flushing or stopped participant: the frame is simply not sent.
+                let _ = encoder.push_buffer(to_s16_buffer(&unsent[..self.frame]));
+            }
+            let repeat = match step.shift {
+                Shift::None => 0,
+                Shift::Drop(by) => {
+                    *to_drop += self.samples(by);
+                    0
+                }
+                Shift::Repeat(by) => self.samples(by).min(self.frame),
+            };
+            // A repeat plays the frame's last samples again at the head of the next one.
+            unsent.drain(..self.frame - repeat);
+            drop_pending(unsent, to_drop);
+        }
+    }
+
+    /// The aligner's step for the frame that ended `ago`, its outcome logged once.
+    fn place(&self, aligner: &mut Aligner, ago: Duration, block: Duration) -> Step {
+        let before = (aligner.aligned(), aligner.unaligned());
+        let ended = Instant::now().checked_sub(ago).unwrap_or_else(Instant::now);
+        let step = aligner.frame(self.tick.lead(ended), block);
+        if !before.0 && aligner.aligned() {
+            tracing::info!("room {}: the card's send is in step with Janus's mixing tick", self.room);
+        } else if !before.1 && aligner.unaligned() {
+            tracing::warn!("room {}: no mix from Janus to place the card's send by: sending unaligned", self.room);
+        }
+        step
+    }
+
+    fn duration(&self, samples: usize) -> Duration {
+        Duration::from_nanos(u64::try_from(samples as u128 * 1_000_000_000 / u128::from(self.rate)).unwrap_or(u64::MAX))
+    }
+
+    fn samples(&self, duration: Duration) -> usize {
+        usize::try_from(duration.as_nanos() * u128::from(self.rate) / 1_000_000_000).unwrap_or(usize::MAX)
+    }
+}
+
+/// Drops what is pending of a [`Shift::Drop`] from the head of `unsent`.
+fn drop_pending(unsent: &mut Vec<f32>, to_drop: &mut usize) {
+    let now = (*to_drop).min(unsent.len());
+    unsent.drain(..now);
+    *to_drop -= now;
 }
 
 /// The matrix in force: the routing and each of its groups' feed, in the routing's order.

@@ -269,6 +269,43 @@ async fn each_output_hears_its_group_minus_itself_and_the_remote_crew() {
     drop(bridged);
 }
 
+/// The card's packets wait one packet deep in Janus's queue in every room it joins: its send
+/// is placed against Janus's mixing tick and, once Janus mixes it, one frame is skipped
+/// (bridged/src/tick.rs), so AudioBridge holds prebuffering − 1 = 1 packet after each tick and 2
+/// between a packet's arrival and the tick. Unplaced, the level is wherever the join left it:
+/// 2–3 packets in most runs (Janus mixes from prebuffering + 1 and trims only at twice that),
+/// 20–40 ms more on every path through Janus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_s_packets_wait_one_packet_deep_in_janus() {
+    require_namespace();
+    let card = test_card();
+    card.add_card("card_in", RATE);
+    card.add_card("card_out", RATE);
+    let rooms = ["x", "y", "z"];
+    let (janus, _bus, bridged, proxy) = media_stack(&card, &rooms).await;
+    for joined in 1..=rooms.len() {
+        let users = (0..joined).map(|k| user(&format!("u{k}"), rooms[k], k as u8, Some(k as u8))).collect();
+        apply_and_wait(&proxy, &plan(&janus, &rooms[..joined], users), "one more room joined").await;
+        let room = rooms[joined - 1];
+        let in_step = format!("room {room}: the card's send is in step with Janus's mixing tick");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !bridged.log().contains(&in_step) {
+            assert!(Instant::now() < deadline, "room {room}: the send never placed; log:\n{}", bridged.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // A tick and a packet later, the queue is where it stays.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let queues = janus.incoming_queues(40, Duration::from_millis(25)).await;
+        let display = format!("card of {room}");
+        let queue = queues.get(&display).unwrap_or_else(|| panic!("no {display} in Janus: {queues:?}"));
+        assert!(
+            queue.iter().all(|&n| (1..=2).contains(&n)) && queue.contains(&1),
+            "{display}: Janus's queue {queue:?}, not 1 after each tick and 2 before it"
+        );
+    }
+    drop(bridged);
+}
+
 /// A → B flows in X while a third user comes and goes in X and the first user of group Z comes
 /// and goes (its participant joining and leaving the room Z): B's output has no gap, the group's
 /// participant never rejoins. Then a device change rebuilds everything.

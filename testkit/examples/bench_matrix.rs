@@ -34,7 +34,6 @@ use partyline_testkit::janus::Janus;
 use partyline_testkit::pipewire::PipeWireServer;
 use partyline_testkit::plan::{crew_member, group, user};
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, SoundServer, require_namespace};
-use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// From every participant joined to the first measurement: Janus's prebuffering fills and
@@ -199,28 +198,17 @@ async fn cpu_by_thread(pid: u32, secs: f64) -> (f64, f64, Vec<(String, f64)>) {
     (percent(c1 - c0), busy, threads)
 }
 
-/// Each AudioBridge participant's incoming queue as Janus's admin API reports it
-/// (`handle_info`: `queue-in`, packets waiting to be mixed), sampled `samples` times 50 ms
-/// apart: `display → (min, median, max)`. The queue a path's packets wait in is most of what
-/// moves a Janus path's latency from one run to the next.
+/// Each AudioBridge participant's incoming queue as Janus's admin API reports it (packets
+/// waiting to be mixed), `samples` times 50 ms apart: `display → (min, median, max)`. The queue
+/// a path's packets wait in is most of what moved a Janus path's latency between runs.
 async fn janus_queues(janus: &Janus, samples: usize) -> BTreeMap<String, (f64, f64, f64)> {
-    let mut seen: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for _ in 0..samples {
-        let sessions = janus.admin(json!({"janus": "list_sessions"})).await;
-        for session in sessions["sessions"].as_array().into_iter().flatten() {
-            let handles = janus.admin(json!({"janus": "list_handles", "session_id": session})).await;
-            for handle in handles["handles"].as_array().into_iter().flatten() {
-                let info =
-                    janus.admin(json!({"janus": "handle_info", "session_id": session, "handle_id": handle})).await;
-                let plugin = &info["info"]["plugin_specific"];
-                if let (Some(display), Some(queue)) = (plugin["display"].as_str(), plugin["queue-in"].as_f64()) {
-                    seen.entry(display.to_owned()).or_default().push(queue);
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    seen.into_iter().map(|(display, q)| (display, (spread(&q).min, spread(&q).median, spread(&q).max))).collect()
+    let seen = janus.incoming_queues(samples, Duration::from_millis(50)).await;
+    seen.into_iter()
+        .map(|(display, q)| {
+            let s = spread(&q.into_iter().map(|n| n as f64).collect::<Vec<_>>());
+            (display, (s.min, s.median, s.max))
+        })
+        .collect()
 }
 
 /// The card's plan (`o.transport`, `o.jitter_ms`).

@@ -8,7 +8,7 @@
 //! agree with it. So it speaks raw JSON, as a browser's janus.js does, and imports no message
 //! type from `partyline_shared::janus`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -193,6 +193,29 @@ impl Janus {
         body["admin_secret"] = json!(self.admin_secret());
         let response = crate::http().post(self.admin_url()).json(&body).send().await.expect("Janus admin API");
         response.json().await.expect("JSON from the admin API")
+    }
+
+    /// Each AudioBridge participant's incoming queue, by display name: `queue-in` of the admin
+    /// API's `handle_info` (its packets waiting to be mixed), sampled `samples` times `every`
+    /// apart.
+    pub async fn incoming_queues(&self, samples: usize, every: std::time::Duration) -> BTreeMap<String, Vec<u64>> {
+        let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for _ in 0..samples {
+            let sessions = self.admin(json!({"janus": "list_sessions"})).await;
+            for session in sessions["sessions"].as_array().into_iter().flatten() {
+                let handles = self.admin(json!({"janus": "list_handles", "session_id": session})).await;
+                for handle in handles["handles"].as_array().into_iter().flatten() {
+                    let info =
+                        self.admin(json!({"janus": "handle_info", "session_id": session, "handle_id": handle})).await;
+                    let plugin = &info["info"]["plugin_specific"];
+                    if let (Some(display), Some(queue)) = (plugin["display"].as_str(), plugin["queue-in"].as_u64()) {
+                        seen.entry(display.to_owned()).or_default().push(queue);
+                    }
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+        seen
     }
 
     /// Registers `token` for the AudioBridge (stored-token auth).

@@ -21,20 +21,22 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use anyhow::{Context as _, anyhow};
 use futures_util::StreamExt as _;
 use gst::glib;
 use gst::prelude::*;
 use partyline_shared::bridge::{PlanGroup, Transport};
-use partyline_shared::janus::RtpPeer;
+use partyline_shared::janus::{RtpPeer, prebuffer_packets};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::negotiation::{self, RtcEvent};
 use super::{Context, Stages};
-use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes};
+use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes, to_s16_buffer};
 use crate::state::ParticipantStats;
+use crate::tick::Aligner;
 
 /// Opus's rate (RTP clock and the encoder's input).
 const OPUS_RATE: u32 = 48_000;
@@ -54,6 +56,8 @@ pub struct Media {
     feed: Arc<Feed>,
     /// The group's send: handed to the feed once Janus's address is known.
     encoder_input: gst_app::AppSrc,
+    /// Janus's prebuffering of this participant's packets (packets).
+    prebuffer: u32,
     _bus: AbortOnDropHandle<()>,
 }
 
@@ -91,17 +95,24 @@ impl Media {
         let depay_sink = receive[0].static_pad("sink").ok_or_else(|| anyhow!("depayloader without sink"))?;
         count_packets(&depay_sink, stats, false);
         let link = match context.transport {
-            Transport::Rtp => plain_rtp(&pipeline, &pay_src, &depay_sink)?,
+            Transport::Rtp => plain_rtp(&pipeline, &pay_src, &depay_sink, &feed)?,
             Transport::Webrtc => webrtc(context, &pipeline, &pay_src, depay_sink, stages)?,
         };
         let (faults_tx, faults) = mpsc::unbounded_channel();
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         let bus_task = tokio::spawn(forward_errors(bus, faults_tx));
-        let media = Media { pipeline, link, feed, encoder_input, _bus: AbortOnDropHandle::new(bus_task) };
+        let media = Media {
+            pipeline,
+            link,
+            feed,
+            encoder_input,
+            prebuffer: prebuffer_packets(context.latency_ms),
+            _bus: AbortOnDropHandle::new(bus_task),
+        };
         media.pipeline.set_state(gst::State::Playing).context("the participant's pipeline does not start")?;
         if let Link::Webrtc { .. } = media.link {
             // webrtcbin holds what it gets until ICE and DTLS are up.
-            media.connect_feed();
+            media.feed.connect(media.encoder_input.clone(), None);
         }
         Ok((media, faults))
     }
@@ -117,7 +128,12 @@ impl Media {
         };
         udpsink.set_property("host", &janus.ip);
         udpsink.set_property("port", i32::from(janus.port));
-        self.connect_feed();
+        // One packet now starts Janus (it sends the room's mix only after one); the group's send
+        // follows once placed against the tick that mix shows (`tick.rs`).
+        self.encoder_input
+            .push_buffer(to_s16_buffer(&self.feed.silent_frame()))
+            .context("the participant's encoder refused its first frame")?;
+        self.feed.connect(self.encoder_input.clone(), Some(Aligner::new(self.prebuffer)));
         Ok(())
     }
 
@@ -128,11 +144,6 @@ impl Media {
             Link::Rtp { flowing, .. } => flowing.notified().await,
             Link::Webrtc { .. } => std::future::pending().await,
         }
-    }
-
-    /// From now on the card's thread hands the group's send to this pipeline.
-    fn connect_feed(&self) {
-        *self.feed.send.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.encoder_input.clone());
     }
 }
 
@@ -193,7 +204,12 @@ fn decoder(rate: u32, feed: Arc<Feed>) -> anyhow::Result<Vec<gst::Element>> {
 /// Plain RTP on loopback: a `udpsrc` on a port of its own choosing and a `udpsink` sending
 /// from that same socket. No jitter buffer: packets come over loopback in order, and the
 /// feed's queue absorbs Janus's tick jitter (its size is the card's business).
-fn plain_rtp(pipeline: &gst::Pipeline, pay_src: &gst::Pad, depay_sink: &gst::Pad) -> anyhow::Result<Link> {
+fn plain_rtp(
+    pipeline: &gst::Pipeline,
+    pay_src: &gst::Pad,
+    depay_sink: &gst::Pad,
+    feed: &Arc<Feed>,
+) -> anyhow::Result<Link> {
     let caps = gst::Caps::builder("application/x-rtp")
         .field("media", "audio")
         .field("encoding-name", "OPUS")
@@ -232,6 +248,12 @@ fn plain_rtp(pipeline: &gst::Pipeline, pay_src: &gst::Pad, depay_sink: &gst::Pad
     src.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
         first.notify_one();
         gst::PadProbeReturn::Remove
+    });
+    // Janus sends the room's mix right after each tick: its arrival is the tick's phase.
+    let feed = feed.clone();
+    src.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+        feed.tick.arrived(Instant::now());
+        gst::PadProbeReturn::Ok
     });
     Ok(Link::Rtp { port, udpsink, flowing })
 }
@@ -291,7 +313,7 @@ fn webrtc(
 
 impl Drop for Media {
     fn drop(&mut self) {
-        self.feed.send.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        self.feed.disconnect();
         let _ = self.pipeline.set_state(gst::State::Null);
     }
 }
