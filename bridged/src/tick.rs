@@ -20,8 +20,9 @@
 //!    and then skips one frame: the queue settles one packet lower, at prebuffering − 1 after
 //!    each tick, for the session (the trim threshold stays at twice the prebuffering);
 //! 3. keeps the lead there: a card whose clock drifts from the host's moves it, and each
-//!    [`HYSTERESIS`] of drift is made up by dropping or repeating that much of the send, a
-//!    frame boundary moved (so Janus's queue neither grows to a trim nor runs dry).
+//!    [`HYSTERESIS`] of drift (of the median lead over [`WINDOW`] frames: one late block moves
+//!    nothing) is made up by dropping or repeating that much of the send, a frame boundary
+//!    moved (so Janus's queue neither grows to a trim nor runs dry).
 //!
 //! [`Aligner`] is the decision alone, on durations; the feed applies it (pipeline.rs).
 
@@ -35,7 +36,7 @@ pub const JANUS_TICK: Duration = Duration::from_millis(20);
 /// spread between its tick and its packet to us (it encodes and sends each participant's mix in
 /// turn) and for the scheduling of the card's thread.
 pub const MARGIN: Duration = Duration::from_millis(5);
-/// How far the earliest lead may wander from [`MARGIN`] before the send is moved back.
+/// How far the typical lead may wander from its target before the send is moved back.
 pub const HYSTERESIS: Duration = Duration::from_micros(1_500);
 /// Frames whose leads are measured before the send is placed, and the window the drift is
 /// watched over: two cycles of a card block pattern (a 20 ms frame is 3.75 blocks of 5.33 ms).
@@ -148,8 +149,8 @@ impl Aligner {
                 }
                 // The lead becomes the target; the shift may cross a tick, which costs nothing
                 // while nothing is being sent.
-                let earliest = earliest(&self.leads);
-                let drop = (earliest + JANUS_TICK - target).as_nanos() % JANUS_TICK.as_nanos();
+                let lead = typical(&self.leads);
+                let drop = (lead + JANUS_TICK - target).as_nanos() % JANUS_TICK.as_nanos();
                 self.leads.clear();
                 self.state = State::Priming { left: self.prebuffer };
                 Step { send: false, shift: Shift::Drop(nanos(drop)) }
@@ -170,14 +171,14 @@ impl Aligner {
                 if self.leads.len() < WINDOW {
                     return send;
                 }
-                let earliest = earliest(&self.leads);
-                let shift = if earliest > target + HYSTERESIS && earliest < JANUS_TICK - HYSTERESIS {
-                    Shift::Drop(earliest - target)
-                } else if earliest + HYSTERESIS < target {
-                    Shift::Repeat(target - earliest)
-                } else if earliest >= JANUS_TICK - HYSTERESIS {
+                let lead = typical(&self.leads);
+                let shift = if lead > target + HYSTERESIS && lead < JANUS_TICK - HYSTERESIS {
+                    Shift::Drop(lead - target)
+                } else if lead + HYSTERESIS < target {
+                    Shift::Repeat(target - lead)
+                } else if lead >= JANUS_TICK - HYSTERESIS {
                     // Just past a tick: the send slipped behind by (tick − lead) plus the target.
-                    Shift::Repeat(JANUS_TICK - earliest + target)
+                    Shift::Repeat(JANUS_TICK - lead + target)
                 } else {
                     return send;
                 };
@@ -196,22 +197,27 @@ impl Aligner {
     }
 }
 
-/// The smallest lead in the circular sense: the leads of a card's frames differ only by the
-/// scheduling of the card's thread, maybe across the 0/20 ms wrap; the earliest is the one after
-/// the widest gap.
-fn earliest(leads: &VecDeque<Duration>) -> Duration {
+/// The typical lead of a window: the median in the circular sense. The leads of a card's frames
+/// differ only by the scheduling of the card's thread and Janus's, maybe across the 0/20 ms wrap:
+/// the arc they sit on starts after the widest gap, and a lead before that start counts a tick
+/// later. A median, not the least: one late block must not move the send.
+fn typical(leads: &VecDeque<Duration>) -> Duration {
     let mut sorted: Vec<Duration> = leads.iter().copied().collect();
     sorted.sort();
     let (Some(&first), Some(&last)) = (sorted.first(), sorted.last()) else { return JANUS_TICK };
     // The gap across the wrap, from the largest lead round to the smallest.
-    let mut widest = (first + JANUS_TICK - last, first);
+    let mut start = (first + JANUS_TICK - last, first);
     for pair in sorted.windows(2) {
         let gap = pair[1] - pair[0];
-        if gap > widest.0 {
-            widest = (gap, pair[1]);
+        if gap > start.0 {
+            start = (gap, pair[1]);
         }
     }
-    widest.1
+    let mut arc: Vec<Duration> =
+        sorted.iter().map(|&lead| if lead < start.1 { lead + JANUS_TICK } else { lead }).collect();
+    arc.sort();
+    let median = arc[arc.len() / 2];
+    if median >= JANUS_TICK { median - JANUS_TICK } else { median }
 }
 
 fn nanos(n: u128) -> Duration {
@@ -309,10 +315,25 @@ mod tests {
     }
 
     #[test]
-    fn the_earliest_lead_is_found_across_the_wrap() {
+    fn the_typical_lead_is_a_median_across_the_wrap() {
         let set = |us: &[u64]| us.iter().map(|&u| Duration::from_micros(u)).collect::<VecDeque<_>>();
-        assert_eq!(earliest(&set(&[9_000, 7_000, 11_000])), Duration::from_micros(7_000));
-        assert_eq!(earliest(&set(&[19_000, 1_000, 2_500])), Duration::from_micros(19_000));
+        assert_eq!(typical(&set(&[9_000, 7_000, 11_000])), Duration::from_micros(9_000));
+        assert_eq!(typical(&set(&[19_000, 1_000, 19_500])), Duration::from_micros(19_500));
+        assert_eq!(typical(&set(&[19_800, 500, 300])), Duration::from_micros(300));
+    }
+
+    #[test]
+    fn one_late_block_does_not_move_the_send() {
+        let mut aligner = Aligner::new(2);
+        let steps = run(&mut aligner, &frames(47_000, WINDOW));
+        let Shift::Drop(drop) = steps[WINDOW - 1].shift else { panic!("placed without a shift") };
+        let placed = frames(47_000 + micros(drop), 4 + 3 * WINDOW);
+        let mut steps = run(&mut aligner, &placed[..4 + WINDOW]);
+        // The card's thread is 6 ms late for one block: that frame's end looks 6 ms later.
+        let (lead, _) = placed[4 + WINDOW];
+        steps.push(aligner.frame(Some(lead.saturating_sub(Duration::from_millis(6))), BLOCK));
+        steps.extend(run(&mut aligner, &placed[5 + WINDOW..]));
+        assert!(steps.iter().all(|s| s.shift == Shift::None), "a hiccup moved the send: {steps:?}");
     }
 
     #[test]
