@@ -134,6 +134,18 @@ impl Recording {
         }
     }
 
+    /// Whether anything is recorded within `within` (polling).
+    pub async fn records_within(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while self.seconds() == 0.0 {
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
     /// Waits (polling, bounded) until at least `seconds` are recorded.
     pub async fn wait_until(&self, seconds: f64) {
         let deadline = Instant::now() + Duration::from_secs_f64(seconds + 10.0);
@@ -162,8 +174,21 @@ impl Drop for Recording {
 
 /// `seconds` of every channel of `source`.
 pub async fn record(pulse: &dyn SoundServer, source: &str, seconds: f64) -> Vec<f32> {
+    // Now and then a new parecord gets no data at all from pipewire-pulse (twice in about forty
+    // runs of the media test that rebuilds the card's pipeline, the same with an older bridged):
+    // a recorder silent for RECORDER_START is started again once, and says so; a sound server
+    // that stays silent still fails the test.
+    let recording = Recording::start(pulse, source);
+    if recording.records_within(RECORDER_START).await {
+        return recording.finish_after(seconds).await;
+    }
+    eprintln!("parecord of {source} recorded nothing in {RECORDER_START:?}: starting it again");
+    drop(recording);
     Recording::start(pulse, source).finish_after(seconds).await
 }
+
+/// How long a recorder may take to deliver its first samples.
+const RECORDER_START: Duration = Duration::from_secs(3);
 
 /// Channel `k` of interleaved 8-channel samples.
 pub fn channel(samples: &[f32], k: usize) -> Vec<f32> {
