@@ -16,9 +16,9 @@
 //!    [`MARGIN`] plus a card block: a frame is sent when the block holding its end arrives, so
 //!    every packet then reaches Janus between [`MARGIN`] and [`MARGIN`] plus a block before a
 //!    tick, never across one;
-//! 2. sends prebuffering packets, which start the mixing with prebuffering packets waiting,
-//!    and then skips one frame: the queue settles one packet lower, at prebuffering − 1 after
-//!    each tick, for the session (the trim threshold stays at twice the prebuffering);
+//! 2. sends prebuffering packets (with the starting one, the prebuffering + 1 that make Janus
+//!    mix), and then skips one frame: the queue settles one packet lower, at prebuffering − 1
+//!    after each tick, for the session (the trim threshold stays at twice the prebuffering);
 //! 3. keeps the lead there: a card whose clock drifts from the host's moves it, and each
 //!    [`HYSTERESIS`] of drift (of the median lead over [`WINDOW`] frames: one late block moves
 //!    nothing) is made up by dropping or repeating that much of the send, a frame boundary
