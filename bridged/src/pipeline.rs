@@ -598,9 +598,10 @@ pub fn from_bytes(bytes: &[u8], into: &mut Vec<f32>) {
 
 /// Samples as a buffer of S16LE, Opus's own format: converted here rather than by an
 /// `audioconvert` in each participant's pipeline (one pass, no element, no caps negotiation).
-/// The send is limited before it gets here; anything out of range still clips, never wraps.
+/// The send is limited before it gets here; anything out of range still clips, never wraps
+/// (a float-to-integer `as` saturates).
 pub fn to_s16_buffer(samples: &[f32]) -> gst::Buffer {
-    let s16 = |s: f32| ((s * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes();
+    let s16 = |s: f32| ((s * 32768.0).round() as i16).to_le_bytes();
     gst::Buffer::from_mut_slice(samples.iter().flat_map(|&s| s16(s)).collect::<Vec<u8>>())
 }
 

@@ -142,14 +142,9 @@ impl Aligner {
                 hold
             }
             State::Measuring => {
-                let Some(lead) = lead else { return hold };
-                self.watch(lead);
-                if self.leads.len() < WINDOW {
-                    return hold;
-                }
+                let Some(lead) = self.watch(lead) else { return hold };
                 // The lead becomes the target; the shift may cross a tick, which costs nothing
                 // while nothing is being sent.
-                let lead = typical(&self.leads);
                 let drop = (lead + JANUS_TICK - target).as_nanos() % JANUS_TICK.as_nanos();
                 self.leads.clear();
                 self.state = State::Priming { left: self.prebuffer };
@@ -166,12 +161,7 @@ impl Aligner {
                 send
             }
             State::Aligned => {
-                let Some(lead) = lead else { return send };
-                self.watch(lead);
-                if self.leads.len() < WINDOW {
-                    return send;
-                }
-                let lead = typical(&self.leads);
+                let Some(lead) = self.watch(lead) else { return send };
                 let shift = if lead > target + HYSTERESIS && lead < JANUS_TICK - HYSTERESIS {
                     Shift::Drop(lead - target)
                 } else if lead + HYSTERESIS < target {
@@ -189,11 +179,14 @@ impl Aligner {
         }
     }
 
-    fn watch(&mut self, lead: Duration) {
+    /// Adds `lead` (if the mix has arrived) to the window; the window's typical lead once full.
+    fn watch(&mut self, lead: Option<Duration>) -> Option<Duration> {
+        let lead = lead?;
         if self.leads.len() == WINDOW {
             self.leads.pop_front();
         }
         self.leads.push_back(lead);
+        (self.leads.len() == WINDOW).then(|| typical(&self.leads))
     }
 }
 

@@ -28,7 +28,7 @@ use futures_util::StreamExt as _;
 use gst::glib;
 use gst::prelude::*;
 use partyline_shared::bridge::{PlanGroup, Transport};
-use partyline_shared::janus::{RtpPeer, prebuffer_packets};
+use partyline_shared::janus::RtpPeer;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::task::AbortOnDropHandle;
 
@@ -56,8 +56,6 @@ pub struct Media {
     feed: Arc<Feed>,
     /// The group's send: handed to the feed once Janus's address is known.
     encoder_input: gst_app::AppSrc,
-    /// Janus's prebuffering of this participant's packets (packets).
-    prebuffer: u32,
     _bus: AbortOnDropHandle<()>,
 }
 
@@ -101,14 +99,7 @@ impl Media {
         let (faults_tx, faults) = mpsc::unbounded_channel();
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         let bus_task = tokio::spawn(forward_errors(bus, faults_tx));
-        let media = Media {
-            pipeline,
-            link,
-            feed,
-            encoder_input,
-            prebuffer: prebuffer_packets(context.latency_ms),
-            _bus: AbortOnDropHandle::new(bus_task),
-        };
+        let media = Media { pipeline, link, feed, encoder_input, _bus: AbortOnDropHandle::new(bus_task) };
         media.pipeline.set_state(gst::State::Playing).context("the participant's pipeline does not start")?;
         if let Link::Webrtc { .. } = media.link {
             // webrtcbin holds what it gets until ICE and DTLS are up.
@@ -121,8 +112,9 @@ impl Media {
         &mut self.link
     }
 
-    /// Plain RTP: sends to Janus at `janus` from now on (its answer to the join).
-    pub fn send_to(&self, janus: &RtpPeer) -> anyhow::Result<()> {
+    /// Plain RTP: sends to Janus at `janus` from now on (its answer to the join), which
+    /// prebuffers `prebuffer` of its packets.
+    pub fn send_to(&self, janus: &RtpPeer, prebuffer: u32) -> anyhow::Result<()> {
         let Link::Rtp { udpsink, .. } = &self.link else {
             return Err(anyhow!("not a plain-RTP participant"));
         };
@@ -133,7 +125,7 @@ impl Media {
         self.encoder_input
             .push_buffer(to_s16_buffer(&self.feed.silent_frame()))
             .context("the participant's encoder refused its first frame")?;
-        self.feed.connect(self.encoder_input.clone(), Some(Aligner::new(self.prebuffer)));
+        self.feed.connect(self.encoder_input.clone(), Some(Aligner::new(prebuffer)));
         Ok(())
     }
 

@@ -22,7 +22,7 @@ use partyline_shared::backoff::Backoff;
 use partyline_shared::bridge::{BranchState, PlanGroup, Transport};
 use partyline_shared::janus::SessionEvent;
 use partyline_shared::janus::client::{Client, Session};
-use partyline_shared::janus::{AudioBridgeRequest, RtpPeer};
+use partyline_shared::janus::{AudioBridgeRequest, RtpPeer, prebuffer_packets};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -229,7 +229,7 @@ impl Attempt<'_> {
                     return Err(anyhow!("Janus answered a plain-RTP join with SDP"));
                 };
                 stages.mark("Janus's plain-RTP address received");
-                media.send_to(&janus)?;
+                media.send_to(&janus, prebuffer_packets(latency))?;
             }
         }
         self.joined = true;
