@@ -13,6 +13,7 @@ mod mix;
 mod participant;
 mod pipeline;
 mod plan;
+mod playback;
 mod realtime;
 mod service;
 mod state;

@@ -156,9 +156,22 @@ pub struct Jitter {
     lowest: usize,
     calm_windows: usize,
     pub underruns: u64,
-    pub dropped: u64,
-    /// `underruns` and `dropped` when [`Jitter::glitches_since_last_asked`] last answered.
-    reported: (u64, u64),
+    /// Samples dropped because the queue went over its limit.
+    pub overflowed: u64,
+    /// Samples dropped to bring the level back to the margin: the start's excess, and what a
+    /// faster writer adds. Not a fault, but audible if it falls in speech.
+    pub trimmed: u64,
+    /// The counts when [`Jitter::glitches_since_last_asked`] last answered.
+    reported: Glitches,
+}
+
+/// What a [`Jitter`] did to its stream: underruns (silence played), samples dropped over the
+/// limit, samples trimmed to settle the latency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Glitches {
+    pub underruns: u64,
+    pub overflowed: u64,
+    pub trimmed: u64,
 }
 
 /// How many times its base margin a [`Jitter`]'s margin may grow to.
@@ -186,15 +199,21 @@ impl Jitter {
             lowest: usize::MAX,
             calm_windows: 0,
             underruns: 0,
-            dropped: 0,
-            reported: (0, 0),
+            overflowed: 0,
+            trimmed: 0,
+            reported: Glitches::default(),
         }
     }
 
-    /// The underruns and the samples dropped since the last call: each is an audible glitch.
-    pub fn glitches_since_last_asked(&mut self) -> (u64, u64) {
-        let since = (self.underruns - self.reported.0, self.dropped - self.reported.1);
-        self.reported = (self.underruns, self.dropped);
+    /// What happened since the last call.
+    pub fn glitches_since_last_asked(&mut self) -> Glitches {
+        let now = Glitches { underruns: self.underruns, overflowed: self.overflowed, trimmed: self.trimmed };
+        let since = Glitches {
+            underruns: now.underruns - self.reported.underruns,
+            overflowed: now.overflowed - self.reported.overflowed,
+            trimmed: now.trimmed - self.reported.trimmed,
+        };
+        self.reported = now;
         since
     }
 
@@ -206,13 +225,10 @@ impl Jitter {
     pub fn push(&mut self, samples: &[f32]) {
         self.queued.extend(samples);
         if self.queued.len() > self.shape.limit {
-            self.drop_oldest(self.queued.len() - self.start_level().min(self.shape.limit));
+            let excess = self.queued.len() - self.start_level().min(self.shape.limit);
+            self.queued.drain(..excess);
+            self.overflowed += excess as u64;
         }
-    }
-
-    fn drop_oldest(&mut self, n: usize) {
-        self.queued.drain(..n);
-        self.dropped += n as u64;
     }
 
     /// Fills `out` (silence for what is missing).
@@ -245,7 +261,8 @@ impl Jitter {
             }
             let excess = self.lowest.saturating_sub(self.margin);
             if excess > 0 {
-                self.drop_oldest(excess);
+                self.queued.drain(..excess);
+                self.trimmed += excess as u64;
             }
             (self.reads, self.lowest) = (0, usize::MAX);
         }
@@ -564,7 +581,7 @@ mod tests {
             }
         }
         assert_eq!(jitter.underruns, 0);
-        assert!(jitter.dropped > 0, "the excess of the burst is dropped");
+        assert!(jitter.trimmed > 0, "the excess of the burst is dropped");
         // A frame comes every two reads: the level swings by a frame above the margin.
         assert!(highest_after_settling <= block + frame, "settled at {highest_after_settling} samples");
     }

@@ -13,18 +13,18 @@
 //! ```
 //!
 //! A PipeWire node (the sound server is pipewire-pulse and PipeWire's own socket answers) is
-//! opened with pipewiresrc/pipewiresink, an ALSA device (`alsa:` id, or no sound server) with
-//! alsasrc/alsasink, each direction on its own (`card.rs`); both with the reorder of
-//! `card::alsa_order` after the source and before the sink in place of the capssetter.
+//! captured with pipewiresrc and played by a stream of bridged's own (`playback.rs`), an ALSA
+//! device (`alsa:` id, or no sound server) with alsasrc/alsasink, each direction on its own
+//! (`card.rs`); pipewiresrc and alsasrc are followed by the reorder of `card::alsa_order`, and
+//! alsasink preceded by it in place of the capssetter.
 //!
 //! The playback pulls: whenever it has room it asks for a block, which comes from the playback
-//! queue the mix fills ([`PLAYBACK_QUEUE`]), or is silence when the queue
-//! is empty. So the playback never underruns for lack of a block, and the card → card latency
-//! stays the capture's period plus the queue plus the playback's buffering, whatever the
-//! scheduling did before. On PipeWire the capture and the playback are two streams of one graph,
-//! driven by its cycle: there the mix pushes each block straight into the playback, to be
-//! played in the next cycle (card → card: the capture's quantum plus one or two quanta; why not
-//! pulling: [`Base::start`]).
+//! queue the mix fills ([`PLAYBACK_QUEUE`], [`PIPEWIRE_PLAYBACK_QUEUE`]), or is silence when the
+//! queue is empty. So the playback never underruns for lack of a block, and the card → card
+//! latency stays the capture's period plus the queue plus the playback's buffering, whatever the
+//! scheduling did before: the queue trims what a start or a burst left. On PipeWire the
+//! capture and the playback are two streams of one graph: a block captured in one cycle is
+//! played in the next (card → card: two quanta).
 
 use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,7 +37,8 @@ use partyline_shared::bridge::Plan;
 use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
 
 use crate::card::{Api, Card, Endpoint, alsa_order};
-use crate::mix::{CHANNELS, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
+use crate::mix::{CHANNELS, Glitches, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
+use crate::playback::Playback;
 use crate::realtime;
 use crate::state::Shared;
 use crate::tick::{Aligner, Shift, Step, TickPhase};
@@ -48,7 +49,7 @@ use crate::tick::{Aligner, Shift, Step, TickPhase};
 const CAPTURE_BUFFER_US: i64 = 10_000;
 const CAPTURE_PERIOD_US: i64 = 5_000;
 /// Playback buffering of pulsesink/alsasink (µs): what the playback may queue, the card → card
-/// latency's main part (pipewiresink has no ring buffer of its own: [`playback_sink`]).
+/// latency's main part (PipeWire's playback takes a block per cycle: `playback.rs`).
 const PLAYBACK_BUFFER_US: i64 = 20_000;
 const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
@@ -59,12 +60,14 @@ const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
 /// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
-/// On PipeWire the mix pushes each block straight into the playback: what the playback's appsrc
-/// may hold before it drops its oldest (ns), a bound that only a stalled playback reaches.
-const PIPEWIRE_PLAYBACK_HOLD_NS: u64 = 50_000_000;
+/// The playback queue on PipeWire ([`Playback`]): the capture and the playback are two streams
+/// of one graph, so each block is mixed within the cycle it was captured in and pulled in the
+/// next: the queue starts with one block (a quantum of 5.33 ms holds this start) and needs no
+/// margin for bursts; 1 ms lets it grow a step at each underrun (a capture late by a cycle).
+const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 5, margin_ms: 1, limit_ms: 200 };
 /// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
 /// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
-const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
+const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 23, margin_ms: 3, limit_ms: 200 };
 /// The group participants' Opus frame (ms): AudioBridge 1.1.2 mixes one packet per participant
 /// per 20 ms tick, so 10 ms frames lose most of the audio (bridged/README.md, "Platform facts").
 pub const OPUS_FRAME_MS: usize = 20;
@@ -273,6 +276,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Debug)]
 pub struct Base {
     pub pipeline: gst::Pipeline,
+    /// The playback on PipeWire, a stream of bridged's own (elsewhere it is in `pipeline`).
+    native_playback: Option<Playback>,
     matrix: Arc<Mutex<Arc<Matrix>>>,
     bus_task: tokio::task::JoinHandle<()>,
 }
@@ -301,76 +306,24 @@ impl Base {
             .drop(true)
             .build();
         capture.push(captured.clone().upcast());
-
-        let mixed = gst_app::AppSrc::builder()
-            .property("name", "mixed")
-            .caps(&card_caps)
-            .format(gst::Format::Time)
-            .is_live(true)
-            .do_timestamp(true)
-            .build();
-        let sink = playback_sink(&card.output, rate)?;
-        let mut playback = vec![mixed.clone().upcast::<gst::Element>()];
-        match card.output.api {
-            Api::Pulse => playback.push(unposition()?),
-            Api::Alsa | Api::PipeWire => playback.extend(alsa_order(&card_caps, "playback-order")?),
-        }
-        playback.push(sink);
-
         pipeline.add_many(&capture)?;
-        pipeline.add_many(&playback)?;
         gst::Element::link_many(&capture)?;
-        gst::Element::link_many(&playback)?;
 
-        let output = if card.output.api == Api::PipeWire {
-            // PipeWire: each mixed block goes straight to the playback, in the graph cycle it
-            // was captured in, to be played in the next. Pulling would not do: pipewiresink
-            // (0.3.65) gives its stream at least 8 buffers, and a pulling playback keeps them
-            // all full, 8 quanta (measured card → card: 54 ms); blocks of a quarter quantum made
-            // that 17–19 ms, but in about one start in ten the stream took two of them per cycle
-            // and played half of each cycle. Pushed, the stream holds what the graph has not
-            // played yet: one block.
-            mixed.set_property("max-time", PIPEWIRE_PLAYBACK_HOLD_NS);
-            mixed.set_property_from_str("leaky-type", "downstream");
-            // The thread that hands the blocks to pipewiresink is appsrc's own.
-            let promoted = std::sync::Once::new();
-            if let Some(pad) = mixed.static_pad("src") {
-                pad.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
-                    promoted.call_once(|| realtime::promote("the card's playback"));
-                    gst::PadProbeReturn::Ok
-                });
+        let shape = if card.output.api == Api::PipeWire { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
+        let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS)));
+        let period = period_frames(card.output.api, rate);
+        let native_playback = match card.output.api {
+            Api::PipeWire => Some(Playback::start(&card.output, rate, period, queue.clone(), shared.clone())?),
+            Api::Pulse | Api::Alsa => {
+                pulled_playback(&pipeline, &card.output, &card_caps, period, queue.clone())?;
+                None
             }
-            Output::Pushed(mixed)
-        } else {
-            // The playback asks for a card period at a time.
-            let block_frames = period_frames(card.output.api, rate);
-            let queue = Arc::new(Mutex::new(PLAYBACK_QUEUE.jitter(rate, CHANNELS)));
-            let from_queue = queue.clone();
-            let mut next = vec![0.0; block_frames as usize * CHANNELS];
-            let mut promoted = false;
-            mixed.set_callbacks(
-                gst_app::AppSrcCallbacks::builder()
-                    .need_data(move |src, _| {
-                        if !promoted {
-                            realtime::promote("the card's playback");
-                            promoted = true;
-                        }
-                        lock(&from_queue).pull(&mut next);
-                        let _ = src.push_buffer(to_buffer(&next));
-                    })
-                    .build(),
-            );
-            Output::Pulled(queue)
         };
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
-        let mut mixing = Mixing::new(rate, matrix.clone(), output, shared.clone());
+        let mut mixing = Mixing::new(rate, matrix.clone(), queue, shared.clone());
         captured.set_callbacks(
             gst_app::AppSinkCallbacks::builder()
                 .new_sample(move |sink| {
-                    if !mixing.promoted {
-                        realtime::promote("the card's capture and mix");
-                        mixing.promoted = true;
-                    }
                     let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
                     let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
                     let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
@@ -395,7 +348,7 @@ impl Base {
             bail!("the sound card pipeline does not start: {why}");
         }
         let bus_task = tokio::spawn(watch_bus(bus, shared));
-        Ok(Base { pipeline, matrix, bus_task })
+        Ok(Base { pipeline, native_playback, matrix, bus_task })
     }
 
     /// Swaps the matrix: the next block is mixed by `matrix`.
@@ -406,8 +359,54 @@ impl Base {
     /// Stops everything (state `Null`).
     pub fn stop(&self) {
         let _ = self.pipeline.set_state(gst::State::Null);
+        if let Some(playback) = &self.native_playback {
+            playback.stop();
+        }
         self.bus_task.abort();
     }
+}
+
+/// The GStreamer playback of a PulseAudio or ALSA device: an appsrc that, whenever the sink
+/// has room, hands it a period from the playback `queue` (silence when the queue is empty).
+fn pulled_playback(
+    pipeline: &gst::Pipeline,
+    output: &Endpoint,
+    card_caps: &gst::Caps,
+    period: u32,
+    queue: Arc<Mutex<Jitter>>,
+) -> anyhow::Result<()> {
+    let mixed = gst_app::AppSrc::builder()
+        .property("name", "mixed")
+        .caps(card_caps)
+        .format(gst::Format::Time)
+        .is_live(true)
+        .do_timestamp(true)
+        .build();
+    let mut playback = vec![mixed.clone().upcast::<gst::Element>()];
+    if output.api == Api::Pulse {
+        playback.push(unposition()?);
+    } else {
+        playback.extend(alsa_order(card_caps, "playback-order")?);
+    }
+    playback.push(playback_sink(output)?);
+    pipeline.add_many(&playback)?;
+    gst::Element::link_many(&playback)?;
+
+    let mut next = vec![0.0; period as usize * CHANNELS];
+    let mut promoted = false;
+    mixed.set_callbacks(
+        gst_app::AppSrcCallbacks::builder()
+            .need_data(move |src, _| {
+                if !promoted {
+                    realtime::promote("the card's playback");
+                    promoted = true;
+                }
+                lock(&queue).pull(&mut next);
+                let _ = src.push_buffer(to_buffer(&next));
+            })
+            .build(),
+    );
+    Ok(())
 }
 
 /// The frames of one card period on `api`: [`CAPTURE_PERIOD_US`], or on PipeWire the graph's
@@ -418,11 +417,10 @@ fn period_frames(api: Api, rate: u32) -> u32 {
     if api == Api::PipeWire { frames.next_power_of_two() } else { frames }
 }
 
-/// The stream properties of a PipeWire stream of the card: `node.latency`, the card's period,
+/// The stream properties of the card's PipeWire capture: `node.latency`, the card's period,
 /// which sets the graph's quantum (the size of each block both streams exchange with the
-/// graph, and so the capture's block and the playback's queue step) unless another stream asks
-/// for less; `stream.capture.sink` when the capture records a sink node (PulseAudio's
-/// `NAME.monitor` source).
+/// graph, and so the capture's block and the playback's) unless another stream asks for less;
+/// `stream.capture.sink` when it records a sink node (PulseAudio's `NAME.monitor` source).
 fn pipewire_stream(endpoint: &Endpoint, rate: u32) -> gst::Structure {
     let latency = format!("{}/{rate}", period_frames(Api::PipeWire, rate));
     gst::Structure::builder("props")
@@ -451,37 +449,28 @@ fn capture_source(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element
     builder.build().with_context(|| endpoint.api.missing(factory))
 }
 
-/// The card's playback on `endpoint`'s API. It plays what it is given as soon as it has room
-/// (`sync` off: its pace is the card's), and starts without waiting for a first block (`async`
-/// off: that block comes from the capture's callback, which runs only in PLAYING, so waiting
-/// for it to preroll would wait forever).
-fn playback_sink(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element> {
+/// The card's playback on a PulseAudio or ALSA `endpoint`. It plays what it is given as soon
+/// as it has room (`sync` off: its pace is the card's), and starts without waiting for a first
+/// block (`async` off: the appsrc in front of it is fed only in PLAYING, so waiting for it to
+/// preroll would wait forever).
+fn playback_sink(endpoint: &Endpoint) -> anyhow::Result<gst::Element> {
     let factory = endpoint.api.sink();
-    let builder = endpoint.builder(factory, "playback").property("sync", false).property("async", false);
-    let builder = match endpoint.api {
-        // No ring buffer of GStreamer's in front of the stream: a block pushed by the mix is
-        // queued into the stream at once, and the graph takes one per cycle.
-        Api::PipeWire => builder.property("stream-properties", pipewire_stream(endpoint, rate)),
-        Api::Pulse | Api::Alsa => {
-            builder.property("buffer-time", PLAYBACK_BUFFER_US).property("latency-time", PLAYBACK_PERIOD_US)
-        }
-    };
-    builder.build().with_context(|| endpoint.api.missing(factory))
-}
-
-/// Where the mix puts each output block.
-enum Output {
-    /// Into the playback queue, which the playback pulls from (PulseAudio, ALSA).
-    Pulled(Arc<Mutex<Jitter>>),
-    /// Straight into the playback's appsrc (PipeWire).
-    Pushed(gst_app::AppSrc),
+    endpoint
+        .builder(factory, "playback")
+        .property("sync", false)
+        .property("async", false)
+        .property("buffer-time", PLAYBACK_BUFFER_US)
+        .property("latency-time", PLAYBACK_PERIOD_US)
+        .build()
+        .with_context(|| endpoint.api.missing(factory))
 }
 
 /// The capture's streaming thread's own state: the buffers it mixes in, reused block after
 /// block, and the output limiters and meters, which outlive every matrix swap.
 struct Mixing {
     matrix: Arc<Mutex<Arc<Matrix>>>,
-    playback: Output,
+    /// The playback queue: the mix writes every output block into it, the playback pulls.
+    playback: Arc<Mutex<Jitter>>,
     shared: Arc<Shared>,
     input: Vec<f32>,
     output: Vec<f32>,
@@ -497,7 +486,7 @@ struct Mixing {
 }
 
 impl Mixing {
-    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Output, shared: Arc<Shared>) -> Mixing {
+    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Arc<Mutex<Jitter>>, shared: Arc<Shared>) -> Mixing {
         let period = rate as usize * METER_PERIOD_MS / 1000;
         Mixing {
             matrix,
@@ -518,6 +507,10 @@ impl Mixing {
     /// One captured block (F32LE, the card's channels interleaved) in; the played block and
     /// every group's send out.
     fn block(&mut self, bytes: &[u8]) {
+        if !self.promoted {
+            realtime::promote("the card's capture and mix");
+            self.promoted = true;
+        }
         self.input.clear();
         from_bytes(bytes, &mut self.input);
         let frames = self.input.len() / CHANNELS;
@@ -543,13 +536,7 @@ impl Mixing {
             }
             feed.send(send);
         }
-        match &self.playback {
-            Output::Pulled(queue) => lock(queue).push(&self.output),
-            Output::Pushed(src) => {
-                // Stopping or flushing: the block is simply not played.
-                let _ = src.push_buffer(to_buffer(&self.output));
-            }
-        }
+        lock(&self.playback).push(&self.output);
         if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {
             self.shared.meters.set(&input, &output);
             self.report_glitches(&matrix.feeds);
@@ -558,18 +545,16 @@ impl Mixing {
 }
 
 impl Mixing {
-    /// Logs the queues' underruns and cuts since the last report, at most every
-    /// [`GLITCH_REPORT`]: each is an audible glitch (on every output for the playback queue, on
-    /// a group's outputs for its room's mix).
+    /// Logs what the queues did since the last report, at most every [`GLITCH_REPORT`]: each
+    /// is audible (on every output for the playback queue, on a group's outputs for its room's
+    /// mix).
     fn report_glitches(&mut self, feeds: &[Arc<Feed>]) {
         let now = std::time::Instant::now();
         if now.duration_since(self.reported) < GLITCH_REPORT {
             return;
         }
         self.reported = now;
-        if let Output::Pulled(queue) = &self.playback {
-            log_glitches("the card's playback queue", lock(queue).glitches_since_last_asked(), CHANNELS);
-        }
+        log_glitches("the card's playback queue", lock(&self.playback).glitches_since_last_asked(), CHANNELS);
         for feed in feeds {
             let remote = lock(&feed.remote).glitches_since_last_asked();
             log_glitches(&format!("room {}'s mix", feed.room), remote, 1);
@@ -577,12 +562,20 @@ impl Mixing {
     }
 }
 
-fn log_glitches(queue: &str, (underruns, dropped): (u64, u64), channels: usize) {
-    if (underruns, dropped) != (0, 0) {
+/// An underrun or an overflow is a fault (silence, or audio lost): a warning. A trim is the
+/// queue settling its latency (after every start, and when a faster writer fills it): logged,
+/// not warned about.
+fn log_glitches(queue: &str, glitches: Glitches, channels: usize) {
+    let frames = |samples: u64| samples / channels as u64;
+    if glitches.underruns > 0 || glitches.overflowed > 0 {
         tracing::warn!(
-            "{queue} ran dry {underruns} time(s) and was cut back {} frame(s) since the last report",
-            dropped / channels as u64
+            "{queue} ran dry {} time(s) and overflowed by {} frame(s) since the last report",
+            glitches.underruns,
+            frames(glitches.overflowed)
         );
+    }
+    if glitches.trimmed > 0 {
+        tracing::info!("{queue} settled its latency: {} frame(s) dropped", frames(glitches.trimmed));
     }
 }
 

@@ -31,7 +31,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// AudioBridge's mixing period.
-pub const JANUS_TICK: Duration = Duration::from_millis(20);
+const JANUS_TICK_MS: u32 = 20;
+pub const JANUS_TICK: Duration = Duration::from_millis(JANUS_TICK_MS as u64);
 /// How long before a tick the earliest of the send's packets arrives: room for Janus's own
 /// spread between its tick and its packet to us (it encodes and sends each participant's mix in
 /// turn) and for the scheduling of the card's thread.
@@ -43,6 +44,19 @@ pub const HYSTERESIS: Duration = Duration::from_micros(1_500);
 const WINDOW: usize = 8;
 /// Frames waited for the tick's phase (the room's mix) before sending unaligned.
 const PHASE_WAIT_FRAMES: u32 = 50;
+
+/// The prebuffering a placed participant joins with for `ms` of buffering: whole 20 ms packets,
+/// at least one. A network peer needs two ([`prebuffer_packets`]): its packets reach Janus at a
+/// phase to the tick that is chance and drifts with the sender's clock, so two may land within
+/// one tick, and at one packet of prebuffering that second one is a lost frame. A placed send
+/// lands a margin before each tick, one packet per tick, and follows the drift: one packet is
+/// enough, and after the priming's skip Janus mixes each packet at the first tick after it
+/// arrives (20 ms less than two packets).
+///
+/// [`prebuffer_packets`]: partyline_shared::janus::prebuffer_packets
+pub fn placed_prebuffer_packets(ms: u32) -> u32 {
+    (ms / JANUS_TICK_MS).max(1)
+}
 
 /// When the room's mix last arrived: Janus's tick, seen from here. Written by the
 /// participant's receiving thread, read by the card's.
@@ -243,6 +257,14 @@ mod tests {
 
     fn micros(duration: Duration) -> u64 {
         u64::try_from(duration.as_micros()).expect("a test duration fits in u64")
+    }
+
+    #[test]
+    fn a_placed_participant_prebuffers_its_buffering_down_to_one_packet() {
+        use partyline_shared::janus::prebuffer_packets;
+        for (ms, placed, network) in [(0, 1, 2), (20, 1, 2), (40, 2, 2), (60, 3, 3), (100, 5, 5)] {
+            assert_eq!((placed_prebuffer_packets(ms), prebuffer_packets(ms)), (placed, network), "{ms} ms");
+        }
     }
 
     #[test]

@@ -269,41 +269,57 @@ async fn each_output_hears_its_group_minus_itself_and_the_remote_crew() {
     drop(bridged);
 }
 
-/// The card's packets wait one packet deep in Janus's queue in every room it joins: its send
-/// is placed against Janus's mixing tick and, once Janus mixes it, one frame is skipped
-/// (bridged/src/tick.rs), so AudioBridge holds prebuffering − 1 = 1 packet after each tick and 2
-/// between a packet's arrival and the tick. Unplaced, the level is wherever the join left it:
-/// 2–3 packets in most runs (Janus mixes from prebuffering + 1 and trims only at twice that),
-/// 20–40 ms more on every path through Janus.
+/// The card's packets wait one packet less than its prebuffering in Janus's queue, in every
+/// room it joins: its send is placed against Janus's mixing tick and, once Janus mixes it, one
+/// frame is skipped (bridged/src/tick.rs). At a prebuffering of 2 (`bridge.jitterBufferMs` 40)
+/// AudioBridge's queue for the card holds 1 packet after each tick and 2 between a packet's
+/// arrival and the tick; unplaced it holds 2–3 (the join's start decides), 20 ms more on every
+/// path through Janus. At the default 20 ms the card joins with a prebuffering of one packet, which
+/// only a placed send can keep without losing frames: the queue is empty after each tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_card_s_packets_wait_one_packet_deep_in_janus() {
+async fn the_card_s_packets_wait_one_packet_less_than_its_prebuffering_in_janus() {
     require_namespace();
     let card = test_card();
     card.add_card("card_in", RATE);
     card.add_card("card_out", RATE);
     let rooms = ["x", "y", "z"];
     let (janus, _bus, bridged, proxy) = media_stack(&card, &rooms).await;
+    let users = |joined: usize| (0..joined).map(|k| user(&format!("u{k}"), rooms[k], k as u8, Some(k as u8))).collect();
     for joined in 1..=rooms.len() {
-        let users = (0..joined).map(|k| user(&format!("u{k}"), rooms[k], k as u8, Some(k as u8))).collect();
-        apply_and_wait(&proxy, &plan(&janus, &rooms[..joined], users), "one more room joined").await;
+        apply_and_wait(&proxy, &plan(&janus, &rooms[..joined], users(joined)), "one more room joined").await;
         let room = rooms[joined - 1];
-        let in_step = format!("room {room}: the card's send is in step with Janus's mixing tick");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !bridged.log().contains(&in_step) {
-            assert!(Instant::now() < deadline, "room {room}: the send never placed; log:\n{}", bridged.log());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        // A tick and a packet later, the queue is where it stays.
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        let queues = janus.incoming_queues(40, Duration::from_millis(25)).await;
-        let display = format!("card of {room}");
-        let queue = queues.get(&display).unwrap_or_else(|| panic!("no {display} in Janus: {queues:?}"));
+        let queue = placed_queue(&janus, &bridged, room, 1).await;
         assert!(
             queue.iter().all(|&n| (1..=2).contains(&n)) && queue.contains(&1),
-            "{display}: Janus's queue {queue:?}, not 1 after each tick and 2 before it"
+            "card of {room}: Janus's queue {queue:?}, not 1 after each tick and 2 before it"
+        );
+    }
+    // The default buffering: every participant joins again, with one packet of prebuffering.
+    let default = Plan { latency_ms: 20, ..plan(&janus, &rooms, users(rooms.len())) };
+    proxy.apply(&default).await.expect("Apply");
+    for room in rooms {
+        let queue = placed_queue(&janus, &bridged, room, 2).await;
+        assert!(
+            queue.iter().all(|&n| n <= 1) && queue.contains(&0),
+            "card of {room}: Janus's queue {queue:?}, not empty after each tick"
         );
     }
     drop(bridged);
+}
+
+/// Janus's queue for the card in `room` once its send was placed for the `nth` time.
+async fn placed_queue(janus: &Janus, bridged: &Bridged, room: &str, nth: usize) -> Vec<u64> {
+    let in_step = format!("room {room}: the card's send is in step with Janus's mixing tick");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bridged.log().matches(&in_step).count() < nth {
+        assert!(Instant::now() < deadline, "room {room}: the send never placed; log:\n{}", bridged.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A tick and a packet later, the queue is where it stays.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let display = format!("card of {room}");
+    let mut queues = janus.incoming_queues(40, Duration::from_millis(25)).await;
+    queues.remove(&display).unwrap_or_else(|| panic!("no {display} in Janus: {queues:?}"))
 }
 
 /// A → B flows in X while a third user comes and goes in X and the first user of group Z comes

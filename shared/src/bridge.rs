@@ -39,7 +39,8 @@ pub struct Plan {
     /// [`Transport::Webrtc`] uses them.
     pub ice_addresses: Vec<String>,
     /// Buffering of every group participant, each way, in ms: Janus's prebuffering of what it
-    /// sends (in 20 ms packets, at least two: [`crate::janus::prebuffer_packets`]) and the
+    /// sends (in 20 ms packets: at least one over plain RTP, whose send bridged places against
+    /// Janus's tick, at least two over WebRTC: [`crate::janus::prebuffer_packets`]) and the
     /// jitter buffer of the room's mix it receives.
     pub latency_ms: u32,
     /// One room participant per group that has server audio users.

@@ -424,7 +424,8 @@ pub struct BridgeConfig {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ice_addresses: Vec<std::net::IpAddr>,
     /// Buffering of the server audio users, each way: Janus's prebuffering of their input (in
-    /// 20 ms packets, at least two) and bridged's jitter buffer for their room's mix. Separate
+    /// 20 ms packets: at least one over plain RTP, two over WebRTC) and bridged's jitter buffer
+    /// for their room's mix. Separate
     /// from `audio.jitterBufferMs`, which sizes the crew's buffers for a venue network: bridged
     /// and Janus share a host, where 20 ms of jitter buffer is enough.
     pub jitter_buffer_ms: JitterBufferMs,

@@ -169,7 +169,9 @@ pub enum AllowedAction {
     Remove,
 }
 
-/// AudioBridge's prebuffering, in its 20 ms packets, for `ms` of buffering: at least two.
+/// AudioBridge's prebuffering of a network peer (a crew member, a WebRTC participant), in its
+/// 20 ms packets, for `ms` of buffering: at least two (bridged's plain-RTP participants place
+/// their send against Janus's tick and need one: `bridged/src/tick.rs`).
 /// Janus mixes a participant once it holds prebuffering + 1 packets, takes one per 20 ms tick,
 /// and drops the oldest whenever the queue reaches twice the prebuffering. At one packet, two
 /// packets arriving within one tick already lose a frame (the sender runs on the sound card's

@@ -197,7 +197,7 @@ impl Janus {
 
     /// Each AudioBridge participant's incoming queue, by display name: `queue-in` of the admin
     /// API's `handle_info` (its packets waiting to be mixed), sampled `samples` times `every`
-    /// apart.
+    /// apart. AudioBridge (1.1.2) leaves `queue-in` out while the queue is empty: that is a 0.
     pub async fn incoming_queues(&self, samples: usize, every: std::time::Duration) -> BTreeMap<String, Vec<u64>> {
         let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         for _ in 0..samples {
@@ -208,8 +208,8 @@ impl Janus {
                     let info =
                         self.admin(json!({"janus": "handle_info", "session_id": session, "handle_id": handle})).await;
                     let plugin = &info["info"]["plugin_specific"];
-                    if let (Some(display), Some(queue)) = (plugin["display"].as_str(), plugin["queue-in"].as_u64()) {
-                        seen.entry(display.to_owned()).or_default().push(queue);
+                    if let Some(display) = plugin["display"].as_str() {
+                        seen.entry(display.to_owned()).or_default().push(plugin["queue-in"].as_u64().unwrap_or(0));
                     }
                 }
             }

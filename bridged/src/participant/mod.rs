@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::Feed;
 use crate::state::{ParticipantStats, Shared};
+use crate::tick;
 
 use self::media::{Link, Media};
 use self::signalling::{Answer, Events, Offer};
@@ -211,7 +212,9 @@ impl Attempt<'_> {
                 let offer = tokio::time::timeout(STEP_TIMEOUT, negotiation::offer(webrtc, rtc, stages))
                     .await
                     .map_err(|_| anyhow!("webrtcbin made no offer within {STEP_TIMEOUT:?}"))??;
-                let answer = signalling::join(session, &mut events, group, latency, Offer::Sdp(offer), stages).await?;
+                let prebuffer = prebuffer_packets(latency);
+                let answer =
+                    signalling::join(session, &mut events, group, prebuffer, Offer::Sdp(offer), stages).await?;
                 let Answer::Sdp(answer) = answer else { return Err(anyhow!("Janus answered an offer without SDP")) };
                 stages.mark("Janus's answer received");
                 negotiation::set_answer(webrtc, &answer).await?;
@@ -224,12 +227,13 @@ impl Attempt<'_> {
                     payload_type: media::OPUS_PT,
                     audiolevel_ext: None,
                 };
-                let answer = signalling::join(session, &mut events, group, latency, Offer::Rtp(here), stages).await?;
+                let prebuffer = tick::placed_prebuffer_packets(latency);
+                let answer = signalling::join(session, &mut events, group, prebuffer, Offer::Rtp(here), stages).await?;
                 let Answer::Rtp(janus) = answer else {
                     return Err(anyhow!("Janus answered a plain-RTP join with SDP"));
                 };
                 stages.mark("Janus's plain-RTP address received");
-                media.send_to(&janus, prebuffer_packets(latency))?;
+                media.send_to(&janus, prebuffer)?;
             }
         }
         self.joined = true;

@@ -5,9 +5,7 @@
 use anyhow::{Context as _, anyhow};
 use partyline_shared::bridge::PlanGroup;
 use partyline_shared::janus::client::Session;
-use partyline_shared::janus::{
-    AudioBridgeRequest, JanusError, Jsep, JsepType, RtpPeer, SessionEvent, prebuffer_packets,
-};
+use partyline_shared::janus::{AudioBridgeRequest, JanusError, Jsep, JsepType, RtpPeer, SessionEvent};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -61,13 +59,14 @@ pub enum Answer {
     Rtp(RtpPeer),
 }
 
-/// Joins the group's room with `offer` (its own prebuffering, the token the room admits) and
-/// returns Janus's answer, which comes on the long poll with the result of the join.
+/// Joins the group's room with `offer` (its own prebuffering of `prebuffer` packets, the token
+/// the room admits) and returns Janus's answer, which comes on the long poll with the result of
+/// the join.
 pub async fn join(
     session: &Session,
     events: &mut Events,
     group: &PlanGroup,
-    latency_ms: u32,
+    prebuffer: u32,
     offer: Offer,
     stages: &Stages,
 ) -> anyhow::Result<Answer> {
@@ -84,7 +83,7 @@ pub async fn join(
         token: group.token.clone(),
         bitrate: group.bitrate_kbps * 1000,
         muted: false,
-        prebuffer: prebuffer_packets(latency_ms),
+        prebuffer,
         rtp,
     };
     let transaction = session.send(join, jsep).await?;
