@@ -77,7 +77,9 @@ impl Bridge {
                     let feeds: HashMap<String, Arc<Feed>> = plan
                         .groups
                         .iter()
-                        .map(|g| (g.room.clone(), Arc::new(Feed::new(&g.room, plan.device_sample_rate))))
+                        .map(|g| {
+                            (g.room.clone(), Arc::new(Feed::new(&g.room, plan.device_sample_rate, plan.transport)))
+                        })
                         .collect();
                     match Base::start(&plan, &card, self.shared.clone(), matrix(&plan, &feeds)) {
                         Ok(base) => {
@@ -118,7 +120,7 @@ impl Bridge {
                 }
                 let context = self.context(&plan);
                 for group in added.iter().chain(&changed) {
-                    let feed = Arc::new(Feed::new(&group.room, plan.device_sample_rate));
+                    let feed = Arc::new(Feed::new(&group.room, plan.device_sample_rate, plan.transport));
                     let handle = participant::Handle::start(context.clone(), group.clone(), feed.clone());
                     running.participants.insert(group.room.clone(), (handle, feed));
                 }

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use futures_util::StreamExt as _;
 use gst::prelude::*;
-use partyline_shared::bridge::Plan;
+use partyline_shared::bridge::{Plan, Transport};
 use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
 
 use crate::card::{Api, Card, Endpoint, alsa_order};
@@ -65,9 +65,14 @@ const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limi
 /// next: the queue starts with one block (a quantum of 5.33 ms holds this start) and needs no
 /// margin for bursts; 1 ms lets it grow a step at each underrun (a capture late by a cycle).
 const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 5, margin_ms: 1, limit_ms: 200 };
-/// The room's mix on its way to the outputs: it starts with one decoded Opus frame (the decoder
-/// hands over 20 ms at a time) and a card block, and keeps a frame's worth of network jitter.
-const REMOTE_QUEUE: QueueShape = QueueShape { start_ms: 23, margin_ms: 3, limit_ms: 200 };
+/// The room's mix on its way to the outputs, over plain RTP: it starts with one decoded Opus
+/// frame (the decoder hands over 20 ms at a time) and a margin for the arrivals' jitter. Janus
+/// sends the mix right after each tick and the packets cross loopback straight to the decoder,
+/// so a few milliseconds do (an underrun grows the margin: [`Jitter`]).
+const REMOTE_QUEUE_RTP: QueueShape = QueueShape { start_ms: 23, margin_ms: 3, limit_ms: 200 };
+/// The same over WebRTC, where webrtcbin's jitter buffer hands the packets over at its own
+/// pace: half a frame of margin (3 ms made the crew member's latency step several times a run).
+const REMOTE_QUEUE_WEBRTC: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
 /// The group participants' Opus frame (ms): AudioBridge 1.1.2 mixes one packet per participant
 /// per 20 ms tick, so 10 ms frames lose most of the audio (bridged/README.md, "Platform facts").
 pub const OPUS_FRAME_MS: usize = 20;
@@ -165,10 +170,14 @@ impl QueueShape {
 }
 
 impl Feed {
-    pub fn new(room: &str, rate: u32) -> Feed {
+    pub fn new(room: &str, rate: u32, transport: Transport) -> Feed {
+        let remote = match transport {
+            Transport::Rtp => REMOTE_QUEUE_RTP,
+            Transport::Webrtc => REMOTE_QUEUE_WEBRTC,
+        };
         Feed {
             room: room.to_owned(),
-            remote: Mutex::new(REMOTE_QUEUE.jitter(rate, 1)),
+            remote: Mutex::new(remote.jitter(rate, 1)),
             tick: TickPhase::default(),
             sending: Mutex::new(Sending::default()),
             rate,

@@ -223,3 +223,21 @@ fn fill(stream: &pw::stream::Stream, queue: &Mutex<Jitter>, block: &mut Vec<f32>
     *chunk.stride_mut() = i32::try_from(FRAME_BYTES).unwrap_or(i32::MAX);
     *chunk.size_mut() = u32::try_from(frames * FRAME_BYTES).unwrap_or(0);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_offers_the_card_s_channels_in_the_card_s_positions() {
+        let bytes = format_pod(48_000).expect("a format");
+        let pod = spa::pod::Pod::from_bytes(&bytes).expect("a pod");
+        let mut info = spa::param::audio::AudioInfoRaw::new();
+        info.parse(pod).expect("an audio format");
+        assert_eq!(info.format(), spa::param::audio::AudioFormat::F32LE);
+        assert_eq!((info.rate(), info.channels()), (48_000, 8));
+        assert_eq!(info.position()[..CHANNELS], POSITIONS);
+        // POSITIONS spells out the map that card.rs opens nodes natively for, in its order.
+        assert_eq!(["FL", "FR", "FC", "LFE", "RL", "RR", "SL", "SR"].join(","), crate::card::CARD_POSITIONS);
+    }
+}

@@ -228,7 +228,10 @@ impl BridgeManager {
         let mut events = self.config.subscribe();
         tracing::info!(bus = %self.bus, "following partyline-bridged on D-Bus");
         let bus_name = zbus::names::BusName::try_from(BUS_NAME).map_err(zbus::Error::from)?;
-        let present = dbus.name_has_owner(bus_name).await.unwrap_or(false);
+        // The owner's unique name: a NameOwnerChanged already queued for the owner found here
+        // (bridged starting while control subscribes) must not send the plan a second time.
+        let mut owner = dbus.get_name_owner(bus_name).await.ok().map(|name| name.to_string());
+        let present = owner.is_some();
         // A bridged without a plan holds no participant either: it may have been restarted
         // while control was away, after a predecessor died in the rooms.
         if present && proxy.status().await.is_ok_and(|s| s.generation == 0) {
@@ -242,11 +245,15 @@ impl BridgeManager {
         loop {
             tokio::select! {
                 Some(change) = owners.next() => {
-                    let present = change.args().map(|a| a.new_owner().is_some()).unwrap_or(false);
-                    if present {
+                    let new_owner = change.args().ok().and_then(|a| a.new_owner().as_ref().map(ToString::to_string));
+                    if new_owner == owner {
+                        continue;
+                    }
+                    owner = new_owner;
+                    if owner.is_some() {
                         self.clear_leftovers().await;
                     }
-                    self.appeared(&proxy, present).await;
+                    self.appeared(&proxy, owner.is_some()).await;
                 }
                 Some(_) = changes.next() => self.refresh(&proxy).await,
                 Some(line) = log_lines.next() => forward_log_line(&line),
