@@ -2,8 +2,8 @@
 //! ([`DeviceId`]): `alsa:NAME` is the ALSA PCM `NAME`, opened directly with `alsasrc`/`alsasink`
 //! whatever sound server runs; any other id (or none: the default) is the sound server's. When
 //! that server is PipeWire's PulseAudio server (pipewire-pulse), the device is opened natively,
-//! with `pipewiresrc` or a playback stream of bridged's own (`playback.rs`) on the PipeWire node
-//! behind it: the PulseAudio protocol
+//! with a stream of bridged's own (`pipewire_card.rs`) on the PipeWire node behind it: the
+//! PulseAudio protocol
 //! layer of pipewire-pulse costs more latency than everything else on the card → card path
 //! (BENCHMARKS.md, "Matrix"). PulseAudio proper, and a PipeWire whose own socket bridged cannot
 //! reach, go through `pulsesrc`/`pulsesink`; where no sound server answers, ALSA's (ids listed
@@ -38,8 +38,8 @@ impl Api {
         }
     }
 
-    /// The GStreamer sink of this API (PipeWire's playback is a stream of bridged's own:
-    /// `playback.rs`; pipewiresink is named for the messages only).
+    /// The GStreamer sink of this API (a PipeWire node is opened by streams of bridged's own,
+    /// `pipewire_card.rs`, not by GStreamer's PipeWire elements named here and in `source`).
     pub fn sink(self) -> &'static str {
         match self {
             Api::Pulse => "pulsesink",
@@ -118,8 +118,8 @@ pub struct Card {
 pub struct Available {
     /// The sound server's sources and sinks, when one answered.
     pub server: Option<ServerDevices>,
-    /// The nodes PipeWire's own socket lists, when the sound server is PipeWire's, GStreamer has
-    /// `pipewiresrc`, and that socket answered; `None` otherwise.
+    /// The nodes PipeWire's own socket lists, when the sound server is PipeWire's and that
+    /// socket answered; `None` otherwise.
     pub pipewire: Option<Vec<Node>>,
     /// GStreamer has `alsasrc` and `alsasink`.
     pub alsa: bool,
@@ -311,9 +311,6 @@ fn pipewire_nodes() -> Option<Vec<Node>> {
         tracing::warn!("the sound server is PipeWire but {why}: the card goes through pipewire-pulse (more latency)");
         None
     };
-    if gst::ElementFactory::find("pipewiresrc").is_none() {
-        return fallback("GStreamer has no PipeWire elements (gstreamer1.0-pipewire)");
-    }
     let dump =
         match std::process::Command::new("pw-dump").arg("--no-colors").stdin(std::process::Stdio::null()).output() {
             Ok(dump) if dump.status.success() => dump,
@@ -364,18 +361,14 @@ fn nodes_of_dump(json: &[u8]) -> Vec<Node> {
 /// (front-left, front-right, rear-left, rear-right, front-center, lfe, side-left, side-right)
 /// has at k. alsasrc and alsasink reorder 8 positioned channels between the two orders, and
 /// they take 8 channels only positioned, so without this card channels 2..5 would be the
-/// device's 4, 5, 2, 3 (measured with an ALSA `file` device). pipewiresrc (0.3.65) does the
-/// same: it announces GStreamer's 8 positions to PipeWire in ALSA's order (a stream of mask
-/// `0xc3f` says `FL FR RL RR FC LFE SL SR`), and PipeWire matches positions by name, so the same
-/// reorder puts the node's channel k on card channel k (bridged's own PipeWire playback
-/// announces [`CARD_POSITIONS`] in the card's order and needs none). The mapping is its own
+/// device's 4, 5, 2, 3 (measured with an ALSA `file` device). (bridged's own PipeWire streams
+/// announce [`CARD_POSITIONS`] in the card's order and need none.) The mapping is its own
 /// inverse: the same matrix serves capture and playback.
 const ALSA_ORDER: [usize; CHANNELS] = [0, 1, 4, 5, 2, 3, 6, 7];
 
 /// The `audioconvert` (and the caps that keep its output the card's) that puts device channel
-/// k of an ALSA device or a PipeWire node on card channel k, and card channel k on device
-/// channel k: after alsasrc/pipewiresrc, before alsasink. Holds for devices that report no
-/// channel map or ALSA's 7.1 order
+/// k of an ALSA device on card channel k, and card channel k on device channel k: after
+/// alsasrc, before alsasink. Holds for devices that report no channel map or ALSA's 7.1 order
 /// (both put GStreamer's positions in ALSA's order); a device reporting another map gets its
 /// channels by position name.
 pub fn alsa_order(card_caps: &gst::Caps, name: &str) -> anyhow::Result<[gst::Element; 2]> {

@@ -12,19 +12,20 @@
 //!            Feed::remote (the room's mix, mono) ─▶ outputs
 //! ```
 //!
-//! A PipeWire node (the sound server is pipewire-pulse and PipeWire's own socket answers) is
-//! captured with pipewiresrc and played by a stream of bridged's own (`playback.rs`), an ALSA
-//! device (`alsa:` id, or no sound server) with alsasrc/alsasink, each direction on its own
-//! (`card.rs`); pipewiresrc and alsasrc are followed by the reorder of `card::alsa_order`, and
-//! alsasink preceded by it in place of the capssetter.
+//! A direction on a PipeWire node (the sound server is pipewire-pulse and PipeWire's own socket
+//! answers) is a stream of bridged's own instead (`pipewire_card.rs`): the capture mixes in
+//! PipeWire's data thread, the playback takes one quantum per graph cycle. An ALSA device (`alsa:`
+//! id, or no sound server) is opened with alsasrc/alsasink, with the reorder of
+//! `card::alsa_order` after the source and before the sink in place of the capssetter. Each
+//! direction is chosen on its own (`card.rs`).
 //!
 //! The playback pulls: whenever it has room it asks for a block, which comes from the playback
 //! queue the mix fills ([`PLAYBACK_QUEUE`], [`PIPEWIRE_PLAYBACK_QUEUE`]), or is silence when the
 //! queue is empty. So the playback never underruns for lack of a block, and the card → card
 //! latency stays the capture's period plus the queue plus the playback's buffering, whatever the
-//! scheduling did before: the queue trims what a start or a burst left. On PipeWire the
-//! capture and the playback are two streams of one graph: a block captured in one cycle is
-//! played in the next (card → card: two quanta).
+//! scheduling did before: the queue trims what a start or a burst left. On PipeWire the capture
+//! and the playback are two streams of one graph: a block captured in one cycle is played in the
+//! next.
 
 use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,7 +39,7 @@ use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
 
 use crate::card::{Api, Card, Endpoint, alsa_order};
 use crate::mix::{CHANNELS, Glitches, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
-use crate::playback::Playback;
+use crate::pipewire_card::{Capture, PipeWireCard, Playback};
 use crate::realtime;
 use crate::state::Shared;
 use crate::tick::{Aligner, Shift, Step, TickPhase};
@@ -284,9 +285,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The card's capture and playback, running, and the matrix between them.
 #[derive(Debug)]
 pub struct Base {
+    /// The card's GStreamer elements: the directions not on a PipeWire node.
     pub pipeline: gst::Pipeline,
-    /// The playback on PipeWire, a stream of bridged's own (elsewhere it is in `pipeline`).
-    native_playback: Option<Playback>,
+    /// The directions on a PipeWire node, streams of bridged's own.
+    pipewire: Option<PipeWireCard>,
     matrix: Arc<Mutex<Arc<Matrix>>>,
     bus_task: tokio::task::JoinHandle<()>,
 }
@@ -299,48 +301,32 @@ impl Base {
         let card_caps = raw_caps(rate, CHANNELS as u32);
         let pipeline = gst::Pipeline::with_name("partyline");
 
-        let src = capture_source(&card.input, rate)?;
-        let capture_caps =
-            gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", &card_caps).build()?;
-        let mut capture = vec![src, capture_caps];
-        if matches!(card.input.api, Api::Alsa | Api::PipeWire) {
-            capture.extend(alsa_order(&card_caps, "capture-order")?);
-        }
-        let captured = gst_app::AppSink::builder()
-            .property("name", "captured")
-            .caps(&card_caps)
-            .sync(false)
-            .async_(false)
-            .max_buffers(4)
-            .drop(true)
-            .build();
-        capture.push(captured.clone().upcast());
-        pipeline.add_many(&capture)?;
-        gst::Element::link_many(&capture)?;
-
+        let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
         let shape = if card.output.api == Api::PipeWire { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
         let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS)));
-        let period = period_frames(card.output.api, rate);
-        let native_playback = match card.output.api {
-            Api::PipeWire => Some(Playback::start(&card.output, rate, period, queue.clone(), shared.clone())?),
+        let mixing = Mixing::new(rate, matrix.clone(), queue.clone(), shared.clone());
+        // Each direction on a PipeWire node is a stream of bridged's own; the others are
+        // GStreamer elements in `pipeline`.
+        let capture = match card.input.api {
+            Api::PipeWire => Some(Capture { endpoint: card.input.clone(), mixing }),
             Api::Pulse | Api::Alsa => {
-                pulled_playback(&pipeline, &card.output, &card_caps, period, queue.clone())?;
+                gstreamer_capture(&pipeline, &card.input, &card_caps, mixing)?;
                 None
             }
         };
-        let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
-        let mut mixing = Mixing::new(rate, matrix.clone(), queue, shared.clone());
-        captured.set_callbacks(
-            gst_app::AppSinkCallbacks::builder()
-                .new_sample(move |sink| {
-                    let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
-                    let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
-                    let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
-                    mixing.block(map.as_slice());
-                    Ok(gst::FlowSuccess::Ok)
-                })
-                .build(),
-        );
+        let playback = match card.output.api {
+            Api::PipeWire => Some(Playback { endpoint: card.output.clone(), queue }),
+            Api::Pulse | Api::Alsa => {
+                gstreamer_playback(&pipeline, &card.output, &card_caps, period_frames(card.output.api, rate), queue)?;
+                None
+            }
+        };
+        let pipewire = if capture.is_some() || playback.is_some() {
+            let period = period_frames(Api::PipeWire, rate);
+            Some(PipeWireCard::start(rate, period, capture, playback, shared.clone())?)
+        } else {
+            None
+        };
 
         tracing::info!("sound card: input {}, output {}", card.input, card.output);
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
@@ -357,7 +343,7 @@ impl Base {
             bail!("the sound card pipeline does not start: {why}");
         }
         let bus_task = tokio::spawn(watch_bus(bus, shared));
-        Ok(Base { pipeline, native_playback, matrix, bus_task })
+        Ok(Base { pipeline, pipewire, matrix, bus_task })
     }
 
     /// Swaps the matrix: the next block is mixed by `matrix`.
@@ -368,16 +354,61 @@ impl Base {
     /// Stops everything (state `Null`).
     pub fn stop(&self) {
         let _ = self.pipeline.set_state(gst::State::Null);
-        if let Some(playback) = &self.native_playback {
-            playback.stop();
+        if let Some(pipewire) = &self.pipewire {
+            pipewire.stop();
         }
         self.bus_task.abort();
     }
 }
 
+/// The GStreamer capture of a PulseAudio or ALSA device into an appsink whose callback mixes
+/// each block (in the capture's streaming thread, which asks for real-time scheduling).
+fn gstreamer_capture(
+    pipeline: &gst::Pipeline,
+    input: &Endpoint,
+    card_caps: &gst::Caps,
+    mut mixing: Mixing,
+) -> anyhow::Result<()> {
+    let src = capture_source(input)?;
+    let capture_caps =
+        gst::ElementFactory::make("capsfilter").name("capture-caps").property("caps", card_caps).build()?;
+    let mut capture = vec![src, capture_caps];
+    if input.api == Api::Alsa {
+        capture.extend(alsa_order(card_caps, "capture-order")?);
+    }
+    let captured = gst_app::AppSink::builder()
+        .property("name", "captured")
+        .caps(card_caps)
+        .sync(false)
+        .async_(false)
+        .max_buffers(4)
+        .drop(true)
+        .build();
+    capture.push(captured.clone().upcast());
+    pipeline.add_many(&capture)?;
+    gst::Element::link_many(&capture)?;
+    let mut promoted = false;
+    captured.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |sink| {
+                if !promoted {
+                    realtime::promote("the card's capture and mix");
+                    promoted = true;
+                }
+                let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
+                let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
+                mixing.block(map.as_slice());
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    Ok(())
+}
+
 /// The GStreamer playback of a PulseAudio or ALSA device: an appsrc that, whenever the sink
 /// has room, hands it a period from the playback `queue` (silence when the queue is empty).
-fn pulled_playback(
+fn gstreamer_playback(
     pipeline: &gst::Pipeline,
     output: &Endpoint,
     card_caps: &gst::Caps,
@@ -426,36 +457,17 @@ fn period_frames(api: Api, rate: u32) -> u32 {
     if api == Api::PipeWire { frames.next_power_of_two() } else { frames }
 }
 
-/// The stream properties of the card's PipeWire capture: `node.latency`, the card's period,
-/// which sets the graph's quantum (the size of each block both streams exchange with the
-/// graph, and so the capture's block and the playback's) unless another stream asks for less;
-/// `stream.capture.sink` when it records a sink node (PulseAudio's `NAME.monitor` source).
-fn pipewire_stream(endpoint: &Endpoint, rate: u32) -> gst::Structure {
-    let latency = format!("{}/{rate}", period_frames(Api::PipeWire, rate));
-    gst::Structure::builder("props")
-        .field("node.latency", latency)
-        .field_if("stream.capture.sink", "true", endpoint.monitor)
-        .build()
-}
-
-/// The card's capture on `endpoint`'s API, delivering one period per block.
-fn capture_source(endpoint: &Endpoint, rate: u32) -> anyhow::Result<gst::Element> {
+/// The card's capture on a PulseAudio or ALSA `endpoint`: the server (or ALSA) buffers
+/// `buffer-time` and delivers a block every `latency-time`; each block is mixed and played at
+/// once.
+fn capture_source(endpoint: &Endpoint) -> anyhow::Result<gst::Element> {
     let factory = endpoint.api.source();
-    let builder = endpoint.builder(factory, "capture");
-    let builder = match endpoint.api {
-        // Each captured block is the graph's: one quantum, handed over the cycle it was
-        // recorded in; nothing else buffers. always-copy: the appsink may hold a few blocks
-        // (max-buffers), which must not keep PipeWire's own buffers out of the stream.
-        Api::PipeWire => {
-            builder.property("stream-properties", pipewire_stream(endpoint, rate)).property("always-copy", true)
-        }
-        // The server (or ALSA) buffers `buffer-time` and delivers a block every
-        // `latency-time`; each block is mixed and played at once.
-        Api::Pulse | Api::Alsa => {
-            builder.property("buffer-time", CAPTURE_BUFFER_US).property("latency-time", CAPTURE_PERIOD_US)
-        }
-    };
-    builder.build().with_context(|| endpoint.api.missing(factory))
+    endpoint
+        .builder(factory, "capture")
+        .property("buffer-time", CAPTURE_BUFFER_US)
+        .property("latency-time", CAPTURE_PERIOD_US)
+        .build()
+        .with_context(|| endpoint.api.missing(factory))
 }
 
 /// The card's playback on a PulseAudio or ALSA `endpoint`. It plays what it is given as soon
@@ -474,9 +486,10 @@ fn playback_sink(endpoint: &Endpoint) -> anyhow::Result<gst::Element> {
         .with_context(|| endpoint.api.missing(factory))
 }
 
-/// The capture's streaming thread's own state: the buffers it mixes in, reused block after
-/// block, and the output limiters and meters, which outlive every matrix swap.
-struct Mixing {
+/// The capture's own state: the buffers it mixes in, reused block after block, and the output
+/// limiters and meters, which outlive every matrix swap. Lives in the capture's thread
+/// (GStreamer's streaming thread, or PipeWire's data thread: `pipewire_card.rs`).
+pub struct Mixing {
     matrix: Arc<Mutex<Arc<Matrix>>>,
     /// The playback queue: the mix writes every output block into it, the playback pulls.
     playback: Arc<Mutex<Jitter>>,
@@ -488,14 +501,17 @@ struct Mixing {
     limiters: Vec<Limiter>,
     input_meter: Meter,
     output_meter: Meter,
-    /// Whether the thread asked for real-time scheduling yet.
-    promoted: bool,
     /// When the queues' glitches were last reported.
     reported: std::time::Instant,
 }
 
 impl Mixing {
-    fn new(rate: u32, matrix: Arc<Mutex<Arc<Matrix>>>, playback: Arc<Mutex<Jitter>>, shared: Arc<Shared>) -> Mixing {
+    pub fn new(
+        rate: u32,
+        matrix: Arc<Mutex<Arc<Matrix>>>,
+        playback: Arc<Mutex<Jitter>>,
+        shared: Arc<Shared>,
+    ) -> Mixing {
         let period = rate as usize * METER_PERIOD_MS / 1000;
         Mixing {
             matrix,
@@ -508,18 +524,13 @@ impl Mixing {
             limiters: vec![Limiter::new(rate); CHANNELS],
             input_meter: Meter::new(period),
             output_meter: Meter::new(period),
-            promoted: false,
             reported: std::time::Instant::now(),
         }
     }
 
     /// One captured block (F32LE, the card's channels interleaved) in; the played block and
     /// every group's send out.
-    fn block(&mut self, bytes: &[u8]) {
-        if !self.promoted {
-            realtime::promote("the card's capture and mix");
-            self.promoted = true;
-        }
+    pub fn block(&mut self, bytes: &[u8]) {
         self.input.clear();
         from_bytes(bytes, &mut self.input);
         let frames = self.input.len() / CHANNELS;

@@ -34,7 +34,7 @@ const TONE_DB: f64 = -11.0;
 const THROUGH_JANUS_TOLERANCE_DB: f64 = 3.0;
 
 /// The sound server holding a test's card: PipeWire at a fixed quantum, whose nodes bridged
-/// opens natively (pipewiresrc/pipewiresink).
+/// opens natively (streams of its own: bridged/src/pipewire_card.rs).
 fn test_card() -> CardServer {
     CardServer::start(CardKind::PipeWire)
 }
@@ -515,8 +515,8 @@ async fn output_channel_is_the_device_channel_on_an_aux_card() {
 }
 
 /// The same on PulseAudio: the smoke test of the PulseAudio path (bridged opens PulseAudio's
-/// sinks with pulsesink and PipeWire's nodes with pipewiresink, and each server maps channels
-/// its own way).
+/// sinks with pulsesink and PipeWire's nodes with a stream of its own, and each server maps
+/// channels its own way).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_channel_is_the_device_channel_on_an_aux_card_on_pulseaudio() {
     aux_card(CardKind::Pulse).await;
