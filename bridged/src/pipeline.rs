@@ -61,10 +61,10 @@ const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
 /// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
-/// The playback queue on PipeWire ([`Playback`]): the capture and the playback are two streams
-/// of one graph, so each block is mixed within the cycle it was captured in and pulled in the
-/// next: the queue starts with one block (a quantum of 5.33 ms holds this start) and needs no
-/// margin for bursts; 1 ms lets it grow a step at each underrun (a capture late by a cycle).
+/// The playback queue on PipeWire (`pipewire_card.rs`): the capture and the playback are two
+/// streams of one graph, run in one thread, so each block is mixed and pulled within a cycle: the
+/// queue starts with one block (a quantum of 5.33 ms holds this start) and needs no margin for
+/// bursts; 1 ms lets it grow a step at each underrun.
 const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 5, margin_ms: 1, limit_ms: 200 };
 /// The room's mix on its way to the outputs, over plain RTP: it starts with one decoded Opus
 /// frame (the decoder hands over 20 ms at a time) and a margin for the arrivals' jitter. Janus

@@ -2,11 +2,12 @@
 //! `pipewire` crate), whose `process` callbacks run in PipeWire's data thread inside the graph's
 //! cycle (`RT_PROCESS`). The capture mixes each block as it arrives ([`Mixing`]: the outputs into
 //! the playback queue, the sends to the participants); the playback takes exactly what the cycle
-//! asks for from that queue ([`Jitter`], which trims whatever level a start left). The playback
-//! stream has no input in the graph, so PipeWire runs it at the start of each cycle and the
-//! capture after the node it records: a block captured in one cycle is played in the next, in
-//! every run. Each direction is here only when its device is a PipeWire node (`card.rs`); the
-//! other goes through GStreamer (`pipeline.rs`).
+//! asks for from that queue ([`Jitter`], which trims whatever level a start left). Both run in
+//! one data thread, the capture's before the playback's (measured on the test card: a block is
+//! played in the very cycle it was captured in, 0 ms between the card's input and output ports;
+//! in the other order it would be the next cycle, and the queue's start level, less than a
+//! block, serves both). Each direction is here only when its device is a PipeWire node
+//! (`card.rs`); the other goes through GStreamer (`pipeline.rs`).
 //!
 //! Not GStreamer's `pipewiresrc`/`pipewiresink`: pipewiresink (0.3.65) hands every buffer it
 //! gets to its stream and gives the stream at least 8 buffers, and nothing trims that stream's
