@@ -155,22 +155,21 @@ pub struct Jitter {
     reads: usize,
     lowest: usize,
     calm_windows: usize,
+    /// What it did to its stream so far.
+    pub glitches: Glitches,
+    /// `glitches` when [`Jitter::glitches_since_last_asked`] last answered.
+    reported: Glitches,
+}
+
+/// What a [`Jitter`] did to its stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Glitches {
+    /// Times it ran dry (and played silence).
     pub underruns: u64,
     /// Samples dropped because the queue went over its limit.
     pub overflowed: u64,
     /// Samples dropped to bring the level back to the margin: the start's excess, and what a
     /// faster writer adds. Not a fault, but audible if it falls in speech.
-    pub trimmed: u64,
-    /// The counts when [`Jitter::glitches_since_last_asked`] last answered.
-    reported: Glitches,
-}
-
-/// What a [`Jitter`] did to its stream: underruns (silence played), samples dropped over the
-/// limit, samples trimmed to settle the latency.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Glitches {
-    pub underruns: u64,
-    pub overflowed: u64,
     pub trimmed: u64,
 }
 
@@ -198,23 +197,20 @@ impl Jitter {
             reads: 0,
             lowest: usize::MAX,
             calm_windows: 0,
-            underruns: 0,
-            overflowed: 0,
-            trimmed: 0,
+            glitches: Glitches::default(),
             reported: Glitches::default(),
         }
     }
 
     /// What happened since the last call.
     pub fn glitches_since_last_asked(&mut self) -> Glitches {
-        let now = Glitches { underruns: self.underruns, overflowed: self.overflowed, trimmed: self.trimmed };
-        let since = Glitches {
-            underruns: now.underruns - self.reported.underruns,
-            overflowed: now.overflowed - self.reported.overflowed,
-            trimmed: now.trimmed - self.reported.trimmed,
-        };
+        let (now, before) = (self.glitches, self.reported);
         self.reported = now;
-        since
+        Glitches {
+            underruns: now.underruns - before.underruns,
+            overflowed: now.overflowed - before.overflowed,
+            trimmed: now.trimmed - before.trimmed,
+        }
     }
 
     /// The level it starts playing at: its start, plus what the margin has grown by.
@@ -227,7 +223,7 @@ impl Jitter {
         if self.queued.len() > self.shape.limit {
             let excess = self.queued.len() - self.start_level().min(self.shape.limit);
             self.queued.drain(..excess);
-            self.overflowed += excess as u64;
+            self.glitches.overflowed += excess as u64;
         }
     }
 
@@ -246,7 +242,7 @@ impl Jitter {
         }
         if take < out.len() {
             self.playing = false;
-            self.underruns += 1;
+            self.glitches.underruns += 1;
             self.margin = (self.margin + self.shape.margin).min(self.shape.margin * MARGIN_GROWTH_LIMIT);
             (self.reads, self.lowest, self.calm_windows) = (0, usize::MAX, 0);
             return;
@@ -262,7 +258,7 @@ impl Jitter {
             let excess = self.lowest.saturating_sub(self.margin);
             if excess > 0 {
                 self.queued.drain(..excess);
-                self.trimmed += excess as u64;
+                self.glitches.trimmed += excess as u64;
             }
             (self.reads, self.lowest) = (0, usize::MAX);
         }
@@ -549,13 +545,13 @@ mod tests {
                 jitter.push(&vec![0.5; frame]);
             }
         }
-        assert_eq!(jitter.underruns, 0);
+        assert_eq!(jitter.glitches.underruns, 0);
         // The network stalls: silence, one underrun, then it starts over.
         let queued = jitter.queued();
         for _ in 0..=queued / block {
             jitter.pull(&mut out);
         }
-        assert_eq!(jitter.underruns, 1);
+        assert_eq!(jitter.glitches.underruns, 1);
         // A burst far past the limit: the oldest go at once, down to its start level (which
         // the underrun raised by a step).
         jitter.push(&vec![0.25; 20 * frame]);
@@ -580,8 +576,8 @@ mod tests {
                 highest_after_settling = highest_after_settling.max(jitter.queued());
             }
         }
-        assert_eq!(jitter.underruns, 0);
-        assert!(jitter.trimmed > 0, "the excess of the burst is dropped");
+        assert_eq!(jitter.glitches.underruns, 0);
+        assert!(jitter.glitches.trimmed > 0, "the excess of the burst is dropped");
         // A frame comes every two reads: the level swings by a frame above the margin.
         assert!(highest_after_settling <= block + frame, "settled at {highest_after_settling} samples");
     }
@@ -612,7 +608,7 @@ mod tests {
             jitter.push(&vec![0.5; 4 * frame]);
             steady(&mut jitter, &mut out, 400);
         }
-        assert_eq!(jitter.underruns, 2);
+        assert_eq!(jitter.glitches.underruns, 2);
         assert_eq!(jitter.margin, 3 * block, "two steps up");
         assert!(jitter.queued() > settled, "it keeps more now: {} > {settled}", jitter.queued());
         // Calm: back down, a step per CALM_WINDOWS windows.

@@ -24,8 +24,8 @@
 //! queue is empty. So the playback never underruns for lack of a block, and the card → card
 //! latency stays the capture's period plus the queue plus the playback's buffering, whatever the
 //! scheduling did before: the queue trims what a start or a burst left. On PipeWire the capture
-//! and the playback are two streams of one graph: a block captured in one cycle is played in the
-//! next.
+//! and the playback are two streams of one graph, run in one thread: a block is played in the
+//! cycle it was captured in (`pipewire_card.rs`).
 
 use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -50,7 +50,7 @@ use crate::tick::{Aligner, Shift, Step, TickPhase};
 const CAPTURE_BUFFER_US: i64 = 10_000;
 const CAPTURE_PERIOD_US: i64 = 5_000;
 /// Playback buffering of pulsesink/alsasink (µs): what the playback may queue, the card → card
-/// latency's main part (PipeWire's playback takes a block per cycle: `playback.rs`).
+/// latency's main part (PipeWire's playback takes a block per cycle: `pipewire_card.rs`).
 const PLAYBACK_BUFFER_US: i64 = 20_000;
 const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand

@@ -197,6 +197,11 @@ fn stream<'c>(
         *pw::keys::NODE_DESCRIPTION => "partyline-bridged",
         *pw::keys::APP_NAME => "partyline-bridged",
         *pw::keys::NODE_LATENCY => format!("{period}/{rate}"),
+        // One driver for both streams, whatever drives the nodes they are linked to (two
+        // devices are two drivers, each with its own timer): a block is then captured, mixed
+        // and played within one cycle, instead of two cycles at a phase to each other that the
+        // playback queue would have to absorb.
+        *pw::keys::NODE_GROUP => "partyline-bridged-card",
     };
     if let Some(node) = &endpoint.device {
         properties.insert(*pw::keys::TARGET_OBJECT, node.as_str());
