@@ -69,10 +69,12 @@ const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 5, margin_ms:
 /// The room's mix on its way to the outputs, over plain RTP: it starts with one decoded Opus
 /// frame (the decoder hands over 20 ms at a time) and a margin for the arrivals' jitter. Janus
 /// sends the mix right after each tick and the packets cross loopback straight to the decoder,
-/// so a few milliseconds do (an underrun grows the margin: [`Jitter`]).
-const REMOTE_QUEUE_RTP: QueueShape = QueueShape { start_ms: 23, margin_ms: 3, limit_ms: 200 };
+/// so a few milliseconds do: on `scripts/run`'s idle virtual card 3 ms ran dry about once a
+/// minute, 5 ms not in four (an underrun grows the margin: [`Jitter`]).
+const REMOTE_QUEUE_RTP: QueueShape = QueueShape { start_ms: 25, margin_ms: 5, limit_ms: 200 };
 /// The same over WebRTC, where webrtcbin's jitter buffer hands the packets over at its own
-/// pace: half a frame of margin (3 ms made the crew member's latency step several times a run).
+/// pace: half a frame of margin (3 ms made the bench's WebRTC crew member's latency step several
+/// times a run).
 const REMOTE_QUEUE_WEBRTC: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
 /// The group participants' Opus frame (ms): AudioBridge 1.1.2 mixes one packet per participant
 /// per 20 ms tick, so 10 ms frames lose most of the audio (bridged/README.md, "Platform facts").
