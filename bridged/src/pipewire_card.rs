@@ -2,8 +2,9 @@
 //! `pipewire` crate), whose `process` callbacks run in PipeWire's data thread inside the graph's
 //! cycle (`RT_PROCESS`). The capture mixes each block as it arrives ([`Mixing`]: the outputs into
 //! the playback queue, the sends to the participants); the playback takes exactly what the cycle
-//! asks for from that queue ([`Jitter`], which trims whatever level a start left). Both run in
-//! one data thread, the capture's before the playback's (measured on the test card: a block is
+//! asks for from that queue ([`Jitter`], which trims whatever level a start left). Both streams
+//! are in one node group, so one driver runs them in one cycle, and in one data thread, the
+//! capture's before the playback's (measured on the test card: a block is
 //! played in the very cycle it was captured in, 0 ms between the card's input and output ports;
 //! in the other order it would be the next cycle, and the queue's start level, less than a
 //! block, serves both). Each direction is here only when its device is a PipeWire node
