@@ -535,12 +535,13 @@ async fn main() -> ExitCode {
     drop(tones);
     drop(bridged);
 
-    // The sound server's own share of the local path: the same devices and sizes as bridged's
-    // card side, in one bare gst-launch loop from input 0 to output 0, with no queue or mix
-    // between; once through pipewire-pulse (pulsesrc → pulsesink: capture 10/5 ms, playback
-    // 20/5 ms, unsynced) and once natively (pipewiresrc → pipewiresink at bridged's node latency,
-    // what bridged opens this card with: bridged/src/pipeline.rs). Channel 0 is front-left in
-    // every order, so neither loop needs bridged's channel reorder.
+    // The same card through GStreamer's elements alone, for comparison: one bare gst-launch loop
+    // from input 0 to output 0 with no queue or mix between, once through pipewire-pulse
+    // (pulsesrc → pulsesink with bridged's PulseAudio sizes: capture 10/5 ms, playback 20/5 ms,
+    // unsynced) and once through GStreamer's PipeWire elements (pipewiresrc → pipewiresink at
+    // bridged's node latency; bridged itself opens this card with streams of its own:
+    // bridged/src/pipewire_card.rs). Channel 0 is front-left in every order, so neither loop
+    // needs a channel reorder.
     let card_caps = format!("audio/x-raw,format=F32LE,rate={RATE},channels=8,channel-mask=(bitmask)0xc3f");
     let node_latency = format!("node.latency=(string){QUANTUM}/{RATE}");
     let loops = [
@@ -643,7 +644,7 @@ async fn main() -> ExitCode {
     );
     for (name, latencies, _) in &server_loops {
         println!(
-            "| the same card through a bare {name} loop with bridged's buffer sizes (the sound server's share of the local path) | {} | — | — |",
+            "| the same card through a bare {name} loop with bridged's buffer sizes (GStreamer's elements alone, for comparison) | {} | — | — |",
             spread(latencies)
         );
     }
