@@ -1,8 +1,9 @@
 //! Real-time scheduling for the card's threads. The mix costs about 1 % of a core, but it must
 //! run when the card needs it: on a busy machine an ordinary thread is late often enough for the
 //! playback queue to run dry (10 ms of silence each time). SCHED_FIFO at a low priority puts the
-//! capture's and the playback's streaming threads ahead of every ordinary thread (builds, the
-//! encoders, control) and behind the sound server's own real-time threads.
+//! GStreamer capture's and playback's streaming threads (PulseAudio, ALSA) ahead of every
+//! ordinary thread (builds, the encoders, control) and behind the sound server's own real-time
+//! threads. On PipeWire the card runs in PipeWire's data thread, which PipeWire schedules.
 
 /// The SCHED_FIFO priority asked for: low (1..=99), under PulseAudio's and PipeWire's (20, 88).
 pub const PRIORITY: i32 = 10;
