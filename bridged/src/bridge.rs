@@ -30,11 +30,13 @@ pub struct Bridge {
     running: Mutex<Running>,
     shared: Arc<Shared>,
     janus: Client,
+    rtp: Arc<participant::RtpPort>,
 }
 
 impl Bridge {
-    pub fn new(shared: Arc<Shared>, janus: Client) -> Bridge {
-        Bridge { running: Mutex::new(Running::default()), shared, janus }
+    pub fn new(shared: Arc<Shared>, janus: Client) -> anyhow::Result<Bridge> {
+        let rtp = Arc::new(participant::RtpPort::open()?);
+        Ok(Bridge { running: Mutex::new(Running::default()), shared, janus, rtp })
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -164,6 +166,7 @@ impl Bridge {
             transport: plan.transport,
             ice_addresses: plan.ice_addresses.clone(),
             latency_ms: plan.latency_ms,
+            rtp: self.rtp.clone(),
         }
     }
 

@@ -38,6 +38,7 @@ use partyline_shared::bridge::{Plan, Transport};
 use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
 
 use crate::card::{Api, Card, Endpoint, alsa_order};
+use crate::encoders::{EncoderInput, Encoders, Frame};
 use crate::mix::{CHANNELS, Glitches, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
 use crate::pipewire_card::{Capture, PipeWireCard, Playback};
 use crate::realtime;
@@ -138,10 +139,9 @@ pub struct Feed {
 #[derive(Debug, Default)]
 struct Sending {
     /// The participant's encoder input, while it has one.
-    encoder: Option<gst_app::AppSrc>,
+    encoder: Option<Arc<EncoderInput>>,
     /// The send gathered until it makes a whole Opus frame: the encoder waits for one anyway,
-    /// and one push per frame wakes the participant's streaming thread 50 times a second
-    /// instead of once per card block.
+    /// and the encoders' thread is woken once per block that completes frames, not per block.
     unsent: Vec<f32>,
     /// The frames' placement against Janus's tick (plain RTP: `tick.rs`); none for WebRTC.
     aligner: Option<Aligner>,
@@ -191,7 +191,7 @@ impl Feed {
     }
 
     /// From now on the group's send goes to `encoder`, placed by `aligner` when there is one.
-    pub fn connect(&self, encoder: gst_app::AppSrc, aligner: Option<Aligner>) {
+    pub fn connect(&self, encoder: Arc<EncoderInput>, aligner: Option<Aligner>) {
         *lock(&self.sending) = Sending { encoder: Some(encoder), aligner, ..Sending::default() };
     }
 
@@ -206,9 +206,9 @@ impl Feed {
         vec![0.0; self.frame]
     }
 
-    /// Hands a block of the group's send to the participant's encoder, a whole frame at a time
-    /// (dropped while the group has no participant running).
-    fn send(&self, block: &[f32]) {
+    /// Cuts a block of the group's send into frames for the participant's encoder, added to
+    /// `frames` (dropped while the group has no participant running).
+    fn send(&self, block: &[f32], frames: &mut Vec<Frame>) {
         let mut sending = lock(&self.sending);
         let Sending { encoder, unsent, aligner, to_drop } = &mut *sending;
         let Some(encoder) = encoder.as_ref() else {
@@ -227,8 +227,7 @@ impl Feed {
                 None => Step { send: true, shift: Shift::None },
             };
             if step.send {
-                // Flushing or stopped participant: the frame is simply not sent.
-                let _ = encoder.push_buffer(to_s16_buffer(&unsent[..self.frame]));
+                frames.push((encoder.clone(), to_s16_buffer(&unsent[..self.frame])));
             }
             let repeat = match step.shift {
                 Shift::None => 0,
@@ -306,7 +305,7 @@ impl Base {
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
         let shape = if card.output.api == Api::PipeWire { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
         let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS)));
-        let mixing = Mixing::new(rate, matrix.clone(), queue.clone(), shared.clone());
+        let mixing = Mixing::new(rate, matrix.clone(), queue.clone(), Encoders::start()?, shared.clone());
         // Each direction on a PipeWire node is a stream of bridged's own; the others are
         // GStreamer elements in `pipeline`.
         let capture = match card.input.api {
@@ -495,6 +494,10 @@ pub struct Mixing {
     matrix: Arc<Mutex<Arc<Matrix>>>,
     /// The playback queue: the mix writes every output block into it, the playback pulls.
     playback: Arc<Mutex<Jitter>>,
+    /// The thread the frames are encoded in: it lives as long as the mix.
+    encoders: Encoders,
+    /// The frames a block completed, on their way to the encoders.
+    frames: Vec<Frame>,
     shared: Arc<Shared>,
     input: Vec<f32>,
     output: Vec<f32>,
@@ -512,12 +515,15 @@ impl Mixing {
         rate: u32,
         matrix: Arc<Mutex<Arc<Matrix>>>,
         playback: Arc<Mutex<Jitter>>,
+        encoders: Encoders,
         shared: Arc<Shared>,
     ) -> Mixing {
         let period = rate as usize * METER_PERIOD_MS / 1000;
         Mixing {
             matrix,
             playback,
+            encoders,
+            frames: Vec::new(),
             shared,
             input: Vec::new(),
             output: Vec::new(),
@@ -556,9 +562,10 @@ impl Mixing {
             if let Some(talking) = lock(&feed.voice).add(send) {
                 self.shared.talking(&feed.room, talking);
             }
-            feed.send(send);
+            feed.send(send, &mut self.frames);
         }
         lock(&self.playback).push(&self.output);
+        self.encoders.hand_over(&mut self.frames);
         if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {
             self.shared.meters.set(&input, &output);
             self.report_glitches(&matrix.feeds);

@@ -1,26 +1,30 @@
-//! A group participant's media: a GStreamer pipeline `participant:ROOM` of its own beside the
-//! card side, which it meets only through the group's [`Feed`]:
+//! A group participant's media: codec chains in a GStreamer pipeline `participant:ROOM` of its
+//! own beside the card side, which it meets only through the group's [`Feed`]:
 //!
 //! ```text
-//! appsrc (Feed::send: the group's send, S16 mono) [! audioresample] ! opusenc ! rtpopuspay ─▶ Janus
-//! Janus ─▶ rtpopusdepay ! opusdec [! audioresample] ! appsink (S16 mono → Feed::remote)
+//! ▶ [encoders' thread] [audioresample !] opusenc ! rtpopuspay ─▶ Janus
+//! Janus ─▶ [RTP port's thread] rtpopusdepay ! opusdec [! audioresample] ▶ Feed (the room's mix)
 //! ```
 //!
-//! The feed converts between the card's F32 and Opus's S16 itself, so the chains hold only the
-//! codec and its RTP framing. The packets carry no RFC 6464 audio level: the card's talking
-//! comes from bridged's own `Talking` signal, whatever the transport.
+//! The chains have no streaming thread of their own: their ends are pads of bridged's own
+//! (`pads.rs`), pushed by threads that serve every group. The encoders' thread (`encoders.rs`)
+//! pushes each frame of the group's send (S16 mono, cut and placed by the feed); the decoded mix
+//! is converted into the feed's queue in the thread that pushed the packet. The feed converts
+//! between the card's F32 and Opus's S16 itself, so the chains hold only the codec and its RTP
+//! framing. The packets carry no RFC 6464 audio level: the card's talking comes from bridged's
+//! own `Talking` signal, whatever the transport.
 //!
-//! Between the payloader and Janus ([`Transport`]): with `rtp`, a `udpsink` and a `udpsrc`
-//! sharing one loopback socket (AudioBridge's plain-RTP participant: Janus's socket is
-//! connected to the address the join gave, so the participant sends from it); with `webrtc`,
-//! a webrtcbin (ICE, DTLS-SRTP and its own jitter buffer, as a browser).
+//! Between the payloader and Janus ([`Transport`]): with `rtp`, the loopback socket every
+//! plain-RTP participant shares and the thread that receives on it (`rtp_port.rs`); with
+//! `webrtc`, a webrtcbin (ICE, DTLS-SRTP and its own jitter buffer and threads, as a browser).
 //!
 //! The resamplers are there only when the card does not run at Opus's 48 kHz. The pipeline
 //! stops (`Null`) and the feed forgets its encoder when this is dropped; the card side never
 //! notices a participant come or go.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use anyhow::{Context as _, anyhow};
@@ -33,7 +37,10 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::negotiation::{self, RtcEvent};
+use super::rtp_port::{Route, RtpPort};
 use super::{Context, Stages};
+use crate::encoders::EncoderInput;
+use crate::pads::{self, Injector};
 use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes, to_s16_buffer};
 use crate::state::ParticipantStats;
 use crate::tick::Aligner;
@@ -42,11 +49,6 @@ use crate::tick::Aligner;
 const OPUS_RATE: u32 = 48_000;
 /// RTP payload type of Opus in the offer or the plain-RTP join.
 pub const OPUS_PT: u8 = 111;
-/// Where a plain-RTP participant receives: loopback only (Janus is on this host).
-pub const PLAIN_RTP_ADDRESS: &str = "127.0.0.1";
-/// The most of the group's send queued for the encoder before the oldest is dropped (the
-/// card's thread never waits for a participant).
-const SEND_QUEUE_MS: u64 = 60;
 
 /// A participant's running pipeline; stopped when dropped.
 #[derive(Debug)]
@@ -55,7 +57,11 @@ pub struct Media {
     link: Link,
     feed: Arc<Feed>,
     /// The group's send: handed to the feed once Janus's address is known.
-    encoder_input: gst_app::AppSrc,
+    encoder_input: Arc<EncoderInput>,
+    /// The depayloader's sink, for the packets of a plain-RTP participant.
+    depay_sink: gst::Pad,
+    /// The pads of bridged's own that the chains end in (a link does not keep its peer).
+    _ends: Vec<gst::Pad>,
     _bus: AbortOnDropHandle<()>,
 }
 
@@ -64,10 +70,10 @@ pub struct Media {
 pub enum Link {
     /// webrtcbin, and its events for the negotiation.
     Webrtc { webrtc: gst::Element, events: mpsc::UnboundedReceiver<RtcEvent> },
-    /// A plain-RTP participant: the loopback port Janus is to send to, the sink that sends to
-    /// Janus once [`Media::send_to`] names its address, and a permit given by the first packet
-    /// from Janus (which sends only after it has received one).
-    Rtp { port: u16, udpsink: gst::Element, flowing: Arc<Notify> },
+    /// A plain-RTP participant on the shared port: where its packets go once
+    /// [`Media::send_to`] has Janus's address, the route of what Janus sends back, and a permit
+    /// given by the first packet from Janus (which sends only after it has received one).
+    Rtp { port: Arc<RtpPort>, janus: Arc<OnceLock<SocketAddr>>, route: Option<Route>, flowing: Arc<Notify> },
 }
 
 impl Media {
@@ -81,26 +87,34 @@ impl Media {
     ) -> anyhow::Result<(Media, mpsc::UnboundedReceiver<String>)> {
         let rate = context.rate;
         let pipeline = gst::Pipeline::with_name(&format!("participant:{}", group.room));
-        let (encoder_input, send) = encoder(rate, group.bitrate_kbps)?;
-        let payloader = send.last().cloned().ok_or_else(|| anyhow!("an empty send chain"))?;
+        let send = encoder(rate, group.bitrate_kbps)?;
         pipeline.add_many(&send)?;
         gst::Element::link_many(&send)?;
-        let pay_src = payloader.static_pad("src").ok_or_else(|| anyhow!("rtpopuspay without src pad"))?;
+        let pay_src = send.last().and_then(|pay| pay.static_pad("src")).ok_or_else(|| anyhow!("no payloader"))?;
         count_packets(&pay_src, stats, true);
-        let receive = decoder(rate, feed.clone())?;
+        let receive = decoder(rate)?;
         pipeline.add_many(&receive)?;
         gst::Element::link_many(&receive)?;
         let depay_sink = receive[0].static_pad("sink").ok_or_else(|| anyhow!("depayloader without sink"))?;
         count_packets(&depay_sink, stats, false);
+        let decoded = receive.last().and_then(|last| last.static_pad("src")).ok_or_else(|| anyhow!("no decoder"))?;
+        let mut ends = vec![into_feed(&decoded, rate, feed.clone())?];
         let link = match context.transport {
-            Transport::Rtp => plain_rtp(&pipeline, &pay_src, &depay_sink, &feed)?,
-            Transport::Webrtc => webrtc(context, &pipeline, &pay_src, depay_sink, stages)?,
+            Transport::Rtp => {
+                let (link, to_janus) = plain_rtp(&context.rtp, &pay_src)?;
+                ends.push(to_janus);
+                link
+            }
+            Transport::Webrtc => webrtc(context, &pipeline, &pay_src, depay_sink.clone(), stages)?,
         };
         let (faults_tx, faults) = mpsc::unbounded_channel();
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
-        let bus_task = tokio::spawn(forward_errors(bus, faults_tx));
-        let media = Media { pipeline, link, feed, encoder_input, _bus: AbortOnDropHandle::new(bus_task) };
-        media.pipeline.set_state(gst::State::Playing).context("the participant's pipeline does not start")?;
+        let bus_task = AbortOnDropHandle::new(tokio::spawn(forward_errors(bus, faults_tx)));
+        pipeline.set_state(gst::State::Playing).context("the participant's pipeline does not start")?;
+        let encoder_sink = send[0].static_pad("sink").ok_or_else(|| anyhow!("no encoder input"))?;
+        let encoder_input =
+            Arc::new(EncoderInput::new(Injector::new("group-send", &s16_mono(rate), &encoder_sink)?, rate));
+        let media = Media { pipeline, link, feed, encoder_input, depay_sink, _ends: ends, _bus: bus_task };
         if let Link::Webrtc { .. } = media.link {
             // webrtcbin holds what it gets until ICE and DTLS are up.
             media.feed.connect(media.encoder_input.clone(), None);
@@ -113,18 +127,21 @@ impl Media {
     }
 
     /// Plain RTP: sends to Janus at `janus` from now on (its answer to the join), which
-    /// prebuffers `prebuffer` of its packets.
-    pub fn send_to(&self, janus: &RtpPeer, prebuffer: u32) -> anyhow::Result<()> {
-        let Link::Rtp { udpsink, .. } = &self.link else {
+    /// prebuffers `prebuffer` of its packets, and takes the room's mix from there.
+    pub fn send_to(&mut self, janus: &RtpPeer, prebuffer: u32) -> anyhow::Result<()> {
+        let Link::Rtp { port, janus: to, route, flowing } = &mut self.link else {
             return Err(anyhow!("not a plain-RTP participant"));
         };
-        udpsink.set_property("host", &janus.ip);
-        udpsink.set_property("port", i32::from(janus.port));
+        let address = SocketAddr::new(
+            janus.ip.parse().with_context(|| format!("Janus's plain-RTP address {:?} is not an IP", janus.ip))?,
+            janus.port,
+        );
+        to.set(address).map_err(|_| anyhow!("Janus's address is already set"))?;
+        let rtp = Injector::new("from-janus", &rtp_caps(), &self.depay_sink)?;
+        *route = Some(port.route(address.port(), arrivals(rtp, flowing.clone(), self.feed.clone())));
         // One packet now starts Janus (it sends the room's mix only after one); the group's send
         // follows once placed against the tick that mix shows (`tick.rs`).
-        self.encoder_input
-            .push_buffer(to_s16_buffer(&self.feed.silent_frame()))
-            .context("the participant's encoder refused its first frame")?;
+        self.encoder_input.push(to_s16_buffer(&self.feed.silent_frame()));
         self.feed.connect(self.encoder_input.clone(), Some(Aligner::new(prebuffer)));
         Ok(())
     }
@@ -139,19 +156,27 @@ impl Media {
     }
 }
 
-/// The send chain, from the group's send to RTP: the appsrc the card's thread pushes to, and
-/// every element in order (the payloader last).
-fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<(gst_app::AppSrc, Vec<gst::Element>)> {
-    let send_queue = u64::from(rate) * SEND_QUEUE_MS / 1000 * 2;
-    let encoder_input = gst_app::AppSrc::builder()
-        .caps(&s16_mono(rate))
-        .format(gst::Format::Time)
-        .is_live(true)
-        .do_timestamp(true)
-        .max_bytes(send_queue)
-        .leaky_type(gst_app::AppLeakyType::Downstream)
-        .build();
-    let mut send = vec![encoder_input.clone().upcast::<gst::Element>()];
+/// What the RTP port's thread does with each packet from Janus: the first gives the permit,
+/// each marks Janus's tick (it sends the room's mix right after each), and each is decoded into
+/// the feed, stamped with its arrival.
+fn arrivals(rtp: Injector, flowing: Arc<Notify>, feed: Arc<Feed>) -> impl Fn(&[u8], Instant) + Send + Sync + 'static {
+    let (first, started) = (AtomicBool::new(true), Instant::now());
+    move |packet, arrived| {
+        if first.swap(false, Ordering::Relaxed) {
+            flowing.notify_one();
+        }
+        feed.tick.arrived(arrived);
+        let mut buffer = gst::Buffer::from_slice(packet.to_vec());
+        let since = arrived.saturating_duration_since(started);
+        buffer.make_mut().set_pts(gst::ClockTime::from_nseconds(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)));
+        let _ = rtp.push(buffer);
+    }
+}
+
+/// The send chain, from the group's send (S16 mono at the card's rate) to RTP, in order (the
+/// payloader last).
+fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<Vec<gst::Element>> {
+    let mut send = Vec::new();
     if rate != OPUS_RATE {
         send.extend([gst::ElementFactory::make("audioresample").build()?, caps_filter(&s16_mono(OPUS_RATE))?]);
     }
@@ -163,91 +188,60 @@ fn encoder(rate: u32, bitrate_kbps: u32) -> anyhow::Result<(gst_app::AppSrc, Vec
         .context("GStreamer element opusenc is missing (gstreamer1.0-plugins-base)")?;
     let payloader = gst::ElementFactory::make("rtpopuspay").property("pt", u32::from(OPUS_PT)).build()?;
     send.extend([encoder, payloader]);
-    Ok((encoder_input, send))
+    Ok(send)
 }
 
-/// The receive chain, from RTP to the group's feed (the depayloader first).
-fn decoder(rate: u32, feed: Arc<Feed>) -> anyhow::Result<Vec<gst::Element>> {
+/// The receive chain, from RTP to S16 mono at the card's rate (the depayloader first).
+fn decoder(rate: u32) -> anyhow::Result<Vec<gst::Element>> {
     let depay = gst::ElementFactory::make("rtpopusdepay").build()?;
     let decoder = gst::ElementFactory::make("opusdec").property("plc", true).build()?;
     let mut receive = vec![depay, decoder];
     if rate != OPUS_RATE {
         receive.extend([caps_filter(&s16_mono(OPUS_RATE))?, gst::ElementFactory::make("audioresample").build()?]);
     }
-    let room_mix = gst_app::AppSink::builder().caps(&s16_mono(rate)).sync(false).build();
-    let mut samples = Vec::new();
-    room_mix.set_callbacks(
-        gst_app::AppSinkCallbacks::builder()
-            .new_sample(move |sink| {
-                let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
-                let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
-                let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
-                samples.clear();
-                from_s16_bytes(map.as_slice(), &mut samples);
-                feed.remote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(&samples);
-                Ok(gst::FlowSuccess::Ok)
-            })
-            .build(),
-    );
-    receive.push(room_mix.upcast());
     Ok(receive)
 }
 
-/// Plain RTP on loopback: a `udpsrc` on a port of its own choosing and a `udpsink` sending
-/// from that same socket. No jitter buffer: packets come over loopback in order, and the
-/// feed's queue absorbs Janus's tick jitter (its size is the card's business).
-fn plain_rtp(
-    pipeline: &gst::Pipeline,
-    pay_src: &gst::Pad,
-    depay_sink: &gst::Pad,
-    feed: &Arc<Feed>,
-) -> anyhow::Result<Link> {
-    let caps = gst::Caps::builder("application/x-rtp")
+/// The decoded room's mix into the feed's queue, in the thread that decoded it.
+fn into_feed(decoded: &gst::Pad, rate: u32, feed: Arc<Feed>) -> anyhow::Result<gst::Pad> {
+    let samples = Mutex::new(Vec::new());
+    pads::sink("room-mix", s16_mono(rate), decoded, move |buffer| {
+        let Ok(map) = buffer.map_readable() else { return };
+        let mut samples = samples.lock().unwrap_or_else(PoisonError::into_inner);
+        samples.clear();
+        from_s16_bytes(map.as_slice(), &mut samples);
+        feed.remote.lock().unwrap_or_else(PoisonError::into_inner).push(&samples);
+    })
+}
+
+/// Plain RTP on the shared loopback port: the payloader's packets go out from it to Janus's
+/// address once [`Media::send_to`] knows it; what Janus sends comes back through the port's
+/// thread ([`Media::arrivals`]). No jitter buffer: packets come over loopback in order, and
+/// the feed's queue absorbs Janus's tick jitter (its size is the card's business).
+/// Returns the link and the pad the packets leave through.
+fn plain_rtp(port: &Arc<RtpPort>, pay_src: &gst::Pad) -> anyhow::Result<(Link, gst::Pad)> {
+    let janus = Arc::new(OnceLock::new());
+    let (to, sending) = (janus.clone(), port.clone());
+    let failed = AtomicBool::new(false);
+    let to_janus = pads::sink("to-janus", rtp_caps(), pay_src, move |packet| {
+        let (Some(to), Ok(map)) = (to.get(), packet.map_readable()) else { return };
+        if let Err(error) = sending.send(map.as_slice(), *to)
+            && !failed.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!("cannot send to Janus at {to}: {error}");
+        }
+    })?;
+    Ok((Link::Rtp { port: port.clone(), janus, route: None, flowing: Arc::new(Notify::new()) }, to_janus))
+}
+
+/// What the payloader makes and the depayloader takes.
+fn rtp_caps() -> gst::Caps {
+    gst::Caps::builder("application/x-rtp")
         .field("media", "audio")
         .field("encoding-name", "OPUS")
         .field("clock-rate", i32::try_from(OPUS_RATE).unwrap_or(48_000))
         .field("payload", i32::from(OPUS_PT))
-        .build();
-    let udpsrc = gst::ElementFactory::make("udpsrc")
-        .property("address", PLAIN_RTP_ADDRESS)
-        .property("port", 0i32)
-        .property("caps", &caps)
         .build()
-        .context("GStreamer element udpsrc is missing (gstreamer1.0-plugins-good)")?;
-    // The socket exists from READY on: its port goes into the join, and the sink sends from it.
-    pipeline.add(&udpsrc)?;
-    udpsrc.set_state(gst::State::Ready).context("udpsrc cannot open a loopback socket")?;
-    let port = u16::try_from(udpsrc.property::<i32>("port"))
-        .ok()
-        .filter(|&port| port != 0)
-        .ok_or_else(|| anyhow!("udpsrc's socket has no local port"))?;
-    // Its address until Janus's is known: an IPv4 one (the default, `localhost`, may resolve
-    // to ::1, which the IPv4 socket refuses at start). Nothing is sent before [`Media::send_to`].
-    let udpsink = gst::ElementFactory::make("udpsink")
-        .property("socket", udpsrc.property_value("used-socket"))
-        .property("host", PLAIN_RTP_ADDRESS)
-        .property("port", i32::from(port))
-        .property("close-socket", false)
-        .property("sync", false)
-        .property("async", false)
-        .build()?;
-    pipeline.add(&udpsink)?;
-    pay_src.link(&udpsink.static_pad("sink").ok_or_else(|| anyhow!("udpsink without sink"))?)?;
-    let src = udpsrc.static_pad("src").ok_or_else(|| anyhow!("udpsrc without src"))?;
-    src.link(depay_sink)?;
-    let flowing = Arc::new(Notify::new());
-    let first = flowing.clone();
-    src.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
-        first.notify_one();
-        gst::PadProbeReturn::Remove
-    });
-    // Janus sends the room's mix right after each tick: its arrival is the tick's phase.
-    let feed = feed.clone();
-    src.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
-        feed.tick.arrived(Instant::now());
-        gst::PadProbeReturn::Ok
-    });
-    Ok(Link::Rtp { port, udpsink, flowing })
 }
 
 /// webrtcbin between the payloader and the depayloader, sending and receiving one audio
@@ -306,6 +300,9 @@ fn webrtc(
 impl Drop for Media {
     fn drop(&mut self) {
         self.feed.disconnect();
+        if let Link::Rtp { route, .. } = &mut self.link {
+            route.take();
+        }
         let _ = self.pipeline.set_state(gst::State::Null);
     }
 }

@@ -4,6 +4,8 @@
 //!
 //! - `media.rs`: the participant's own GStreamer pipeline (encoder, plain RTP or webrtcbin,
 //!   decoder) between the feed and Janus.
+//! - `rtp_port.rs`: the loopback socket every plain-RTP participant shares, and the one thread
+//!   receiving every room's mix on it.
 //! - `negotiation.rs`: WebRTC only: the offer with every local ICE candidate, Janus's answer.
 //! - `signalling.rs`: Janus: the session's long poll, the join and its answer, the events that
 //!   end a participation.
@@ -11,6 +13,7 @@
 
 mod media;
 mod negotiation;
+mod rtp_port;
 mod signalling;
 
 use std::convert::Infallible;
@@ -31,6 +34,7 @@ use crate::state::{ParticipantStats, Shared};
 use crate::tick;
 
 use self::media::{Link, Media};
+pub use self::rtp_port::RtpPort;
 use self::signalling::{Answer, Events, Offer};
 
 /// The pauses between two attempts.
@@ -55,6 +59,8 @@ pub struct Context {
     pub transport: Transport,
     pub ice_addresses: Vec<String>,
     pub latency_ms: u32,
+    /// The loopback port every plain-RTP participant sends from and receives on.
+    pub rtp: Arc<RtpPort>,
 }
 
 /// A running participant; [`Handle::stop`] leaves the room and stops its pipeline.
@@ -221,9 +227,10 @@ impl Attempt<'_> {
                 stages.mark("answer set as remote description");
             }
             Link::Rtp { port, .. } => {
+                let address = port.address();
                 let here = RtpPeer {
-                    ip: media::PLAIN_RTP_ADDRESS.to_owned(),
-                    port: *port,
+                    ip: address.ip().to_string(),
+                    port: address.port(),
                     payload_type: media::OPUS_PT,
                     audiolevel_ext: None,
                 };

@@ -1,0 +1,138 @@
+//! The thread that encodes every group's send. The card's thread (`pipeline.rs`) cuts each
+//! group's send into Opus frames; once per card block it hands the frames completed in that
+//! block over here, in one go, and this thread pushes each through its participant's encoder
+//! chain (opusenc, the payloader, the way to Janus: `participant/media.rs`).
+//!
+//! One thread for all groups rather than a streaming thread per participant: eight groups were
+//! eight threads woken 50 times a second each, and those wake-ups, not the encoding, were most
+//! of the send's cost (BENCHMARKS.md, "Matrix"). Encoding stays out of the card's thread: a
+//! card block is 5 ms, and eight encodes can land in one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use anyhow::Context as _;
+
+use crate::pads::Injector;
+
+/// The most frames waiting for the thread before the oldest is dropped: the card's thread never
+/// waits for the encoders, and a late frame is worth less than the next one.
+const QUEUE_LIMIT: usize = 64;
+
+/// A frame on its way to a participant's encoder.
+pub type Frame = (Arc<EncoderInput>, gst::Buffer);
+
+/// The encoders' thread; stopped and joined when dropped.
+#[derive(Debug)]
+pub struct Encoders {
+    queue: Arc<Queue>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: Mutex<Waiting>,
+    ready: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    frames: Vec<Frame>,
+    dropped: u64,
+    stopping: bool,
+}
+
+impl Encoders {
+    pub fn start() -> anyhow::Result<Encoders> {
+        let queue = Arc::new(Queue::default());
+        let serving = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name("encoders".into())
+            .spawn(move || serve(&serving))
+            .context("cannot start the encoders' thread")?;
+        Ok(Encoders { queue, thread: Some(thread) })
+    }
+
+    /// Takes every frame of `frames` (the card's thread's, once per block), and wakes the
+    /// thread once for all of them.
+    pub fn hand_over(&self, frames: &mut Vec<Frame>) {
+        if frames.is_empty() {
+            return;
+        }
+        let mut waiting = lock(&self.queue.waiting);
+        waiting.frames.append(frames);
+        let excess = waiting.frames.len().saturating_sub(QUEUE_LIMIT);
+        if excess > 0 {
+            waiting.frames.drain(..excess);
+            waiting.dropped += excess as u64;
+        }
+        drop(waiting);
+        self.queue.ready.notify_one();
+    }
+}
+
+impl Drop for Encoders {
+    fn drop(&mut self) {
+        lock(&self.queue.waiting).stopping = true;
+        self.queue.ready.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn serve(queue: &Queue) {
+    let mut batch = Vec::new();
+    loop {
+        let dropped = {
+            let mut waiting = lock(&queue.waiting);
+            while waiting.frames.is_empty() && !waiting.stopping {
+                waiting = queue.ready.wait(waiting).unwrap_or_else(PoisonError::into_inner);
+            }
+            if waiting.stopping {
+                return;
+            }
+            std::mem::swap(&mut batch, &mut waiting.frames);
+            std::mem::take(&mut waiting.dropped)
+        };
+        if dropped > 0 {
+            tracing::warn!("the encoders fell behind the card: {dropped} frame(s) dropped");
+        }
+        for (input, buffer) in batch.drain(..) {
+            input.push(buffer);
+        }
+    }
+}
+
+/// A participant's encoder chain as the card side sees it: frames of the group's send (S16
+/// mono at the card's rate), stamped one after the other.
+#[derive(Debug)]
+pub struct EncoderInput {
+    injector: Injector,
+    rate: u64,
+    /// Samples pushed so far: the next frame's timestamp.
+    samples: AtomicU64,
+}
+
+impl EncoderInput {
+    pub fn new(injector: Injector, rate: u32) -> EncoderInput {
+        EncoderInput { injector, rate: u64::from(rate), samples: AtomicU64::new(0) }
+    }
+
+    /// Runs a frame through the chain (in the calling thread). A refusal means the participant
+    /// is stopping or its pipeline failed, which its bus reports: the frame is dropped.
+    pub fn push(&self, mut buffer: gst::Buffer) {
+        let samples = buffer.size() as u64 / 2;
+        let start = self.samples.fetch_add(samples, Ordering::Relaxed);
+        let stamp = |samples: u64| gst::ClockTime::from_nseconds(samples * 1_000_000_000 / self.rate);
+        let frame = buffer.make_mut();
+        frame.set_pts(stamp(start));
+        frame.set_duration(stamp(samples));
+        let _ = self.injector.push(buffer);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
