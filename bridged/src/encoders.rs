@@ -136,3 +136,49 @@ impl EncoderInput {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gst::prelude::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A sink pad standing for a participant's encoder: it reports what it is given.
+    fn recorder(tx: mpsc::Sender<(u8, Option<gst::ClockTime>, Option<gst::ClockTime>)>) -> gst::Pad {
+        let tx = Mutex::new(tx);
+        gst::Pad::builder(gst::PadDirection::Sink)
+            .chain_function(move |_, _, buffer| {
+                let first = buffer.map_readable().map(|map| map[0]).unwrap_or_default();
+                let _ = lock(&tx).send((first, buffer.pts(), buffer.duration()));
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build()
+    }
+
+    #[test]
+    fn frames_handed_over_in_one_go_reach_their_encoders_in_order_stamped_back_to_back() {
+        gst::init().expect("GStreamer");
+        let caps = gst::Caps::builder("audio/x-raw").field("format", "S16LE").build();
+        let (tx, rx) = mpsc::channel();
+        let (a, b) = (recorder(tx.clone()), recorder(tx));
+        for pad in [&a, &b] {
+            pad.set_active(true).expect("active");
+        }
+        let input =
+            |pad: &gst::Pad| Arc::new(EncoderInput::new(Injector::new("in", &caps, pad).expect("linked"), 48_000));
+        let (to_a, to_b) = (input(&a), input(&b));
+        let frame = |first: u8| gst::Buffer::from_mut_slice(vec![first; 960 * 2]);
+        let encoders = Encoders::start().expect("thread");
+        // One block completing a frame of each group, then a block completing a's next two.
+        let mut frames = vec![(to_a.clone(), frame(1)), (to_b, frame(2))];
+        encoders.hand_over(&mut frames);
+        assert!(frames.is_empty(), "taken, not copied");
+        frames.extend([(to_a.clone(), frame(3)), (to_a, frame(4))]);
+        encoders.hand_over(&mut frames);
+
+        let ms = |ms: u64| Some(gst::ClockTime::from_mseconds(ms));
+        let got: Vec<_> = (0..4).map(|_| rx.recv_timeout(Duration::from_secs(2)).expect("a frame")).collect();
+        assert_eq!(got, [(1, ms(0), ms(20)), (2, ms(0), ms(20)), (3, ms(20), ms(20)), (4, ms(40), ms(20))]);
+    }
+}

@@ -693,8 +693,14 @@ async fn main() -> ExitCode {
         "\nbridged's own share per stage (GStreamer `latency` tracer, {:.0} s, one group with the crew member in its room; ms):\n",
         o.trace_secs
     );
-    println!("| source → sink | median | p95 | max | n |\n|---|---|---|---|---|");
-    print!("{}", stage_rows(&paths, 0.0));
+    if paths.is_empty() {
+        // bridged's card is PipeWire streams of its own and its codec chains are pushed by its
+        // own threads: no GStreamer source or sink, so no path records, only elements.
+        println!("No GStreamer source → sink path in bridged: the stages are its elements.");
+    } else {
+        println!("| source → sink | median | p95 | max | n |\n|---|---|---|---|---|");
+        print!("{}", stage_rows(&paths, 0.0));
+    }
     println!("\nEach element's own time (elements with a median under {ELEMENT_LEAST_MS} ms left out; ms):\n");
     println!("| element | median | p95 | max | n |\n|---|---|---|---|---|");
     print!("{}", stage_rows(&elements, ELEMENT_LEAST_MS));

@@ -16,7 +16,9 @@
 //!
 //! Between the payloader and Janus ([`Transport`]): with `rtp`, the loopback socket every
 //! plain-RTP participant shares and the thread that receives on it (`rtp_port.rs`); with
-//! `webrtc`, a webrtcbin (ICE, DTLS-SRTP and its own jitter buffer and threads, as a browser).
+//! `webrtc`, a webrtcbin (ICE, DTLS-SRTP and its own jitter buffer and threads, as a browser),
+//! behind a queue whose thread takes the packets into it (webrtcbin blocks its sender until DTLS
+//! is up, and the encoders' thread must never wait).
 //!
 //! The resamplers are there only when the card does not run at Opus's 48 kHz. The pipeline
 //! stops (`Null`) and the feed forgets its encoder when this is dropped; the card side never
@@ -49,6 +51,8 @@ use crate::tick::Aligner;
 const OPUS_RATE: u32 = 48_000;
 /// RTP payload type of Opus in the offer or the plain-RTP join.
 pub const OPUS_PT: u8 = 111;
+/// What a WebRTC participant's send may queue in front of webrtcbin.
+const WEBRTC_SEND_QUEUE: gst::ClockTime = gst::ClockTime::from_mseconds(60);
 
 /// A participant's running pipeline; stopped when dropped.
 #[derive(Debug)]
@@ -269,8 +273,19 @@ fn webrtc(
             }
         });
     }
+    // webrtcbin blocks the thread that pushes into it until DTLS is up: a queue hands its
+    // packets over in a thread of its own, so the encoders' thread, which serves every group,
+    // never waits (leaky: what piles up meanwhile is dropped, as Janus would drop it).
+    let queue = gst::ElementFactory::make("queue")
+        .property("max-size-buffers", 0u32)
+        .property("max-size-bytes", 0u32)
+        .property("max-size-time", WEBRTC_SEND_QUEUE.nseconds())
+        .property_from_str("leaky", "downstream")
+        .build()?;
+    pipeline.add(&queue)?;
+    pay_src.link(&queue.static_pad("sink").ok_or_else(|| anyhow!("queue without sink"))?)?;
     let send_pad = webrtc.request_pad_simple("sink_%u").ok_or_else(|| anyhow!("webrtcbin gave no sink pad"))?;
-    pay_src.link(&send_pad)?;
+    queue.static_pad("src").ok_or_else(|| anyhow!("queue without src"))?.link(&send_pad)?;
     let transceiver = send_pad.property::<gst_webrtc::WebRTCRTPTransceiver>("transceiver");
     transceiver.set_property("direction", gst_webrtc::WebRTCRTPTransceiverDirection::Sendrecv);
     restrict_ice(&webrtc, &context.ice_addresses)?;
