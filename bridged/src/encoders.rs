@@ -181,4 +181,49 @@ mod tests {
         let got: Vec<_> = (0..4).map(|_| rx.recv_timeout(Duration::from_secs(2)).expect("a frame")).collect();
         assert_eq!(got, [(1, ms(0), ms(20)), (2, ms(0), ms(20)), (3, ms(20), ms(20)), (4, ms(40), ms(20))]);
     }
+
+    /// The card's thread never waits for the encoders: with the encoder stuck, handing over
+    /// goes on at once, and past [`QUEUE_LIMIT`] the oldest frames are the ones dropped.
+    #[test]
+    fn handing_over_never_waits_for_a_stuck_encoder_and_drops_the_oldest() {
+        gst::init().expect("GStreamer");
+        let caps = gst::Caps::builder("audio/x-raw").field("format", "S16LE").build();
+        let ((tx, rx), (entering, entered)) = (mpsc::channel(), mpsc::channel());
+        let stuck = Arc::new(Mutex::new(()));
+        let holding = lock(&stuck);
+        let encoder = {
+            let (stuck, tx, entering) = (stuck.clone(), Mutex::new(tx), Mutex::new(entering));
+            gst::Pad::builder(gst::PadDirection::Sink)
+                .chain_function(move |_, _, buffer| {
+                    let _ = lock(&entering).send(());
+                    drop(lock(&stuck));
+                    let first =
+                        buffer.map_readable().map(|map| u16::from_le_bytes([map[0], map[1]])).unwrap_or_default();
+                    let _ = lock(&tx).send(first);
+                    Ok(gst::FlowSuccess::Ok)
+                })
+                .build()
+        };
+        encoder.set_active(true).expect("active");
+        let input = Arc::new(EncoderInput::new(Injector::new("in", &caps, &encoder).expect("linked"), 48_000));
+        let encoders = Encoders::start().expect("thread");
+        let frame = |n: u16| gst::Buffer::from_mut_slice([n.to_le_bytes(); 960].concat());
+        // The first frame gets the encoder stuck; then the card goes on.
+        encoders.hand_over(&mut vec![(input.clone(), frame(0))]);
+        entered.recv_timeout(Duration::from_secs(2)).expect("the encoder took the first frame");
+        let started = std::time::Instant::now();
+        let total = QUEUE_LIMIT as u16 * 2 + 1;
+        for n in 1..total {
+            encoders.hand_over(&mut vec![(input.clone(), frame(n))]);
+        }
+        assert!(started.elapsed() < Duration::from_millis(500), "handing over waited for the encoder");
+        drop(holding);
+        let got: Vec<u16> =
+            (0..=QUEUE_LIMIT).map(|_| rx.recv_timeout(Duration::from_secs(2)).expect("a frame")).collect();
+        // The frame the encoder was stuck on, then the newest QUEUE_LIMIT.
+        let newest: Vec<u16> = (total - QUEUE_LIMIT as u16..total).collect();
+        assert_eq!(got[0], 0);
+        assert_eq!(got[1..], newest[..], "the oldest were dropped");
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "nothing more");
+    }
 }

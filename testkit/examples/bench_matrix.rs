@@ -84,6 +84,8 @@ struct Options {
     bridged: PathBuf,
     secs: f64,
     changes: usize,
+    /// How many times the crew member joins for the paths through Janus.
+    joins: usize,
     cpu_secs: f64,
     trace_secs: f64,
     jitter_ms: u32,
@@ -97,6 +99,7 @@ fn options() -> Options {
         bridged: PathBuf::new(),
         secs: 20.0,
         changes: 10,
+        joins: 5,
         cpu_secs: 20.0,
         trace_secs: 10.0,
         jitter_ms: 20,
@@ -111,6 +114,7 @@ fn options() -> Options {
             "--bridged" => o.bridged = value.into(),
             "--secs" => o.secs = value.parse().expect("--secs S"),
             "--changes" => o.changes = value.parse().expect("--changes N"),
+            "--joins" => o.joins = value.parse::<usize>().expect("--joins N").max(1),
             "--cpu-secs" => o.cpu_secs = value.parse().expect("--cpu-secs S"),
             "--trace-secs" => o.trace_secs = value.parse().expect("--trace-secs S"),
             "--jitter-ms" => o.jitter_ms = value.parse().expect("--jitter-ms MS"),
@@ -294,6 +298,20 @@ fn heard(latencies: &[Option<f64>]) -> (Vec<f64>, String) {
     (found, what)
 }
 
+/// [`heard`] over several recordings (the crew member's joins): the latencies of all, and
+/// the counts summed (steps only within a recording).
+fn heard_over(recordings: &[Vec<Option<f64>>]) -> (Vec<f64>, String) {
+    let (mut found, mut ticks, mut steps) = (Vec::new(), 0, 0);
+    for latencies in recordings {
+        let (heard, _) = heard(latencies);
+        steps += heard.windows(2).filter(|w| (w[1] - w[0]).abs() >= 3.0).count();
+        ticks += latencies.len();
+        found.extend(heard);
+    }
+    let what = format!("{} of {ticks} ticks heard, {steps} step(s) of ≥ 3 ms between consecutive ticks", found.len());
+    (found, what)
+}
+
 /// From the sample `from` on, the first 1 ms window of channel 0 of `samples` (8 channels) over
 /// -30 dBFS, in seconds.
 fn onset_after(samples: &[f32], from: f64) -> Option<f64> {
@@ -415,24 +433,49 @@ async fn main() -> ExitCode {
     let (a, b) = (user("a", "x", 0, None), user("b", "x", 1, Some(1)));
     let base = plan(&janus, &o, &["x"], vec![a.clone(), b.clone()]);
     apply(&proxy, &base, "x's participant joined").await;
-    let crew = Crew::join(&o, &card, &janus, "x").await;
-    tokio::time::sleep(SETTLE).await;
-    eprintln!("bench_matrix: ticks card_in 0 → card_out 1 (local) and crew_out 0 (through Janus), {:.0} s", o.secs);
-    let recording = card.record_ports(&[("card_in", 0), ("card_out", 1), ("crew_out", 0)]);
-    let samples = ticks_into(&card, recording, "card_in", 0, o.secs).await;
-    let (local, local_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
-    let (to_crew, to_crew_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 2)));
-    eprintln!("bench_matrix: ticks crew_in 0 → card_out 1 (through Janus), {:.0} s", o.secs);
-    let recording = card.record_ports(&[("crew_in", 0), ("card_out", 1)]);
-    let samples = ticks_into(&card, recording, "crew_in", 0, o.secs).await;
-    let (from_crew, from_crew_note) = heard(&tick_latencies(&channel(&samples, 0), &channel(&samples, 1)));
+    // The paths through Janus depend on where the crew member's join falls against Janus's
+    // tick (its packets wait up to a tick more or less, and its start leaves Janus's queue for
+    // it 0–3 packets deep): the crew member joins JOINS times, each join measured for an equal
+    // share of SECS, and the figures are over all of them.
+    let secs = o.secs / o.joins as f64;
+    let (mut local, mut to_crew, mut from_crew) = (Vec::new(), Vec::new(), Vec::new());
+    let mut joins = Vec::new();
+    let mut queues = BTreeMap::new();
+    for join in 1..=o.joins {
+        let crew = Crew::join(&o, &card, &janus, "x").await;
+        tokio::time::sleep(SETTLE).await;
+        eprintln!(
+            "bench_matrix: join {join} of {}: ticks card_in 0 → card_out 1 (local) and crew_out 0 (through Janus), {secs:.0} s",
+            o.joins
+        );
+        let recording = card.record_ports(&[("card_in", 0), ("card_out", 1), ("crew_out", 0)]);
+        let samples = ticks_into(&card, recording, "card_in", 0, secs).await;
+        let local_join = tick_latencies(&channel(&samples, 0), &channel(&samples, 1));
+        let to_crew_join = tick_latencies(&channel(&samples, 0), &channel(&samples, 2));
+        eprintln!(
+            "bench_matrix: join {join} of {}: ticks crew_in 0 → card_out 1 (through Janus), {secs:.0} s",
+            o.joins
+        );
+        let recording = card.record_ports(&[("crew_in", 0), ("card_out", 1)]);
+        let samples = ticks_into(&card, recording, "crew_in", 0, secs).await;
+        let from_crew_join = tick_latencies(&channel(&samples, 0), &channel(&samples, 1));
+        queues = janus_queues(&janus, QUEUE_SAMPLES).await;
+        let median =
+            |latencies: &[Option<f64>]| spread(&latencies.iter().flatten().copied().collect::<Vec<_>>()).median;
+        let crew_queue = queues.get("crew member").copied();
+        joins.push((median(&to_crew_join), median(&from_crew_join), crew_queue));
+        local.push(local_join);
+        to_crew.push(to_crew_join);
+        from_crew.push(from_crew_join);
+        drop(crew);
+    }
+    let ((local, local_note), (to_crew, to_crew_note), (from_crew, from_crew_note)) =
+        (heard_over(&local), heard_over(&to_crew), heard_over(&from_crew));
     if local.is_empty() || to_crew.is_empty() || from_crew.is_empty() {
         eprintln!("bench_matrix: a path heard no tick");
         diagnose(&card, &proxy, &bridged).await;
     }
     let latency_load = load();
-    let queues = janus_queues(&janus, QUEUE_SAMPLES).await;
-    drop(crew);
 
     // 2. Config change → audio on the new user's output: a steady tone on A's input, C (input
     //    2, output 2) added to x; from just before Apply is sent to the tone's first 1 ms on
@@ -664,10 +707,23 @@ async fn main() -> ExitCode {
         "- floor through Janus: {FRAME_MS:.0} ms (the encoder's frame) + {prebuffer} × {FRAME_MS:.0} ms (Janus's prebuffering) + {:.0} ms (half of Janus's 20 ms tick, on average) = {floor:.0} ms; the crew peer's own receive side (its jitter buffer, queues and card) is on top of it, as a browser's would be",
         FRAME_MS / 2.0
     );
+    let per_join: Vec<String> = joins
+        .iter()
+        .map(|(to, from, queue)| match queue {
+            Some((min, median, max)) => format!("{to:.0} / {from:.0} (queue {median:.0}, {min:.0}–{max:.0})"),
+            None => format!("{to:.0} / {from:.0}"),
+        })
+        .collect();
+    println!(
+        "- by join of the crew member ({} joins, {:.0} s each way), card → crew / crew → card median ms (the crew member's Janus queue, packets): {}",
+        o.joins,
+        o.secs / o.joins as f64,
+        per_join.join("; ")
+    );
     let queues: Vec<String> =
         queues.iter().map(|(who, (min, median, max))| format!("{who} {median:.0} ({min:.0}–{max:.0})")).collect();
     println!(
-        "- Janus's incoming queue per participant of x after the paths (`queue-in` of `handle_info`, packets, median (min–max) of {QUEUE_SAMPLES} samples): {}",
+        "- Janus's incoming queue per participant of x after the last join's paths (`queue-in` of `handle_info`, packets, median (min–max) of {QUEUE_SAMPLES} samples): {}",
         if queues.is_empty() { "not reported".to_owned() } else { queues.join(", ") }
     );
     println!("- Apply answered in {} ms", spread(&answer_ms));
