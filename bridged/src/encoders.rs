@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use anyhow::Context as _;
 
 use crate::pads::Injector;
+use crate::realtime;
 
 /// The most frames waiting for the thread before the oldest is dropped: the card's thread never
 /// waits for the encoders, and a late frame is worth less than the next one.
@@ -49,7 +50,12 @@ impl Encoders {
         let serving = queue.clone();
         let thread = std::thread::Builder::new()
             .name("encoders".into())
-            .spawn(move || serve(&serving))
+            .spawn(move || {
+                // A placed send must reach Janus before its tick: the encoders run ahead of every
+                // ordinary thread, as the card's do (an encode is a fraction of a millisecond).
+                realtime::promote("the encoders");
+                serve(&serving);
+            })
             .context("cannot start the encoders' thread")?;
         Ok(Encoders { queue, thread: Some(thread) })
     }

@@ -1,9 +1,12 @@
-//! Real-time scheduling for the card's threads. The mix costs about 1 % of a core, but it must
-//! run when the card needs it: on a busy machine an ordinary thread is late often enough for the
-//! playback queue to run dry (10 ms of silence each time). SCHED_FIFO at a low priority puts the
-//! GStreamer capture's and playback's streaming threads (PulseAudio, ALSA) ahead of every
-//! ordinary thread (builds, the encoders, control) and behind the sound server's own real-time
-//! threads. On PipeWire the card runs in PipeWire's data thread, which PipeWire schedules.
+//! Real-time scheduling for the card's threads and the two that carry every group's audio to and
+//! from Janus. The mix costs about 1 % of a core, but it must run when the card needs it: on a
+//! busy machine an ordinary thread is late often enough for the playback queue to run dry (10 ms
+//! of silence each time), and a frame encoded late misses the Janus tick it was placed before
+//! (Janus then drops one). SCHED_FIFO at a low priority puts the GStreamer capture's and
+//! playback's streaming threads (PulseAudio, ALSA), the encoders' thread and the RTP receiving
+//! thread ahead of every ordinary thread (builds, control) and behind the sound server's own
+//! real-time threads. On PipeWire the card runs in PipeWire's data thread, which PipeWire
+//! schedules.
 
 /// The SCHED_FIFO priority asked for: low (1..=99), under PulseAudio's and PipeWire's (20, 88).
 pub const PRIORITY: i32 = 10;

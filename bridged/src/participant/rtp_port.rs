@@ -18,6 +18,8 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 
+use crate::realtime;
+
 /// What a route does with a packet from its Janus port, and when it arrived.
 type Deliver = dyn Fn(&[u8], Instant) + Send + Sync;
 type Routes = Mutex<HashMap<u16, Arc<Deliver>>>;
@@ -65,7 +67,13 @@ impl RtpPort {
             let (socket, routes, stopping) = (socket.clone(), routes.clone(), stopping.clone());
             std::thread::Builder::new()
                 .name("rtp-receive".into())
-                .spawn(move || receive(&socket, &routes, &stopping))
+                .spawn(move || {
+                    // Each packet's arrival stamps Janus's tick for the send's placement, and
+                    // the room's mix must reach the card's queue in time: ahead of ordinary
+                    // threads, as the card's and the encoders' are.
+                    realtime::promote("the RTP receiver");
+                    receive(&socket, &routes, &stopping);
+                })
                 .context("cannot start the RTP receiving thread")?
         };
         Ok(RtpPort { socket, address, routes, stopping, thread: Some(thread) })
