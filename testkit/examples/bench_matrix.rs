@@ -61,25 +61,20 @@ const CPU_ROUNDS: usize = 3;
 struct CpuRound {
     eight_cpu: f64,
     eight_busy: f64,
-    /// The bare work with its packets sent over loopback, as bridged sends its own.
     bare_cpu: f64,
     bare_busy: f64,
-    /// The bare work without sending (encoders into a `fakesink`), for comparison.
-    unsent_cpu: f64,
 }
 
 impl std::fmt::Display for CpuRound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{:.1} / {:.1} = {:.2} (machine {:.0} / {:.0} %; against the bare work not sending, {:.1}: {:.2})",
+            "{:.1} / {:.1} = {:.2} (machine {:.0} / {:.0} %)",
             self.eight_cpu,
             self.bare_cpu,
             self.eight_cpu / self.bare_cpu,
             self.eight_busy,
-            self.bare_busy,
-            self.unsent_cpu,
-            self.eight_cpu / self.unsent_cpu
+            self.bare_busy
         )
     }
 }
@@ -367,42 +362,34 @@ fn stage_rows(stages: &BTreeMap<String, Vec<f64>>, least: f64) -> String {
 
 /// The first UDP port of the bare decoders (the benchmark's namespace is its own).
 const BARE_PORT: usize = 47_000;
-/// The first UDP port the bare encoders send to ([`janus_like_mixes`] receives there).
-const BARE_SENT_PORT: usize = 47_100;
 
 /// The bare Opus work of `groups` participants, measured in a process of its own: per group, a
 /// 440 Hz tone at the card's rate through bridged's encoder settings in its 20 ms frames,
-/// payloaded and, with `send`, sent over loopback as bridged sends to Janus (else dropped), and
-/// the decoding of what Janus sends each of bridged's participants (RTP over loopback,
-/// depayloaded and decoded). What Janus sends is made by [`janus_like_mixes`], in
+/// payloaded, and the decoding of what Janus sends each of bridged's participants (RTP over
+/// loopback, depayloaded and decoded). What Janus sends is made by [`janus_like_mixes`], in
 /// another process: AudioBridge encodes each participant's mix in Opus's VOIP mode, which
 /// decodes at about twice the cost of bridged's own `restricted-lowdelay` frames, so decoding
 /// bridged's own stream would not be the same work.
-fn bare_opus(card: &PipeWireServer, groups: usize, bitrate_kbps: u32, send: bool) -> std::process::Child {
-    let encoder = |port: usize| {
-        let out = if send { format!("udpsink host=127.0.0.1 port={port}") } else { "fakesink".to_owned() };
-        format!(
-            "audiotestsrc is-live=true freq=440 samplesperbuffer={} ! audio/x-raw,format=S16LE,rate={RATE},channels=1 \
-             ! opusenc bitrate={} frame-size=20 audio-type=restricted-lowdelay ! rtpopuspay ! {out} sync=false",
-            RATE / 50,
-            bitrate_kbps * 1000
-        )
-    };
+fn bare_opus(card: &PipeWireServer, groups: usize, bitrate_kbps: u32) -> std::process::Child {
+    let encoders = format!(
+        "audiotestsrc is-live=true freq=440 samplesperbuffer={} ! audio/x-raw,format=S16LE,rate={RATE},channels=1 \
+         ! opusenc bitrate={} frame-size=20 audio-type=restricted-lowdelay ! rtpopuspay ! fakesink sync=false",
+        RATE / 50,
+        bitrate_kbps * 1000
+    );
     let decoder = |port: usize| {
         format!(
             "udpsrc address=127.0.0.1 port={port} caps=application/x-rtp,media=audio,encoding-name=OPUS,clock-rate=48000,payload=111 \
              ! rtpopusdepay ! opusdec plc=true ! fakesink sync=false"
         )
     };
-    let branches: Vec<String> =
-        (0..groups).flat_map(|k| [encoder(BARE_SENT_PORT + k), decoder(BARE_PORT + k)]).collect();
+    let branches: Vec<String> = (0..groups).flat_map(|k| [encoders.clone(), decoder(BARE_PORT + k)]).collect();
     gst_launch(card, &branches.join(" "))
 }
 
 /// What Janus sends each card participant in the eight-group case (rooms without crew: the
 /// room's silence, AudioBridge's encoder: VOIP mode at the participant's bitrate, 20 ms
-/// frames), one stream per group to [`bare_opus`]'s decoders; and a socket per group taking
-/// what its encoders send, as Janus's would.
+/// frames), one stream per group to [`bare_opus`]'s decoders.
 fn janus_like_mixes(card: &PipeWireServer, groups: usize, bitrate_kbps: u32) -> std::process::Child {
     let stream = |port: usize| {
         format!(
@@ -412,9 +399,7 @@ fn janus_like_mixes(card: &PipeWireServer, groups: usize, bitrate_kbps: u32) -> 
             bitrate_kbps * 1000
         )
     };
-    let received = |port: usize| format!("udpsrc address=127.0.0.1 port={port} ! fakesink sync=false");
-    let streams: Vec<String> =
-        (0..groups).flat_map(|k| [stream(BARE_PORT + k), received(BARE_SENT_PORT + k)]).collect();
+    let streams: Vec<String> = (0..groups).map(|k| stream(BARE_PORT + k)).collect();
     gst_launch(card, &streams.join(" "))
 }
 
@@ -576,24 +561,19 @@ async fn main() -> ExitCode {
         (eight_by_thread, eight_rss, eight_threads, hwm) =
             (by_thread, status_field(pid, "VmRSS:"), status_field(pid, "Threads:"), status_field(pid, "VmHWM:"));
         apply(&proxy, &plan(&janus, &o, &["x"], vec![a.clone(), b.clone()]), "back to A, B").await;
+        let mut bare = bare_opus(&card, 8, 64);
         let mut mixes = janus_like_mixes(&card, 8, 64);
-        let mut bare_cpu = [(0.0, 0.0); 2];
-        for (send, cpu) in [true, false].into_iter().zip(&mut bare_cpu) {
-            let mut bare = bare_opus(&card, 8, 64, send);
-            tokio::time::sleep(SETTLE).await;
-            eprintln!(
-                "bench_matrix: CPU, bare Opus work of 8 participants{}, {:.0} s (round {round} of {CPU_ROUNDS})",
-                if send { "" } else { " not sending" },
-                o.cpu_secs
-            );
-            *cpu = cpu_percent(bare.id(), o.cpu_secs).await;
-            let _ = bare.kill();
-            let _ = bare.wait();
+        tokio::time::sleep(SETTLE).await;
+        eprintln!(
+            "bench_matrix: CPU, bare Opus work of 8 participants, {:.0} s (round {round} of {CPU_ROUNDS})",
+            o.cpu_secs
+        );
+        let (bare_cpu, bare_busy) = cpu_percent(bare.id(), o.cpu_secs).await;
+        for process in [&mut bare, &mut mixes] {
+            let _ = process.kill();
+            let _ = process.wait();
         }
-        let _ = mixes.kill();
-        let _ = mixes.wait();
-        let [(bare_cpu, bare_busy), (unsent_cpu, _)] = bare_cpu;
-        rounds.push(CpuRound { eight_cpu, eight_busy, bare_cpu, bare_busy, unsent_cpu });
+        rounds.push(CpuRound { eight_cpu, eight_busy, bare_cpu, bare_busy });
     }
     drop(tones);
     drop(bridged);
@@ -684,7 +664,6 @@ async fn main() -> ExitCode {
     let one_verdict = verdict("one group CPU", one_cpu <= ONE_GROUP_CPU_GOAL);
     let ratios: Vec<f64> = rounds.iter().map(|r| r.eight_cpu / r.bare_cpu).collect();
     let ratio = spread(&ratios).median;
-    let unsent_ratio = spread(&rounds.iter().map(|r| r.eight_cpu / r.unsent_cpu).collect::<Vec<_>>()).median;
     let eight_verdict = verdict("eight groups CPU", ratio <= EIGHT_GROUPS_RATIO_GOAL);
 
     println!("## Matrix run of {}\n", chrono_now());
@@ -750,7 +729,7 @@ async fn main() -> ExitCode {
     println!("- Apply answered in {} ms", spread(&answer_ms));
     println!(
         "- CPU of bridged (percent of one core, over {:.0} s; the machine's CPUs busy meanwhile): 8 users in one group {one_cpu:.1} % (machine {one_busy:.0} %; goal ≤ {ONE_GROUP_CPU_GOAL} %: {one_verdict}); \
-         in 8 groups against the bare Opus work of 8 participants (gst-launch: 8 × opusenc of a tone sent over loopback as bridged sends to Janus, 8 × opusdec of VOIP-mode streams received as Janus sends them), {CPU_ROUNDS} rounds, each bridged then bare: {}; median ratio {ratio:.2} (goal ≤ {EIGHT_GROUPS_RATIO_GOAL}: {eight_verdict}; against the bare work not sending: {unsent_ratio:.2})",
+         in 8 groups against the bare Opus work of 8 participants (gst-launch: 8 × opusenc of a tone, 8 × opusdec of VOIP-mode streams as Janus sends), {CPU_ROUNDS} rounds, each bridged then bare: {}; median ratio {ratio:.2} (goal ≤ {EIGHT_GROUPS_RATIO_GOAL}: {eight_verdict})",
         o.cpu_secs,
         rounds.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     );
