@@ -4,9 +4,10 @@
 //! chain (opusenc, the payloader, the way to Janus: `participant/media.rs`).
 //!
 //! One thread for all groups rather than a streaming thread per participant: eight groups were
-//! eight threads woken 50 times a second each, and those wake-ups, not the encoding, were most
-//! of the send's cost (BENCHMARKS.md, "Matrix"). Encoding stays out of the card's thread: a
-//! card block is 5 ms, and eight encodes can land in one.
+//! eight threads woken 50 times a second each, each through `appsrc`'s own queue. With the
+//! receiving side's one thread (`participant/rtp_port.rs`) the same Opus work costs about 15 %
+//! less (BENCHMARKS.md, "Matrix"). Encoding stays out of the card's thread: a card block is
+//! 5 ms, and eight encodes can land in one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
