@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 use anyhow::Context as _;
 
 use crate::pads::Injector;
+use crate::pipeline::lock;
 use crate::realtime;
 
 /// The most frames waiting for the thread before the oldest is dropped: the card's thread never
@@ -138,10 +139,6 @@ impl EncoderInput {
         frame.set_duration(stamp(samples));
         let _ = self.injector.push(buffer);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -279,7 +279,9 @@ pub struct Matrix {
     pub feeds: Vec<Arc<Feed>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `mutex`, taking it as it is after a panic elsewhere: every lock here guards audio state
+/// that stays usable (a queue, a frame list), and the card must go on.
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

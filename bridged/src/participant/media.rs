@@ -26,7 +26,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use anyhow::{Context as _, anyhow};
@@ -43,7 +43,7 @@ use super::rtp_port::{Route, RtpPort};
 use super::{Context, Stages};
 use crate::encoders::EncoderInput;
 use crate::pads::{self, Injector};
-use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes, to_s16_buffer};
+use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes, lock, to_s16_buffer};
 use crate::state::ParticipantStats;
 use crate::tick::Aligner;
 
@@ -211,10 +211,10 @@ fn into_feed(decoded: &gst::Pad, rate: u32, feed: Arc<Feed>) -> anyhow::Result<g
     let samples = Mutex::new(Vec::new());
     pads::sink("room-mix", s16_mono(rate), decoded, move |buffer| {
         let Ok(map) = buffer.map_readable() else { return };
-        let mut samples = samples.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut samples = lock(&samples);
         samples.clear();
         from_s16_bytes(map.as_slice(), &mut samples);
-        feed.remote.lock().unwrap_or_else(PoisonError::into_inner).push(&samples);
+        lock(&feed.remote).push(&samples);
     })
 }
 

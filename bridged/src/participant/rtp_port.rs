@@ -12,12 +12,13 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::Context as _;
 
+use crate::pipeline::lock;
 use crate::realtime;
 
 /// What a route does with a packet from its Janus port, and when it arrived.
@@ -147,10 +148,6 @@ fn receive(socket: &UdpSocket, routes: &Routes, stopping: &AtomicBool) {
             None => {}
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
