@@ -624,15 +624,14 @@ async fn alsa_devices_open_directly_and_keep_every_channel_number() {
 
 /// On PipeWire bridged opens the card's nodes natively: its own node is linked to the card's
 /// ports channel for channel (card_in's monitor_FL to its capture_FL, …, its playback_FL to
-/// card_out's playback_FL, …), no pipewire-pulse stream in between, and its log says so. Where PipeWire's own socket
+/// card_out's playback_FL, …), no pipewire-pulse stream in between, and its log says so; a
+/// device that goes and comes back is linked again. Where PipeWire's own socket
 /// does not answer (a service that only has `PULSE_SERVER`), it goes through pipewire-pulse
 /// instead, and says why in a warning. No Janus: the local path needs none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pipewire_card_opens_natively_and_a_fallback_is_never_silent() {
     let pulse = test_card();
-    for sink in ["card_in", "card_out"] {
-        pulse.add_card(sink, RATE);
-    }
+    let [_, card_out] = ["card_in", "card_out"].map(|sink| pulse.add_card(sink, RATE));
     let _tone = Tone::play(&pulse, "card_in", 0, 1000);
     let users = vec![user("a", "x", 0, None), user("b", "x", 1, Some(1))];
     let plan = without_janus(users);
@@ -647,6 +646,17 @@ async fn a_pipewire_card_opens_natively_and_a_fallback_is_never_silent() {
     assert_eq!(output, native_links("playback", "playback"), "{}", bridged.log());
     let said = "sound card: input card_in's monitor through pipewire, output node card_out through pipewire";
     assert!(bridged.log().contains(said), "bridged's log does not say {said:?}:{}", bridged.log());
+
+    // The output device goes and comes back (a card unplugged and plugged in again): bridged
+    // links its node to the new one, channel for channel.
+    let unloaded = pulse.pactl(&["unload-module", &card_out.to_string()]);
+    assert!(unloaded.status.success(), "unload card_out: {}", String::from_utf8_lossy(&unloaded.stderr));
+    pulse.add_card("card_out", RATE);
+    record_once(&pulse, "card_out", &bridged, "A on B's output, card_out back", |s| {
+        tone_db(&channel(s, 1), 1000.0) > PRESENT_DB
+    })
+    .await;
+    assert_eq!(card_links(&pulse).1, native_links("playback", "playback"), "{}", bridged.log());
     drop(bridged);
 
     // PipeWire's socket out of reach: pipewire-pulse, with a warning that says why.
