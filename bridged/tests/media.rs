@@ -35,7 +35,7 @@ const TONE_DB: f64 = -11.0;
 const THROUGH_JANUS_TOLERANCE_DB: f64 = 3.0;
 
 /// The sound server holding a test's card: PipeWire at a fixed quantum, whose nodes bridged
-/// opens natively (streams of its own: bridged/src/pipewire_card.rs).
+/// opens natively (a node of its own: bridged/src/pipewire_card/).
 fn test_card() -> CardServer {
     CardServer::start(CardKind::PipeWire)
 }

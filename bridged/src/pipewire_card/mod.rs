@@ -8,10 +8,11 @@
 //! goes through GStreamer (`pipeline.rs`).
 //!
 //! One node rather than a capture stream and a playback stream (`pw_stream`): a stream is a
-//! node of its own with a format converter in front of it, so two streams meant two nodes to
-//! schedule, two converters to run and two wake-ups of the data thread every cycle (187.5 cycles
-//! a second at the test card's quantum), and which of the two ran first was PipeWire's choice
-//! (a played block now and then a cycle late). DSP ports need no converter: the device's own
+//! node of its own with a format converter in front of it, so two streams meant two nodes and
+//! two converters every cycle, and which of the two ran first was PipeWire's choice (a played
+//! block now and then a cycle late). The CPU is about the same either way (BENCHMARKS.md,
+//! "Matrix": the data thread wakes once per cycle for both), the memory 3 MiB less, the order
+//! fixed. DSP ports need no converter: the device's own
 //! adapter hands over each channel as F32 at the graph's rate. As the session manager links
 //! streams but not filters, bridged links its ports itself ([`wiring`]), and relinks them when a
 //! device node comes back.
@@ -176,12 +177,10 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
     let mut cycles = Cycles { rate, capture, playback, block: Vec::new(), wrong_rate: false, promoted: false };
 
     let watch = wiring.clone();
-    let mut started = false;
     let _filter = builder.connect(
         move |cycle| cycles.run(cycle),
         move |state| match state {
             State::Paused { node } | State::Streaming { node } => {
-                started = true;
                 let mut wiring = watch.borrow_mut();
                 wiring.ours = Some(node);
                 wiring.relink();
@@ -189,7 +188,7 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
             State::Error(error) => {
                 let text = format!("PipeWire node: {error}");
                 tracing::error!("sound card: {text}");
-                if let Some(ready) = watch.borrow_mut().ready.take().filter(|_| !started) {
+                if let Some(ready) = watch.borrow_mut().ready.take() {
                     let _ = ready.send(Err(anyhow!(text.clone())));
                 }
                 shared.set_pipeline_error(Some(text));
@@ -197,10 +196,21 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
             State::Connecting | State::Unconnected => {}
         },
     )?;
+    let _registry_listener = follow_graph(&registry, &wiring);
 
-    let added = wiring.clone();
-    let removed = wiring.clone();
-    let _registry_listener = registry
+    let quitting = mainloop.clone();
+    let _quit = quit.attach(mainloop.loop_(), move |()| quitting.quit());
+    mainloop.run();
+    // The links, then the node, go before the core and the loop.
+    wiring.borrow_mut().links.clear();
+    Ok(())
+}
+
+/// Keeps `wiring`'s graph up to date with the registry's nodes and ports, relinking at each
+/// change.
+fn follow_graph(registry: &pw::registry::RegistryRc, wiring: &Rc<RefCell<Wiring>>) -> pw::registry::Listener {
+    let (added, removed) = (wiring.clone(), wiring.clone());
+    registry
         .add_listener_local()
         .global(move |global| {
             let Some(props) = global.props else { return };
@@ -211,17 +221,8 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
                     wiring.graph.add_node(global.id, name);
                 }
                 pw::types::ObjectType::Port => {
-                    let Some(node) = props.get(*pw::keys::NODE_ID).and_then(|id| id.parse().ok()) else { return };
-                    wiring.graph.add_port(
-                        global.id,
-                        PortInfo {
-                            node,
-                            output: props.get(*pw::keys::PORT_DIRECTION) == Some("out"),
-                            monitor: props.get(*pw::keys::PORT_MONITOR) == Some("true"),
-                            channel: props.get(*pw::keys::AUDIO_CHANNEL).map(str::to_owned),
-                            name: props.get(*pw::keys::PORT_NAME).map(str::to_owned),
-                        },
-                    );
+                    let Some(port) = port_info(props) else { return };
+                    wiring.graph.add_port(global.id, port);
                 }
                 _ => return,
             }
@@ -232,14 +233,18 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
             wiring.graph.remove(id);
             wiring.relink();
         })
-        .register();
+        .register()
+}
 
-    let quitting = mainloop.clone();
-    let _quit = quit.attach(mainloop.loop_(), move |()| quitting.quit());
-    mainloop.run();
-    // The links, then the node, go before the core and the loop.
-    wiring.borrow_mut().links.clear();
-    Ok(())
+/// A port as the registry's properties describe it (`None` without its node).
+fn port_info(props: &pw::spa::utils::dict::DictRef) -> Option<PortInfo> {
+    Some(PortInfo {
+        node: props.get(*pw::keys::NODE_ID)?.parse().ok()?,
+        output: props.get(*pw::keys::PORT_DIRECTION) == Some("out"),
+        monitor: props.get(*pw::keys::PORT_MONITOR) == Some("true"),
+        channel: props.get(*pw::keys::AUDIO_CHANNEL).map(str::to_owned),
+        name: props.get(*pw::keys::PORT_NAME).map(str::to_owned),
+    })
 }
 
 /// The node's properties: a duplex node of bridged's at the card's period and rate.
