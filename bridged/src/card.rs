@@ -2,7 +2,7 @@
 //! ([`DeviceId`]): `alsa:NAME` is the ALSA PCM `NAME`, opened directly with `alsasrc`/`alsasink`
 //! whatever sound server runs; any other id (or none: the default) is the sound server's. When
 //! that server is PipeWire's PulseAudio server (pipewire-pulse), the device is opened natively,
-//! with bridged's own PipeWire node (`pipewire_card/`) linked to the node behind it: the
+//! with a stream of bridged's own (`pipewire_card.rs`) on the PipeWire node behind it: the
 //! PulseAudio protocol layer of pipewire-pulse costs more latency than everything else on the
 //! card → card path (BENCHMARKS.md, "Matrix"). PulseAudio proper, and a PipeWire whose own socket bridged cannot
 //! reach, go through `pulsesrc`/`pulsesink`; where no sound server answers, ALSA's (ids listed
@@ -37,8 +37,8 @@ impl Api {
         }
     }
 
-    /// The GStreamer sink of this API (a PipeWire node is opened by bridged's own node,
-    /// `pipewire_card/`, not by GStreamer's PipeWire elements named here and in `source`).
+    /// The GStreamer sink of this API (a PipeWire node is opened by streams of bridged's own,
+    /// `pipewire_card.rs`, not by GStreamer's PipeWire elements named here and in `source`).
     pub fn sink(self) -> &'static str {
         match self {
             Api::Pulse => "pulsesink",
@@ -152,9 +152,11 @@ pub struct ServerDevice {
 }
 
 /// The card's channel map ([`partyline_shared::card::CARD_CHANNEL_MAP`]) in PipeWire's names.
-/// Only a node with exactly these positions is opened natively: bridged links its node's ports
-/// to the device's by position name (`pipewire_card/wiring.rs`), while through pipewire-pulse an
-/// unpositioned playback keeps every channel's index on any map (`pipeline.rs`, `PLAYBACK_CAPS`).
+/// Only a node with exactly these positions is opened natively: PipeWire matches a stream's
+/// channels to a node's by position name and WirePlumber remixes what does not match (a stream
+/// linked to a node of `AUX0…AUX7` is given two ports, `FL` and `FR`: eight card outputs mixed
+/// into the node's first two channels), while through pipewire-pulse an unpositioned playback
+/// keeps every channel's index on any map (`pipeline.rs`, `PLAYBACK_CAPS`).
 pub const CARD_POSITIONS: &str = "FL,FR,FC,LFE,RL,RR,SL,SR";
 
 /// A PipeWire node: its name (what `target-object` takes) and its serial (never reused while
@@ -236,7 +238,7 @@ impl Available {
         if device.positions.as_deref() != Some(CARD_POSITIONS) {
             tracing::info!(
                 "{field}: {:?} has the channel positions {}, not the card's ({CARD_POSITIONS}): opened through \
-                 pipewire-pulse, which keeps every channel number (bridged's own PipeWire node is linked by position name)",
+                 pipewire-pulse, which keeps every channel number (PipeWire's own streams match channels by position name)",
                 device.name,
                 device.positions.as_deref().unwrap_or("(none)")
             );
@@ -358,8 +360,8 @@ fn nodes_of_dump(json: &[u8]) -> Vec<Node> {
 /// (front-left, front-right, rear-left, rear-right, front-center, lfe, side-left, side-right)
 /// has at k. alsasrc and alsasink reorder 8 positioned channels between the two orders, and
 /// they take 8 channels only positioned, so without this card channels 2..5 would be the
-/// device's 4, 5, 2, 3 (measured with an ALSA `file` device). (bridged's own PipeWire node is
-/// linked port by port in [`CARD_POSITIONS`] order and needs none.) The mapping is its own
+/// device's 4, 5, 2, 3 (measured with an ALSA `file` device). (bridged's own PipeWire streams
+/// announce [`CARD_POSITIONS`] in the card's order and need none.) The mapping is its own
 /// inverse: the same matrix serves capture and playback.
 const ALSA_ORDER: [usize; CHANNELS] = [0, 1, 4, 5, 2, 3, 6, 7];
 

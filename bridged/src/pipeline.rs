@@ -13,9 +13,8 @@
 //! ```
 //!
 //! A direction on a PipeWire node (the sound server is pipewire-pulse and PipeWire's own socket
-//! answers) is a port per channel of one PipeWire node of bridged's own instead
-//! (`pipewire_card/`), which mixes and plays in PipeWire's data thread, once per graph cycle. An
-//! ALSA device (`alsa:`
+//! answers) is a stream of bridged's own instead (`pipewire_card.rs`): the capture mixes in
+//! PipeWire's data thread, the playback takes one quantum per graph cycle. An ALSA device (`alsa:`
 //! id, or no sound server) is opened with alsasrc/alsasink, with the reorder of
 //! `card::alsa_order` after the source and before the sink in place of the capssetter. Each
 //! direction is chosen on its own (`card.rs`).
@@ -24,9 +23,9 @@
 //! queue the mix fills ([`PLAYBACK_QUEUE`], [`PIPEWIRE_PLAYBACK_QUEUE`]), or is silence when the
 //! queue is empty. So the playback never underruns for lack of a block, and the card → card
 //! latency stays the capture's period plus the queue plus the playback's buffering, whatever the
-//! scheduling did before: the queue trims what a start or a burst left. On PipeWire one node
-//! captures and plays in one callback: a block is played in the cycle it was captured in
-//! (`pipewire_card/`).
+//! scheduling did before: the queue trims what a start or a burst left. On PipeWire the capture
+//! and the playback are two streams of one graph, run in one thread: a block is played in the
+//! cycle it was captured in (`pipewire_card.rs`).
 
 use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -52,7 +51,7 @@ use crate::tick::{Aligner, Shift, Step, TickPhase};
 const CAPTURE_BUFFER_US: i64 = 10_000;
 const CAPTURE_PERIOD_US: i64 = 5_000;
 /// Playback buffering of pulsesink/alsasink (µs): what the playback may queue, the card → card
-/// latency's main part (PipeWire's playback takes a block per cycle: `pipewire_card/`).
+/// latency's main part (PipeWire's playback takes a block per cycle: `pipewire_card.rs`).
 const PLAYBACK_BUFFER_US: i64 = 20_000;
 const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
@@ -63,8 +62,9 @@ const PLAYBACK_PERIOD_US: i64 = 5_000;
 /// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
 /// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
-/// The playback queue on PipeWire (`pipewire_card/`): one node captures, mixes and plays in one
-/// callback per cycle, so each block is mixed and pulled within a cycle: the queue starts with one block (a quantum of 5.33 ms holds this start) and needs no margin for
+/// The playback queue on PipeWire (`pipewire_card.rs`): the capture and the playback are two
+/// streams of one graph, run in one thread, so each block is mixed and pulled within a cycle: the
+/// queue starts with one block (a quantum of 5.33 ms holds this start) and needs no margin for
 /// bursts; 1 ms lets it grow a step at each underrun.
 const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 5, margin_ms: 1, limit_ms: 200 };
 /// The room's mix on its way to the outputs, over plain RTP: it starts with one decoded Opus
@@ -290,7 +290,7 @@ pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct Base {
     /// The card's GStreamer elements: the directions not on a PipeWire node.
     pub pipeline: gst::Pipeline,
-    /// The directions on a PipeWire node, ports of bridged's own node.
+    /// The directions on a PipeWire node, streams of bridged's own.
     pipewire: Option<PipeWireCard>,
     matrix: Arc<Mutex<Arc<Matrix>>>,
     bus_task: tokio::task::JoinHandle<()>,
@@ -308,7 +308,7 @@ impl Base {
         let shape = if card.output.api == Api::PipeWire { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
         let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS)));
         let mixing = Mixing::new(rate, matrix.clone(), queue.clone(), Encoders::start()?, shared.clone());
-        // The directions on a PipeWire node are ports of bridged's own node; the others are
+        // Each direction on a PipeWire node is a stream of bridged's own; the others are
         // GStreamer elements in `pipeline`.
         let capture = match card.input.api {
             Api::PipeWire => Some(Capture { endpoint: card.input.clone(), mixing }),
@@ -401,7 +401,7 @@ fn gstreamer_capture(
                 let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
                 let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
                 let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
-                mixing.block(|input| from_bytes(map.as_slice(), input));
+                mixing.block(map.as_slice());
                 Ok(gst::FlowSuccess::Ok)
             })
             .build(),
@@ -491,7 +491,7 @@ fn playback_sink(endpoint: &Endpoint) -> anyhow::Result<gst::Element> {
 
 /// The capture's own state: the buffers it mixes in, reused block after block, and the output
 /// limiters and meters, which outlive every matrix swap. Lives in the capture's thread
-/// (GStreamer's streaming thread, or PipeWire's data thread: `pipewire_card/`).
+/// (GStreamer's streaming thread, or PipeWire's data thread: `pipewire_card.rs`).
 pub struct Mixing {
     matrix: Arc<Mutex<Arc<Matrix>>>,
     /// The playback queue: the mix writes every output block into it, the playback pulls.
@@ -538,11 +538,11 @@ impl Mixing {
         }
     }
 
-    /// One captured block in (`capture` writes it: F32, the card's channels interleaved, into
-    /// an empty buffer); the played block and every group's send out.
-    pub fn block(&mut self, capture: impl FnOnce(&mut Vec<f32>)) {
+    /// One captured block (F32LE, the card's channels interleaved) in; the played block and
+    /// every group's send out.
+    pub fn block(&mut self, bytes: &[u8]) {
         self.input.clear();
-        capture(&mut self.input);
+        from_bytes(bytes, &mut self.input);
         let frames = self.input.len() / CHANNELS;
         let matrix = lock(&self.matrix).clone();
         let groups = matrix.feeds.len();

@@ -5,9 +5,8 @@
 //! (Janus then drops one). SCHED_FIFO at a low priority puts the GStreamer capture's and
 //! playback's streaming threads (PulseAudio, ALSA), the encoders' thread and the RTP receiving
 //! thread ahead of every ordinary thread (builds, control) and behind the sound server's own
-//! real-time threads. On PipeWire the card runs in PipeWire's data thread, which bridged
-//! promotes the same way at its first cycle: PipeWire's client library makes it real-time only
-//! with its RT module loaded, which its default client configuration does not load.
+//! real-time threads. On PipeWire the card runs in PipeWire's data thread, which PipeWire
+//! schedules.
 
 /// The SCHED_FIFO priority asked for: low (1..=99), under PulseAudio's and PipeWire's (20, 88).
 pub const PRIORITY: i32 = 10;

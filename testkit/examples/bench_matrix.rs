@@ -283,10 +283,6 @@ async fn diagnose(card: &PipeWireServer, proxy: &BridgeProxy<'_>, bridged: &Brid
         let output = card.pactl(&["list", "short", what]);
         eprintln!("bench_matrix: pactl list short {what}:\n{}", String::from_utf8_lossy(&output.stdout));
     }
-    // bridged's own PipeWire node is no PulseAudio stream: its links say what it is wired to.
-    for (node, direction) in [("card_in", "out"), ("card_out", "in"), ("crew_in", "out"), ("crew_out", "in")] {
-        eprintln!("bench_matrix: links of {node} ({direction}): {:?}", card.links_of(node, direction));
-    }
     eprintln!("bench_matrix: bridged's log:\n{}", bridged.log());
 }
 
@@ -594,8 +590,8 @@ async fn main() -> ExitCode {
     // from input 0 to output 0 with no queue or mix between, once through pipewire-pulse
     // (pulsesrc → pulsesink with bridged's PulseAudio sizes: capture 10/5 ms, playback 20/5 ms,
     // unsynced) and once through GStreamer's PipeWire elements (pipewiresrc → pipewiresink at
-    // bridged's node latency; bridged itself opens this card with a node of its own:
-    // bridged/src/pipewire_card/). Channel 0 is front-left in every order, so neither loop
+    // bridged's node latency; bridged itself opens this card with streams of its own:
+    // bridged/src/pipewire_card.rs). Channel 0 is front-left in every order, so neither loop
     // needs a channel reorder.
     let card_caps = format!("audio/x-raw,format=F32LE,rate={RATE},channels=8,channel-mask=(bitmask)0xc3f");
     let node_latency = format!("node.latency=(string){QUANTUM}/{RATE}");
@@ -763,7 +759,7 @@ async fn main() -> ExitCode {
         o.trace_secs
     );
     if paths.is_empty() {
-        // bridged's card is a PipeWire node of its own and its codec chains are pushed by its
+        // bridged's card is PipeWire streams of its own and its codec chains are pushed by its
         // own threads: no GStreamer source or sink, so no path records, only elements.
         println!("No GStreamer source → sink path in bridged: the stages are its elements.");
     } else {

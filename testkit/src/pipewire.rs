@@ -26,18 +26,6 @@ const START_DEADLINE: Duration = Duration::from_secs(10);
 /// Pause between two readiness probes.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
-/// A link of a node's port ([`PipeWireServer::links_of`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortLink {
-    /// The node's port (`port.name`).
-    pub port: String,
-    /// The port at the other end, `node.name:port.name`.
-    pub peer: String,
-    /// The peer node's `client.api`: `native` when it names none (a client of PipeWire's own),
-    /// `pipewire-pulse` for a PulseAudio client.
-    pub api: String,
-}
-
 /// The three daemons; dropping it stops them and removes the directory.
 #[derive(Debug)]
 pub struct PipeWireServer {
@@ -110,42 +98,6 @@ impl PipeWireServer {
             }
         }
         Recording::start(self, &format!("{probe}.monitor"))
-    }
-
-    /// Who is linked to each port of node `node` in `direction` ("in", or "out": a sink's
-    /// outputs are its monitor ports), in port order. From `pw-dump`.
-    pub fn links_of(&self, node: &str, direction: &str) -> Vec<PortLink> {
-        let output = self.command("pw-dump").output().expect("run pw-dump");
-        assert!(output.status.success(), "pw-dump: {}", String::from_utf8_lossy(&output.stderr));
-        let objects: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).expect("pw-dump's JSON");
-        let of_type = |kind: &'static str| {
-            objects
-                .iter()
-                .filter(move |o| o["type"].as_str().and_then(|t| t.strip_prefix("PipeWire:Interface:")) == Some(kind))
-        };
-        let props = |id: &serde_json::Value| {
-            objects.iter().find(|o| o["id"] == *id).map(|o| o["info"]["props"].clone()).unwrap_or_default()
-        };
-        let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
-        let Some(node_id) = of_type("Node").find(|n| n["info"]["props"]["node.name"] == node).map(|n| n["id"].clone())
-        else {
-            return Vec::new();
-        };
-        let (own, peer) = if direction == "out" { ("output", "input") } else { ("input", "output") };
-        let mut links: Vec<(u64, String, String, String)> = of_type("Link")
-            .filter(|l| l["info"][format!("{own}-node-id")] == node_id)
-            .map(|l| {
-                let (own_port, peer_port) =
-                    (props(&l["info"][format!("{own}-port-id")]), props(&l["info"][format!("{peer}-port-id")]));
-                let peer_node = props(&l["info"][format!("{peer}-node-id")]);
-                let api = peer_node["client.api"].as_str().unwrap_or("native").to_owned();
-                let order = own_port["port.id"].as_u64().unwrap_or(u64::MAX);
-                let peer = format!("{}:{}", text(&peer_node["node.name"]), text(&peer_port["port.name"]));
-                (order, text(&own_port["port.name"]), peer, api)
-            })
-            .collect();
-        links.sort();
-        links.into_iter().map(|(_, port, peer, api)| PortLink { port, peer, api }).collect()
     }
 
     /// Waits until WirePlumber has made `sink` the default sink (it picks defaults a moment
