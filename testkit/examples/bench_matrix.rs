@@ -538,8 +538,8 @@ async fn main() -> ExitCode {
     let one_group = plan(&janus, &o, &["x"], (0..8u8).map(|k| user(&format!("u{k}"), "x", k, Some(k))).collect());
     apply(&proxy, &one_group, "eight users in one group").await;
     tokio::time::sleep(SETTLE).await;
-    // CPU_ROUNDS windows, the verdict on their median: one window read from 4.6 to 6.1 % for
-    // the same binary from run to run, the machine's other work coming and going.
+    // CPU_ROUNDS windows, the verdict on their median: one window read 4.6–5.2 % for the same
+    // binary over five runs, the machine's other work coming and going.
     let mut one_windows = Vec::new();
     for round in 1..=CPU_ROUNDS {
         eprintln!("bench_matrix: CPU, 8 users in one group, {:.0} s (window {round} of {CPU_ROUNDS})", o.cpu_secs);
