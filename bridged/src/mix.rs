@@ -5,8 +5,10 @@
 //!
 //! A server audio user's output plays its group minus itself: the room's mix (the remote crew:
 //! AudioBridge leaves the card's own contribution out) plus the inputs of the group's other
-//! server users. A group sends the sum of its users' inputs. Every output and every send goes
-//! through a [`Limiter`]: a sum that would clip is turned down, never wrapped.
+//! server users. A group sends the sum of its users' inputs, and each of its outputs plays that
+//! sum less the user's own input (N−1 mixing, as a hardware matrix does it): one sum per group and
+//! a subtraction per user, not a sum per user. Every output and every send goes through a
+//! [`Limiter`]: a sum that would clip is turned down, never wrapped.
 
 use std::collections::VecDeque;
 
@@ -20,6 +22,8 @@ pub const CEILING: f32 = 0.891;
 
 /// How fast a limiter lets the gain back up after a peak (time constant).
 const RELEASE_SECONDS: f32 = 0.05;
+/// A limiter's gain above this is unity (−0.0009 dB): [`Limiter::run`].
+const UNITY: f32 = 0.9999;
 
 /// One server audio user's place in the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +32,8 @@ struct Route {
     output: Option<usize>,
     /// The user's group (an index into the plan's groups).
     group: usize,
-    /// The input channels of the group's other server users: what the user hears locally.
-    hears: Vec<usize>,
+    /// The user's own input channel: in its group's sum, and taken out of what it hears.
+    input: usize,
 }
 
 /// The matrix of one plan: built once per plan and swapped whole between two blocks, so a
@@ -55,17 +59,12 @@ impl Routing {
         let routes = plan
             .users
             .iter()
-            .enumerate()
-            .filter_map(|(i, user)| {
-                let group = group_of(&user.room)?;
-                let hears = plan
-                    .users
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, other)| *j != i && other.room == user.room)
-                    .map(|(_, other)| usize::from(other.input_channel))
-                    .collect();
-                Some(Route { output: user.output_channel.map(usize::from), group, hears })
+            .filter_map(|user| {
+                Some(Route {
+                    output: user.output_channel.map(usize::from),
+                    group: group_of(&user.room)?,
+                    input: usize::from(user.input_channel),
+                })
             })
             .collect();
         Routing { routes, sends }
@@ -80,6 +79,10 @@ impl Routing {
     /// Mixes one block of `frames` frames. `input` and `output` are the card's interleaved
     /// channels; `remote[g]` is group g's room mix and `sends[g]` gets group g's send (both mono,
     /// `frames` long). Nothing is limited here: see [`Limiter`].
+    ///
+    /// An output's own input is taken back out of its group's sum: in floating point that
+    /// leaves at most a rounding of the sum, some 140 dB under the loudest input, where a
+    /// 24-bit card's own noise is.
     pub fn mix(&self, input: &[f32], remote: &[Vec<f32>], output: &mut [f32], sends: &mut [Vec<f32>]) {
         output.fill(0.0);
         for (group, channels) in self.sends.iter().enumerate() {
@@ -90,10 +93,10 @@ impl Routing {
         }
         for route in &self.routes {
             let Some(out) = route.output else { continue };
-            let gains = gains(&route.hears);
             let frames = input.chunks_exact(CHANNELS).zip(output.chunks_exact_mut(CHANNELS));
-            for ((frame, played), remote) in frames.zip(&remote[route.group]) {
-                played[out] += remote + weighted_sum(frame, &gains);
+            let group = remote[route.group].iter().zip(&sends[route.group]);
+            for ((frame, played), (remote, sum)) in frames.zip(group) {
+                played[out] += remote + (sum - frame[route.input]);
             }
         }
     }
@@ -101,7 +104,7 @@ impl Routing {
 
 /// `channels` as a gain per input channel (how many times each is in it): a sum over
 /// `channels` is then a sum of fixed length without indexing, which the compiler vectorises
-/// (the mix runs in the card's real-time thread, 8 routes × 8 channels a frame).
+/// (the mix runs in the card's real-time thread).
 fn gains(channels: &[usize]) -> [f32; CHANNELS] {
     let mut gains = [0.0; CHANNELS];
     for &channel in channels {
@@ -132,7 +135,11 @@ impl Limiter {
     pub fn run(&mut self, sample: f32) -> f32 {
         let peak = sample.abs();
         let needed = if peak > CEILING { CEILING / peak } else { 1.0 };
-        self.gain = (self.gain + (1.0 - self.gain) * self.release).min(needed);
+        let recovered = self.gain + (1.0 - self.gain) * self.release;
+        // The release's steps shrink with the distance to unity until they round to nothing,
+        // some 7e-5 short of it: close enough is unity, or every sample after the first peak
+        // would be scaled by 0.99993 for good.
+        self.gain = if recovered > UNITY { 1.0 } else { recovered }.min(needed);
         // The clamp only catches the last bit of rounding of `CEILING / peak * sample`.
         (sample * self.gain).clamp(-CEILING, CEILING)
     }
@@ -140,6 +147,12 @@ impl Limiter {
     /// Limits every `stride`-th sample of `samples` from `offset` (one channel of an
     /// interleaved block).
     pub fn run_strided(&mut self, samples: &mut [f32], offset: usize, stride: usize) {
+        // At unity, a block under the ceiling passes unchanged, and leaves the gain at unity:
+        // the usual case, checked in one pass that does not wait on the gain, sample after
+        // sample.
+        if self.gain == 1.0 && samples.iter().skip(offset).step_by(stride).all(|s| s.abs() <= CEILING) {
+            return;
+        }
         for sample in samples.iter_mut().skip(offset).step_by(stride) {
             *sample = self.run(*sample);
         }
@@ -247,9 +260,11 @@ impl Jitter {
             self.playing = true;
         }
         let take = if self.playing { out.len().min(self.queued.len()) } else { 0 };
-        for (slot, sample) in out.iter_mut().zip(self.queued.drain(..take)) {
-            *slot = sample;
-        }
+        let (front, back) = self.queued.as_slices();
+        let from_front = take.min(front.len());
+        out[..from_front].copy_from_slice(&front[..from_front]);
+        out[from_front..take].copy_from_slice(&back[..take - from_front]);
+        self.queued.drain(..take);
         out[take..].fill(0.0);
         if !self.playing {
             return;
@@ -534,6 +549,21 @@ mod tests {
             let sample = if k % 2 == 0 { 0.5 } else { -0.5 };
             assert!((limiter.run(sample) - sample).abs() < f32::EPSILON);
         }
+    }
+
+    #[test]
+    fn after_a_peak_the_gain_returns_to_unity_and_a_quiet_signal_passes_bit_for_bit() {
+        let mut limiter = Limiter::new(48_000);
+        assert!(limiter.run(4.0) <= CEILING, "a peak 12 dB over full scale is limited");
+        let quiet: Vec<f32> = (0..48_000).map(|k| if k % 2 == 0 { 0.5 } else { -0.5 }).collect();
+        let mut limited = quiet.clone();
+        limiter.run_strided(&mut limited, 0, 1);
+        assert!(limited[0].abs() < 0.5, "right after the peak the gain is still down");
+        // Half a second on (ten release time constants), the samples are the input's own.
+        let pairs = limited.iter().zip(&quiet).skip(24_000);
+        let changed: Vec<(f32, f32)> =
+            pairs.filter(|(out, in_)| out.to_bits() != in_.to_bits()).map(|(o, i)| (*o, *i)).collect();
+        assert!(changed.is_empty(), "{} samples changed, the first {:?} (out, in)", changed.len(), changed.first());
     }
 
     /// 20 ms frames in, 10 ms blocks out, at 48 kHz; a window of a second.

@@ -559,7 +559,7 @@ impl Mixing {
         }
         for (send, feed) in self.sends.iter_mut().zip(&matrix.feeds) {
             let mut limiter = lock(&feed.limiter);
-            send.iter_mut().for_each(|sample| *sample = limiter.run(*sample));
+            limiter.run_strided(send, 0, 1);
             drop(limiter);
             if let Some(talking) = lock(&feed.voice).add(send) {
                 self.shared.talking(&feed.room, talking);

@@ -202,6 +202,16 @@ async fn cpu_by_thread(pid: u32, secs: f64) -> (f64, f64, Vec<(String, f64)>) {
     (percent(c1 - c0), busy, threads)
 }
 
+/// A thread breakdown of [`cpu_by_thread`] as `kind percent, …`, the kinds under 0.05 % left out.
+fn by_kind(threads: &[(String, f64)]) -> String {
+    let kinds: Vec<String> = threads
+        .iter()
+        .filter(|(_, percent)| *percent >= 0.05)
+        .map(|(kind, percent)| format!("{kind} {percent:.1}"))
+        .collect();
+    kinds.join(", ")
+}
+
 /// Each AudioBridge participant's incoming queue as Janus's admin API reports it (packets
 /// waiting to be mixed), `samples` times 50 ms apart: `display → (min, median, max)`. The queue
 /// a path's packets wait in is most of what moved a Janus path's latency between runs.
@@ -543,11 +553,12 @@ async fn main() -> ExitCode {
     let mut one_windows = Vec::new();
     for round in 1..=CPU_ROUNDS {
         eprintln!("bench_matrix: CPU, 8 users in one group, {:.0} s (window {round} of {CPU_ROUNDS})", o.cpu_secs);
-        one_windows.push(cpu_percent(pid, o.cpu_secs).await);
+        one_windows.push(cpu_by_thread(pid, o.cpu_secs).await);
     }
-    let one_cpu = spread(&one_windows.iter().map(|(cpu, _)| *cpu).collect::<Vec<_>>()).median;
+    let one_cpu = spread(&one_windows.iter().map(|(cpu, _, _)| *cpu).collect::<Vec<_>>()).median;
+    let one_by_thread = one_windows.last().map(|(_, _, by_thread)| by_thread.clone()).unwrap_or_default();
     let one_windows: Vec<String> =
-        one_windows.iter().map(|(cpu, busy)| format!("{cpu:.1} (machine {busy:.0} %)")).collect();
+        one_windows.iter().map(|(cpu, busy, _)| format!("{cpu:.1} (machine {busy:.0} %)")).collect();
     let (one_rss, one_threads) = (status_field(pid, "VmRSS:"), status_field(pid, "Threads:"));
     let group_names: Vec<&str> = groups.iter().map(String::as_str).collect();
     let eight_groups = plan(
@@ -742,12 +753,11 @@ async fn main() -> ExitCode {
         one_windows.join(", "),
         rounds.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     );
-    let by_thread: Vec<String> = eight_by_thread
-        .iter()
-        .filter(|(_, percent)| *percent >= 0.05)
-        .map(|(kind, percent)| format!("{kind} {percent:.1}"))
-        .collect();
-    println!("- CPU of bridged in 8 groups by kind of thread (percent of one core): {}", by_thread.join(", "));
+    println!(
+        "- CPU of bridged by kind of thread (percent of one core): one group (its last window) {}; 8 groups (the last round) {}",
+        by_kind(&one_by_thread),
+        by_kind(&eight_by_thread)
+    );
     println!(
         "- RSS of bridged: one group {} MiB ({one_threads} threads), eight groups {} MiB ({eight_threads} threads), peak {} MiB",
         mib(one_rss),
