@@ -22,7 +22,7 @@ pub const CEILING: f32 = 0.891;
 
 /// How fast a limiter lets the gain back up after a peak (time constant).
 const RELEASE_SECONDS: f32 = 0.05;
-/// A limiter's gain above this is unity (−0.0009 dB): [`Limiter::run`].
+/// A limiter's gain above this is unity (−0.0009 dB): [`limit`].
 const UNITY: f32 = 0.9999;
 
 /// One server audio user's place in the matrix.
@@ -117,46 +117,54 @@ fn weighted_sum(frame: &[f32], gains: &[f32; CHANNELS]) -> f32 {
     frame.iter().zip(gains).map(|(sample, gain)| sample * gain).sum()
 }
 
-/// A peak limiter: instant attack (no sample ever leaves above [`CEILING`]), smooth release.
-/// Below the ceiling it leaves the signal untouched once the gain has recovered.
+/// Peak limiters for the `N` channels of an interleaved signal, a gain per channel: instant
+/// attack (no sample ever leaves above [`CEILING`]), smooth release. Below the ceiling each
+/// leaves its channel untouched once its gain has recovered.
 #[derive(Debug, Clone)]
-pub struct Limiter {
-    gain: f32,
+pub struct Limiter<const N: usize> {
+    gains: [f32; N],
     release: f32,
 }
 
-impl Limiter {
-    pub fn new(rate: u32) -> Limiter {
+impl<const N: usize> Limiter<N> {
+    pub fn new(rate: u32) -> Limiter<N> {
         #[allow(clippy::cast_precision_loss, reason = "a sampling rate is far below 2^24")]
         let release = 1.0 - (-1.0 / (RELEASE_SECONDS * rate as f32)).exp();
-        Limiter { gain: 1.0, release }
+        Limiter { gains: [1.0; N], release }
     }
 
-    pub fn run(&mut self, sample: f32) -> f32 {
-        let peak = sample.abs();
-        let needed = if peak > CEILING { CEILING / peak } else { 1.0 };
-        let recovered = self.gain + (1.0 - self.gain) * self.release;
-        // The release's steps shrink with the distance to unity until they round to nothing,
-        // some 7e-5 short of it: close enough is unity, or every sample after the first peak
-        // would be scaled by 0.99993 for good.
-        self.gain = if recovered > UNITY { 1.0 } else { recovered }.min(needed);
-        // The clamp only catches the last bit of rounding of `CEILING / peak * sample`.
-        (sample * self.gain).clamp(-CEILING, CEILING)
-    }
-
-    /// Limits every `stride`-th sample of `samples` from `offset` (one channel of an
-    /// interleaved block).
-    pub fn run_strided(&mut self, samples: &mut [f32], offset: usize, stride: usize) {
-        // At unity, a block under the ceiling passes unchanged, and leaves the gain at unity:
-        // the usual case, checked in one pass that does not wait on the gain, sample after
-        // sample.
-        if self.gain == 1.0 && samples.iter().skip(offset).step_by(stride).all(|s| s.abs() <= CEILING) {
+    /// Limits a block of interleaved frames in place.
+    pub fn run(&mut self, block: &mut [f32]) {
+        // At unity, a block under the ceiling passes unchanged and leaves every gain at unity:
+        // the usual case, checked in one pass that needs no gain. (A float's magnitude orders
+        // as its bits without the sign, which the compiler compares many at a time.)
+        let ceiling = CEILING.to_bits();
+        if self.gains.iter().all(|gain| *gain == 1.0) && block.iter().all(|s| s.to_bits() & !SIGN <= ceiling) {
             return;
         }
-        for sample in samples.iter_mut().skip(offset).step_by(stride) {
-            *sample = self.run(*sample);
+        // A frame at a time: the channels' gains are independent, so their steps run side by
+        // side rather than one channel's whole block after another.
+        for frame in block.chunks_exact_mut(N) {
+            for (sample, gain) in frame.iter_mut().zip(&mut self.gains) {
+                *sample = limit(*sample, gain, self.release);
+            }
         }
     }
+}
+
+const SIGN: u32 = 1 << 31;
+
+/// One sample through a limiter whose gain is `gain`.
+fn limit(sample: f32, gain: &mut f32, release: f32) -> f32 {
+    let peak = sample.abs();
+    let needed = if peak > CEILING { CEILING / peak } else { 1.0 };
+    let recovered = *gain + (1.0 - *gain) * release;
+    // The release's steps shrink with the distance to unity until they round to nothing, some
+    // 7e-5 short of it: close enough is unity, or every sample after the first peak would be
+    // scaled by 0.99993 for good.
+    *gain = if recovered > UNITY { 1.0 } else { recovered }.min(needed);
+    // The clamp only catches the last bit of rounding of `CEILING / peak * sample`.
+    (sample * *gain).clamp(-CEILING, CEILING)
 }
 
 /// A queue between two paces: the room's mix on its way to the card (written in the decoder's
@@ -516,10 +524,8 @@ mod tests {
         routing.mix(&input, &[vec![0.0; frames]], &mut output, &mut sends);
         let wrapped = output.iter().skip(2).step_by(CHANNELS).filter(|s| **s > 1.0).count();
         assert!(wrapped > 1_000, "the test must sum above full scale ({wrapped} samples)");
-        let mut limiter = Limiter::new(rate);
-        limiter.run_strided(&mut output, 2, CHANNELS);
-        let mut send_limiter = Limiter::new(rate);
-        sends[0].iter_mut().for_each(|s| *s = send_limiter.run(*s));
+        Limiter::<CHANNELS>::new(rate).run(&mut output);
+        Limiter::<1>::new(rate).run(&mut sends[0]);
         for (what, samples) in
             [("output", output.iter().skip(2).step_by(CHANNELS).copied().collect()), ("send", sends[0].clone())]
         {
@@ -544,20 +550,24 @@ mod tests {
 
     #[test]
     fn a_quiet_signal_passes_the_limiter_untouched() {
-        let mut limiter = Limiter::new(48_000);
+        let mut limiter = Limiter::<1>::new(48_000);
         for k in 0..1_000 {
             let sample = if k % 2 == 0 { 0.5 } else { -0.5 };
-            assert!((limiter.run(sample) - sample).abs() < f32::EPSILON);
+            let mut block = [sample];
+            limiter.run(&mut block);
+            assert!((block[0] - sample).abs() < f32::EPSILON);
         }
     }
 
     #[test]
     fn after_a_peak_the_gain_returns_to_unity_and_a_quiet_signal_passes_bit_for_bit() {
-        let mut limiter = Limiter::new(48_000);
-        assert!(limiter.run(4.0) <= CEILING, "a peak 12 dB over full scale is limited");
+        let mut limiter = Limiter::<1>::new(48_000);
+        let mut peak = [4.0];
+        limiter.run(&mut peak);
+        assert!(peak[0] <= CEILING, "a peak 12 dB over full scale is limited");
         let quiet: Vec<f32> = (0..48_000).map(|k| if k % 2 == 0 { 0.5 } else { -0.5 }).collect();
         let mut limited = quiet.clone();
-        limiter.run_strided(&mut limited, 0, 1);
+        limiter.run(&mut limited);
         assert!(limited[0].abs() < 0.5, "right after the peak the gain is still down");
         // Half a second on (ten release time constants), the samples are the input's own.
         let pairs = limited.iter().zip(&quiet).skip(24_000);

@@ -129,7 +129,7 @@ pub struct Feed {
     rate: u32,
     /// Samples in one Opus frame at the card's rate.
     frame: usize,
-    limiter: Mutex<Limiter>,
+    limiter: Mutex<Limiter<1>>,
     /// The send's voice activity: the card's talking in the room (Janus reports none for a
     /// plain-RTP participant).
     voice: Mutex<VoiceActivity>,
@@ -505,7 +505,7 @@ pub struct Mixing {
     output: Vec<f32>,
     remote: Vec<Vec<f32>>,
     sends: Vec<Vec<f32>>,
-    limiters: Vec<Limiter>,
+    limiter: Limiter<CHANNELS>,
     input_meter: Meter,
     output_meter: Meter,
     /// When the queues' glitches were last reported.
@@ -531,7 +531,7 @@ impl Mixing {
             output: Vec::new(),
             remote: Vec::new(),
             sends: Vec::new(),
-            limiters: vec![Limiter::new(rate); CHANNELS],
+            limiter: Limiter::new(rate),
             input_meter: Meter::new(period),
             output_meter: Meter::new(period),
             reported: std::time::Instant::now(),
@@ -554,12 +554,10 @@ impl Mixing {
         }
         self.output.resize(self.input.len(), 0.0);
         matrix.routing.mix(&self.input, &self.remote, &mut self.output, &mut self.sends);
-        for (channel, limiter) in self.limiters.iter_mut().enumerate() {
-            limiter.run_strided(&mut self.output, channel, CHANNELS);
-        }
+        self.limiter.run(&mut self.output);
         for (send, feed) in self.sends.iter_mut().zip(&matrix.feeds) {
             let mut limiter = lock(&feed.limiter);
-            limiter.run_strided(send, 0, 1);
+            limiter.run(send);
             drop(limiter);
             if let Some(talking) = lock(&feed.voice).add(send) {
                 self.shared.talking(&feed.room, talking);
