@@ -22,6 +22,8 @@ pub const CEILING: f32 = 0.891;
 
 /// How fast a limiter lets the gain back up after a peak (time constant).
 const RELEASE_SECONDS: f32 = 0.05;
+/// The sign bit of an `f32`.
+const SIGN: u32 = 1 << 31;
 /// A limiter's gain above this is unity (−0.0009 dB): [`limit`].
 const UNITY: f32 = 0.9999;
 
@@ -137,9 +139,10 @@ impl<const N: usize> Limiter<N> {
     pub fn run(&mut self, block: &mut [f32]) {
         // At unity, a block under the ceiling passes unchanged and leaves every gain at unity:
         // the usual case, checked in one pass that needs no gain. (A float's magnitude orders
-        // as its bits without the sign, which the compiler compares many at a time.)
-        let ceiling = CEILING.to_bits();
-        if self.gains.iter().all(|gain| *gain == 1.0) && block.iter().all(|s| s.to_bits() & !SIGN <= ceiling) {
+        // as its bits without the sign: a maximum of integers, which the compiler takes many
+        // at a time.)
+        let loudest = block.iter().fold(0, |loudest, s| loudest.max(s.to_bits() & !SIGN));
+        if self.gains.iter().all(|gain| *gain == 1.0) && loudest <= CEILING.to_bits() {
             return;
         }
         // A frame at a time: the channels' gains are independent, so their steps run side by
@@ -151,8 +154,6 @@ impl<const N: usize> Limiter<N> {
         }
     }
 }
-
-const SIGN: u32 = 1 << 31;
 
 /// One sample through a limiter whose gain is `gain`.
 fn limit(sample: f32, gain: &mut f32, release: f32) -> f32 {
