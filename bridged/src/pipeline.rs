@@ -556,9 +556,7 @@ impl Mixing {
         matrix.routing.mix(&self.input, &self.remote, &mut self.output, &mut self.sends);
         self.limiter.run(&mut self.output);
         for (send, feed) in self.sends.iter_mut().zip(&matrix.feeds) {
-            let mut limiter = lock(&feed.limiter);
-            limiter.run(send);
-            drop(limiter);
+            lock(&feed.limiter).run(send);
             if let Some(talking) = lock(&feed.voice).add(send) {
                 self.shared.talking(&feed.room, talking);
             }
