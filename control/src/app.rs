@@ -44,6 +44,8 @@ pub struct AppState {
     pub events: EventBus,
     /// Whether the public listener speaks TLS (for the URLs handed to browsers).
     pub tls: bool,
+    /// The SHA-256 of the listener's certificate (`AB:CD:…`), for control surfaces to pin.
+    pub certificate_sha256: Option<String>,
     pub started: Instant,
 }
 
@@ -72,6 +74,7 @@ impl AppState {
             panels: Arc::default(),
             pins: Arc::default(),
             tls: false,
+            certificate_sha256: None,
             started: Instant::now(),
         })
     }

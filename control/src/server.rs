@@ -65,6 +65,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         .with_context(|| format!("cannot listen on {}", initial.server.listen))?;
     let addr = listener.local_addr()?;
     let origin = origin(addr, tls.is_some());
+    let certificate_sha256 = tls.as_ref().map(|tls| tls.certificate_sha256.clone());
 
     let janus_secrets = secrets::JanusSecrets::resolve(&state_dir, &initial)
         .with_context(|| format!("cannot read the Janus secrets in {}", state_dir.display()))?;
@@ -99,6 +100,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         pins: Arc::default(),
         events,
         tls: tls.is_some(),
+        certificate_sha256,
         started,
     };
     let events_app = app::events_app(state.clone());
@@ -121,7 +123,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     let server = axum_server::from_tcp(listener)?.handle(handle);
     match tls {
         Some(tls) => {
-            let tls = axum_server::tls_rustls::RustlsConfig::from_config(tls);
+            let tls = axum_server::tls_rustls::RustlsConfig::from_config(tls.config);
             let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls).acceptor(LingeringAcceptor);
             server.acceptor(acceptor).serve(app.into_make_service_with_connect_info::<SocketAddr>()).await?;
         }

@@ -12,8 +12,17 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::files::{self, Durability};
 
-/// The rustls server config for `mode`, or `None` for plain HTTP.
-pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+/// The listener's TLS: its rustls config and what clients may pin.
+#[derive(Debug)]
+pub struct Tls {
+    pub config: Arc<rustls::ServerConfig>,
+    /// The SHA-256 of the server's certificate (the leaf, DER), as browsers show it: upper-case
+    /// hex bytes joined by colons. A control surface pins it instead of trusting any certificate.
+    pub certificate_sha256: String,
+}
+
+/// The listener's TLS for `mode`, or `None` for plain HTTP.
+pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<Tls>> {
     let (cert, key) = match mode {
         TlsMode::Off => return Ok(None),
         TlsMode::Files { cert, key } => (cert.clone(), key.clone()),
@@ -23,6 +32,8 @@ pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .with_context(|| format!("cannot read the certificate {}", cert.display()))?;
     let key = PrivateKeyDer::from_pem_file(&key).with_context(|| format!("cannot read the key {}", key.display()))?;
+    let leaf = chain.first().with_context(|| format!("no certificate in {}", cert.display()))?;
+    let certificate_sha256 = fingerprint(leaf);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -30,7 +41,14 @@ pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<
         .with_single_cert(chain, key)
         .context("the certificate and key do not fit together")?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Some(Arc::new(config)))
+    tracing::info!(sha256 = certificate_sha256, "TLS certificate");
+    Ok(Some(Tls { config: Arc::new(config), certificate_sha256 }))
+}
+
+/// `AB:CD:…`: the SHA-256 of `certificate`.
+fn fingerprint(certificate: &CertificateDer<'_>) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, certificate.as_ref());
+    digest.as_ref().iter().map(|byte| format!("{byte:02X}")).collect::<Vec<_>>().join(":")
 }
 
 /// The generated certificate's files, created on first use.

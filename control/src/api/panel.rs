@@ -94,6 +94,9 @@ pub struct TokenResponse {
     pub panel_key: String,
     /// This origin's `/api/panel/{key}`, the link a control surface is given.
     pub panel_url: String,
+    /// The SHA-256 of this origin's TLS certificate (`AB:CD:…`), which a control surface pins
+    /// (a self-signed certificate cannot be checked otherwise); null without TLS.
+    pub certificate_sha256: Option<String>,
 }
 
 /// Get a token for a panel of lines.
@@ -120,7 +123,7 @@ pub async fn token(
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
     let user = state.janus.issue_token(&username, lines, resume).await.map_err(|e| unavailable(&e))?;
-    Ok(Json(token_response(&config, &user, &headers, state.tls)))
+    Ok(Json(token_response(&state, &config, &user, &headers)))
 }
 
 /// A PIN guarding a group or position a request asks for.
@@ -195,7 +198,7 @@ async fn check_pins(
     }
 }
 
-fn token_response(config: &Config, user: &User, headers: &HeaderMap, tls: bool) -> TokenResponse {
+fn token_response(state: &AppState, config: &Config, user: &User, headers: &HeaderMap) -> TokenResponse {
     let lines: Vec<TokenLine> = user
         .lines
         .iter()
@@ -205,13 +208,14 @@ fn token_response(config: &Config, user: &User, headers: &HeaderMap, tls: bool) 
     let panel_key = user.panel_key.as_ref().map(|k| k.expose().to_owned()).unwrap_or_default();
     TokenResponse {
         room_name: (lines.len() == 1).then(|| lines[0].room_name.clone()),
-        url: janus_websocket_url(headers, tls),
+        url: janus_websocket_url(headers, state.tls),
         participant_identity: user.identity.clone(),
         // Handed out to the crew member who asked for it (and only here).
         token: user.token.expose().to_owned(),
-        panel_url: format!("{}/api/panel/{panel_key}", origin(headers, tls)),
+        panel_url: format!("{}/api/panel/{panel_key}", origin(headers, state.tls)),
         panel_key,
         lines,
+        certificate_sha256: state.certificate_sha256.clone(),
     }
 }
 

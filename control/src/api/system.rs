@@ -115,6 +115,17 @@ pub struct Stats {
     pub audio_stats: BTreeMap<String, BranchStatus>,
     /// The live event stream's clients.
     pub events: EventStats,
+    pub tls: TlsView,
+}
+
+/// The listener's TLS, as an admin configuring a control surface needs it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsView {
+    /// Whether the listener speaks TLS.
+    pub enabled: bool,
+    /// The SHA-256 of its certificate (`AB:CD:…`), what a control surface pins; null without TLS.
+    pub certificate_sha256: Option<String>,
 }
 
 /// Process and connection figures.
@@ -131,6 +142,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         bridge,
         janus: state.janus.status(),
         events: state.events.stats(),
+        tls: TlsView { enabled: state.tls, certificate_sha256: state.certificate_sha256.clone() },
     })
 }
 
