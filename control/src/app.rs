@@ -17,6 +17,7 @@ use crate::calls::Calls;
 use crate::config::ConfigManager;
 use crate::events::EventBus;
 use crate::janus::Janus;
+use crate::limits::PerMinute;
 use crate::logring::LogRing;
 use crate::panels::Panels;
 use crate::pin::PinLimiter;
@@ -38,8 +39,10 @@ pub struct AppState {
     pub calls: Arc<Calls>,
     /// The panels' remote control: commands to them, their reported state.
     pub panels: Arc<Panels>,
-    /// Wrong PINs per client address.
+    /// PIN tries per client address, and the verifications running.
     pub pins: Arc<PinLimiter>,
+    /// Tokens per client address a minute.
+    pub token_rate: Arc<PerMinute>,
     /// Live events for the admin's event stream.
     pub events: EventBus,
     /// Whether the public listener speaks TLS (for the URLs handed to browsers).
@@ -73,6 +76,7 @@ impl AppState {
             calls: Arc::default(),
             panels: Arc::default(),
             pins: Arc::default(),
+            token_rate: Arc::default(),
             tls: false,
             certificate_sha256: None,
             started: Instant::now(),

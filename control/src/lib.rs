@@ -23,6 +23,7 @@ mod events;
 mod files;
 mod janus;
 mod janus_proxy;
+mod limits;
 mod linger;
 mod logring;
 mod panels;

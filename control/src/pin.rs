@@ -61,24 +61,125 @@ fn iterations(n: u32) -> NonZeroU32 {
     NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
 }
 
-/// Wrong PINs per client address, in a sliding window of a minute.
-#[derive(Debug, Default)]
+/// PBKDF2 verifications running at once, from every address together: each takes a core for
+/// tens of milliseconds, on purpose.
+const MAX_VERIFYING: usize = 2;
+
+/// PIN tries per client address: at most [`MAX_WRONG_TRIES`] wrong ones in any [`WINDOW`]. A try
+/// counts from before it is verified (a try in flight holds a place as if it were wrong), so
+/// guesses sent in parallel cannot get more than that many verified; a right one gives its
+/// place back. And at most [`MAX_VERIFYING`] verifications run at once, whoever asks.
+#[derive(Debug)]
 pub struct PinLimiter {
-    wrong: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+    tries: Mutex<HashMap<IpAddr, Tries>>,
+    /// Woken whenever a try ends: tries waiting for a place look again.
+    ended: tokio::sync::Notify,
+    verifying: tokio::sync::Semaphore,
 }
 
-impl PinLimiter {
-    /// Whether `from` may try a PIN now (fewer than [`MAX_WRONG_TRIES`] wrong ones lately).
-    pub fn may_try(&self, from: IpAddr) -> bool {
-        let mut wrong = self.wrong.lock().unwrap_or_else(PoisonError::into_inner);
-        wrong.retain(|_, (since, _)| since.elapsed() < WINDOW);
-        wrong.get(&from).is_none_or(|(_, count)| *count < MAX_WRONG_TRIES)
+impl Default for PinLimiter {
+    fn default() -> Self {
+        PinLimiter {
+            tries: Mutex::default(),
+            ended: tokio::sync::Notify::new(),
+            verifying: tokio::sync::Semaphore::new(MAX_VERIFYING),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tries {
+    /// When each wrong PIN of the window was tried.
+    wrong: std::collections::VecDeque<Instant>,
+    in_flight: u32,
+}
+
+impl Tries {
+    fn forget_old(&mut self) {
+        while self.wrong.front().is_some_and(|at| at.elapsed() >= WINDOW) {
+            self.wrong.pop_front();
+        }
     }
 
-    /// Counts a wrong PIN from `from`.
-    pub fn wrong(&self, from: IpAddr) {
-        let mut wrong = self.wrong.lock().unwrap_or_else(PoisonError::into_inner);
-        wrong.entry(from).or_insert((Instant::now(), 0)).1 += 1;
+    fn wrong_count(&self) -> u32 {
+        u32::try_from(self.wrong.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// `from` has tried [`MAX_WRONG_TRIES`] wrong PINs within the last minute.
+#[derive(Debug, thiserror::Error)]
+#[error("too many wrong PINs from {0}")]
+pub struct TooManyTries(pub IpAddr);
+
+impl PinLimiter {
+    /// A place for one try from `from`, once one is free (tries of `from` in flight hold
+    /// theirs until verified), and a turn among the verifications; refused at once when `from`
+    /// has had its wrong tries for the window.
+    pub async fn begin(&self, from: IpAddr) -> Result<PinTry<'_>, TooManyTries> {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            // Registered before the check: a try ending in between still wakes this one.
+            ended.as_mut().enable();
+            {
+                let mut tries = self.tries.lock().unwrap_or_else(PoisonError::into_inner);
+                tries.retain(|_, t| {
+                    t.forget_old();
+                    t.in_flight > 0 || !t.wrong.is_empty()
+                });
+                let mine = tries.entry(from).or_default();
+                if mine.wrong_count() >= MAX_WRONG_TRIES {
+                    return Err(TooManyTries(from));
+                }
+                if mine.wrong_count() + mine.in_flight < MAX_WRONG_TRIES {
+                    mine.in_flight += 1;
+                    break;
+                }
+            }
+            ended.await;
+        }
+        // Holds the place from here: a request dropped while waiting for its turn gives it up.
+        let mut attempt = PinTry { limiter: self, from, outcome: None, _turn: None };
+        attempt._turn = self.verifying.acquire().await.ok();
+        Ok(attempt)
+    }
+
+    fn end(&self, from: IpAddr, wrong: bool) {
+        let mut tries = self.tries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mine = tries.entry(from).or_default();
+        mine.in_flight = mine.in_flight.saturating_sub(1);
+        if wrong {
+            mine.wrong.push_back(Instant::now());
+        }
+        drop(tries);
+        self.ended.notify_waiters();
+    }
+}
+
+/// One PIN try in flight: say how it went ([`PinTry::right`], [`PinTry::wrong`]); dropped
+/// unsaid (the request went away mid-check), it counts as wrong.
+#[derive(Debug)]
+pub struct PinTry<'a> {
+    limiter: &'a PinLimiter,
+    from: IpAddr,
+    outcome: Option<bool>,
+    /// The turn among the verifications, held until the try ends.
+    _turn: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+impl PinTry<'_> {
+    pub fn right(mut self) {
+        self.outcome = Some(false);
+    }
+
+    pub fn wrong(mut self) {
+        self.outcome = Some(true);
+    }
+}
+
+impl Drop for PinTry<'_> {
+    fn drop(&mut self) {
+        self.limiter.end(self.from, self.outcome.unwrap_or(true));
     }
 }
 
@@ -110,15 +211,54 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_limiter_counts_per_address() {
+    #[tokio::test]
+    async fn the_limiter_counts_per_address() {
         let limiter = PinLimiter::default();
         let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
         for _ in 0..MAX_WRONG_TRIES {
-            assert!(limiter.may_try(a));
-            limiter.wrong(a);
+            limiter.begin(a).await.expect("a place").wrong();
         }
-        assert!(!limiter.may_try(a), "blocked after {MAX_WRONG_TRIES} wrong PINs");
-        assert!(limiter.may_try(b), "another address is not");
+        assert!(limiter.begin(a).await.is_err(), "refused after {MAX_WRONG_TRIES} wrong PINs");
+        limiter.begin(b).await.expect("another address is not").right();
+        for _ in 0..10 {
+            limiter.begin(b).await.expect("right PINs give their place back").right();
+        }
+    }
+
+    /// Guesses in parallel: tries in flight hold places, so no more than the limit are ever
+    /// verified, and the rest are refused once those turn out wrong.
+    #[tokio::test]
+    async fn parallel_tries_never_get_more_than_the_limit_verified() {
+        let limiter = std::sync::Arc::new(PinLimiter::default());
+        let from = IpAddr::from([10, 0, 0, 3]);
+        let verified = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let guesses: Vec<_> = (0..60)
+            .map(|_| {
+                let (limiter, verified) = (std::sync::Arc::clone(&limiter), std::sync::Arc::clone(&verified));
+                tokio::spawn(async move {
+                    let attempt = limiter.begin(from).await.ok()?;
+                    tokio::task::yield_now().await;
+                    verified.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    attempt.wrong();
+                    Some(())
+                })
+            })
+            .collect();
+        let mut tried = 0;
+        for guess in guesses {
+            tried += u32::from(guess.await.expect("task").is_some());
+        }
+        assert_eq!(tried, MAX_WRONG_TRIES, "tries that got a place");
+        assert_eq!(verified.load(std::sync::atomic::Ordering::Relaxed), MAX_WRONG_TRIES);
+    }
+
+    #[tokio::test]
+    async fn a_try_dropped_unsaid_counts_as_wrong() {
+        let limiter = PinLimiter::default();
+        let from = IpAddr::from([10, 0, 0, 4]);
+        for _ in 0..MAX_WRONG_TRIES {
+            drop(limiter.begin(from).await.expect("a place"));
+        }
+        assert!(limiter.begin(from).await.is_err());
     }
 }

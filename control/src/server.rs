@@ -98,6 +98,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         calls: Arc::default(),
         panels: Arc::default(),
         pins: Arc::default(),
+        token_rate: Arc::default(),
         events,
         tls: tls.is_some(),
         certificate_sha256,

@@ -449,11 +449,21 @@ pub struct CrewConfig {
     /// control surface has sent nothing with the panel's key for this long: a surface that
     /// crashed must not leave a live microphone. A latched talk (`toggle`) stays.
     pub max_remote_talk_seconds: RemoteTalkSeconds,
+    /// Tokens one client address may get per minute (`POST /api/token`): a crew behind one NAT
+    /// shares an address, so this is sized for a whole crew joining within a minute.
+    pub tokens_per_minute: TokenRate,
+    /// Tokens issued and not used yet, from everyone together: past this, new ones wait until
+    /// some are used or expire (10 minutes after their issue).
+    pub max_pending_tokens: PendingTokens,
 }
 
 impl Default for CrewConfig {
     fn default() -> Self {
-        Self { max_remote_talk_seconds: RemoteTalkSeconds(30) }
+        Self {
+            max_remote_talk_seconds: RemoteTalkSeconds(30),
+            tokens_per_minute: TokenRate(120),
+            max_pending_tokens: PendingTokens(200),
+        }
     }
 }
 
@@ -571,6 +581,16 @@ checked_number!(
 checked_number!(
     /// Seconds a remote talk may outlive the last word of its control surface.
     RemoteTalkSeconds(u32), |v| (1..=3_600).contains(&v), "1 to 3600 s"
+);
+
+checked_number!(
+    /// `crew.tokensPerMinute`: tokens per client address per minute.
+    TokenRate(u32), |v| (1..=100_000).contains(&v), "1 to 100000 tokens a minute"
+);
+
+checked_number!(
+    /// `crew.maxPendingTokens`: unused tokens at once.
+    PendingTokens(u32), |v| (1..=100_000).contains(&v), "1 to 100000 tokens"
 );
 checked_number!(
     /// Room jitter buffer in ms.

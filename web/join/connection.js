@@ -210,10 +210,10 @@ class LineLink {
 
   offer() {
     const { participantIdentity, token } = this.connection.credentials;
-    const { roomName, talk } = this.line;
-    // A listen-only line sends nothing; a talk-only line still receives the room (WebRTC needs a
-    // direction), but the panel does not play it.
-    const tracks = [talk ? { type: 'audio', capture: this.track, recv: true } : { type: 'audio', capture: false, recv: true }];
+    const { roomName, talk, listen } = this.line;
+    // A listen-only line sends nothing and a talk-only line receives nothing (sendonly): the
+    // server's proxy refuses an offer that asks for more than the line holds.
+    const tracks = [{ type: 'audio', capture: talk ? this.track : false, recv: listen }];
     this.handle.createOffer({
       tracks,
       success: (jsep) => {

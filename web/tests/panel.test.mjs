@@ -595,13 +595,14 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     } finally {
       await release();
     }
-    // The talk-only line talks to Y: Fox hears Dee (440 Hz); Dee's Y plays nothing.
+    // The talk-only line talks to Y: Fox hears Dee (440 Hz); Dee's Y receives nothing at all.
     await latch(d, Y);
     try {
       await waitFor('Dee unmuted in Y', async () => (await inRoom(Y)).get(identity)?.muted === false);
       await c.waitLine(Y, 'talkers', 'Dee');
       await hearsTone(c, Y, TONES.a, 'Dee talks on her talk-only Y');
-      report(`Dee's own Y (talk-only) max ${await silent(d, Y, 'talk-only line plays nothing')} dBFS; Eva's X max ${await silent(a, X, 'Dee talks on Y')} dBFS`);
+      assert.equal(await d.lineLevel(Y), null, 'the talk-only line has no stream from its room (offered sendonly)');
+      report(`Dee's own Y (talk-only): no stream; Eva's X max ${await silent(a, X, 'Dee talks on Y')} dBFS`);
     } finally {
       await d.control(Y, 'talk').click();
     }

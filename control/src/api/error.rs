@@ -34,6 +34,12 @@ pub enum ApiError {
     Forbidden,
     #[error("too many wrong PINs from this address: wait a minute")]
     TooManyRequests,
+    /// A limit of the open routes (`too_many_tokens`, `too_many_pending`).
+    #[error("{message}")]
+    Limited { code: &'static str, message: String },
+    /// Refused whoever asks (`foreign_origin`, `banned`).
+    #[error("{message}")]
+    Denied { code: &'static str, message: String },
     #[error("Route not found: {method} {path}")]
     RouteNotFound { method: String, path: String },
     #[error("Method not allowed: {method} {path}")]
@@ -63,8 +69,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized | ApiError::PinRequired(_) | ApiError::WrongPin(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden => StatusCode::FORBIDDEN,
-            ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Forbidden | ApiError::Denied { .. } => StatusCode::FORBIDDEN,
+            ApiError::TooManyRequests | ApiError::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
@@ -85,6 +91,7 @@ impl ApiError {
             ApiError::WrongPin(_) => "wrong_pin",
             ApiError::Forbidden => "forbidden",
             ApiError::TooManyRequests => "too_many_tries",
+            ApiError::Limited { code, .. } | ApiError::Denied { code, .. } => code,
             ApiError::NotFound(_) => "not_found",
             ApiError::RouteNotFound { .. } => "route_not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use partyline_shared::Config;
-use partyline_shared::config::{MAX_NAME_CHARS, PinHash, check_lines, check_name_chars, lines_of};
+use partyline_shared::config::{LineSpec, MAX_NAME_CHARS, PinHash, check_lines, check_name_chars, lines_of};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
@@ -23,6 +23,7 @@ use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
 use crate::calls::Call;
 use crate::events::LiveEvent;
 use crate::janus::JanusError;
+use crate::limits::Take;
 use crate::panels::{AdminState, LineReport, Push};
 use crate::users::{Line, User};
 
@@ -103,7 +104,7 @@ pub struct TokenResponse {
 #[utoipa::path(post, path = "/token", tag = "users", request_body = TokenRequest,
     responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, description = "A PIN is needed (`pin_required`) or wrong (`wrong_pin`)", body = ErrorBody),
-        (status = 429, description = "Too many wrong PINs from this address", body = ErrorBody),
+        (status = 429, description = "Too many wrong PINs from this address (`too_many_tries`), too many tokens asked from it (`too_many_tokens`), or too many unused tokens overall (`too_many_pending`)", body = ErrorBody),
         (status = 503, description = "Janus is unreachable; nothing was registered", body = ErrorBody)))]
 pub async fn token(
     State(state): State<AppState>,
@@ -118,12 +119,38 @@ pub async fn token(
     check_name_chars(&username)
         .map_err(|m| ApiError::BadRequest(format!("username: {m} (1 to {MAX_NAME_CHARS} printable characters)")))?;
     let config = state.config.current();
-    let (lines, pins) = requested_lines(&config, &body)?;
     let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(address))| address.ip());
+    check_limits(&state, &config, client)?;
+    let (lines, pins) = requested_lines(&config, &body)?;
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
     let user = state.janus.issue_token(&username, lines, resume).await.map_err(|e| unavailable(&e))?;
     Ok(Json(token_response(&state, &config, &user, &headers)))
+}
+
+/// The open route's limits: tokens per client address a minute, and unused tokens overall
+/// (`crew.tokensPerMinute`, `crew.maxPendingTokens`). A flood from one address is refused
+/// before it costs a registration, a write of `crew.json` or a request to Janus.
+fn check_limits(state: &AppState, config: &Config, client: IpAddr) -> Result<(), ApiError> {
+    let per_minute = config.crew.tokens_per_minute.get();
+    if let Take::Refused { first } = state.token_rate.take(client, per_minute) {
+        if first {
+            tracing::warn!(%client, per_minute, "token requests over crew.tokensPerMinute from one address: refused");
+        }
+        return Err(ApiError::Limited {
+            code: "too_many_tokens",
+            message: format!("too many tokens asked from this address (at most {per_minute} a minute): wait a moment"),
+        });
+    }
+    let most = config.crew.max_pending_tokens.get() as usize;
+    if state.users.pending_crew() >= most {
+        tracing::warn!(%client, pending = most, "unused tokens at crew.maxPendingTokens: a token refused");
+        return Err(ApiError::Limited {
+            code: "too_many_pending",
+            message: format!("{most} tokens are waiting to be used (crew.maxPendingTokens): try again in a moment"),
+        });
+    }
+    Ok(())
 }
 
 /// A PIN guarding a group or position a request asks for.
@@ -147,22 +174,21 @@ fn requested_lines(config: &Config, body: &TokenRequest) -> Result<(Vec<Line>, V
         (None, Some(id), false) => {
             let (_, position) =
                 config.position(id).ok_or_else(|| ApiError::NotFound(format!("no position has id {id:?}")))?;
-            let lines = position.lines().into_iter().map(|l| Line::new(l.group, l.listen, l.talk)).collect();
-            let pins = position.pin.clone().map(|pin| PinGuard { what: format!("position {id:?}"), pin });
-            Ok((lines, pins.into_iter().collect()))
+            // A position's own PIN stands for its groups'; without one, each protected group's
+            // PIN is asked, as for a panel of those groups.
+            let lines = position.lines();
+            let pins = match &position.pin {
+                Some(pin) => vec![PinGuard { what: format!("position {id:?}"), pin: pin.clone() }],
+                None => group_pins(config, &lines),
+            };
+            Ok((lines.into_iter().map(|l| Line::new(l.group, l.listen, l.talk)).collect(), pins))
         }
         (None, None, true) => {
             let (listen, talk) = (body.listen.clone().unwrap_or_default(), body.talk.clone().unwrap_or_default());
             check_lines(&listen, &talk, |g| config.group(g).is_some())
                 .map_err(|(field, message)| ApiError::BadRequest(format!("{field}: {message}")))?;
             let lines = lines_of(&listen, &talk);
-            let pins = lines
-                .iter()
-                .filter_map(|l| {
-                    let pin = config.group(&l.group).and_then(|(_, g)| g.pin.clone())?;
-                    Some(PinGuard { what: format!("group {:?}", l.group), pin })
-                })
-                .collect();
+            let pins = group_pins(config, &lines);
             Ok((lines.into_iter().map(|l| Line::new(l.group, l.listen, l.talk)).collect(), pins))
         }
         _ => Err(ApiError::BadRequest(
@@ -171,7 +197,19 @@ fn requested_lines(config: &Config, body: &TokenRequest) -> Result<(Vec<Line>, V
     }
 }
 
-/// Every guarding PIN must match `given`; wrong ones count against the client's address.
+/// The PINs of the protected groups among `lines`.
+fn group_pins(config: &Config, lines: &[LineSpec]) -> Vec<PinGuard> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let pin = config.group(&l.group).and_then(|(_, g)| g.pin.clone())?;
+            Some(PinGuard { what: format!("group {:?}", l.group), pin })
+        })
+        .collect()
+}
+
+/// Every guarding PIN must match `given`. Each try takes a place among the client address's
+/// wrong ones before it is verified ([`crate::pin::PinLimiter`]).
 async fn check_pins(
     state: &AppState,
     client: IpAddr,
@@ -180,9 +218,7 @@ async fn check_pins(
 ) -> Result<(), ApiError> {
     let Some(first) = pins.first() else { return Ok(()) };
     let Some(given) = given else { return Err(ApiError::PinRequired(first.what.clone())) };
-    if !state.pins.may_try(client) {
-        return Err(ApiError::TooManyRequests);
-    }
+    let attempt = state.pins.begin(client).await.map_err(|_| ApiError::TooManyRequests)?;
     let wrong = tokio::task::spawn_blocking(move || {
         pins.into_iter().find(|guard| !crate::pin::verify(&guard.pin, &given)).map(|guard| guard.what)
     })
@@ -190,11 +226,14 @@ async fn check_pins(
     .map_err(|e| ApiError::Internal(format!("cannot check the PIN: {e}")))?;
     match wrong {
         Some(what) => {
-            state.pins.wrong(client);
+            attempt.wrong();
             tracing::warn!(%client, what, "wrong PIN");
             Err(ApiError::WrongPin(what))
         }
-        None => Ok(()),
+        None => {
+            attempt.right();
+            Ok(())
+        }
     }
 }
 

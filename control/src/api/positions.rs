@@ -50,21 +50,44 @@ pub struct PositionView {
     pub talk: Vec<String>,
     /// The panel's lines: every listened group, then the talk-only ones.
     pub lines: Vec<LineView>,
-    /// Whether joining it asks for a PIN.
+    /// Whether joining it asks for a PIN: its own, or (without one) its protected groups'.
     pub pin: bool,
+    /// Without a PIN of its own: its groups whose PINs joining it asks for (its PIN would stand
+    /// for theirs).
+    pub group_pins: Vec<String>,
 }
 
 impl PositionView {
     fn of(config: &Config, position: &Position) -> Self {
+        let group_pins: Vec<String> = unprotected_groups_with_pins(config, position).collect();
         Self {
             id: position.id(),
             name: position.name.clone(),
             listen: position.listen.clone(),
             talk: position.talk.clone(),
             lines: position.lines().iter().map(|l| LineView::of(config, &l.group, l.listen, l.talk)).collect(),
-            pin: position.pin.is_some(),
+            pin: position.pin.is_some() || !group_pins.is_empty(),
+            group_pins,
         }
     }
+}
+
+/// What the admin is told on saving a position whose groups' PINs are asked.
+fn pin_note(position: &PositionView) -> String {
+    if position.group_pins.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; joining it asks for the PIN of {} (give the position a PIN of its own to ask that one instead)",
+        position.group_pins.iter().map(|g| format!("{g:?}")).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// The groups of a position without a PIN of its own that ask for theirs: joining it asks for
+/// those (a position opens no group its PIN does not stand for).
+fn unprotected_groups_with_pins<'a>(config: &'a Config, position: &'a Position) -> impl Iterator<Item = String> + 'a {
+    let lines = if position.pin.is_some() { Vec::new() } else { position.lines() };
+    lines.into_iter().map(|l| l.group).filter(|g| config.group(g).is_some_and(|(_, group)| group.pin.is_some()))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -145,7 +168,7 @@ pub async fn create(
     let fields = body.fields().await?;
     let position =
         state.config.update(what, move |c| config::create_position(c, fields).map(|p| PositionView::of(c, &p))).await?;
-    let message = format!("Position {:?} created", position.name);
+    let message = format!("Position {:?} created{}", position.name, pin_note(&position));
     Ok((StatusCode::CREATED, Json(PositionChanged { message, position })))
 }
 
@@ -165,7 +188,8 @@ pub async fn update(
         .config
         .update(what, move |c| config::update_position(c, &id, fields).map(|p| PositionView::of(c, &p)))
         .await?;
-    Ok(Json(PositionChanged { message: format!("Position {:?} updated", position.name), position }))
+    let message = format!("Position {:?} updated{}", position.name, pin_note(&position));
+    Ok(Json(PositionChanged { message, position }))
 }
 
 /// Delete a position (crew members who joined with it keep their lines).

@@ -428,6 +428,11 @@ impl Janus {
                 tracing::warn!(room, identity = id, "a participant muted by the admin unmuted itself: muted again");
                 self.enforce_mute(&room, &id).await;
             }
+            JanusEvent::Configured { room, id, muted: false } if self.users.listens_only(&id, &room) => {
+                // The `/janus` proxy refuses this; whatever reaches Janus otherwise is undone.
+                tracing::warn!(room, identity = id, "a participant unmuted itself on a listen-only line: muted again");
+                self.enforce_mute(&room, &id).await;
+            }
             JanusEvent::Left { room, id } => {
                 if let Some(user) = self.users.left(&room, &id, "left the room") {
                     self.revoke(&user).await;
@@ -647,10 +652,14 @@ impl Janus {
     /// holder joining under an identity other than the one issued with it. The room admits only
     /// tokens issued for it, so this is someone with a valid token trying to pass for another.
     async fn kick_stranger(&self, room: &str, id: &str) {
-        let leaving = self.leaving.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|(u, _)| u.identity == id);
-        if leaving || self.users.get(id).is_some_and(|u| u.kind == UserKind::Server) {
-            // A server audio user removed or moved to another group: bridged leaves by itself.
-            return;
+        if id == card_identity(room) {
+            let leaving =
+                self.leaving.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|(u, _)| u.identity == id);
+            if leaving || self.users.get(id).is_some_and(|u| u.kind == UserKind::Server) {
+                // The card's participant of a group that lost its server audio users: bridged
+                // leaves by itself. Only in its own room: `card:B` anywhere else is a stranger.
+                return;
+            }
         }
         tracing::warn!(room, identity = id, "a participant joined under an identity not issued for this room: kicked");
         let kicked = match self.link().await {

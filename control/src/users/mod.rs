@@ -23,7 +23,7 @@ mod store;
 
 use crate::events::{EventBus, LiveEvent};
 use crate::secrets::SecretValue;
-use store::{CrewRecord, CrewStore, LineRecord};
+use store::{CrewRecord, CrewStore, LineRecord, Ticket};
 
 /// A token never used for this long is revoked.
 pub const UNUSED_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 60);
@@ -256,6 +256,21 @@ pub struct Users {
     /// Crew sessions that ended by leaving their rooms, for [`Users::resume`]: (token, panel
     /// key, groups muted by the admin, when).
     ended: Mutex<Vec<Ended>>,
+    /// The identities of crew members removed, as they are: the `/janus` proxy closes their
+    /// connections (and so Janus ends their sessions).
+    removed: Removals,
+}
+
+/// Where removals of crew members are announced.
+#[derive(Debug)]
+struct Removals(tokio::sync::broadcast::Sender<String>);
+
+impl Default for Removals {
+    fn default() -> Self {
+        // A burst larger than this makes a listener lag, and a lagging listener checks its
+        // crew member in the registry instead.
+        Removals(tokio::sync::broadcast::channel(1024).0)
+    }
 }
 
 /// What a panel may take into the session it rejoins with: its panel key and the lines the
@@ -273,19 +288,31 @@ struct Ended {
     at: Instant,
 }
 
-/// The registry, locked; [`Registry::crew_changed`] writes the crew to the store (if any) while
-/// the lock is held, so that writes land in the order of the changes.
+/// The registry, locked. [`Registry::crew_changed`] hands the crew to the store (if any) while
+/// the lock is held, so that snapshots queue in the order of the changes; once the lock is
+/// released (the guard dropped), the change waits until its snapshot is on disk.
 struct Registry<'a> {
-    users: std::sync::MutexGuard<'a, HashMap<String, User>>,
+    /// `None` only while being dropped.
+    users: Option<std::sync::MutexGuard<'a, HashMap<String, User>>>,
     store: Option<&'a CrewStore>,
+    written: std::cell::Cell<Option<Ticket>>,
 }
 
 impl Registry<'_> {
     fn crew_changed(&self) {
         if let Some(store) = self.store {
-            let crew: Vec<CrewRecord> =
-                self.users.values().filter(|u| u.kind == UserKind::Crew).map(User::record).collect();
-            store.save(&crew);
+            let crew: Vec<CrewRecord> = self.values().filter(|u| u.kind == UserKind::Crew).map(User::record).collect();
+            self.written.set(Some(store.enqueue(crew)));
+        }
+    }
+}
+
+impl Drop for Registry<'_> {
+    fn drop(&mut self) {
+        // Others may change the registry while this change is written (or written with theirs).
+        drop(self.users.take());
+        if let (Some(store), Some(ticket)) = (self.store, self.written.take()) {
+            store.wait(ticket);
         }
     }
 }
@@ -293,13 +320,13 @@ impl Registry<'_> {
 impl std::ops::Deref for Registry<'_> {
     type Target = HashMap<String, User>;
     fn deref(&self) -> &Self::Target {
-        &self.users
+        self.users.as_ref().expect("held until dropped")
     }
 }
 
 impl std::ops::DerefMut for Registry<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.users
+        self.users.as_mut().expect("held until dropped")
     }
 }
 
@@ -335,11 +362,16 @@ impl Users {
             events,
             store: Some(store),
             ended: Mutex::default(),
+            removed: Removals::default(),
         }
     }
 
     fn lock(&self) -> Registry<'_> {
-        Registry { users: self.by_identity.lock().unwrap_or_else(PoisonError::into_inner), store: self.store.as_ref() }
+        Registry {
+            users: Some(self.by_identity.lock().unwrap_or_else(PoisonError::into_inner)),
+            store: self.store.as_ref(),
+            written: std::cell::Cell::new(None),
+        }
     }
 
     /// Registers a new pending crew member with its lines (at least one) and its panel key.
@@ -471,6 +503,7 @@ impl Users {
                 users.crew_changed();
                 drop(users);
                 if let Some(user) = &gone {
+                    self.announce_removed(user);
                     self.keep_for_resume(user);
                 }
                 gone
@@ -542,6 +575,7 @@ impl Users {
         let gone = users.remove(identity);
         if let Some(user) = &gone {
             self.publish_left(user, user.lines.iter(), "removed");
+            self.announce_removed(user);
         }
         if gone.as_ref().is_some_and(|u| u.kind == UserKind::Crew) {
             users.crew_changed();
@@ -558,6 +592,19 @@ impl Users {
                 group_id: line.group_id.clone(),
                 why: why.to_owned(),
             });
+        }
+    }
+
+    /// The identities of crew members removed from now on (whatever the reason: left, expired,
+    /// disconnected, their groups gone).
+    pub fn subscribe_removals(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.removed.0.subscribe()
+    }
+
+    fn announce_removed(&self, user: &User) {
+        if user.kind == UserKind::Crew {
+            // No listener (no proxy connection) is not an error.
+            let _ = self.removed.0.send(user.identity.clone());
         }
     }
 
@@ -589,6 +636,11 @@ impl Users {
         Some(now)
     }
 
+    /// Whether `identity` has the line `group` without its talk.
+    pub fn listens_only(&self, identity: &str, group: &str) -> bool {
+        self.lock().get(identity).and_then(|u| u.line(group)).is_some_and(|l| !l.talk)
+    }
+
     /// Whether the admin mutes `identity` on `group`.
     pub fn muted_by_admin(&self, identity: &str, group: &str) -> bool {
         self.lock().get(identity).and_then(|u| u.line(group)).is_some_and(|l| l.muted_by_admin)
@@ -617,6 +669,9 @@ impl Users {
         }
         let last = user.lines.is_empty();
         let now = if last { users.remove(identity)? } else { user.clone() };
+        if last {
+            self.announce_removed(&now);
+        }
         if now.kind == UserKind::Crew {
             users.crew_changed();
         }
@@ -632,6 +687,7 @@ impl Users {
             .map(|u| u.identity.clone())
             .collect();
         let expired: Vec<User> = expired.iter().filter_map(|id| users.remove(id)).collect();
+        expired.iter().for_each(|user| self.announce_removed(user));
         if !expired.is_empty() {
             users.crew_changed();
         }
@@ -667,6 +723,7 @@ impl Users {
         let gone: Vec<User> = gone.iter().filter_map(|id| users.remove(id)).collect();
         for user in &gone {
             self.publish_left(user, user.lines.iter(), "removed");
+            self.announce_removed(user);
         }
         if gone.iter().any(|u| u.kind == UserKind::Crew) {
             users.crew_changed();
@@ -684,6 +741,11 @@ impl Users {
             .filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some_and(|at| at < asked)))
             .map(|u| u.identity.clone())
             .collect()
+    }
+
+    /// Crew members holding a token they have not used yet.
+    pub fn pending_crew(&self) -> usize {
+        self.lock().values().filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending).count()
     }
 
     pub fn active_connections(&self) -> u64 {

@@ -2,12 +2,17 @@
 //! restart of control (upgrade, crash, SIGKILL) keeps who holds a token and who is connected.
 //! Server audio users are not stored: they are derived from the config.
 //!
-//! The file is rewritten whole on every change of a crew member (it is small: one record per
-//! crew member), atomically (`crate::files`), mode 0600 (it holds tokens). There is no fsync: the file only matters while Janus, a process on
-//! the same machine, still holds the tokens in its memory, and whatever loses the page cache
-//! (power loss, kernel crash) loses Janus's tokens too; a process crash, the case this file is
-//! for, keeps the page cache. Without fsync a write is a few tens of microseconds, so it is done
-//! in line, under the registry's lock: what the API shows is what is on disk.
+//! The file is rewritten whole after changes of crew members (one record per crew member),
+//! atomically (`crate::files`), mode 0600 (it holds tokens). There is no fsync: the file only
+//! matters while Janus, a process on the same machine, still holds the tokens in its memory, and
+//! whatever loses the page cache (power loss, kernel crash) loses Janus's tokens too; a process
+//! crash, the case this file is for, keeps the page cache.
+//!
+//! Writes are group commits: a change hands its snapshot over under the registry's lock
+//! ([`CrewStore::enqueue`]), and after the lock is released waits until that snapshot, or a
+//! newer one, is on disk ([`CrewStore::wait`]). Whoever waits while no write runs writes the
+//! newest snapshot for everyone queued, so changes arriving together (a crowd joining, a
+//! flood of token requests) share one write, and what the API answers is on disk.
 //!
 //! A file that cannot be read or parsed never stops start-up: the error is logged naming the
 //! file (never its contents: it holds tokens), the file is renamed to `crew.json.bad` for
@@ -16,7 +21,8 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -82,14 +88,43 @@ pub struct CrewStore {
     path: PathBuf,
     /// The last write failed (logged once per failure streak, not once per change).
     failing: AtomicBool,
+    queue: Mutex<Queue>,
+    /// Signalled whenever a write ends.
+    written: Condvar,
+    /// Writes done (for the tests of the batching).
+    writes: AtomicU64,
 }
+
+/// The snapshots waiting for a write.
+#[derive(Debug, Default)]
+struct Queue {
+    /// The newest snapshot not written yet, with its number.
+    newest: Option<(u64, Vec<CrewRecord>)>,
+    /// The number of the last snapshot enqueued.
+    enqueued: u64,
+    /// The number of the last snapshot written (or given up on, when the write failed).
+    written: u64,
+    /// A waiter is writing.
+    writing: bool,
+}
+
+/// A snapshot handed to the store; [`CrewStore::wait`] for it.
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub struct Ticket(u64);
 
 impl CrewStore {
     /// The store in `dir` and the crew it holds. Never fails: a missing file is an empty crew;
     /// an unreadable one is logged, moved aside, and an empty crew.
     pub fn open(dir: &Path) -> (CrewStore, Vec<CrewRecord>) {
         files::remove_stale_temp_files(dir);
-        let store = CrewStore { path: dir.join(FILE_NAME), failing: AtomicBool::new(false) };
+        let store = CrewStore {
+            path: dir.join(FILE_NAME),
+            failing: AtomicBool::new(false),
+            queue: Mutex::default(),
+            written: Condvar::new(),
+            writes: AtomicU64::new(0),
+        };
         let crew = match store.read() {
             Ok(crew) => crew,
             Err(why) => {
@@ -145,9 +180,38 @@ impl CrewStore {
         }
     }
 
+    /// Hands over the crew as it is now; quick (no I/O), for the registry's lock.
+    pub fn enqueue(&self, crew: Vec<CrewRecord>) -> Ticket {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.enqueued += 1;
+        queue.newest = Some((queue.enqueued, crew));
+        Ticket(queue.enqueued)
+    }
+
+    /// Returns once the snapshot of `ticket` or a newer one is written, writing the newest
+    /// one itself when no write is running.
+    pub fn wait(&self, ticket: Ticket) {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        while queue.written < ticket.0 {
+            if queue.writing {
+                queue = self.written.wait(queue).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            let Some((number, crew)) = queue.newest.take() else { break };
+            queue.writing = true;
+            drop(queue);
+            self.save(&crew);
+            queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.writing = false;
+            queue.written = number;
+            self.written.notify_all();
+        }
+    }
+
     /// Replaces the file with `crew`. A failure is logged (the registry in memory stays right;
     /// only a restart would lose it).
     pub fn save(&self, crew: &[CrewRecord]) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
         match self.write(crew) {
             Ok(()) => {
                 if self.failing.swap(false, Ordering::Relaxed) {
@@ -250,6 +314,40 @@ mod tests {
         assert_eq!(text, expected);
         let (_, crew) = CrewStore::open(dir.path());
         assert_eq!(crew[1].token.expose(), "secret-token", "read back as the plain string");
+    }
+
+    /// Changes queued while no write runs share the next one: a flood of changes is not a
+    /// flood of writes, and the newest snapshot is what lands.
+    #[test]
+    fn changes_queued_together_share_one_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = CrewStore::open(dir.path());
+        let tickets: Vec<Ticket> = (0..100)
+            .map(|n| store.enqueue((0..n).map(|i| record(&format!("u-{i}"), UserState::Pending)).collect()))
+            .collect();
+        for ticket in tickets.iter().rev() {
+            store.wait(*ticket);
+        }
+        assert_eq!(store.writes.load(Ordering::Relaxed), 1, "one write for the hundred changes");
+        assert_eq!(CrewStore::open(dir.path()).1.len(), 99, "the newest crew is on disk");
+
+        // From several threads at once: every change is on disk when its wait returns.
+        let store = std::sync::Arc::new(store);
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let store = std::sync::Arc::clone(&store);
+                std::thread::spawn(move || {
+                    for n in 0..50 {
+                        let ticket = store.enqueue(vec![record(&format!("t{t}-{n}"), UserState::Pending)]);
+                        store.wait(ticket);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().expect("thread"));
+        let writes = store.writes.load(Ordering::Relaxed) - 1;
+        assert!((1..=400).contains(&writes), "{writes} writes for 400 changes");
+        assert_eq!(CrewStore::open(dir.path()).1.len(), 1);
     }
 
     #[test]

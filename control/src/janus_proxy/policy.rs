@@ -1,0 +1,621 @@
+//! What a panel may say to Janus: an allow list, one connection's worth of state.
+//!
+//! Every frame from the browser must be exactly one JSON object that parses as one of
+//! [`Request`]'s variants, with no field the panel does not send (serde's `deny_unknown_fields`,
+//! duplicate keys refused). What goes on to Janus is that typed request serialized again, never
+//! the browser's bytes, so nothing the types do not name can reach Janus (a second JSON value in
+//! the frame, an extra field, a `record` or `rtp` hidden in a body).
+//!
+//! Beyond the shapes, the connection is bound to one crew member's token (the first request's,
+//! which must be a registered crew member's): every request carries that token; only sessions
+//! and handles this connection created are used; a handle joins once, one of the member's own
+//! lines, under the member's own identity, with its token and its registered name; a line the
+//! member may not talk on joins muted and stays muted; a talk-only line's offer receives nothing
+//! (`a=sendonly`). Anything else is a [`Refusal`], and the connection ends.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::users::User;
+
+/// AudioBridge, the one plugin a panel attaches to.
+pub const PLUGIN: &str = "janus.plugin.audiobridge";
+/// Requests awaiting Janus's answer that may hold a new session or handle id. A panel has a
+/// couple at a time; the bound keeps a client from growing this map.
+const MAX_PENDING: usize = 64;
+/// A panel opens one Janus session per connection (janus.js: one `Janus` object per connection).
+const MAX_SESSIONS: usize = 1;
+
+/// A request a panel sends to Janus (janus.js's messages, only the fields it sets).
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(tag = "janus", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Request {
+    Create {
+        transaction: String,
+        token: String,
+    },
+    Attach {
+        transaction: String,
+        token: String,
+        session_id: u64,
+        plugin: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opaque_id: Option<String>,
+    },
+    Message {
+        transaction: String,
+        token: String,
+        session_id: u64,
+        handle_id: u64,
+        body: Body,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        jsep: Option<Jsep>,
+    },
+    Trickle {
+        transaction: String,
+        token: String,
+        session_id: u64,
+        handle_id: u64,
+        candidate: Candidate,
+    },
+    Keepalive {
+        transaction: String,
+        token: String,
+        session_id: u64,
+    },
+    Hangup {
+        transaction: String,
+        token: String,
+        session_id: u64,
+        handle_id: u64,
+    },
+    Detach {
+        transaction: String,
+        token: String,
+        session_id: u64,
+        handle_id: u64,
+    },
+    Destroy {
+        transaction: String,
+        token: String,
+        session_id: u64,
+    },
+}
+
+/// The AudioBridge requests a panel sends.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(tag = "request", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Body {
+    /// Joins a line's room (the panel's `join`: every field is given).
+    Join {
+        room: String,
+        id: String,
+        display: String,
+        muted: bool,
+        token: String,
+    },
+    /// Talk key on or off.
+    Configure {
+        muted: bool,
+    },
+    Leave {},
+}
+
+/// The SDP offer of a join.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Jsep {
+    #[serde(rename = "type")]
+    kind: JsepKind,
+    sdp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trickle: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum JsepKind {
+    Offer,
+}
+
+/// One trickled ICE candidate, or the end of them.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Candidate {
+    Completed {
+        completed: bool,
+    },
+    Ice {
+        candidate: String,
+        #[serde(rename = "sdpMid", default, skip_serializing_if = "Option::is_none")]
+        sdp_mid: Option<String>,
+        #[serde(rename = "sdpMLineIndex", default, skip_serializing_if = "Option::is_none")]
+        sdp_m_line_index: Option<u32>,
+    },
+}
+
+/// Why a request is not relayed: said to the browser in the close frame and logged. Never
+/// holds a secret (the close reason and the log line show it as is).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+fn refuse<T>(why: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal(why.into()))
+}
+
+/// The crew member a connection speaks for.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    pub identity: String,
+    pub username: String,
+    token: String,
+}
+
+/// What a request waits for from Janus: the id of what it creates.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Session,
+    Handle { session: u64 },
+}
+
+/// One connection's allow list and what it learnt: whose it is, its sessions and handles.
+#[derive(Debug, Default)]
+pub struct Policy {
+    bound: Option<Bound>,
+    pending: HashMap<String, Pending>,
+    /// Session id → its handles, each with the room it joined (`None` before its join).
+    sessions: HashMap<u64, HashMap<u64, Option<String>>>,
+}
+
+impl Policy {
+    /// Whose connection this is, once its first request named a crew member's token.
+    pub fn bound(&self) -> Option<&Bound> {
+        self.bound.as_ref()
+    }
+
+    /// Checks one frame from the browser; the text to send Janus instead of it, or why not.
+    /// `user_of` finds the registered crew member holding a token, as the registry is now.
+    pub fn check(&mut self, frame: &[u8], user_of: impl Fn(&str) -> Option<User>) -> Result<String, Refusal> {
+        let mut request: Request = serde_json::from_slice(frame)
+            .map_err(|e| Refusal(format!("not a request a panel sends ({})", short(&e.to_string()))))?;
+        let user = self.bind(token_of(&request), &user_of)?;
+        match &mut request {
+            Request::Create { transaction, .. } => {
+                if self.sessions.len() + self.pending_sessions() >= MAX_SESSIONS {
+                    return refuse("a second Janus session on one connection");
+                }
+                self.expect(transaction, Pending::Session)?;
+            }
+            Request::Attach { transaction, session_id, plugin, opaque_id, .. } => {
+                let handles = self.session(*session_id)?;
+                if *plugin != PLUGIN {
+                    return refuse(format!("plugin {plugin:?}: panels use {PLUGIN} only"));
+                }
+                if opaque_id.as_ref().is_some_and(|o| *o != user.identity) {
+                    return refuse("an opaque id other than the session's identity");
+                }
+                if handles.len() >= user.lines.len() {
+                    return refuse("more handles than the session has lines");
+                }
+                self.expect(transaction, Pending::Handle { session: *session_id })?;
+            }
+            Request::Message { token, session_id, handle_id, body, jsep, .. } => {
+                let room = self.handle(*session_id, *handle_id)?.clone();
+                self.message(&user, token, (*session_id, *handle_id), room, body, jsep.as_ref())?;
+            }
+            Request::Trickle { session_id, handle_id, .. } | Request::Hangup { session_id, handle_id, .. } => {
+                self.handle(*session_id, *handle_id)?;
+            }
+            Request::Detach { session_id, handle_id, .. } => {
+                self.handle(*session_id, *handle_id)?;
+                self.sessions.get_mut(session_id).map(|handles| handles.remove(handle_id));
+            }
+            Request::Keepalive { session_id, .. } => {
+                self.session(*session_id)?;
+            }
+            Request::Destroy { session_id, .. } => {
+                self.session(*session_id)?;
+                self.sessions.remove(session_id);
+            }
+        }
+        serde_json::to_string(&request).map_err(|e| Refusal(format!("cannot relay the request: {e}")))
+    }
+
+    /// Learns the ids Janus hands out (a `success` answering a create or an attach).
+    pub fn observe(&mut self, frame: &str) {
+        if self.pending.is_empty() {
+            return;
+        }
+        #[derive(Deserialize)]
+        struct Answer {
+            janus: String,
+            transaction: Option<String>,
+            data: Option<Created>,
+        }
+        #[derive(Deserialize)]
+        struct Created {
+            id: u64,
+        }
+        let Ok(answer) = serde_json::from_str::<Answer>(frame) else { return };
+        let Some(pending) = answer.transaction.and_then(|t| self.pending.remove(&t)) else { return };
+        let Some(Created { id }) = answer.data.filter(|_| answer.janus == "success") else { return };
+        match pending {
+            Pending::Session => {
+                self.sessions.insert(id, HashMap::new());
+            }
+            Pending::Handle { session } => {
+                if let Some(handles) = self.sessions.get_mut(&session) {
+                    handles.insert(id, None);
+                }
+            }
+        }
+    }
+
+    /// The crew member of `token`: the one this connection is bound to (the first request
+    /// binds it). The member must still be registered.
+    fn bind(&mut self, token: &str, user_of: impl Fn(&str) -> Option<User>) -> Result<User, Refusal> {
+        if let Some(bound) = &self.bound
+            && !crate::secrets::SecretValue::new(bound.token.clone()).matches(token)
+        {
+            return refuse("a token other than the connection's");
+        }
+        let Some(user) = user_of(token) else {
+            return refuse("a token that is no crew member's (unknown, revoked or ended)");
+        };
+        if self.bound.is_none() {
+            self.bound = Some(Bound {
+                identity: user.identity.clone(),
+                username: user.username.clone(),
+                token: token.to_owned(),
+            });
+        }
+        Ok(user)
+    }
+
+    fn message(
+        &mut self,
+        user: &User,
+        token: &str,
+        (session, handle): (u64, u64),
+        room: Option<String>,
+        body: &mut Body,
+        jsep: Option<&Jsep>,
+    ) -> Result<(), Refusal> {
+        match body {
+            Body::Join { room: wanted, id, display, muted, token: joins_with } => {
+                if room.is_some() {
+                    return refuse("a second join on one handle");
+                }
+                let Some(line) = user.line(wanted) else {
+                    return refuse(format!("a join of {wanted:?}, which is not one of the session's lines"));
+                };
+                if *id != user.identity {
+                    return refuse(format!("a join under the identity {id:?}, not the session's"));
+                }
+                if joins_with != token {
+                    return refuse("a join with a token other than the connection's");
+                }
+                if !line.talk && !*muted {
+                    return refuse(format!("an unmuted join of {wanted:?}, a listen-only line"));
+                }
+                match jsep {
+                    Some(offer) if !line.listen && receives(&offer.sdp) => {
+                        return refuse(format!("an offer to receive {wanted:?}, a talk-only line"));
+                    }
+                    _ => {}
+                }
+                // Others see the name the token was issued to, whatever the page says.
+                display.clone_from(&user.username);
+                if let Some(handles) = self.sessions.get_mut(&session) {
+                    handles.insert(handle, Some(wanted.clone()));
+                }
+            }
+            Body::Configure { muted: false } => {
+                let Some(room) = room else { return refuse("a configure before the handle's join") };
+                if !user.line(&room).is_some_and(|line| line.talk) {
+                    return refuse(format!("an unmute on {room:?}, a line the session may not talk on"));
+                }
+                if jsep.is_some() {
+                    return refuse("a new offer in a configure");
+                }
+            }
+            Body::Configure { muted: true } | Body::Leave {} => {
+                if jsep.is_some() {
+                    return refuse("an offer outside a join");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn expect(&mut self, transaction: &str, pending: Pending) -> Result<(), Refusal> {
+        if self.pending.len() >= MAX_PENDING {
+            return refuse("too many requests awaiting Janus's answer");
+        }
+        self.pending.insert(transaction.to_owned(), pending);
+        Ok(())
+    }
+
+    fn pending_sessions(&self) -> usize {
+        self.pending.values().filter(|p| matches!(p, Pending::Session)).count()
+    }
+
+    fn session(&self, id: u64) -> Result<&HashMap<u64, Option<String>>, Refusal> {
+        self.sessions.get(&id).ok_or_else(|| Refusal("a session this connection did not create".into()))
+    }
+
+    fn handle(&self, session: u64, handle: u64) -> Result<&Option<String>, Refusal> {
+        self.session(session)?.get(&handle).ok_or_else(|| Refusal("a handle this connection did not attach".into()))
+    }
+}
+
+fn token_of(request: &Request) -> &str {
+    match request {
+        Request::Create { token, .. }
+        | Request::Attach { token, .. }
+        | Request::Message { token, .. }
+        | Request::Trickle { token, .. }
+        | Request::Keepalive { token, .. }
+        | Request::Hangup { token, .. }
+        | Request::Detach { token, .. }
+        | Request::Destroy { token, .. } => token,
+    }
+}
+
+/// Whether an SDP offer asks to receive audio: any media section that is not `sendonly` or
+/// `inactive` (a section without a direction attribute is `sendrecv`, RFC 8866 §6.7).
+fn receives(sdp: &str) -> bool {
+    let mut sections = sdp.split("\nm=").skip(1);
+    sections.any(|section| !section.lines().any(|line| matches!(line.trim_end(), "a=sendonly" | "a=inactive")))
+}
+
+/// The first line of a parse error, bounded: it goes into a close frame (at most 123 bytes).
+fn short(message: &str) -> String {
+    message.chars().take(80).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::SecretValue;
+    use crate::users::{Line, Users};
+    use serde_json::{Value, json};
+
+    const TOKEN: &str = "t0ken";
+
+    /// Alice's panel: `talk-listen` both ways, `listen-only`, `talk-only`.
+    fn alice() -> (Users, User) {
+        let users = Users::default();
+        let lines = vec![
+            Line::new("talk-listen", true, true),
+            Line::new("listen-only", true, false),
+            Line::new("talk-only", false, true),
+        ];
+        let user = users.register("alice-1".into(), "Alice".into(), lines, TOKEN.into(), SecretValue::new("k".into()));
+        (users, user)
+    }
+
+    /// A policy bound to Alice with session 1 and handles 11, 12, 13.
+    fn connected(users: &Users) -> Policy {
+        let mut policy = Policy::default();
+        let lookup = |t: &str| users.by_token(t);
+        policy.check(create("c").to_string().as_bytes(), lookup).expect("create");
+        policy.observe(&json!({"janus": "success", "transaction": "c", "data": {"id": 1}}).to_string());
+        for handle in [11, 12, 13] {
+            let attach = json!({"janus": "attach", "transaction": format!("a{handle}"), "token": TOKEN,
+                                "session_id": 1, "plugin": PLUGIN, "opaque_id": "alice-1"});
+            policy.check(attach.to_string().as_bytes(), lookup).expect("attach");
+            let answer = json!({"janus": "success", "transaction": format!("a{handle}"), "data": {"id": handle}});
+            policy.observe(&answer.to_string());
+        }
+        policy
+    }
+
+    fn create(transaction: &str) -> Value {
+        json!({"janus": "create", "transaction": transaction, "token": TOKEN})
+    }
+
+    fn message(handle: u64, body: Value) -> Value {
+        json!({"janus": "message", "transaction": "m", "token": TOKEN, "session_id": 1, "handle_id": handle, "body": body})
+    }
+
+    fn join(room: &str, muted: bool) -> Value {
+        json!({"request": "join", "room": room, "id": "alice-1", "display": "Alice", "muted": muted, "token": TOKEN})
+    }
+
+    const SENDRECV: &str = "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendrecv\r\n";
+    const SENDONLY: &str = "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\n";
+    const RECVONLY: &str = "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=recvonly\r\n";
+
+    fn with_offer(mut request: Value, sdp: &str) -> Value {
+        request["jsep"] = json!({"type": "offer", "sdp": sdp});
+        request
+    }
+
+    /// Everything a panel sends passes, and goes on as the same JSON.
+    #[test]
+    fn what_a_panel_sends_is_relayed_as_it_is() {
+        let (users, _) = alice();
+        let mut policy = connected(&users);
+        let lookup = |t: &str| users.by_token(t);
+        let panel = [
+            with_offer(message(11, join("talk-listen", true)), SENDRECV),
+            with_offer(message(12, join("listen-only", true)), RECVONLY),
+            with_offer(message(13, join("talk-only", false)), SENDONLY),
+            message(11, json!({"request": "configure", "muted": false})),
+            message(13, json!({"request": "configure", "muted": true})),
+            json!({"janus": "trickle", "transaction": "i", "token": TOKEN, "session_id": 1, "handle_id": 11,
+                   "candidate": {"candidate": "candidate:1 1 udp 1 10.0.0.2 5000 typ host", "sdpMid": "0", "sdpMLineIndex": 0}}),
+            json!({"janus": "trickle", "transaction": "j", "token": TOKEN, "session_id": 1, "handle_id": 11,
+                   "candidate": {"completed": true}}),
+            json!({"janus": "keepalive", "transaction": "k", "token": TOKEN, "session_id": 1}),
+            json!({"janus": "hangup", "transaction": "h", "token": TOKEN, "session_id": 1, "handle_id": 12}),
+            json!({"janus": "detach", "transaction": "d", "token": TOKEN, "session_id": 1, "handle_id": 12}),
+            json!({"janus": "destroy", "transaction": "x", "token": TOKEN, "session_id": 1}),
+        ];
+        for request in panel {
+            let relayed =
+                policy.check(request.to_string().as_bytes(), lookup).unwrap_or_else(|e| panic!("{request}: {e}"));
+            assert_eq!(serde_json::from_str::<Value>(&relayed).expect("JSON"), request);
+        }
+    }
+
+    /// Data-driven: each request, sent on a connected panel, is refused with a reason naming it.
+    #[test]
+    fn what_a_panel_never_sends_is_refused_with_the_reason() {
+        let (users, _) = alice();
+        let cases: Vec<(&str, String, &str)> = vec![
+            (
+                "a second JSON value in the frame",
+                format!(
+                    "{}{}",
+                    message(11, join("talk-listen", true)),
+                    json!({"janus": "message", "body": {"request": "join", "rtp": {}}})
+                ),
+                "not a request",
+            ),
+            (
+                "plain RTP",
+                message(
+                    11,
+                    json!({"request": "join", "room": "talk-listen", "id": "alice-1", "display": "Alice",
+                "muted": true, "token": TOKEN, "rtp": {"ip": "192.0.2.1", "port": 9}}),
+                )
+                .to_string(),
+                "not a request",
+            ),
+            (
+                "recording",
+                message(
+                    11,
+                    json!({"request": "configure", "muted": true, "record": true,
+                "filename": "/tmp/x"}),
+                )
+                .to_string(),
+                "not a request",
+            ),
+            ("listing rooms", message(11, json!({"request": "list"})).to_string(), "not a request"),
+            (
+                "listing a room",
+                message(11, json!({"request": "listparticipants", "room": "x"})).to_string(),
+                "not a request",
+            ),
+            (
+                "an admin request",
+                message(11, json!({"request": "kick", "room": "x", "id": "b"})).to_string(),
+                "not a request",
+            ),
+            (
+                "a duplicate key",
+                r#"{"janus":"keepalive","transaction":"k","token":"t0ken","session_id":1,"session_id":2}"#.into(),
+                "not a request",
+            ),
+            ("info", json!({"janus": "info", "transaction": "i"}).to_string(), "not a request"),
+            (
+                "claim",
+                json!({"janus": "claim", "transaction": "i", "token": TOKEN, "session_id": 1}).to_string(),
+                "not a request",
+            ),
+            (
+                "another token",
+                json!({"janus": "keepalive", "transaction": "k", "token": "other", "session_id": 1}).to_string(),
+                "a token other than",
+            ),
+            (
+                "another session",
+                json!({"janus": "keepalive", "transaction": "k", "token": TOKEN, "session_id": 2}).to_string(),
+                "did not create",
+            ),
+            ("another handle", message(99, join("talk-listen", true)).to_string(), "did not attach"),
+            ("a second session", create("c2").to_string(), "second Janus session"),
+            (
+                "another plugin",
+                json!({"janus": "attach", "transaction": "a", "token": TOKEN, "session_id": 1,
+                "plugin": "janus.plugin.videoroom"})
+                .to_string(),
+                "plugin",
+            ),
+            (
+                "another identity",
+                message(
+                    11,
+                    json!({"request": "join", "room": "talk-listen", "id": "card:talk-listen",
+                "display": "Alice", "muted": true, "token": TOKEN}),
+                )
+                .to_string(),
+                "identity",
+            ),
+            ("another room", message(11, join("foh", true)).to_string(), "not one of the session's lines"),
+            ("an unmuted listen-only join", message(12, join("listen-only", false)).to_string(), "listen-only"),
+            (
+                "a listen-only unmute",
+                message(12, json!({"request": "configure", "muted": false})).to_string(),
+                "before the handle's join",
+            ),
+            (
+                "a talk-only line receiving",
+                with_offer(message(13, join("talk-only", true)), SENDRECV).to_string(),
+                "talk-only",
+            ),
+            (
+                "an answer",
+                message(11, json!({"request": "configure", "muted": true}))
+                    .as_object()
+                    .map(|o| {
+                        let mut o = o.clone();
+                        o.insert("jsep".into(), json!({"type": "answer", "sdp": "v=0"}));
+                        o
+                    })
+                    .map(|o| Value::Object(o).to_string())
+                    .unwrap_or_default(),
+                "not a request",
+            ),
+            ("a JSON array", "[]".into(), "not a request"),
+            ("not JSON", "hello".into(), "not a request"),
+        ];
+        for (what, frame, reason) in cases {
+            let mut policy = connected(&users);
+            let refusal = policy.check(frame.as_bytes(), |t| users.by_token(t)).expect_err(what);
+            assert!(refusal.0.contains(reason), "{what}: {refusal}");
+            assert!(refusal.0.len() <= 123, "{what}: a close reason fits a close frame: {refusal}");
+        }
+    }
+
+    #[test]
+    fn a_listen_only_line_joined_muted_cannot_unmute_and_a_second_join_is_refused() {
+        let (users, _) = alice();
+        let mut policy = connected(&users);
+        let lookup = |t: &str| users.by_token(t);
+        policy.check(message(12, join("listen-only", true)).to_string().as_bytes(), lookup).expect("muted join");
+        let unmute = message(12, json!({"request": "configure", "muted": false})).to_string();
+        assert!(policy.check(unmute.as_bytes(), lookup).expect_err("unmute").0.contains("may not talk"));
+        let again = message(12, join("talk-listen", true)).to_string();
+        assert!(policy.check(again.as_bytes(), lookup).expect_err("rejoin").0.contains("second join"));
+    }
+
+    #[test]
+    fn the_first_token_must_be_a_crew_member_s_and_an_ended_one_is_refused_later() {
+        let (users, alice) = alice();
+        let mut policy = Policy::default();
+        let unknown = json!({"janus": "create", "transaction": "c", "token": "guess"}).to_string();
+        assert!(policy.check(unknown.as_bytes(), |t| users.by_token(t)).is_err());
+        let mut policy = connected(&users);
+        assert_eq!(policy.bound().map(|b| b.identity.as_str()), Some("alice-1"));
+        users.remove(&alice.identity);
+        let keepalive = json!({"janus": "keepalive", "transaction": "k", "token": TOKEN, "session_id": 1}).to_string();
+        assert!(
+            policy.check(keepalive.as_bytes(), |t| users.by_token(t)).expect_err("ended").0.contains("no crew member")
+        );
+    }
+
+    #[test]
+    fn only_sendonly_or_inactive_sections_do_not_receive() {
+        assert!(receives(SENDRECV) && receives(RECVONLY));
+        assert!(receives("v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"), "no direction is sendrecv");
+        assert!(!receives(SENDONLY));
+        assert!(!receives("v=0\r\nm=audio 9 RTP/AVP 0\r\na=inactive\r\n"));
+        assert!(receives(&format!("{SENDONLY}m=audio 9 RTP/AVP 0\r\n")), "a second section that receives");
+    }
+}

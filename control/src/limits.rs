@@ -1,0 +1,81 @@
+//! The open routes' rate limit: how many tokens one client address gets per minute.
+//!
+//! A sliding window per address (the times of the last minute's grants), so a burst at the
+//! edge of a minute cannot get twice the rate. Addresses with nothing in the window are
+//! forgotten, which bounds the memory by the addresses seen within a minute.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Grants per client address within a sliding minute.
+#[derive(Debug, Default)]
+pub struct PerMinute {
+    granted: Mutex<HashMap<IpAddr, Grants>>,
+}
+
+#[derive(Debug, Default)]
+struct Grants {
+    times: VecDeque<Instant>,
+    /// Refused since the window was last under its limit: logged once, not once per request.
+    refused: bool,
+}
+
+/// What [`PerMinute::take`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    Granted,
+    /// Over the limit; `first`: the first refusal since the address was last under it.
+    Refused {
+        first: bool,
+    },
+}
+
+impl PerMinute {
+    /// Takes one grant for `from` if it has had fewer than `limit` in the last minute.
+    pub fn take(&self, from: IpAddr, limit: u32) -> Take {
+        self.take_at(from, limit, Instant::now())
+    }
+
+    fn take_at(&self, from: IpAddr, limit: u32, now: Instant) -> Take {
+        let mut granted = self.granted.lock().unwrap_or_else(PoisonError::into_inner);
+        granted.retain(|_, grants| {
+            while grants.times.front().is_some_and(|&at| now.saturating_duration_since(at) >= WINDOW) {
+                grants.times.pop_front();
+            }
+            !grants.times.is_empty()
+        });
+        let grants = granted.entry(from).or_default();
+        if grants.times.len() >= limit as usize {
+            let first = !std::mem::replace(&mut grants.refused, true);
+            return Take::Refused { first };
+        }
+        grants.refused = false;
+        grants.times.push_back(now);
+        Take::Granted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minute_s_grants_per_address_in_a_sliding_window() {
+        let limiter = PerMinute::default();
+        let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
+        let start = Instant::now();
+        let at = |s| start + Duration::from_secs(s);
+        for i in 0..3 {
+            assert_eq!(limiter.take_at(a, 3, at(i * 20)), Take::Granted, "grant {i}");
+        }
+        assert_eq!(limiter.take_at(a, 3, at(59)), Take::Refused { first: true }, "a fourth within the minute");
+        assert_eq!(limiter.take_at(a, 3, at(59)), Take::Refused { first: false }, "said once");
+        assert_eq!(limiter.take_at(b, 3, at(59)), Take::Granted, "another address");
+        assert_eq!(limiter.take_at(a, 3, at(60)), Take::Granted, "the first grant left the window");
+        assert_eq!(limiter.take_at(a, 3, at(61)), Take::Refused { first: true }, "but not the second");
+    }
+}
