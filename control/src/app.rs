@@ -18,6 +18,7 @@ use crate::config::ConfigManager;
 use crate::events::EventBus;
 use crate::janus::Janus;
 use crate::limits::PerMinute;
+use crate::linger::LingeringAcceptor;
 use crate::logring::LogRing;
 use crate::panels::Panels;
 use crate::pin::PinLimiter;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub tls: bool,
     /// The SHA-256 of the listener's certificate (`AB:CD:…`), for control surfaces to pin.
     pub certificate_sha256: Option<String>,
+    /// The public listener's connections (open now, and the cap).
+    pub connections: LingeringAcceptor,
     pub started: Instant,
 }
 
@@ -79,6 +82,7 @@ impl AppState {
             token_rate: Arc::default(),
             tls: false,
             certificate_sha256: None,
+            connections: LingeringAcceptor::new(crate::server::MAX_CONNECTIONS),
             started: Instant::now(),
         })
     }

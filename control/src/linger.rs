@@ -26,11 +26,13 @@
 use std::future::{Future, Ready, ready};
 use std::io;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 /// Most bytes read and discarded from a closing connection before it is closed anyway.
@@ -45,10 +47,55 @@ pub const LINGER_TIME: Duration = Duration::from_secs(2);
 pub const WRITE_STALL: Duration = Duration::from_secs(30);
 
 /// An `axum_server` acceptor whose connections close with a [`Lingering`] close and give up on
-/// a client that does not read. Under TLS it is the inner acceptor of the rustls one, so that
-/// it drains the raw TCP stream.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LingeringAcceptor;
+/// a client that does not read, and which holds at most a set number of connections at once.
+/// Under TLS it is the inner acceptor of the rustls one, so that it drains the raw TCP stream
+/// and counts connections still in their handshake.
+///
+/// A connection over the cap is closed at once: the cap keeps the process's file descriptors
+/// (two per `/janus` connection: the browser's and Janus's) under its open-file limit, so that
+/// the listener, Janus's link and the files keep working whatever clients hold open. The
+/// listener's timeouts (`crate::server`) free the idle ones.
+#[derive(Debug, Clone)]
+pub struct LingeringAcceptor {
+    slots: Arc<Semaphore>,
+    max: usize,
+    /// When a connection over the cap was last logged: a flood is one warning a minute, not one
+    /// per connection.
+    last_warned: Arc<Mutex<Option<Instant>>>,
+}
+
+impl LingeringAcceptor {
+    /// Holds at most `max` connections at once.
+    pub fn new(max: usize) -> Self {
+        Self { slots: Arc::new(Semaphore::new(max)), max, last_warned: Arc::default() }
+    }
+
+    /// The connections open now.
+    pub fn open(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    /// The most connections held at once.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    fn warn_full(&self, stream: &TcpStream) {
+        let mut last = self.last_warned.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            *last = Some(Instant::now());
+            let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+            tracing::warn!(
+                max = self.max,
+                peer,
+                "connection cap reached: new connections are closed until some end (logged once a minute)"
+            );
+        }
+    }
+}
+
+/// The least time between two warnings of a full connection cap.
+const WARN_EVERY: Duration = Duration::from_secs(60);
 
 impl<S> axum_server::accept::Accept<TcpStream, S> for LingeringAcceptor {
     type Stream = Lingering;
@@ -56,7 +103,13 @@ impl<S> axum_server::accept::Accept<TcpStream, S> for LingeringAcceptor {
     type Future = Ready<io::Result<(Lingering, S)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
-        ready(Ok((Lingering::new(stream, WRITE_STALL), service)))
+        let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+            self.warn_full(&stream);
+            return ready(Err(io::Error::other("connection cap reached")));
+        };
+        let mut stream = Lingering::new(stream, WRITE_STALL);
+        stream.slot = Some(slot);
+        ready(Ok((stream, service)))
     }
 }
 
@@ -70,11 +123,13 @@ pub struct Lingering {
     write_stall: Duration,
     /// Running while writes wait for the client; `None` after any progress.
     stalled: Option<Pin<Box<Sleep>>>,
+    /// Its place under the acceptor's cap, given back once the socket is closed.
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Lingering {
     fn new(stream: TcpStream, write_stall: Duration) -> Lingering {
-        Lingering { stream: Some(stream), write_stall, stalled: None }
+        Lingering { stream: Some(stream), write_stall, stalled: None, slot: None }
     }
 
     fn stream(&mut self) -> io::Result<Pin<&mut TcpStream>> {
@@ -136,9 +191,13 @@ impl AsyncWrite for Lingering {
 impl Drop for Lingering {
     fn drop(&mut self) {
         let Some(stream) = self.stream.take() else { return };
+        let slot = self.slot.take();
         // Connections are dropped on the runtime; outside one (never, in practice), close.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(linger(stream));
+            runtime.spawn(async move {
+                linger(stream).await;
+                drop(slot);
+            });
         }
     }
 }
@@ -179,6 +238,39 @@ mod tests {
         let client = TcpStream::connect(listener.local_addr().expect("addr"));
         let (client, accepted) = tokio::join!(client, listener.accept());
         (Lingering::new(accepted.expect("accept").0, write_stall), client.expect("connect"))
+    }
+
+    /// Past the cap, a connection is closed at once; a place comes back once a connection's
+    /// socket is closed (after its lingering close).
+    #[tokio::test]
+    async fn connections_over_the_cap_are_closed_and_a_closed_one_frees_its_place() {
+        use axum_server::accept::Accept;
+        let acceptor = LingeringAcceptor::new(2);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("addr");
+        let mut clients = Vec::new();
+        let mut accepted = Vec::new();
+        for _ in 0..3 {
+            let (client, server) = tokio::join!(TcpStream::connect(address), listener.accept());
+            clients.push(client.expect("connect"));
+            accepted.push(acceptor.accept(server.expect("accept").0, ()).await);
+        }
+        assert!(accepted[0].is_ok() && accepted[1].is_ok());
+        assert!(accepted[2].is_err(), "the third is over the cap");
+        assert_eq!(acceptor.open(), 2);
+        let mut third = clients.pop().expect("third");
+        let mut buf = [0; 1];
+        assert_eq!(third.read(&mut buf).await.expect("closed, not reset"), 0, "closed at once");
+        let first = accepted.remove(0);
+        drop(first);
+        drop(clients.remove(0));
+        tokio::time::timeout(LINGER_TIME * 2, async {
+            while acceptor.open() > 1 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the closed connection gives its place back");
     }
 
     /// The response written before the drop reaches a client that first sends all it had to

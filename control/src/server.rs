@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use hyper_util::rt::TokioTimer;
 use partyline_shared::config::{LogLevel, Secret};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -27,6 +28,15 @@ use crate::users::Users;
 use crate::{Cli, tls};
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+/// The most connections the public listener holds at once (each a file descriptor, a `/janus`
+/// one two): the package's unit gives control `LimitNOFILE=16384`, four times this, so that a
+/// full listener leaves room for Janus's link, the events listener and the files.
+pub const MAX_CONNECTIONS: usize = 4096;
+/// How long a connection may take for its TLS handshake, its request's headers, or the next
+/// request on a kept-alive connection: then it is closed. A browser opens a new one when it
+/// needs it; event streams and WebSockets, once answered, are not affected.
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs the control plane until SIGTERM or SIGINT.
 pub fn run(cli: Cli) -> ExitCode {
@@ -88,6 +98,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(Arc::clone(&bridge).run());
 
     let admin_token = Arc::new(admin_token);
+    let connections = LingeringAcceptor::new(MAX_CONNECTIONS);
     let state = AppState {
         config,
         logs,
@@ -102,6 +113,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         events,
         tls: tls.is_some(),
         certificate_sha256,
+        connections: connections.clone(),
         started,
     };
     let events_app = app::events_app(state.clone());
@@ -120,16 +132,20 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
 
     let listener = listener.into_std()?;
     // Connections close lingering (`linger`): a client still sending a body the server did not
-    // read (a 413, …) gets the response instead of a TCP reset.
-    let server = axum_server::from_tcp(listener)?.handle(handle);
+    // read (a 413, …) gets the response instead of a TCP reset. At most MAX_CONNECTIONS at once.
+    let mut server = axum_server::from_tcp(listener)?.handle(handle).first_request_timeout(IDLE_TIMEOUT);
+    // Headers are read within the timeout, and a kept-alive connection waiting for its next
+    // request counts as reading headers: an idle connection closes after it.
+    server.http_builder().http1().timer(TokioTimer::new()).header_read_timeout(IDLE_TIMEOUT);
     match tls {
         Some(tls) => {
             let tls = axum_server::tls_rustls::RustlsConfig::from_config(tls.config);
-            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls).acceptor(LingeringAcceptor);
+            let acceptor =
+                axum_server::tls_rustls::RustlsAcceptor::new(tls).handshake_timeout(IDLE_TIMEOUT).acceptor(connections);
             server.acceptor(acceptor).serve(app.into_make_service_with_connect_info::<SocketAddr>()).await?;
         }
         None => {
-            server.acceptor(LingeringAcceptor).serve(app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+            server.acceptor(connections).serve(app.into_make_service_with_connect_info::<SocketAddr>()).await?;
         }
     }
     tracing::info!("partyline-control stopped");

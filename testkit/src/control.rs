@@ -23,6 +23,7 @@ pub struct Builder {
     dir: Option<Arc<tempfile::TempDir>>,
     binary: Option<PathBuf>,
     user: Option<(u32, u32)>,
+    open_files: Option<u64>,
 }
 
 impl Builder {
@@ -56,6 +57,13 @@ impl Builder {
         self
     }
 
+    /// Runs the binary with at most `limit` open files (soft and hard `RLIMIT_NOFILE`, through
+    /// util-linux's `prlimit`), as a systemd unit's `LimitNOFILE` does.
+    pub fn open_files(mut self, limit: u64) -> Self {
+        self.open_files = Some(limit);
+        self
+    }
+
     /// Starts the binary and waits until it listens.
     pub async fn start(self) -> Control {
         let dir = self.dir.unwrap_or_else(|| {
@@ -73,12 +81,21 @@ impl Builder {
             }
         }
         let binary = self.binary.unwrap_or_else(|| crate::binary("partyline-control"));
-        Control::spawn(binary, dir, config_path, (self.env, self.user)).await
+        let launch = Launch { env: self.env, user: self.user, open_files: self.open_files };
+        Control::spawn(binary, dir, config_path, launch).await
     }
 }
 
-/// The environment of a control process (`None`: removed) and the user it runs as.
-type Launch = (Vec<(String, Option<String>)>, Option<(u32, u32)>);
+/// How a control process is started, again on a respawn.
+#[derive(Debug, Clone)]
+struct Launch {
+    /// Its environment (`None`: removed).
+    env: Vec<(String, Option<String>)>,
+    /// The user and group it runs as.
+    user: Option<(u32, u32)>,
+    /// Its `RLIMIT_NOFILE`.
+    open_files: Option<u64>,
+}
 
 /// A running control process; killed on drop.
 #[derive(Debug)]
@@ -113,7 +130,14 @@ impl Control {
             .append(true)
             .open(dir.path().join("control.log"))
             .expect("log file");
-        let mut command = Command::new(&binary);
+        let mut command = match env.open_files {
+            Some(limit) => {
+                let mut prlimit = Command::new("prlimit");
+                prlimit.arg(format!("--nofile={limit}:{limit}")).arg("--").arg(&binary);
+                prlimit
+            }
+            None => Command::new(&binary),
+        };
         command
             .arg("--config")
             .arg(&config_path)
@@ -122,13 +146,13 @@ impl Control {
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(log);
-        for (key, value) in &env.0 {
+        for (key, value) in &env.env {
             match value {
                 Some(value) => command.env(key, value),
                 None => command.env_remove(key),
             };
         }
-        if let Some((uid, gid)) = env.1 {
+        if let Some((uid, gid)) = env.user {
             std::os::unix::process::CommandExt::uid(&mut command, uid);
             std::os::unix::process::CommandExt::gid(&mut command, gid);
         }
@@ -149,10 +173,15 @@ impl Control {
             let log = std::fs::read_to_string(dir.path().join("control.log")).unwrap_or_default();
             panic!("partyline-control did not start:\n{log}");
         };
-        let token =
-            env.0.iter().rev().find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN").and_then(|(_, v)| v.clone()).unwrap_or_else(
-                || std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned(),
-            );
+        let token = env
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PARTYLINE_ADMIN_TOKEN")
+            .and_then(|(_, v)| v.clone())
+            .unwrap_or_else(|| {
+                std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned()
+            });
         let client = crate::http();
         Control { child, binary, dir, config_path, env, origin, events_origin, token, client }
     }

@@ -116,6 +116,16 @@ pub struct Stats {
     /// The live event stream's clients.
     pub events: EventStats,
     pub tls: TlsView,
+    pub connections: ConnectionsView,
+}
+
+/// The public listener's connections.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectionsView {
+    /// Open now (page loads, event streams, `/janus` WebSockets).
+    pub open: usize,
+    /// The cap: past it, new connections are closed at once.
+    pub max: usize,
 }
 
 /// The listener's TLS, as an admin configuring a control surface needs it.
@@ -143,6 +153,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         janus: state.janus.status(),
         events: state.events.stats(),
         tls: TlsView { enabled: state.tls, certificate_sha256: state.certificate_sha256.clone() },
+        connections: ConnectionsView { open: state.connections.open(), max: state.connections.max() },
     })
 }
 

@@ -48,6 +48,9 @@ const CLOSE_UNAVAILABLE: u16 = 1011;
 const CLOSE_POLICY: u16 = 1008;
 /// A close frame's reason is at most 123 bytes (RFC 6455 §5.5).
 const MAX_REASON: usize = 123;
+/// A browser that sends nothing for this long is gone: a panel sends a keep-alive every 25 s
+/// (janus.js), and Janus itself ends a session silent for 60 s.
+const BROWSER_SILENCE: Duration = Duration::from_secs(60);
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/janus", get(upgrade))
@@ -105,6 +108,8 @@ enum End {
     Refused(Refusal),
     /// The connection's crew member was removed from the registry.
     Removed,
+    /// The browser sent nothing for [`BROWSER_SILENCE`].
+    Silent,
 }
 
 /// Connects to Janus and relays until either side closes, the browser sends what a panel
@@ -122,9 +127,13 @@ async fn relay(mut browser: WebSocket, url: String, users: Arc<Users>, mut remov
     let (mut browser_tx, mut browser_rx) = browser.split();
     let (mut janus_tx, mut janus_rx) = janus.split();
     let mut policy = Policy::default();
+    let silence = tokio::time::sleep(BROWSER_SILENCE);
+    tokio::pin!(silence);
     let end = loop {
         tokio::select! {
-            message = browser_rx.next() => match message {
+            message = browser_rx.next() => {
+                silence.as_mut().reset(tokio::time::Instant::now() + BROWSER_SILENCE);
+                match message {
                 Some(Ok(ws::Message::Text(text))) => match policy.check(text.as_bytes(), |t| users.by_token(t)) {
                     Ok(request) => {
                         if janus_tx.send(ts::Message::text(request)).await.is_err() {
@@ -138,7 +147,9 @@ async fn relay(mut browser: WebSocket, url: String, users: Arc<Users>, mut remov
                 // Answered by each side's own WebSocket library, not relayed.
                 Some(Ok(ws::Message::Ping(_) | ws::Message::Pong(_))) => {}
                 Some(Err(_)) | None => break End::Browser(None),
+                }
             },
+            () = &mut silence => break End::Silent,
             message = janus_rx.next() => match message {
                 Some(Ok(ts::Message::Text(text))) => {
                     policy.observe(&text);
@@ -189,6 +200,15 @@ async fn relay(mut browser: WebSocket, url: String, users: Arc<Users>, mut remov
                 "WebSocket proxy: a request a panel never sends; connection closed"
             );
             let _ = browser_tx.send(close(CLOSE_POLICY, &why)).await;
+            None
+        }
+        End::Silent => {
+            tracing::info!(
+                identity,
+                username,
+                "WebSocket proxy: nothing from the browser for a minute; connection closed"
+            );
+            let _ = browser_tx.send(close(CLOSE_POLICY, "nothing received for a minute")).await;
             None
         }
         End::Removed => {

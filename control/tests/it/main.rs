@@ -30,6 +30,8 @@ mod hostile;
 mod invariants;
 #[cfg(feature = "services")]
 mod janus_link;
+#[cfg(feature = "services")]
+mod open_routes;
 mod openapi;
 mod panel;
 mod persistence;
