@@ -12,6 +12,7 @@ use axum::middleware;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::api::{self, ApiError};
+use crate::bans::Bans;
 use crate::bridge::BridgeManager;
 use crate::calls::Calls;
 use crate::config::ConfigManager;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub pins: Arc<PinLimiter>,
     /// Tokens per client address a minute.
     pub token_rate: Arc<PerMinute>,
+    /// Names and addresses the admin refuses tokens to for now.
+    pub bans: Arc<Bans>,
     /// Live events for the admin's event stream.
     pub events: EventBus,
     /// Whether the public listener speaks TLS (for the URLs handed to browsers).
@@ -80,6 +83,7 @@ impl AppState {
             panels: Arc::default(),
             pins: Arc::default(),
             token_rate: Arc::default(),
+            bans: Arc::default(),
             tls: false,
             certificate_sha256: None,
             connections: LingeringAcceptor::new(crate::server::MAX_CONNECTIONS),

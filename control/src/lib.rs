@@ -14,6 +14,7 @@ pub use cli::Cli;
 pub use devices::pulse_client_config_env;
 pub use server::run;
 
+mod bans;
 mod bridge;
 mod calls;
 mod cli;

@@ -110,6 +110,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         panels: Arc::default(),
         pins: Arc::default(),
         token_rate: Arc::default(),
+        bans: Arc::default(),
         events,
         tls: tls.is_some(),
         certificate_sha256,

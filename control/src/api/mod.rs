@@ -88,6 +88,8 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(server_users::update, server_users::delete))
         .routes(routes!(users::list))
         .routes(routes!(users::disconnect))
+        .routes(routes!(users::bans))
+        .routes(routes!(users::lift_ban))
         .routes(routes!(users::remove_line))
         .routes(routes!(moderation::mute_user))
         .routes(routes!(moderation::unmute_user))

@@ -104,6 +104,7 @@ pub struct TokenResponse {
 #[utoipa::path(post, path = "/token", tag = "users", request_body = TokenRequest,
     responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, description = "A PIN is needed (`pin_required`) or wrong (`wrong_pin`)", body = ErrorBody),
+        (status = 403, description = "The name or the address is banned by the admin for now (`banned`)", body = ErrorBody),
         (status = 429, description = "Too many wrong PINs from this address (`too_many_tries`), too many tokens asked from it (`too_many_tokens`), or too many unused tokens overall (`too_many_pending`)", body = ErrorBody),
         (status = 503, description = "Janus is unreachable; nothing was registered", body = ErrorBody)))]
 pub async fn token(
@@ -121,10 +122,14 @@ pub async fn token(
     let config = state.config.current();
     let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(address))| address.ip());
     check_limits(&state, &config, client)?;
+    if let Some(ban) = state.bans.find(&username, client) {
+        tracing::info!(%client, username, ban = ban.id, "a banned name or address asked for a token: refused");
+        return Err(ApiError::Denied { code: "banned", message: format!("refused by the admin until {}", ban.until) });
+    }
     let (lines, pins) = requested_lines(&config, &body)?;
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
-    let user = state.janus.issue_token(&username, lines, resume).await.map_err(|e| unavailable(&e))?;
+    let user = state.janus.issue_token(&username, lines, resume, client).await.map_err(|e| unavailable(&e))?;
     Ok(Json(token_response(&state, &config, &user, &headers)))
 }
 

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use super::panel::unavailable;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ErrorBody};
+use crate::bans::BanView;
 use crate::janus::DisconnectError;
 use crate::users::{User, UserState, UserView};
 
@@ -66,20 +67,92 @@ pub async fn list(State(state): State<AppState>, ApiQuery(query): ApiQuery<UserQ
 pub struct UserDisconnected {
     pub message: String,
     pub identity: String,
+    /// The ban the disconnect came with, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ban: Option<BanView>,
 }
 
-/// Disconnect a user for good: kicked from the room, token revoked (a rejoin with it is refused).
+/// What a disconnect also bans, and for how long.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct BanQuery {
+    /// Refuse new tokens to this name (compared as its slug).
+    #[serde(default)]
+    pub ban_name: bool,
+    /// Refuse new tokens to this client address (everyone behind the same NAT too).
+    #[serde(default)]
+    pub ban_address: bool,
+    /// How long a ban lasts: 1 to 1440 minutes (default 60).
+    #[serde(default)]
+    pub ban_minutes: Option<u32>,
+}
+
+/// Disconnect a user for good: kicked from the room, its Janus sessions ended, token revoked (a
+/// rejoin with it is refused); with `banName` and/or `banAddress`, new tokens for its name or
+/// address are refused for `banMinutes`.
 #[utoipa::path(delete, path = "/users/{identity}", tag = "users", security(("admin_token" = [])),
-    params(("identity" = String, Path, description = "The user's participant identity")),
-    responses((status = 200, body = UserDisconnected), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "A server audio user: managed under /admin/server-users", body = ErrorBody),
+    params(("identity" = String, Path, description = "The user's participant identity"), BanQuery),
+    responses((status = 200, body = UserDisconnected), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A server audio user: managed under /admin/server-users; or an address ban of a user whose address is not known", body = ErrorBody),
         (status = 503, description = "Janus is unreachable; the user was not disconnected", body = ErrorBody)))]
 pub async fn disconnect(
     State(state): State<AppState>,
     ApiPath(identity): ApiPath<String>,
+    ApiQuery(ban): ApiQuery<BanQuery>,
 ) -> Result<Json<UserDisconnected>, ApiError> {
+    let minutes = ban.ban_minutes.unwrap_or(60);
+    if !(1..=1440).contains(&minutes) {
+        return Err(ApiError::BadRequest(format!("banMinutes: {minutes} is out of range: expected 1 to 1440")));
+    }
+    let address = state.users.get(&identity).and_then(|u| u.address);
+    if ban.ban_address && address.is_none() {
+        return Err(ApiError::Conflict(format!(
+            "{identity:?} has no known client address (a server audio user, or restored from an older crew file): ban its name"
+        )));
+    }
     let user = state.janus.disconnect(&identity, "disconnected by the admin", "admin").await.map_err(refused)?;
-    Ok(Json(UserDisconnected { message: format!("User {:?} disconnected", user.username), identity: user.identity }))
+    let ban = (ban.ban_name || ban.ban_address).then(|| {
+        let name = ban.ban_name.then_some(user.username.as_str());
+        let address = address.filter(|_| ban.ban_address);
+        let view = state.bans.add(name, address, std::time::Duration::from_secs(u64::from(minutes) * 60));
+        tracing::warn!(identity, username = user.username, name = ban.ban_name, address = ?address, minutes, "banned by the admin");
+        view
+    });
+    let banned = if ban.is_some() { format!(" and banned for {minutes} min") } else { String::new() };
+    let message = format!("User {:?} disconnected{banned}", user.username);
+    Ok(Json(UserDisconnected { message, identity: user.identity, ban }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BanList {
+    pub bans: Vec<BanView>,
+}
+
+/// The bans in force.
+#[utoipa::path(get, path = "/bans", tag = "users", security(("admin_token" = [])),
+    responses((status = 200, body = BanList), (status = 401, body = ErrorBody)))]
+pub async fn bans(State(state): State<AppState>) -> Json<BanList> {
+    Json(BanList { bans: state.bans.list() })
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BanLifted {
+    pub message: String,
+    pub id: u64,
+}
+
+/// Lift a ban.
+#[utoipa::path(delete, path = "/bans/{id}", tag = "users", security(("admin_token" = [])),
+    params(("id" = u64, Path, description = "The ban's id")),
+    responses((status = 200, body = BanLifted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn lift_ban(State(state): State<AppState>, ApiPath(id): ApiPath<u64>) -> Result<Json<BanLifted>, ApiError> {
+    if !state.bans.lift(id) {
+        return Err(ApiError::NotFound(format!("no ban has id {id} (or it is over)")));
+    }
+    tracing::info!(id, "ban lifted by the admin");
+    Ok(Json(BanLifted { message: format!("Ban {id} lifted"), id }))
 }
 
 pub(super) fn refused(e: DisconnectError) -> ApiError {

@@ -463,6 +463,7 @@ impl Janus {
         username: &str,
         mut lines: Vec<Line>,
         resume: Option<(&str, &str)>,
+        address: std::net::IpAddr,
     ) -> Result<User, JanusError> {
         let config = self.config.current();
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
@@ -483,7 +484,7 @@ impl Janus {
         let at = self.link().await?;
         self.http.add_token(&config.janus.admin_url, self.admin_secret()?, &token).await?;
         // Registered before its rooms admit it, so that a room created meanwhile lists it.
-        let user = self.users.register(identity, username.to_owned(), lines, token, panel_key);
+        let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
         if resumed.is_some() {
             tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
         }

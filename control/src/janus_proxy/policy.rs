@@ -393,7 +393,8 @@ mod tests {
             Line::new("listen-only", true, false),
             Line::new("talk-only", false, true),
         ];
-        let user = users.register("alice-1".into(), "Alice".into(), lines, TOKEN.into(), SecretValue::new("k".into()));
+        let user =
+            users.register("alice-1".into(), "Alice".into(), lines, TOKEN.into(), SecretValue::new("k".into()), None);
         (users, user)
     }
 

@@ -10,6 +10,7 @@
 //! Server audio users are never stored: they are derived from the config.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -106,6 +107,8 @@ pub struct User {
     pub panel_key: Option<SecretValue>,
     pub kind: UserKind,
     pub state: UserState,
+    /// The client address a crew member asked for its token from (what an address ban names).
+    pub address: Option<IpAddr>,
     /// When the token was issued: monotonic, for its lifetime…
     issued: Instant,
     /// …and wall clock, for the file (an `Instant` does not survive the process).
@@ -126,6 +129,8 @@ pub struct UserView {
     pub lines: Vec<LineState>,
     pub kind: UserKind,
     pub state: UserState,
+    /// A crew member's client address, as it asked for its token (behind a NAT, the NAT's).
+    pub address: Option<String>,
     /// RFC 3339; null while pending.
     pub connected_at: Option<String>,
     /// RFC 3339: the last transition.
@@ -153,6 +158,7 @@ impl User {
                 .collect(),
             kind: self.kind,
             state: self.state,
+            address: self.address.map(|a| a.to_string()),
             connected_at: self.connected_at.map(format),
             last_activity: format(self.last_activity),
         }
@@ -194,6 +200,7 @@ impl User {
             lines,
             token: self.token.clone(),
             panel_key: self.panel_key.clone(),
+            address: self.address,
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
             connected_at_unix_ns: self.connected_at.map(unix_ns),
@@ -233,6 +240,7 @@ impl User {
             panel_key: record.panel_key,
             kind: UserKind::Crew,
             state: record.state,
+            address: record.address,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             issued_at,
             connected_at,
@@ -374,7 +382,8 @@ impl Users {
         }
     }
 
-    /// Registers a new pending crew member with its lines (at least one) and its panel key.
+    /// Registers a new pending crew member with its lines (at least one), its panel key and the
+    /// address it asked from.
     pub fn register(
         &self,
         identity: String,
@@ -382,8 +391,9 @@ impl Users {
         lines: Vec<Line>,
         token: String,
         panel_key: SecretValue,
+        address: Option<IpAddr>,
     ) -> User {
-        self.insert(identity, username, lines, token, UserKind::Crew, Some(panel_key))
+        self.insert(identity, username, lines, token, UserKind::Crew, Some(panel_key), address)
     }
 
     /// Registers (or updates) a server audio user; true if it was not registered as such.
@@ -399,7 +409,7 @@ impl Users {
         }
         drop(users);
         let lines = vec![Line::both(group_id)];
-        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server, None);
+        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server, None, None);
         true
     }
 
@@ -411,6 +421,7 @@ impl Users {
         token: String,
         kind: UserKind,
         panel_key: Option<SecretValue>,
+        address: Option<IpAddr>,
     ) -> User {
         let now = OffsetDateTime::now_utc();
         let user = User {
@@ -421,6 +432,7 @@ impl Users {
             panel_key,
             kind,
             state: UserState::Pending,
+            address,
             issued: Instant::now(),
             issued_at: now,
             connected_at: None,
@@ -823,6 +835,7 @@ mod tests {
             vec![Line::both("stage")],
             "s3cr3t-token".into(),
             SecretValue::new("p4nel-key".into()),
+            None,
         );
         let shown = format!("{user:?}");
         assert!(
@@ -835,7 +848,7 @@ mod tests {
     fn a_panel_that_left_takes_its_key_and_mutes_into_its_next_session_with_both_secrets() {
         let users = Users::default();
         let lines = vec![Line::both("stage"), Line::both("foh")];
-        users.register("alice-1".into(), "Alice".into(), lines, "t1".into(), SecretValue::new("k1".into()));
+        users.register("alice-1".into(), "Alice".into(), lines, "t1".into(), SecretValue::new("k1".into()), None);
         assert!(users.joined("stage", "alice-1") && users.joined("foh", "alice-1"));
         assert!(users.set_muted_by_admin("alice-1", "foh", true).is_some());
         // Not ended yet: the key moves, the old session keeps none.
@@ -877,12 +890,40 @@ mod tests {
     #[test]
     fn expiry_and_group_removal() {
         let users = Users::default();
-        users.register("a".into(), "A".into(), vec![Line::both("g1")], "t1".into(), SecretValue::new("k1".into()));
-        users.register("b".into(), "B".into(), vec![Line::both("g2")], "t2".into(), SecretValue::new("k2".into()));
+        users.register(
+            "a".into(),
+            "A".into(),
+            vec![Line::both("g1")],
+            "t1".into(),
+            SecretValue::new("k1".into()),
+            None,
+        );
+        users.register(
+            "b".into(),
+            "B".into(),
+            vec![Line::both("g2")],
+            "t2".into(),
+            SecretValue::new("k2".into()),
+            None,
+        );
         assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty());
         assert_eq!(users.take_expired(Duration::ZERO).len(), 2);
-        users.register("c".into(), "C".into(), vec![Line::both("g1")], "t3".into(), SecretValue::new("k3".into()));
-        users.register("d".into(), "D".into(), vec![Line::both("g2")], "t4".into(), SecretValue::new("k4".into()));
+        users.register(
+            "c".into(),
+            "C".into(),
+            vec![Line::both("g1")],
+            "t3".into(),
+            SecretValue::new("k3".into()),
+            None,
+        );
+        users.register(
+            "d".into(),
+            "D".into(),
+            vec![Line::both("g2")],
+            "t4".into(),
+            SecretValue::new("k4".into()),
+            None,
+        );
         let gone = users.take_outside(&["g1".to_owned()]);
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
     }
@@ -890,7 +931,7 @@ mod tests {
     /// Registers a crew member on one line, "stage", with token `token` (and a panel key of its own).
     fn on_stage(users: &Users, identity: &str, name: &str, token: &str) -> User {
         let key = SecretValue::new(format!("key-{token}"));
-        users.register(identity.into(), name.into(), vec![Line::both("stage")], token.into(), key)
+        users.register(identity.into(), name.into(), vec![Line::both("stage")], token.into(), key, None)
     }
 
     /// The crew as `GET /admin/users` shows it, with tokens.
@@ -928,6 +969,7 @@ mod tests {
             vec![Line::both("stage")],
             "t1".into(),
             SecretValue::new("k1".into()),
+            None,
         );
         let (store, mut stored) = CrewStore::open(dir.path());
         stored[0].issued_at_unix_ns -= 9 * 60 * 1_000_000_000;

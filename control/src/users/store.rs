@@ -54,6 +54,9 @@ pub struct CrewRecord {
     /// The panel key of its remote control (absent in files written before panel keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub panel_key: Option<SecretValue>,
+    /// The client address it asked for its token from (absent in files written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<std::net::IpAddr>,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
@@ -253,6 +256,7 @@ mod tests {
             lines: Vec::new(),
             token: SecretValue::new("secret-token".into()),
             panel_key: None,
+            address: None,
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),

@@ -159,3 +159,36 @@ async fn idle_connections_do_not_starve_the_listener() {
     .await;
     assert!(closed.iter().all(|c| *c), "{} of 1100 still open after 20 s", closed.iter().filter(|c| !**c).count());
 }
+
+/// The admin's disconnect may ban the name and/or the address for a time, so that asking for a
+/// new token does not undo it; a ban is listed and can be lifted.
+#[tokio::test]
+async fn a_disconnect_may_ban_the_name_or_the_address() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let ask = |name: &str| json!({ "username": name, "groupId": "foh" });
+    let identity = |answer: &Value| answer["participantIdentity"].as_str().expect("identity").to_owned();
+    let (_, eve) = token(control, ask("Eve")).await;
+    let (_, users) = control.get_json("/admin/users?state=all").await;
+    assert_eq!(users["users"][0]["address"], "127.0.0.1", "the admin sees where a token went: {users}");
+
+    let (status, body) = control.delete(&format!("/admin/users/{}?banName=true&banMinutes=5", identity(&eve))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["ban"]["username"], "Eve", "{body}");
+    let (status, refused) = token(control, ask("éve ")).await;
+    assert_eq!((status, &refused["code"]), (StatusCode::FORBIDDEN, &json!("banned")), "the same name: {refused}");
+    assert_eq!(token(control, ask("Eva")).await.0, StatusCode::OK, "another name from the same address");
+    let (_, bans) = control.get_json("/admin/bans").await;
+    let id = bans["bans"][0]["id"].as_u64().unwrap_or_else(|| panic!("a ban in {bans}"));
+    assert_eq!(control.delete(&format!("/admin/bans/{id}")).await.0, StatusCode::OK);
+    assert_eq!(control.delete(&format!("/admin/bans/{id}")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(token(control, ask("Eve")).await.0, StatusCode::OK, "lifted");
+
+    let (_, max) = token(control, ask("Max")).await;
+    let (status, body) = control.delete(&format!("/admin/users/{}?banAddress=true", identity(&max))).await;
+    assert_eq!((status, &body["ban"]["address"]), (StatusCode::OK, &json!("127.0.0.1")), "{body}");
+    let (status, refused) = token(control, ask("Anyone")).await;
+    assert_eq!((status, &refused["code"]), (StatusCode::FORBIDDEN, &json!("banned")), "the address: {refused}");
+    let (status, refused) = control.delete("/admin/users/nobody-1?banMinutes=0").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+}

@@ -1,0 +1,121 @@
+//! The admin's bans: a name and/or a client address refused new tokens for a time, so that a
+//! disconnect holds against someone who simply asks for a new token. In memory: a restart of
+//! control lifts them (a ban is for the show, not for good).
+//!
+//! A name is compared as its slug ("Éve " and "eve" are one name); an address as it is (a crew
+//! behind one NAT shares it: banning it bans them all, which the admin UI says).
+
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use partyline_shared::slugify;
+use serde::Serialize;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// A ban as the admin sees it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BanView {
+    pub id: u64,
+    /// The banned name (as the crew member gave it), if the name is banned.
+    pub username: Option<String>,
+    /// The banned client address, if the address is banned.
+    pub address: Option<String>,
+    /// RFC 3339: when it ends.
+    pub until: String,
+}
+
+#[derive(Debug)]
+struct Ban {
+    id: u64,
+    username: Option<String>,
+    slug: Option<String>,
+    address: Option<IpAddr>,
+    ends: Instant,
+    until: OffsetDateTime,
+}
+
+impl Ban {
+    fn view(&self) -> BanView {
+        BanView {
+            id: self.id,
+            username: self.username.clone(),
+            address: self.address.map(|a| a.to_string()),
+            until: self.until.format(&Rfc3339).unwrap_or_default(),
+        }
+    }
+}
+
+/// The bans in force.
+#[derive(Debug, Default)]
+pub struct Bans {
+    bans: Mutex<(u64, Vec<Ban>)>,
+}
+
+impl Bans {
+    /// Bans `username` (if given) and `address` (if given) for `length`; the ban as shown.
+    pub fn add(&self, username: Option<&str>, address: Option<IpAddr>, length: Duration) -> BanView {
+        let mut bans = self.bans.lock().unwrap_or_else(PoisonError::into_inner);
+        bans.0 += 1;
+        let ban = Ban {
+            id: bans.0,
+            username: username.map(str::to_owned),
+            slug: username.map(slugify),
+            address,
+            ends: Instant::now() + length,
+            until: OffsetDateTime::now_utc() + length,
+        };
+        let view = ban.view();
+        bans.1.push(ban);
+        view
+    }
+
+    /// The ban in force on `username` or `address`, if any.
+    pub fn find(&self, username: &str, address: IpAddr) -> Option<BanView> {
+        let slug = slugify(username);
+        self.in_force(|ban| ban.slug.as_deref() == Some(slug.as_str()) || ban.address == Some(address)).pop()
+    }
+
+    /// The bans in force, oldest first.
+    pub fn list(&self) -> Vec<BanView> {
+        self.in_force(|_| true)
+    }
+
+    /// Lifts ban `id`; whether there was one.
+    pub fn lift(&self, id: u64) -> bool {
+        let mut bans = self.bans.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = bans.1.len();
+        bans.1.retain(|ban| ban.id != id);
+        bans.1.len() < before
+    }
+
+    fn in_force(&self, which: impl Fn(&Ban) -> bool) -> Vec<BanView> {
+        let mut bans = self.bans.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        bans.1.retain(|ban| ban.ends > now);
+        bans.1.iter().filter(|ban| which(ban)).map(Ban::view).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ban_holds_its_name_by_slug_or_its_address_until_lifted_or_over() {
+        let bans = Bans::default();
+        let (eve, other) = (IpAddr::from([10, 0, 0, 9]), IpAddr::from([10, 0, 0, 1]));
+        let by_name = bans.add(Some("Éve"), None, Duration::from_secs(60));
+        assert!(bans.find(" eve", other).is_some(), "the same slug");
+        assert!(bans.find("Eva", other).is_none());
+        let by_address = bans.add(None, Some(eve), Duration::from_secs(60));
+        assert_eq!(bans.find("Anyone", eve).map(|b| b.id), Some(by_address.id));
+        assert!(bans.lift(by_name.id) && !bans.lift(by_name.id));
+        assert!(bans.find("eve", other).is_none(), "lifted");
+        bans.add(Some("Max"), None, Duration::ZERO);
+        assert!(bans.find("max", other).is_none(), "over");
+        assert_eq!(bans.list().len(), 1);
+    }
+}
