@@ -419,7 +419,10 @@ mod tests {
     }
 
     fn message(handle: u64, body: Value) -> Value {
-        json!({"janus": "message", "transaction": "m", "token": TOKEN, "session_id": 1, "handle_id": handle, "body": body})
+        let mut message =
+            json!({"janus": "message", "transaction": "m", "token": TOKEN, "session_id": 1, "handle_id": handle});
+        message["body"] = body;
+        message
     }
 
     fn join(room: &str, muted: bool) -> Value {

@@ -164,6 +164,25 @@ impl User {
         }
     }
 
+    /// A user just issued its token: pending, no panel key, no address.
+    fn pending(identity: String, username: String, lines: Vec<Line>, token: String, kind: UserKind) -> User {
+        let now = OffsetDateTime::now_utc();
+        User {
+            identity,
+            username,
+            lines,
+            token: SecretValue::new(token),
+            panel_key: None,
+            kind,
+            state: UserState::Pending,
+            address: None,
+            issued: Instant::now(),
+            issued_at: now,
+            connected_at: None,
+            last_activity: now,
+        }
+    }
+
     /// The first line's group (every user has a line).
     pub fn first_group(&self) -> &str {
         self.lines.first().map_or("", |l| l.group_id.as_str())
@@ -393,7 +412,8 @@ impl Users {
         panel_key: SecretValue,
         address: Option<IpAddr>,
     ) -> User {
-        self.insert(identity, username, lines, token, UserKind::Crew, Some(panel_key), address)
+        let user = User::pending(identity, username, lines, token, UserKind::Crew);
+        self.insert(User { panel_key: Some(panel_key), address, ..user })
     }
 
     /// Registers (or updates) a server audio user; true if it was not registered as such.
@@ -409,46 +429,22 @@ impl Users {
         }
         drop(users);
         let lines = vec![Line::both(group_id)];
-        self.insert(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server, None, None);
+        self.insert(User::pending(identity.to_owned(), name.to_owned(), lines, token.to_owned(), UserKind::Server));
         true
     }
 
-    fn insert(
-        &self,
-        identity: String,
-        username: String,
-        lines: Vec<Line>,
-        token: String,
-        kind: UserKind,
-        panel_key: Option<SecretValue>,
-        address: Option<IpAddr>,
-    ) -> User {
-        let now = OffsetDateTime::now_utc();
-        let user = User {
-            identity: identity.clone(),
-            username,
-            lines,
-            token: SecretValue::new(token),
-            panel_key,
-            kind,
-            state: UserState::Pending,
-            address,
-            issued: Instant::now(),
-            issued_at: now,
-            connected_at: None,
-            last_activity: now,
-        };
+    fn insert(&self, user: User) -> User {
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::info!(
-            identity,
+            identity = user.identity,
             username = user.username,
             group = groups.join(","),
-            ?kind,
+            kind = ?user.kind,
             "user registered (pending)"
         );
         let mut users = self.lock();
-        let replaced = users.insert(identity, user.clone());
-        if kind == UserKind::Crew || replaced.is_some_and(|u| u.kind == UserKind::Crew) {
+        let replaced = users.insert(user.identity.clone(), user.clone());
+        if user.kind == UserKind::Crew || replaced.is_some_and(|u| u.kind == UserKind::Crew) {
             users.crew_changed();
         }
         user

@@ -122,7 +122,9 @@ impl RawPanel {
 
     /// A request to the AudioBridge on `handle`.
     fn message(handle: u64, body: Value) -> Value {
-        json!({"janus": "message", "handle_id": handle, "body": body})
+        let mut message = json!({"janus": "message", "handle_id": handle});
+        message["body"] = body;
+        message
     }
 
     /// A panel's join (signalling only: no SDP, which Janus takes too).
@@ -209,7 +211,7 @@ async fn the_proxy_relays_a_panel_and_closes_with_a_reason_when_janus_is_gone() 
     panel.joined(stage, "stage-left", &identity, true).await;
     panel.joined(foh, "foh", &identity, true).await;
     let observer = Probe::admin(&stack.janus).await;
-    assert_eq!(participants(&observer, "stage-left").await, [identity.clone()]);
+    assert_eq!(participants(&observer, "stage-left").await, std::slice::from_ref(&identity));
     let listed = observer.audiobridge(json!({"request": "listparticipants", "room": "foh"})).await.expect("list");
     assert_eq!(listed["participants"][0]["display"], "Ana", "the registered name, whatever the page said: {listed}");
     let unmuted = panel.call(RawPanel::message(foh, json!({"request": "configure", "muted": false}))).await;
