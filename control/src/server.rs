@@ -98,6 +98,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(Arc::clone(&bridge).run());
 
     let admin_token = Arc::new(admin_token);
+    warn_if_few_open_files();
     let connections = LingeringAcceptor::new(MAX_CONNECTIONS);
     let state = AppState {
         config,
@@ -151,6 +152,26 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     }
     tracing::info!("partyline-control stopped");
     Ok(())
+}
+
+/// Warns when the process may open fewer files than a full listener needs (`LimitNOFILE` of the
+/// package's unit): past that, the listener cannot accept while clients hold their connections.
+fn warn_if_few_open_files() {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let soft = limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max open files"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|soft| soft.parse::<usize>().ok());
+    let needed = 4 * MAX_CONNECTIONS;
+    if let Some(soft) = soft.filter(|&soft| soft < needed) {
+        tracing::warn!(
+            open_files = soft,
+            needed,
+            "the open-file limit is below what a full listener needs: under a crowd or a flood of idle \
+             connections the listener may stop accepting (raise it: LimitNOFILE, ulimit -n)"
+        );
+    }
 }
 
 fn admin_token(state_dir: &std::path::Path, from_config: Option<&Secret>) -> anyhow::Result<AdminToken> {
