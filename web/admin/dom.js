@@ -128,6 +128,26 @@ export function showError(element, message) {
 }
 
 /**
+ * Copies `text` to the clipboard and says so in `status` for 3 s. Where the page has no
+ * clipboard (an insecure origin, or refused), selects `shown` (the element showing the text)
+ * for Ctrl+C instead.
+ */
+export async function copyText(text, shown, status) {
+  try {
+    await navigator.clipboard.writeText(text);
+    setText(status, 'Copied');
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(shown);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    setText(status, 'Selected: press Ctrl+C');
+  }
+  clearTimeout(status.clearTimer);
+  status.clearTimer = setTimeout(() => setText(status, ''), 3_000);
+}
+
+/**
  * Runs `action` for a form's submit button: disables the button meanwhile, shows the error of
  * a failure in `errorElement` (the API's own message) and resolves true on success.
  */

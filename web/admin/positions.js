@@ -7,7 +7,7 @@
 // field is emptied after every save.
 
 import { del, get, post, put, seg } from '/admin/api.js';
-import { canSync, clean, confirmDialog, h, setAttr, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
+import { canSync, clean, confirmDialog, copyText, h, setAttr, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import { drawQr } from '/common/qr.js';
 
@@ -309,7 +309,10 @@ function createLink(item) {
     h('div', { class: 'qr', role: 'img' }),
     h('a', { class: 'join-link', target: '_blank', rel: 'noopener' }),
     h('div', { class: 'join-link-actions' }, copy, status));
-  copy.addEventListener('click', () => copyLink(card));
+  copy.addEventListener('click', () => {
+    const link = card.querySelector('.join-link');
+    copyText(link.href, link, status);
+  });
   return card;
 }
 
@@ -326,22 +329,4 @@ function updateLink(card, item) {
   }
   setAttr(card.querySelector('.qr'), 'aria-label', `QR code of the join link of ${item.name}`);
   setAttr(card.querySelector('.link-copy'), 'aria-label', `Copy the join link of ${item.name}`);
-}
-
-async function copyLink(card) {
-  const url = card.querySelector('.join-link').href;
-  const status = card.querySelector('.link-copied');
-  try {
-    await navigator.clipboard.writeText(url);
-    setText(status, 'Copied');
-  } catch {
-    // No clipboard (an insecure origin, or refused): select the link for Ctrl+C instead.
-    const range = document.createRange();
-    range.selectNodeContents(card.querySelector('.join-link'));
-    getSelection().removeAllRanges();
-    getSelection().addRange(range);
-    setText(status, 'Selected: press Ctrl+C');
-  }
-  clearTimeout(card.copiedTimer);
-  card.copiedTimer = setTimeout(() => setText(status, ''), 3_000);
 }

@@ -1,9 +1,10 @@
 // Stats tab: figures from `GET /stats`, fetched on every tick whatever the tab (the chart needs
-// the samples, and it tells the app whether the server answers), and a chart of the last
-// minutes drawn in SVG from the samples this page keeps (also across a reload of the tab).
+// the samples, and it tells the app whether the server answers), a chart of the last minutes
+// drawn in SVG from the samples this page keeps (also across a reload of the tab), and the TLS
+// certificate's SHA-256, with a copy button, for a control surface to pin.
 
 import { get } from '/admin/api.js';
-import { bytes, duration, h, setAttr, setText, showError, svg, syncKeyed } from '/admin/dom.js';
+import { bytes, copyText, duration, h, setAttr, setText, showError, svg, syncKeyed } from '/admin/dom.js';
 
 const $ = (id) => document.getElementById(id);
 const SAMPLES_KEY = 'partyline.admin.samples';
@@ -32,12 +33,16 @@ export function init() {
     participants: $('participants-rows'),
     branches: $('branches-rows'),
     branchesEmpty: $('branches-empty'),
+    tlsState: $('tls-state'),
+    tlsSha256: $('tls-sha256'),
+    tlsCopyActions: $('tls-copy-actions'),
     error: $('stats-error'),
     charts: {
       connections: makeChart($('chart-connections'), 'series-1', 'Connections over the last minutes'),
       memory: makeChart($('chart-memory'), 'series-2', 'Memory (RSS) over the last minutes'),
     },
   };
+  $('tls-copy').addEventListener('click', () => copyText(ui.tlsSha256.textContent, ui.tlsSha256, $('tls-copied')));
   try {
     samples = JSON.parse(sessionStorage.getItem(SAMPLES_KEY) ?? '[]').filter((s) => Number.isFinite(s.t));
   } catch {
@@ -131,6 +136,11 @@ function render(stats) {
   });
   ui.branchesEmpty.hidden = branches.length > 0;
   ui.branches.closest('.table-box').hidden = branches.length === 0;
+
+  const sha256 = stats.tls?.certificateSha256;
+  badge(ui.tlsState, stats.tls?.enabled ? 'on' : 'off', { on: 'ok', off: 'neutral' });
+  setText(ui.tlsSha256, sha256 ?? '—');
+  ui.tlsCopyActions.hidden = !sha256;
 
   // Drawing costs little, but only a visible chart needs it.
   if (!$('panel-stats').hidden) drawCharts();

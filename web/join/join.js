@@ -70,6 +70,8 @@ const ui = {
   remote: $('remote'),
   remoteLink: $('remote-link'),
   remoteQr: $('remote-qr'),
+  remoteCertificate: $('remote-certificate'),
+  remoteSha256: $('remote-sha256'),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -686,6 +688,10 @@ function showRemote() {
   ui.remoteLink.href = url;
   ui.remoteLink.textContent = url;
   drawQr(ui.remoteQr, url);
+  // Without TLS there is no certificate to pin.
+  const sha256 = session.token.certificateSha256;
+  ui.remoteCertificate.hidden = !sha256;
+  ui.remoteSha256.textContent = sha256 ?? '';
 }
 
 // ---------------------------------------------------------------------------------------------

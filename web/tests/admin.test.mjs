@@ -392,6 +392,8 @@ describe('admin UI', { timeout: 120_000 }, () => {
     await dark.locator('#tab-stats').click();
     // Two samples in the chart (one per 3 s tick).
     await dark.waitForFunction(() => /H/.test(document.querySelector('#chart-connections .chart-line')?.getAttribute('d') ?? ''), null, { timeout: 8_000 });
+    // This suite's control speaks plain HTTP: no certificate to pin (companion.test.mjs shows one).
+    assert.deepEqual([await dark.locator('#tls-state').textContent(), await dark.locator('#tls-copy').isVisible()], ['off', false]);
     assert.equal(await background(dark), DARK_BG);
     await dark.screenshot({ path: join(SHOTS, 'admin-dark.png'), fullPage: true });
 

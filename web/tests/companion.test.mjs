@@ -1,14 +1,18 @@
 // Browser tests of the Bitfocus Companion module (integrations/companion/): its network side,
 // PartylineClient, and the feedbacks' conditions and variables of its model.js, against the
-// real control, a real Janus and real panels in Chromium. Each action changes the panel (as
+// real control (over TLS with its self-signed certificate, as it runs by default, which every
+// client pins), a real Janus and real panels in Chromium. Each action changes the panel (as
 // the panel's DOM shows it); each feedback follows a change made on the panel's own buttons;
 // a held talk is kept on past crew.maxRemoteTalkSeconds; the event stream comes back after a
-// cut; a self-signed certificate is refused unless the check is off. Draws the module's
-// presets as they would show the panel (`companion-keys.png` in target/ui-screenshots/).
+// cut; the certificate the panel and the admin UI show is accepted, and any other refused
+// before the panel key is sent. Draws the module's presets as they would show the panel
+// (`companion-keys.png` in target/ui-screenshots/).
 // Run by scripts/test-browser (which installs the module's node_modules).
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdir, readFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -17,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe } from 'node:test';
 import { Person, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
-import { CALL_MS, PanelError, PartylineClient, panelBase } from '../../integrations/companion/src/client.js';
+import { CALL_MS, PanelError, PartylineClient, certificateFingerprint, panelBase } from '../../integrations/companion/src/client.js';
 import {
   buttonNow, callFlashing, connected, feedbackValue, lineActive, listening, presetDefinitions, talkIs, variableDefinitions, variableValues,
 } from '../../integrations/companion/src/model.js';
@@ -57,7 +61,7 @@ function until(client, what, probe, timeout = 5000) {
 }
 
 /** A TCP front to `port`: `cut()` drops every connection, `refuse(true)` drops new ones at once. */
-async function tcpFront(port, { tls } = {}) {
+async function tcpFront(port) {
   const sockets = new Set();
   let refusing = false;
   const serve = (socket) => {
@@ -69,13 +73,35 @@ async function tcpFront(port, { tls } = {}) {
     socket.on('error', drop).on('close', drop);
     to.on('error', drop).on('close', drop);
   };
-  const server = tls ? createTlsServer(tls, serve) : createServer(serve);
+  const server = createServer(serve);
   server.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   return {
     port: server.address().port,
     cut: () => { for (const s of sockets) s.destroy(); sockets.clear(); },
     refuse: (on) => { refusing = on; },
+    close: () => { for (const s of sockets) s.destroy(); return new Promise((resolve) => server.close(resolve)); },
+  };
+}
+
+/**
+ * A TLS server with a certificate of its own (`tls`: key and cert) where a client expects
+ * partyline, as an interceptor on the LAN would be: it answers nothing, and `received()` is
+ * what clients sent it once their handshake was done (the requests, in clear).
+ */
+async function impostor(tls) {
+  const sockets = new Set();
+  const chunks = [];
+  const server = createTlsServer(tls, (socket) => {
+    sockets.add(socket);
+    socket.on('data', (chunk) => chunks.push(chunk)).on('error', () => {}).on('close', () => sockets.delete(socket));
+  });
+  server.on('tlsClientError', () => {}); // a client refusing the certificate ends its handshake
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: server.address().port,
+    received: () => Buffer.concat(chunks).toString('latin1'),
     close: () => { for (const s of sockets) s.destroy(); return new Promise((resolve) => server.close(resolve)); },
   };
 }
@@ -107,7 +133,7 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
 
   before(async () => {
     ({ control, browsers, dir, stop } = await startWithTones(['Line X', 'Line Y'], { a: 440, b: 660 },
-      { config: ['crew:', `  maxRemoteTalkSeconds: ${MAX_REMOTE_TALK_S}`] }));
+      { config: ['crew:', `  maxRemoteTalkSeconds: ${MAX_REMOTE_TALK_S}`], tls: true }));
   });
 
   after(async () => {
@@ -128,10 +154,20 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     assert.throws(() => panelBase('host:8443', key), /not an http|not a URL/);
   });
 
+  check('a certificate SHA-256 is taken with or without colons, in any case, for an https server', () => {
+    const sha256 = `${'AB:'.repeat(31)}CD`;
+    assert.equal(certificateFingerprint(sha256.toLowerCase()), sha256);
+    assert.equal(certificateFingerprint(` ${sha256.replaceAll(':', '')} `), sha256);
+    const badConfig = (e) => e instanceof PanelError && e.code === 'bad_config';
+    assert.throws(() => certificateFingerprint(sha256.slice(3)), badConfig, '31 bytes');
+    assert.throws(() => certificateFingerprint(sha256.replace('CD', 'CG')), badConfig, 'not hex');
+    assert.throws(() => new PartylineClient({ url: `http://host/api/panel/${'a'.repeat(32)}`, certificateSha256: sha256 }), badConfig);
+  });
+
   check('each action changes the panel\'s state; a held talk outlives crew.maxRemoteTalkSeconds', async () => {
     const ann = await open('a', 'Ann', `/?groups=${X},${Y}`);
     const ben = await open('b', 'Ben', `/?groups=${X}`);
-    const c = client({ url: ann.token.panelUrl });
+    const c = client({ url: ann.token.panelUrl, certificateSha256: ann.token.certificateSha256 });
     await until(c, 'connected', () => connected(c));
     assert.equal(c.status, 'connected');
     assert.deepEqual(c.panel.lines.map((l) => [l.groupId, l.name, l.talk]), [[X, 'Line X', 'off'], [Y, 'Line Y', 'off']]);
@@ -219,7 +255,7 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
   check('each feedback and variable follows a change made on the panels\' own buttons', async () => {
     const ann = await open('a', 'Ann', `/?groups=${X},${Y}`);
     const ben = await open('b', 'Ben', `/?groups=${X}`);
-    const c = client({ url: control.origin, key: ann.token.panelKey });
+    const c = client({ url: control.origin, key: ann.token.panelKey, certificateSha256: ann.token.certificateSha256 });
     await until(c, 'connected', () => connected(c));
     assert.ok(feedbackValue(c, 'connected', {}, true));
 
@@ -287,7 +323,7 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     const ann = await open('a', 'Ann', `/?groups=${X}`);
     const front = await tcpFront(Number(new URL(control.origin).port));
     try {
-      const c = client({ url: `http://127.0.0.1:${front.port}`, key: ann.token.panelKey });
+      const c = client({ url: `https://127.0.0.1:${front.port}`, key: ann.token.panelKey, certificateSha256: ann.token.certificateSha256 });
       await until(c, 'connected', () => connected(c));
       front.refuse(true);
       front.cut();
@@ -308,34 +344,65 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     await ann.close();
   });
 
-  check('a self-signed certificate is refused, unless the TLS check is off', async () => {
+  check('the certificate the panel and the admin UI show is accepted; any other is refused before the key is sent', async () => {
     const ann = await open('a', 'Ann', `/?groups=${X}`);
+    const key = ann.token.panelKey;
+    // What a user pastes into Companion: the SHA-256 the panel shows under "Remote control",
+    // the same in the admin UI's Stats tab.
+    await ann.page.locator('#remote summary').click();
+    const shown = await ann.page.locator('#remote-sha256').innerText();
+    assert.equal(shown, ann.token.certificateSha256);
+    const adminContext = await browsers.b.newContext({ ignoreHTTPSErrors: true });
+    try {
+      const admin = await adminContext.newPage();
+      await admin.goto(`${control.origin}/admin`);
+      await admin.locator('#token').fill(control.adminToken);
+      await admin.locator('#login').click();
+      await admin.locator('#tab-stats').click();
+      await admin.locator('#tls-copy').waitFor(); // shown once the stats brought a certificate
+      assert.equal(await admin.locator('#tls-sha256').innerText(), shown);
+    } finally {
+      await adminContext.close();
+    }
+
+    // Pasted without colons, in lower case: the certificate control presents is that one.
+    const pinned = client({ url: ann.token.panelUrl, certificateSha256: shown.replaceAll(':', '').toLowerCase() });
+    await until(pinned, 'connected, the certificate pinned', () => connected(pinned));
+    assert.equal((await pinned.volume(X, 60)).volume, 60);
+    assert.equal(await ann.control(X, 'volume').inputValue(), '60');
+
+    // An interceptor with a self-signed certificate of its own.
     const certs = join(dir, 'tls');
     await mkdir(certs);
     await promisify(execFile)('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
       '-subj', '/CN=localhost', '-days', '1', '-keyout', join(certs, 'key.pem'), '-out', join(certs, 'cert.pem')]);
     const tls = { key: await readFile(join(certs, 'key.pem')), cert: await readFile(join(certs, 'cert.pem')) };
-    const front = await tcpFront(Number(new URL(control.origin).port), { tls });
+    const front = await impostor(tls);
     try {
-      const url = `https://127.0.0.1:${front.port}/api/panel/${ann.token.panelKey}`;
-      const checked = client({ url });
-      const unchecked = client({ url, verifyTls: false });
-      await until(unchecked, 'connected without the check', () => connected(unchecked));
-      assert.equal((await unchecked.volume(X, 60)).volume, 60);
-      await until(checked, 'refused with the check', () => /certificate/i.test(checked.message));
-      assert.ok(!connected(checked));
-      await assert.rejects(checked.refresh(), (e) => /certificate/i.test(e.message));
-      await Promise.all([checked.stop(), unchecked.stop()]);
+      const url = `https://127.0.0.1:${front.port}/api/panel/${key}`;
+      const unpinned = client({ url });
+      const mispinned = client({ url, certificateSha256: shown });
+      await until(unpinned, 'refused without a pin', () => unpinned.status === 'untrusted_certificate');
+      assert.match(unpinned.message, /self-signed certificate.*paste its SHA-256.*admin UI.*Remote control/);
+      await until(mispinned, 'refused, not the pinned certificate', () => mispinned.status === 'untrusted_certificate');
+      assert.match(mispinned.message, /is not the one pinned/);
+      await assert.rejects(mispinned.volume(X, 10), (e) => e.code === 'untrusted_certificate');
+      assert.ok(!front.received().includes(key), `the interceptor got the panel key:\n${front.received()}`);
+      // A client pinned to the interceptor's certificate does send it the key: the check above would see it.
+      const fooled = client({ url, certificateSha256: new X509Certificate(tls.cert).fingerprint256 });
+      await waitFor('the interceptor receiving the key', () => front.received().includes(key));
+      await Promise.all([unpinned.stop(), mispinned.stop(), fooled.stop()]);
     } finally {
       await front.close();
     }
+    await pinned.stop();
     await ann.close();
   });
 
   check('the presets, drawn as they show a panel (companion-keys.png)', async () => {
     const ann = await open('a', 'Ann', `/?groups=${X},${Y}`);
     const ben = await open('b', 'Ben', `/?groups=${X}`);
-    const c = client({ url: ann.token.panelUrl });
+    const c = client({ url: ann.token.panelUrl, certificateSha256: ann.token.certificateSha256 });
     await until(c, 'connected', () => connected(c));
     // Ann latched on X, Ben talking on X, Y called, Y's listen off, X at 70.
     await c.talk(X, 'toggle');

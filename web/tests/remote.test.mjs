@@ -97,6 +97,9 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     assert.equal(await ann.page.locator('#remote-link').getAttribute('href'), ann.token.panelUrl);
     assert.equal(await ann.page.locator('#remote-qr').getAttribute('data-text'), ann.token.panelUrl);
     assert.equal(await ann.page.locator('#remote-qr svg').count(), 1);
+    // This suite's control speaks plain HTTP: no certificate to pin (companion.test.mjs shows one).
+    await ann.page.locator('#remote summary').click();
+    assert.deepEqual([await ann.page.locator('#remote-link').isVisible(), await ann.page.locator('#remote-certificate').isVisible()], [true, false]);
 
     const panel = await surface('GET', key);
     assert.equal(panel.status, 200, JSON.stringify(panel.body));

@@ -10,11 +10,31 @@
 // leaves a live microphone.
 
 import { EventEmitter } from 'node:events'
+import { TLSSocket } from 'node:tls'
 import { createParser } from 'eventsource-parser'
-import { Agent, fetch } from 'undici'
+import { Agent, buildConnector, fetch } from 'undici'
 
 /** How long a call flashes a line (the panels' own call lasts 5 s). */
 export const CALL_MS = 5000
+
+/** Where a user finds the SHA-256 of partyline's certificate, for the messages. */
+const WHERE_SHOWN =
+	'partyline shows it in its admin UI (Stats, \u201cTLS\u201d) and on the panel under \u201cRemote control\u201d'
+
+/** The error code of a server certificate that is not the one pinned. */
+const NOT_PINNED = 'CERT_NOT_PINNED'
+
+/** Why a TLS connection refused the server's certificate (OpenSSL's and Node's codes). */
+const CERTIFICATE_ERRORS = new Set([
+	'DEPTH_ZERO_SELF_SIGNED_CERT',
+	'SELF_SIGNED_CERT_IN_CHAIN',
+	'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+	'UNABLE_TO_GET_ISSUER_CERT',
+	'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+	'CERT_HAS_EXPIRED',
+	'CERT_NOT_YET_VALID',
+	'ERR_TLS_CERT_ALTNAME_INVALID',
+])
 
 /** A refused or failed request: `status` (HTTP, 0 for none) and partyline's error `code`. */
 export class PanelError extends Error {
@@ -28,6 +48,19 @@ export class PanelError extends Error {
 		this.status = status
 		this.code = code
 	}
+}
+
+/**
+ * A certificate's SHA-256 as Node and the browsers show it (`AB:CD:…`) from what a user pastes:
+ * with or without colons, any case. Throws a PanelError (`bad_config`) unless it is 64 hex
+ * digits.
+ */
+export function certificateFingerprint(text) {
+	const hex = String(text).replace(/[\s:]/g, '')
+	if (!/^[0-9a-f]{64}$/i.test(hex)) {
+		throw new PanelError(`not a SHA-256 fingerprint (64 hex digits): "${text}"`, { code: 'bad_config' })
+	}
+	return hex.toUpperCase().match(/../g).join(':')
 }
 
 /**
@@ -61,29 +94,38 @@ export function panelBase(url, key = '') {
  */
 export class PartylineClient extends EventEmitter {
 	/**
-	 * `url` and `key`: see panelBase. `verifyTls: false` accepts any certificate (partyline's
-	 * own self-signed one). `retry`: the reconnect delays, doubling from `firstMs` to `maxMs`.
-	 * `silenceMs`: a stream with nothing (not even the server's keep-alive comments) for that
-	 * long is taken as dead and reopened.
+	 * `url` and `key`: see panelBase. `certificateSha256`: the SHA-256 of the server's TLS
+	 * certificate (see certificateFingerprint); given, the client accepts exactly that certificate
+	 * (partyline's own self-signed one included) and no other; empty, the server's certificate
+	 * must be valid for the system's certificate authorities. `retry`: the reconnect delays,
+	 * doubling from `firstMs` to `maxMs`. `silenceMs`: a stream with nothing (not even the
+	 * server's keep-alive comments) for that long is taken as dead and reopened.
 	 */
 	constructor({
 		url,
 		key,
-		verifyTls = true,
+		certificateSha256 = '',
 		retry = { firstMs: 250, maxMs: 10_000 },
 		silenceMs = 45_000,
 		timeoutMs = 5000,
 	}) {
 		super()
 		this.base = panelBase(url, key)
+		const pinned = String(certificateSha256 ?? '').trim() ? certificateFingerprint(certificateSha256) : null
+		if (pinned && !this.base.startsWith('https:')) {
+			throw new PanelError('a certificate SHA-256 is for an https:// server', { code: 'bad_config' })
+		}
 		this.retry = retry
 		this.silenceMs = silenceMs
 		this.timeoutMs = timeoutMs
-		// One pool for the stream and the commands; with the check off, only for this panel's server.
-		this.dispatcher = new Agent(verifyTls ? {} : { connect: { rejectUnauthorized: false } })
+		// One pool for the stream and the commands.
+		this.dispatcher = pinned ? pinnedAgent(pinned) : new Agent()
 		/** The panel as last heard (`GET /api/panel/{key}`'s shape), or null. */
 		this.panel = null
-		/** `connecting`, `connected` (stream open, panel heard), `retrying`, `unknown_key`, `stopped`. */
+		/**
+		 * `connecting`, `connected` (stream open, panel heard), `retrying`, `unknown_key`,
+		 * `untrusted_certificate` (the server's certificate refused), `stopped`.
+		 */
 		this.status = 'stopped'
 		this.message = ''
 		this.calls = new Map() // groupId → end of its flash (ms, performance.now())
@@ -213,7 +255,7 @@ export class PartylineClient extends EventEmitter {
 				signal: AbortSignal.timeout(this.timeoutMs),
 			})
 		} catch (error) {
-			throw new PanelError(`${method} ${this.#where(path)}: ${describe(error)}`, { cause: error })
+			throw unreachable(`${method} ${this.#where(path)}`, error)
 		}
 		const text = await response.text()
 		let answer = null
@@ -241,9 +283,7 @@ export class PartylineClient extends EventEmitter {
 		let delay = this.retry.firstMs
 		while (!this.stopped) {
 			const heard = await this.#stream().catch((error) => {
-				if (this.stopped) return false
-				const unknown = error instanceof PanelError && error.status === 404
-				this.#setStatus(unknown ? 'unknown_key' : 'retrying', error.message)
+				if (!this.stopped) this.#setStatus(statusAfter(error), error.message)
 				return false
 			})
 			if (this.stopped) break
@@ -276,7 +316,7 @@ export class PartylineClient extends EventEmitter {
 					signal: abort.signal,
 				})
 			} catch (error) {
-				throw new PanelError(`event stream: ${describe(abort.signal.reason ?? error)}`, { cause: error })
+				throw unreachable('event stream', abort.signal.reason ?? error)
 			} finally {
 				clearTimeout(late)
 			}
@@ -395,6 +435,56 @@ export class PartylineClient extends EventEmitter {
 			}
 		})
 	}
+}
+
+/**
+ * An Agent that accepts exactly the server certificate whose SHA-256 is `fingerprint`
+ * (`AB:CD:…`), self-signed or not, and refuses any other before a byte of a request is sent.
+ * The certificate is checked on the socket once its handshake is done, before undici has it:
+ * Node calls no `checkServerIdentity` for a certificate whose chain does not verify (a
+ * self-signed one never does) when the chain check is off. No TLS session is resumed: a
+ * resumed session does not show the server's certificate.
+ */
+function pinnedAgent(fingerprint) {
+	const connect = buildConnector({ rejectUnauthorized: false, maxCachedSessions: 0 })
+	return new Agent({
+		connect: (options, callback) =>
+			connect(options, (error, socket) => {
+				if (error) return callback(error, null)
+				const presented = socket instanceof TLSSocket ? socket.getPeerCertificate().fingerprint256 : undefined
+				if (presented === fingerprint) return callback(null, socket)
+				socket.destroy()
+				const notPinned = new Error(
+					`the server's TLS certificate (SHA-256 ${presented ?? 'none'}) is not the one pinned: ` +
+						`another server, or partyline has a new certificate (${WHERE_SHOWN})`,
+				)
+				callback(Object.assign(notPinned, { code: NOT_PINNED }), null)
+			}),
+	})
+}
+
+/**
+ * A request that got no answer, as a PanelError. One refused for the server's certificate
+ * (`untrusted_certificate`) says what the user can do about it.
+ */
+function unreachable(what, error) {
+	const cause = error?.cause ?? error
+	if (cause?.code === NOT_PINNED) {
+		return new PanelError(`${what}: ${cause.message}`, { code: 'untrusted_certificate', cause })
+	}
+	if (CERTIFICATE_ERRORS.has(cause?.code)) {
+		const message =
+			`${what}: the server's TLS certificate is not trusted (${cause.message}); for partyline's own ` +
+			`certificate, paste its SHA-256 into \u201cServer certificate SHA-256\u201d (${WHERE_SHOWN})`
+		return new PanelError(message, { code: 'untrusted_certificate', cause })
+	}
+	return new PanelError(`${what}: ${describe(error)}`, { cause: error })
+}
+
+/** The client's status after its event stream failed with `error`. */
+function statusAfter(error) {
+	if (error instanceof PanelError && error.status === 404) return 'unknown_key'
+	return error?.code === 'untrusted_certificate' ? 'untrusted_certificate' : 'retrying'
 }
 
 function clampVolume(value) {

@@ -21,13 +21,23 @@ import {
  */
 
 /** @type {import('@companion-module/base').CompanionStaticUpgradeScript<any>[]} */
-export const UpgradeScripts = []
+export const UpgradeScripts = [
+	// Drops `verifyTls`, a setting of earlier versions that could turn the TLS check off (the
+	// certificate is pinned instead). A connection saved with the check off is checked, and its
+	// status says to pin the certificate.
+	(_context, { config }) => {
+		if (!config || !('verifyTls' in config)) return { updatedConfig: null, updatedActions: [], updatedFeedbacks: [] }
+		const { verifyTls: _verifyTls, ...updatedConfig } = config
+		return { updatedConfig, updatedActions: [], updatedFeedbacks: [] }
+	},
+]
 
 const STATUS = {
 	connected: InstanceStatus.Ok,
 	connecting: InstanceStatus.Connecting,
 	retrying: InstanceStatus.ConnectionFailure,
 	unknown_key: InstanceStatus.AuthenticationFailure,
+	untrusted_certificate: InstanceStatus.BadConfig,
 	stopped: InstanceStatus.Disconnected,
 }
 
@@ -44,7 +54,7 @@ export default class PartylineInstance extends InstanceBase {
 		this.define()
 		let client
 		try {
-			client = new PartylineClient({ url: config.url, key: secrets?.key, verifyTls: config.verifyTls !== false })
+			client = new PartylineClient({ url: config.url, key: secrets?.key, certificateSha256: config.certificateSha256 })
 		} catch (error) {
 			this.updateStatus(InstanceStatus.BadConfig, error.message)
 			return
@@ -76,14 +86,19 @@ export default class PartylineInstance extends InstanceBase {
 					'(https://host:8443/api/panel/\u2026): it carries the panel key. Or give the server\u2019s address here and the key below.',
 			},
 			{ type: 'textinput', id: 'url', label: 'Panel link or server URL', width: 12, default: 'https://localhost:8443' },
-			{ type: 'secret-text', id: 'key', label: 'Panel key (when not in the link)', width: 8 },
+			{ type: 'secret-text', id: 'key', label: 'Panel key (when not in the link)', width: 12 },
 			{
-				type: 'checkbox',
-				id: 'verifyTls',
-				label: 'Check the TLS certificate',
-				tooltip: 'Off for partyline\u2019s own self-signed certificate',
-				width: 4,
-				default: true,
+				type: 'textinput',
+				id: 'certificateSha256',
+				label: 'Server certificate SHA-256',
+				description:
+					'For partyline\u2019s own (self-signed) certificate: its SHA-256, shown in partyline\u2019s admin UI ' +
+					'(Stats, \u201cTLS\u201d) and on the panel under \u201cRemote control\u201d. Only that certificate is ' +
+					'then accepted. Empty: the certificate must be signed by an authority this computer trusts.',
+				width: 12,
+				default: '',
+				// As the client takes it: nothing, or 64 hex digits with or without colons.
+				regex: '/^\\s*$|^[\\s:]*(?:[0-9a-fA-F][\\s:]*){64}$/',
 			},
 		]
 	}
