@@ -204,15 +204,20 @@ export function dateTime(iso) {
 }
 
 /**
- * Asks for a confirmation in the page's `<dialog id="confirm">`; resolves true when the admin
- * confirms, false on Cancel or Escape. Focus goes back where it was.
+ * Asks for a confirmation in the page's `<dialog id="confirm">`, with optional `choices`
+ * (`[{value, label}]`, checkboxes, none checked); resolves false on Cancel or Escape and, when
+ * the admin confirms, the Set of the values checked (truthy even when empty). Focus goes back
+ * where it was.
  */
-export function confirmDialog({ title, text, ok = 'Confirm' }) {
+export function confirmDialog({ title, text, ok = 'Confirm', choices = [] }) {
   const dialog = document.getElementById('confirm');
   const back = document.activeElement;
   setText(dialog.querySelector('#confirm-title'), title);
   setText(dialog.querySelector('#confirm-text'), text);
   setText(dialog.querySelector('#confirm-ok'), ok);
+  const box = dialog.querySelector('#confirm-choices');
+  box.replaceChildren(...choices.map(({ value, label }) => h('label', { class: 'choice' }, h('input', { type: 'checkbox', value }), ' ', label)));
+  box.hidden = choices.length === 0;
   dialog.returnValue = '';
   dialog.showModal();
   dialog.querySelector('#confirm-cancel').focus();
@@ -221,7 +226,8 @@ export function confirmDialog({ title, text, ok = 'Confirm' }) {
       'close',
       () => {
         if (back?.isConnected) back.focus();
-        resolve(dialog.returnValue === 'ok');
+        if (dialog.returnValue !== 'ok') resolve(false);
+        else resolve(new Set([...box.querySelectorAll('input:checked')].map((input) => input.value)));
       },
       { once: true },
     );

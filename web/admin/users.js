@@ -1,9 +1,11 @@
 // Users tab: who is in a room, and apart who holds a token without having joined
-// (`GET /users?state=all`), since when, each one's lines (group, listen/talk, joined or not; a
-// line being called flashes for the 5 s the API reports `call`), and after a confirmation the
-// forced disconnect (`DELETE /users/{identity}`) or one line taken away
+// (`GET /users?state=all`), since when, from which address, each one's lines (group,
+// listen/talk, joined or not; a line being called flashes for the 5 s the API reports `call`),
+// and after a confirmation the forced disconnect (`DELETE /users/{identity}`, with a ban of the
+// name and/or the address when ticked) or one line taken away
 // (`DELETE /users/{identity}/lines/{group}`); per line, the admin's mute of that user there
 // (`POST …/lines/{group}/mute|unmute`) and forcing its talk off (`POST …/lines/{group}/talk-off`).
+// Below, the bans in force (`GET /bans`) and lifting one (`DELETE /bans/{id}`).
 
 import { del, get, post, seg } from '/admin/api.js';
 import { confirmDialog, dateTime, h, relative, setAttr, setText, showError, syncKeyed } from '/admin/dom.js';
@@ -14,6 +16,9 @@ const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 let users = [];
+let bans = [];
+/** How long a ban from the disconnect dialog lasts. */
+const BAN_MINUTES = 60;
 /** Identities being disconnected, and `identity line` pairs being removed: they wait for the answer. */
 const leaving = new Set();
 
@@ -26,6 +31,9 @@ export function init(context) {
     empty: $('users-empty'),
     error: $('users-error'),
     count: $('users-count'),
+    bans: $('bans-rows'),
+    bansEmpty: $('bans-empty'),
+    bansError: $('bans-error'),
   };
 }
 
@@ -36,12 +44,15 @@ export function reset() {
   ui.pendingHead.hidden = true;
   showError(ui.error, null);
   ui.count.hidden = true;
+  bans = [];
+  ui.bans.replaceChildren();
 }
 
 export async function refresh() {
   try {
-    const [body] = await Promise.all([get('/users?state=all'), groups.fetchGroups().catch(() => null)]);
+    const [body, banned] = await Promise.all([get('/users?state=all'), get('/bans'), groups.fetchGroups().catch(() => null)]);
     users = body.users;
+    bans = banned.bans;
   } catch (error) {
     showError(ui.error, `Could not load the users: ${error.message}`);
     return;
@@ -67,6 +78,36 @@ function render() {
   setText(ui.count, String(connected));
   ui.count.hidden = connected === 0;
   setAttr(ui.count, 'aria-label', `${connected} connected`);
+  renderBans();
+}
+
+function renderBans() {
+  syncKeyed(ui.bans, bans, {
+    key: (ban) => String(ban.id),
+    create: (ban) =>
+      h('tr', {},
+        h('td', { dataset: { label: 'Name' } }, ban.username ?? '—'),
+        h('td', { dataset: { label: 'Address' } }, ban.address ? h('code', {}, ban.address) : '—'),
+        h('td', { dataset: { label: 'Until' } }, h('time', { datetime: ban.until, title: dateTime(ban.until) }, dateTime(ban.until))),
+        h('td', { class: 'cell-actions' },
+          h('button', { class: 'secondary small-button', type: 'button', 'aria-label': `Lift the ban of ${ban.username ?? ban.address}`, onclick: () => onLift(ban) }, 'Lift'))),
+    update: () => {},
+  });
+  ui.bans.closest('.table-box').hidden = bans.length === 0;
+  ui.bansEmpty.hidden = bans.length > 0;
+}
+
+async function onLift(ban) {
+  try {
+    await del(`/bans/${ban.id}`);
+    showError(ui.bansError, null);
+    bans = bans.filter((b) => b.id !== ban.id);
+    renderBans();
+  } catch (error) {
+    showError(ui.bansError, `Could not lift the ban: ${error.message}`);
+  } finally {
+    ctx.refreshNow();
+  }
 }
 
 function createRow(user) {
@@ -77,7 +118,7 @@ function createRow(user) {
     h('td', { class: 'u-kind', dataset: { label: 'Kind' } }),
     h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge u-state' })),
     h('td', { dataset: { label: 'Since' } }, h('time', { class: 'u-since' })),
-    h('td', { dataset: { label: 'Identity' } }, h('code', { class: 'u-identity' })),
+    h('td', { dataset: { label: 'Identity' } }, h('code', { class: 'u-identity' }), ' ', h('span', { class: 'muted small u-address' })),
     h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, button)));
 }
 
@@ -100,6 +141,7 @@ function updateRow(row, user) {
   setAttr(time, 'datetime', since);
   setAttr(time, 'title', dateTime(since));
   setText(row.querySelector('.u-identity'), user.identity);
+  setText(row.querySelector('.u-address'), user.address ? `from ${user.address}` : '');
   const button = row.querySelector('.cell-actions button');
   setAttr(button, 'aria-label', `Disconnect ${user.username}`);
   // A server audio user is bridged by the sound card: remove it in the Groups tab instead.
@@ -195,16 +237,21 @@ async function onRemoveLine(identity, groupId) {
 async function onDisconnect(identity) {
   const user = users.find((u) => u.identity === identity);
   if (!user) return;
-  const yes = await confirmDialog({
+  const choices = [{ value: 'banName', label: `Refuse the name “${user.username}” new tokens for an hour` }];
+  if (user.address) choices.push({ value: 'banAddress', label: `Refuse the address ${user.address} new tokens for an hour (everyone behind it)` });
+  const chosen = await confirmDialog({
     title: `Disconnect ${user.username}?`,
     text: `${user.username} leaves ${(user.lines ?? [user]).map((l) => groups.nameOf(l.groupId)).join(', ')} now and their token is revoked: they have to join again.`,
     ok: 'Disconnect',
+    choices,
   });
-  if (!yes) return;
+  if (!chosen) return;
   leaving.add(identity);
   render();
+  const ban = [...chosen].map((choice) => `${choice}=true`);
+  const query = ban.length ? `?${[...ban, `banMinutes=${BAN_MINUTES}`].join('&')}` : '';
   try {
-    await del(`/users/${seg(identity)}`);
+    await del(`/users/${seg(identity)}${query}`);
     showError(ui.error, null);
     users = users.filter((u) => u.identity !== identity);
     render();

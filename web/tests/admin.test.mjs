@@ -350,6 +350,37 @@ describe('admin UI', { timeout: 120_000 }, () => {
     await dana.waitState('kicked', 10_000);
   });
 
+  check('Disconnect with a ban: the name is refused new tokens until the ban is lifted', async () => {
+    await page.locator('#tab-users').click();
+    const eve = await Person.open(browser, control.origin, 'Eve');
+    people.push(eve);
+    await eve.join('stage-left');
+    await eve.waitState('connected');
+    const row = page.locator('#users-rows tr', { hasText: 'Eve' });
+    await row.waitFor({ timeout: REFRESH_BOUND_MS });
+    assert.match(await row.textContent(), /from \d+\.\d+\.\d+\.\d+/, 'the client address is shown');
+    await row.getByRole('button', { name: 'Disconnect Eve' }).click();
+    await page.getByLabel(/Refuse the name “Eve”/).check();
+    assert.equal(await page.getByLabel(/Refuse the address/).isChecked(), false, 'an address ban is a choice of its own');
+    await page.locator('#confirm-ok').click();
+    await row.waitFor({ state: 'detached', timeout: REFRESH_BOUND_MS });
+    await eve.waitState('kicked', 10_000);
+    const ban = page.locator('#bans-rows tr', { hasText: 'Eve' });
+    await ban.waitFor({ timeout: REFRESH_BOUND_MS });
+    const ask = () => control.request('POST', '/api/token', {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'Eve', groupId: 'stage-left' }),
+    });
+    const refused = await ask();
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(JSON.parse(refused.text).code, 'banned');
+    await ban.getByRole('button', { name: 'Lift the ban of Eve' }).click();
+    await ban.waitFor({ state: 'detached', timeout: REFRESH_BOUND_MS });
+    assert.equal(await page.locator('#bans-empty').isVisible(), true);
+    assert.equal((await ask()).status, 200, 'lifted: Eve may join again');
+    assert.deepEqual(page.errors, []);
+  });
+
   check('an unreachable server shows a banner, and the page recovers by itself; 401 goes back to login', async () => {
     await page.locator('#tab-stats').click();
     await page.route('**/api/admin/**', (route) => route.abort('connectionrefused'));
