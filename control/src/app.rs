@@ -86,7 +86,7 @@ impl AppState {
             bans: Arc::default(),
             tls: false,
             certificate_sha256: None,
-            connections: LingeringAcceptor::new(crate::server::MAX_CONNECTIONS),
+            connections: LingeringAcceptor::new(crate::linger::MAX_CONNECTIONS),
             started: Instant::now(),
         })
     }

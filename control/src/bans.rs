@@ -51,16 +51,22 @@ impl Ban {
 /// The bans in force.
 #[derive(Debug, Default)]
 pub struct Bans {
-    bans: Mutex<(u64, Vec<Ban>)>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    last_id: u64,
+    bans: Vec<Ban>,
 }
 
 impl Bans {
     /// Bans `username` (if given) and `address` (if given) for `length`; the ban as shown.
     pub fn add(&self, username: Option<&str>, address: Option<IpAddr>, length: Duration) -> BanView {
-        let mut bans = self.bans.lock().unwrap_or_else(PoisonError::into_inner);
-        bans.0 += 1;
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.last_id += 1;
         let ban = Ban {
-            id: bans.0,
+            id: inner.last_id,
             username: username.map(str::to_owned),
             slug: username.map(slugify),
             address,
@@ -68,7 +74,7 @@ impl Bans {
             until: OffsetDateTime::now_utc() + length,
         };
         let view = ban.view();
-        bans.1.push(ban);
+        inner.bans.push(ban);
         view
     }
 
@@ -85,17 +91,17 @@ impl Bans {
 
     /// Lifts ban `id`; whether there was one.
     pub fn lift(&self, id: u64) -> bool {
-        let mut bans = self.bans.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = bans.1.len();
-        bans.1.retain(|ban| ban.id != id);
-        bans.1.len() < before
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = inner.bans.len();
+        inner.bans.retain(|ban| ban.id != id);
+        inner.bans.len() < before
     }
 
     fn in_force(&self, which: impl Fn(&Ban) -> bool) -> Vec<BanView> {
-        let mut bans = self.bans.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
-        bans.1.retain(|ban| ban.ends > now);
-        bans.1.iter().filter(|ban| which(ban)).map(Ban::view).collect()
+        inner.bans.retain(|ban| ban.ends > now);
+        inner.bans.iter().filter(|ban| which(ban)).map(Ban::view).collect()
     }
 }
 

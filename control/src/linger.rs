@@ -40,6 +40,17 @@ pub const LINGER_BYTES: usize = 4 * 1024 * 1024;
 /// Longest a closing connection is drained before it is closed anyway.
 pub const LINGER_TIME: Duration = Duration::from_secs(2);
 
+/// The most connections the public listener holds at once (each a file descriptor, a `/janus`
+/// one two): the package's unit gives control `LimitNOFILE=16384`, four times this, so that a
+/// full listener leaves room for Janus's link, the events listener and the files.
+pub const MAX_CONNECTIONS: usize = 4096;
+
+/// How long a connection may take for its TLS handshake, its request's headers, or the next
+/// request on a kept-alive connection: then it is closed (`crate::server` sets these on the
+/// listener). A browser opens a new one when it needs it; event streams and WebSockets, once
+/// answered, are not affected.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Longest a write may wait for the client to make room (to read) before the connection is
 /// closed. A client that has taken nothing for this long is gone for partyline's purposes: a
 /// browser's WebRTC session gives up on a peer silent for 30 s too (ICE consent, RFC 7675), and
@@ -47,7 +58,8 @@ pub const LINGER_TIME: Duration = Duration::from_secs(2);
 pub const WRITE_STALL: Duration = Duration::from_secs(30);
 
 /// An `axum_server` acceptor whose connections close with a [`Lingering`] close and give up on
-/// a client that does not read, and which holds at most a set number of connections at once.
+/// a client that does not read, and which holds at most a set number of connections at once
+/// ([`MAX_CONNECTIONS`] on the public listener).
 /// Under TLS it is the inner acceptor of the rustls one, so that it drains the raw TCP stream
 /// and counts connections still in their handshake.
 ///
@@ -238,6 +250,23 @@ mod tests {
         let client = TcpStream::connect(listener.local_addr().expect("addr"));
         let (client, accepted) = tokio::join!(client, listener.accept());
         (Lingering::new(accepted.expect("accept").0, write_stall), client.expect("connect"))
+    }
+
+    /// The package's unit gives control the file descriptors a full listener needs (two per
+    /// `/janus` connection) with room to spare.
+    #[test]
+    fn the_unit_s_open_file_limit_covers_a_full_listener() {
+        let unit = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../packaging/systemd/partyline-control.service"
+        ))
+        .expect("the unit");
+        let limit: usize = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("LimitNOFILE="))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("LimitNOFILE in the unit");
+        assert!(limit >= 4 * MAX_CONNECTIONS, "LimitNOFILE={limit} for {MAX_CONNECTIONS} connections");
     }
 
     /// Past the cap, a connection is closed at once; a place comes back once a connection's

@@ -21,22 +21,13 @@ use crate::bridge::BridgeManager;
 use crate::config::{self, ConfigManager};
 use crate::events::{self, EventBus};
 use crate::janus::Janus;
-use crate::linger::LingeringAcceptor;
+use crate::linger::{IDLE_TIMEOUT, LingeringAcceptor, MAX_CONNECTIONS};
 use crate::logring::LogRing;
 use crate::secrets::{self, AdminToken};
 use crate::users::Users;
 use crate::{Cli, tls};
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
-
-/// The most connections the public listener holds at once (each a file descriptor, a `/janus`
-/// one two): the package's unit gives control `LimitNOFILE=16384`, four times this, so that a
-/// full listener leaves room for Janus's link, the events listener and the files.
-pub const MAX_CONNECTIONS: usize = 4096;
-/// How long a connection may take for its TLS handshake, its request's headers, or the next
-/// request on a kept-alive connection: then it is closed. A browser opens a new one when it
-/// needs it; event streams and WebSockets, once answered, are not affected.
-pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs the control plane until SIGTERM or SIGINT.
 pub fn run(cli: Cli) -> ExitCode {

@@ -886,42 +886,20 @@ mod tests {
     #[test]
     fn expiry_and_group_removal() {
         let users = Users::default();
-        users.register(
-            "a".into(),
-            "A".into(),
-            vec![Line::both("g1")],
-            "t1".into(),
-            SecretValue::new("k1".into()),
-            None,
-        );
-        users.register(
-            "b".into(),
-            "B".into(),
-            vec![Line::both("g2")],
-            "t2".into(),
-            SecretValue::new("k2".into()),
-            None,
-        );
+        on_line(&users, "a", "g1");
+        on_line(&users, "b", "g2");
         assert!(users.take_expired(UNUSED_TOKEN_LIFETIME).is_empty());
         assert_eq!(users.take_expired(Duration::ZERO).len(), 2);
-        users.register(
-            "c".into(),
-            "C".into(),
-            vec![Line::both("g1")],
-            "t3".into(),
-            SecretValue::new("k3".into()),
-            None,
-        );
-        users.register(
-            "d".into(),
-            "D".into(),
-            vec![Line::both("g2")],
-            "t4".into(),
-            SecretValue::new("k4".into()),
-            None,
-        );
+        on_line(&users, "c", "g1");
+        on_line(&users, "d", "g2");
         let gone = users.take_outside(&["g1".to_owned()]);
         assert_eq!(gone.iter().map(|u| u.identity.as_str()).collect::<Vec<_>>(), ["d"]);
+    }
+
+    /// Registers crew member `identity` (its name too, and its token) on one line, `group`.
+    fn on_line(users: &Users, identity: &str, group: &str) -> User {
+        let (token, key) = (format!("token-{identity}"), SecretValue::new(format!("key-{identity}")));
+        users.register(identity.into(), identity.into(), vec![Line::both(group)], token, key, None)
     }
 
     /// Registers a crew member on one line, "stage", with token `token` (and a panel key of its own).
