@@ -350,6 +350,18 @@ async fn a_listen_only_line_cannot_unmute() {
     let listed = observer.audiobridge(json!({"request": "listparticipants", "room": "foh"})).await.expect("list");
     let unmuted = listed["participants"].as_array().into_iter().flatten().any(|p| p["muted"] == false);
     assert!(!unmuted, "nobody unmuted in FOH: {listed}");
+
+    // Around the proxy: Janus obeys the participant's own unmute, control mutes it again.
+    let (token, identity) = issue(control, json!({"username": "Lou", "listen": ["foh"], "talk": []})).await;
+    let direct = Probe::open(&stack.janus, &token).await.expect("a session with Lou's token");
+    direct.join_result("foh", &identity, "Lou").await.expect("joined");
+    direct.audiobridge(json!({"request": "configure", "muted": false})).await.expect("configure");
+    wait_for("Lou muted again in FOH", SOON, async || {
+        let listed = observer.audiobridge(json!({"request": "listparticipants", "room": "foh"})).await.ok()?;
+        let lou = listed["participants"].as_array()?.iter().find(|p| p["id"] == identity.as_str())?.clone();
+        (lou["muted"] == true && control.log_text().contains("unmuted itself on a listen-only line")).then_some(())
+    })
+    .await;
 }
 
 /// Recording is the admin's: a crew member cannot make Janus write a file.
