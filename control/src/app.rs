@@ -117,7 +117,7 @@ pub fn app(state: AppState) -> Router {
         // A client announcing a body it never sends must not hold a connection forever.
         .layer(RequestBodyTimeoutLayer::new(api::BODY_TIMEOUT))
         .layer(middleware::from_fn_with_state(state.clone(), api::require_admin))
-        .layer(middleware::from_fn(api::log_refusals))
+        .layer(middleware::from_fn(api::log_errors))
         .with_state(state)
 }
 
@@ -126,5 +126,6 @@ pub fn events_app(state: AppState) -> Router {
     api::event_routes()
         .fallback(api::route_not_found)
         .layer(DefaultBodyLimit::max(api::EVENTS_BODY_LIMIT))
+        .layer(middleware::from_fn(api::log_errors))
         .with_state(state)
 }

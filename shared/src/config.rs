@@ -236,7 +236,7 @@ impl ChannelNameMap {
         for (key, name) in names {
             let index = channel_key(key)?;
             let name = name.trim();
-            check_name_chars(name)?;
+            check_name_chars(name).map_err(|m| format!("the name of channel {key:?} {m}"))?;
             self.0[index] = name.to_owned();
         }
         Ok(())

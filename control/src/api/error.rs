@@ -110,12 +110,9 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
-            tracing::error!(status = status.as_u16(), code = self.code(), "{self}");
-        }
         let body = ErrorBody { error: self.to_string(), code: self.code() };
         let mut response = (status, Json(body.clone())).into_response();
-        // For the request log (`super::log_refusals`), which does not parse bodies.
+        // For the request log (`super::log_errors`), which does not parse bodies.
         response.extensions_mut().insert(body);
         response
     }

@@ -143,6 +143,7 @@ pub async fn update(
 ) -> Result<Json<GroupChanged>, ApiError> {
     let what = format!("update group {id:?}");
     let pin = hash_pin(body.pin).await?;
+    let old_id = id.clone();
     let group = state
         .config
         .update(what, move |c| {
@@ -150,6 +151,9 @@ pub async fn update(
                 .map(|g| GroupView::of(&g, c.audio.default_bitrate))
         })
         .await?;
+    if group.id != old_id {
+        tracing::info!(from = old_id, to = group.id, name = group.name, "group renamed: a new id");
+    }
     Ok(Json(GroupChanged { message: format!("Group {:?} updated", group.name), group }))
 }
 

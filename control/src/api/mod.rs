@@ -191,14 +191,17 @@ fn loggable_path(path: &str) -> String {
     }
 }
 
-/// Logs every refused write (a 4xx to anything but GET/HEAD): it changed nothing, and the
-/// admin should be able to see why.
-pub(crate) async fn log_refusals(request: Request, next: Next) -> Response {
+/// Logs every refused write (a 4xx to anything but GET/HEAD: it changed nothing, and the admin
+/// should be able to see why) as a warning, and every failure of the server (a 5xx) as an
+/// error, each with the request's method and path.
+pub(crate) async fn log_errors(request: Request, next: Next) -> Response {
     let (method, path) = (request.method().clone(), loggable_path(request.uri().path()));
     let response = next.run(request).await;
     let status = response.status();
-    if status.is_client_error() && method != Method::GET && method != Method::HEAD {
-        let (code, error) = response.extensions().get::<ErrorBody>().map_or(("", ""), |b| (b.code, b.error.as_str()));
+    let (code, error) = response.extensions().get::<ErrorBody>().map_or(("", ""), |b| (b.code, b.error.as_str()));
+    if status.is_server_error() {
+        tracing::error!(%method, path, status = status.as_u16(), code, "request failed: {error}");
+    } else if status.is_client_error() && method != Method::GET && method != Method::HEAD {
         tracing::warn!(%method, path, status = status.as_u16(), code, "refused request: {error}");
     }
     response

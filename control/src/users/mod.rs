@@ -383,9 +383,11 @@ impl Users {
         if !users.is_empty() {
             tracing::info!(count = users.len(), file = %store.path().display(), "crew members restored");
         }
+        // Those connected count among this process's connections, as they show among the active.
+        let connected = users.values().filter(|u| u.state == UserState::Connected).count() as u64;
         Users {
             by_identity: Mutex::new(users),
-            total_connections: AtomicU64::new(0),
+            total_connections: AtomicU64::new(connected),
             events,
             store: Some(store),
             ended: Mutex::default(),
@@ -929,6 +931,8 @@ mod tests {
         let again = Users::restore(dir.path(), EventBus::default());
         assert_eq!(crew(&again), crew(&users), "as it was, times to the nanosecond");
         assert_eq!(again.list().len(), 2, "no server audio user");
+        let counts = (again.active_connections(), again.total_connections());
+        assert_eq!(counts, (1, 1), "Alice, connected, counts among the connections since start");
         assert!(again.take_expired(UNUSED_TOKEN_LIFETIME).is_empty(), "a fresh token is not expired");
         assert!(again.remove("bob-2").is_some());
         assert_eq!(crew(&Users::restore(dir.path(), EventBus::default())), crew(&again));

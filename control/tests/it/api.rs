@@ -145,14 +145,15 @@ async fn audio_settings_device_and_channel_names() {
     assert_eq!(inputs.as_object().expect("map").len(), 8, "all eight: {body}");
     assert_eq!((&inputs["0"], &inputs["7"], &inputs["3"]), (&json!("Stage mic"), &json!("Spare"), &json!("")));
     assert_eq!(body["channelNames"]["outputs"].as_object().expect("map").len(), 8);
-    for bad in [
-        json!({ "inputs": { "8": "x" } }),
-        json!({ "outputs": { "01": "x" } }),
-        json!({ "inputs": { "0": "y".repeat(65) } }),
-        json!({ "inputs": { "0": 3 } }),
+    for (bad, named) in [
+        (json!({ "inputs": { "8": "x" } }), "\"8\""),
+        (json!({ "outputs": { "01": "x" } }), "\"01\""),
+        (json!({ "inputs": { "0": "Stage mic", "5": "y".repeat(65) } }), "inputs: the name of channel \"5\" is longer"),
+        (json!({ "inputs": { "0": 3 } }), "inputs"),
     ] {
-        let (status, body) = control.put_json("/admin/audio/channels/names", bad).await;
+        let (status, body) = control.put_json("/admin/audio/channels/names", bad.clone()).await;
         assert_error(status, &body, StatusCode::BAD_REQUEST, "bad_request");
+        assert!(body["error"].as_str().is_some_and(|e| e.contains(named)), "{bad}: names {named}: {body}");
     }
     let (_, body) = control.get_json("/admin/audio/channels/names").await;
     assert_eq!(body["channelNames"]["inputs"]["0"], "Stage mic");
@@ -245,4 +246,21 @@ async fn openapi_document_is_served_without_auth() {
     let (status, body) = read(http().get(control.url("/openapi.json")).send().await.expect("sent")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(body["paths"]["/api/admin/groups"]["post"].is_object(), "{body}");
+}
+
+/// A failure of the server (here a 503: no Janus to register a token with) is an error in the
+/// log that says which request failed.
+#[tokio::test]
+async fn a_server_error_is_logged_with_its_method_and_path() {
+    let control = Control::start().await;
+    assert_eq!(control.post_json("/admin/groups", json!({ "name": "Stage" })).await.0, StatusCode::CREATED);
+    let (status, body) = control.post_json("/token", json!({ "username": "Eve", "groupId": "stage" })).await;
+    assert_error(status, &body, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    crate::support::wait_for("the error's log line", std::time::Duration::from_secs(5), async || {
+        let log = control.log_text();
+        log.lines()
+            .any(|l| l.contains("ERROR") && l.contains("POST") && l.contains("/api/token") && l.contains("503"))
+            .then_some(())
+    })
+    .await;
 }

@@ -53,6 +53,10 @@ async fn rename_changes_the_id_and_refuses_collisions() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["group"]["id"], "scene-cote-cour");
     assert_eq!(control.group_ids().await, ["stage-left", "scene-cote-cour"]);
+    let (_, logs) = control.get_json("/admin/logs?limit=1000").await;
+    let renamed = logs["logs"].as_array().expect("logs").iter().find(|l| l["message"] == "group renamed: a new id");
+    let ids = renamed.map(|l| (l["meta"]["from"].clone(), l["meta"]["to"].clone()));
+    assert_eq!(ids, Some((json!("stage-right"), json!("scene-cote-cour"))), "the log names both ids: {logs}");
 
     let (status, body) = control.put_json("/admin/groups/stage-right", json!({ "name": "X" })).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the old id is gone: {body}");

@@ -31,7 +31,10 @@ async fn groups_survive_a_restart_and_ids_are_never_written() {
     assert_eq!(token_mode, 0o600);
 }
 
-/// The only test on the default listener (0.0.0.0:8443, HTTPS with a generated certificate).
+/// The only test on the default listener (0.0.0.0:8443, HTTPS with a generated certificate):
+/// in the services tier, which runs in a network namespace of its own (`scripts/netns-run`),
+/// where nothing else holds the port.
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn a_missing_file_is_created_with_defaults_and_serves_https() {
     let control = Control::builder().config(None).start().await;
