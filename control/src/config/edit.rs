@@ -78,7 +78,12 @@ pub fn update_group(
             group.clone_from(&new_id);
         }
     }
-    if let Some(audio_bitrate) = audio_bitrate {
+    // The original system's group form sends the group's bitrate back with every save: the
+    // value it already follows (the default) is no change, and pinning it would stop the group
+    // following a later change of the default.
+    let following = config.groups[index].audio_bitrate.is_none();
+    let default = config.audio.default_bitrate;
+    if let Some(audio_bitrate) = audio_bitrate.filter(|b| !(following && *b == Some(default))) {
         config.groups[index].audio_bitrate = audio_bitrate;
     }
     if let Some(pin) = pin {

@@ -109,6 +109,14 @@ async fn groups_stats_and_logs_read_as_the_original_page_reads_them() {
     assert_eq!(bitrates().await, [(json!(80), json!(true)), (json!(96), json!(false))], "follows the default");
     let on_disk = parse_config(&control.config_text());
     assert_eq!(on_disk.groups[0].audio_bitrate, None, "writes unchanged: the file still says 'follow the default'");
+    // The original page's group form, saved unchanged, sends the bitrate it shows back.
+    let unchanged = json!({ "name": "Stage Left", "audioBitrate": 80 });
+    assert_eq!(control.put_json("/admin/groups/stage-left", unchanged).await.0, StatusCode::OK);
+    assert_eq!(control.put_json("/admin/config/audio", json!({ "defaultBitrate": 64 })).await.0, StatusCode::OK);
+    let followed = [(json!(64), json!(true)), (json!(96), json!(false))];
+    assert_eq!(bitrates().await, followed, "a form saved unchanged still follows the default");
+    assert_eq!(control.put_json("/admin/groups/stage-left", json!({ "audioBitrate": 72 })).await.0, StatusCode::OK);
+    assert_eq!(bitrates().await[0], (json!(72), json!(false)), "another value pins it");
 
     let (status, stats) = control.get_json("/admin/stats").await;
     assert_eq!(status, StatusCode::OK, "{stats}");
