@@ -173,6 +173,14 @@ impl Janus {
         }
     }
 
+    /// Sends Janus `signal` (`STOP`, `CONT`): a stopped Janus keeps its connections, rooms and
+    /// tokens but answers nothing until continued, as a hung or unreachable one.
+    pub fn signal(&self, signal: &str) {
+        let pid = std::fs::read_to_string(self.dir.path().join("janus.pid")).expect("janus.pid");
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.trim()).status().expect("kill");
+        assert!(status.success(), "kill -{signal} of Janus failed");
+    }
+
     /// Starts Janus again on the same ports and secrets, with the same events and ICE settings
     /// (rooms and tokens are gone: they live in Janus's memory only).
     pub fn restart(&mut self) {

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use super::panel::unavailable;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ErrorBody};
 use crate::bans::BanView;
-use crate::janus::DisconnectError;
+use crate::janus::{DisconnectError, Disconnected};
 use crate::users::{User, UserState, UserView};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -90,13 +90,13 @@ pub struct BanQuery {
 
 /// Disconnect a user for good: kicked from the room, its Janus sessions ended, token revoked (a
 /// rejoin with it is refused); with `banName` and/or `banAddress`, new tokens for its name or
-/// address are refused for `banMinutes`.
+/// address are refused for `banMinutes`. While Janus is unreachable the user is removed all the
+/// same, and kicked and revoked once Janus is back (the message says so).
 #[utoipa::path(delete, path = "/users/{identity}", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity"), BanQuery),
     responses((status = 200, body = UserDisconnected), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 409, description = "A server audio user: managed under /admin/server-users; or an address ban of a user whose address is not known", body = ErrorBody),
-        (status = 503, description = "Janus is unreachable; the user was not disconnected", body = ErrorBody)))]
+        (status = 409, description = "A server audio user: managed under /admin/server-users; or an address ban of a user whose address is not known", body = ErrorBody)))]
 pub async fn disconnect(
     State(state): State<AppState>,
     ApiPath(identity): ApiPath<String>,
@@ -112,7 +112,8 @@ pub async fn disconnect(
             "{identity:?} has no known client address (a server audio user, or restored from an older crew file): ban its name"
         )));
     }
-    let user = state.janus.disconnect(&identity, "disconnected by the admin", "admin").await.map_err(refused)?;
+    let Disconnected { user, revoked } =
+        state.janus.disconnect(&identity, "disconnected by the admin", "admin").await.map_err(refused)?;
     let ban = (ban.ban_name || ban.ban_address).then(|| {
         let name = ban.ban_name.then_some(user.username.as_str());
         let address = address.filter(|_| ban.ban_address);
@@ -121,7 +122,8 @@ pub async fn disconnect(
         view
     });
     let banned = if ban.is_some() { format!(" and banned for {minutes} min") } else { String::new() };
-    let message = format!("User {:?} disconnected{banned}", user.username);
+    let later = if revoked { "" } else { "; the media server is unreachable: their token is revoked once it is back" };
+    let message = format!("User {:?} disconnected{banned}{later}", user.username);
     Ok(Json(UserDisconnected { message, identity: user.identity, ban }))
 }
 

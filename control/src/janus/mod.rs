@@ -121,6 +121,8 @@ pub struct Janus {
     leaving: Mutex<Vec<(User, std::time::Instant)>>,
     /// Rooms (lines) the admin muted whole: muted again whenever control creates them.
     muted_rooms: Mutex<HashSet<String>>,
+    /// Users disconnected while Janus could not be told: kicked and revoked by the next pass.
+    revoke_later: Mutex<Vec<User>>,
     wake: Notify,
 }
 
@@ -128,6 +130,14 @@ pub struct Janus {
 /// milliseconds and leaves the room with that token; revoked at once, its leave (and the
 /// session's destroy) would be refused and the session would linger to Janus's 60 s timeout.
 const LEAVE_GRACE: Duration = Duration::from_secs(2);
+
+/// A user disconnected by the admin.
+#[derive(Debug)]
+pub struct Disconnected {
+    pub user: User,
+    /// Janus was told (kicked, token revoked); else it is told by the next pass that reaches it.
+    pub revoked: bool,
+}
 
 /// Why a user could not be disconnected.
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +181,7 @@ impl Janus {
             admitting: tokio::sync::Mutex::new(()),
             leaving: Mutex::new(Vec::new()),
             muted_rooms: Mutex::new(HashSet::new()),
+            revoke_later: Mutex::new(Vec::new()),
             wake: Notify::new(),
         }))
     }
@@ -241,6 +252,7 @@ impl Janus {
 
     async fn reconcile(&self, config: &Config, at: &Session) -> Result<(), JanusError> {
         let desired = self.desired_rooms(config)?;
+        self.revoke_the_disconnected(at).await;
         self.drop_users_of_gone_groups().await;
         self.expire_unused_tokens().await;
         let reply = at.audiobridge(AudioBridgeRequest::List).await?;
@@ -499,25 +511,60 @@ impl Janus {
         Ok(user)
     }
 
-    /// Disconnects a user for good: kicked from every room it is in and its token revoked, so
-    /// the same token cannot rejoin. The user stays registered if Janus cannot be told.
-    pub async fn disconnect(&self, identity: &str, why: &str, by: &str) -> Result<User, DisconnectError> {
+    /// Disconnects a user for good: removed from the registry (its `/janus` connections close),
+    /// kicked from every room it is in and its token revoked, so the same token cannot rejoin.
+    /// When Janus cannot be told, the user is removed all the same (the admin can always clear
+    /// a stale entry) and the next pass that reaches Janus kicks and revokes it.
+    pub async fn disconnect(&self, identity: &str, why: &str, by: &str) -> Result<Disconnected, DisconnectError> {
         let user = self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()))?;
         if user.kind == UserKind::Server {
             return Err(DisconnectError::ServerUser(identity.to_owned()));
         }
-        let config = self.config.current();
-        for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
-            let at = self.link().await?;
-            self.kick(&at, &line.group_id, &user.identity).await?;
-        }
-        self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, user.token.expose()).await?;
+        let told = self.kick_and_revoke(&user).await;
         self.users.remove(identity);
         self.users.forget_resume(&user.token);
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::warn!(identity, username = user.username, group = groups.join(","), by, why, "user disconnected");
-        self.unlist(&user).await;
-        Ok(user)
+        let revoked = match told {
+            Ok(()) => {
+                self.unlist(&user).await;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(identity, error = %e, "Janus cannot be told now: the user is kicked and its token revoked once it can");
+                self.revoke_later.lock().unwrap_or_else(PoisonError::into_inner).push(user.clone());
+                false
+            }
+        };
+        Ok(Disconnected { user, revoked })
+    }
+
+    /// Kicks `user` from the rooms it joined and revokes its token.
+    async fn kick_and_revoke(&self, user: &User) -> Result<(), JanusError> {
+        let at = self.link().await?;
+        for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
+            self.kick(&at, &line.group_id, &user.identity).await?;
+        }
+        let config = self.config.current();
+        self.http.remove_token(&config.janus.admin_url, self.admin_secret()?, user.token.expose()).await
+    }
+
+    /// Kicks and revokes the users disconnected while Janus could not be told (a token Janus
+    /// lost in a restart is refused anyway; its revocation's failure is logged and dropped).
+    async fn revoke_the_disconnected(&self, at: &Session) {
+        let due = std::mem::take(&mut *self.revoke_later.lock().unwrap_or_else(PoisonError::into_inner));
+        for user in due {
+            for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
+                if let Err(e) = self.kick(at, &line.group_id, &user.identity).await {
+                    tracing::warn!(identity = user.identity, error = %e, "cannot kick a user disconnected meanwhile");
+                }
+            }
+            self.revoke(&user).await;
+            tracing::info!(
+                identity = user.identity,
+                "a user disconnected while Janus was unreachable: kicked, token revoked"
+            );
+        }
     }
 
     /// Takes one line away from a crew member: kicked from that room, which no longer admits its
@@ -531,7 +578,8 @@ impl Janus {
             return Err(DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() });
         }
         if user.lines.len() == 1 {
-            return self.disconnect(identity, &format!("line {group} removed by the admin"), by).await;
+            let why = format!("line {group} removed by the admin");
+            return self.disconnect(identity, &why, by).await.map(|gone| gone.user);
         }
         let at = self.link().await?;
         let token = vec![user.token.expose().to_owned()];

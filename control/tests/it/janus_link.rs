@@ -124,6 +124,35 @@ async fn a_disconnect_kicks_and_the_token_cannot_rejoin() {
     assert_eq!((status, body["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
 }
 
+/// The admin can clear a user while Janus cannot be reached (hung): the user is gone from the
+/// list at once, and once Janus answers again it is kicked and its token revoked.
+#[tokio::test]
+async fn a_disconnect_while_janus_is_unreachable_holds_once_it_is_back() {
+    let stack = Stack::start("  - name: Stage Left\n").await;
+    let control = &stack.control;
+    let (_, body) = issue(control, "Bob", "stage-left").await;
+    let (token, identity) = (body["token"].as_str().expect("token"), body["participantIdentity"].as_str().expect("id"));
+    let bob = Probe::open(&stack.janus, token).await.expect("session");
+    bob.join("stage-left", identity, "Bob").await.expect("join");
+    let observer = Probe::admin(&stack.janus).await;
+    wait_for("Bob connected", SOON, async || {
+        (user_state(control, identity).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+
+    stack.janus.signal("STOP");
+    let (status, body) = control.delete(&format!("/admin/users/{identity}")).await;
+    stack.janus.signal("CONT");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("revoked once it is back")), "says so: {body}");
+    assert!(user_state(control, identity).await.is_none(), "gone from the list at once");
+    wait_for("Bob kicked once Janus answers", Duration::from_secs(15), async || {
+        observer.participants("stage-left").await.ok()?.is_empty().then_some(())
+    })
+    .await;
+    becomes_revoked(&stack.janus, "Bob's", token).await;
+}
+
 #[tokio::test]
 async fn deleting_a_group_disconnects_its_users() {
     let stack = Stack::start("  - name: Doomed\n  - name: Other\n").await;
