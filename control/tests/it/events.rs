@@ -384,12 +384,32 @@ async fn the_whole_stack_reaches_a_subscriber_in_order() {
     events.until("bridgeState", SLOW, |d| d["state"] == "running").await;
 
     // Janus stopped and, after control has retried it a few times, started again: the link
-    // goes down and comes back up, one event each. (No outside sign marks a retry; control's
-    // pauses between them start at 0.5 s and double, so 2 s hold two more.)
+    // goes down and comes back up, one event each. Each retry is a connection to one of
+    // Janus's ports, where a stand-in of the test's own counts them and hangs up.
     stack.janus.stop();
     let down = events.until("janusState", SLOW, |d| d["state"] == "down").await;
     assert!(down.data["message"].as_str().is_some_and(|m| !m.is_empty()), "{:?}", down.data);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let retries = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut stand_ins = Vec::new();
+    for port in ["JANUS_HTTP_PORT", "JANUS_ADMIN_PORT"] {
+        let listener =
+            tokio::net::TcpListener::bind(format!("127.0.0.1:{}", stack.janus.value(port))).await.expect("bind");
+        let retries = std::sync::Arc::clone(&retries);
+        stand_ins.push(tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                drop(connection);
+            }
+        }));
+    }
+    crate::support::wait_for("three retries of control's", SLOW, async || {
+        (retries.load(std::sync::atomic::Ordering::Relaxed) >= 3).then_some(())
+    })
+    .await;
+    stand_ins.iter().for_each(tokio::task::JoinHandle::abort);
+    for stand_in in stand_ins {
+        let _ = stand_in.await;
+    }
     stack.janus.restart();
     events.until("janusState", SLOW, |d| d["state"] == "up").await;
     let janus_events = events.names.iter().filter(|n| *n == "janusState").count();
