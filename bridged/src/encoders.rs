@@ -14,9 +14,9 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use anyhow::Context as _;
+use partyline_shared::sync::lock;
 
 use crate::pads::Injector;
-use crate::pipeline::lock;
 use crate::realtime;
 
 /// The most frames waiting for the thread before the oldest is dropped: the card's thread never

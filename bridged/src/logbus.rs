@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use partyline_shared::sync::lock;
 use tokio::sync::mpsc;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -73,7 +74,7 @@ impl<S: Subscriber> Layer<S> for BusLayer {
         }
         let mut dropped_before = 0;
         {
-            let mut window = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut window = lock(&self.window);
             if window.start.elapsed() >= WINDOW {
                 dropped_before = window.dropped;
                 *window = Window { start: Instant::now(), sent: 0, dropped: 0 };

@@ -28,7 +28,7 @@
 //! cycle it was captured in (`pipewire_card.rs`).
 
 use std::str::FromStr as _;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
@@ -36,6 +36,7 @@ use futures_util::StreamExt as _;
 use gst::prelude::*;
 use partyline_shared::bridge::{Plan, Transport};
 use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
+use partyline_shared::sync::lock;
 
 use crate::card::{Api, Card, Endpoint, alsa_order};
 use crate::encoders::{EncoderInput, Encoders, Frame};
@@ -277,12 +278,6 @@ fn drop_pending(unsent: &mut Vec<f32>, to_drop: &mut usize) {
 pub struct Matrix {
     pub routing: Routing,
     pub feeds: Vec<Arc<Feed>>,
-}
-
-/// Locks `mutex`, taking it as it is after a panic elsewhere: every lock here guards audio state
-/// that stays usable (a queue, a frame list), and the card must go on.
-pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The card's capture and playback, running, and the matrix between them.

@@ -19,10 +19,11 @@
 //!
 //! The streams live on a thread of their own running PipeWire's main loop; stopped when dropped.
 
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
+use partyline_shared::sync::lock;
 use pipewire as pw;
 use pw::spa;
 
@@ -283,7 +284,7 @@ fn fill(stream: &pw::stream::Stream, queue: &Mutex<Jitter>, block: &mut Vec<f32>
         n => n.min(bytes.len() / FRAME_BYTES),
     };
     block.resize(frames * CHANNELS, 0.0);
-    queue.lock().unwrap_or_else(PoisonError::into_inner).pull(block);
+    lock(queue).pull(block);
     for (out, sample) in bytes.chunks_exact_mut(4).zip(block.iter()) {
         out.copy_from_slice(&sample.to_le_bytes());
     }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use partyline_shared::bridge::{BranchState, BranchStatus, BridgeState, ParticipantStatus, PlanUser, Status};
+use partyline_shared::sync::lock;
 use tokio::sync::Notify;
 
 use crate::mix::CHANNELS;
@@ -100,7 +101,7 @@ pub struct Summary {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     fn update(&self, f: impl FnOnce(&mut Inner)) {
@@ -110,13 +111,13 @@ impl Shared {
 
     /// The card started or stopped talking in `room` (from the card's thread: no waiting).
     pub fn talking(&self, room: &str, talking: bool) {
-        self.talk.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((room.to_owned(), talking));
+        lock(&self.talk).push((room.to_owned(), talking));
         self.talk_news.notify_one();
     }
 
     /// The voice activity changes since the last call, oldest first.
     pub fn take_talk(&self) -> Vec<(String, bool)> {
-        std::mem::take(&mut *self.talk.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        std::mem::take(&mut *lock(&self.talk))
     }
 
     /// The plan in force: its generation and its server audio users.

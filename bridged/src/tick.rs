@@ -30,6 +30,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use partyline_shared::sync::lock;
+
 /// AudioBridge's mixing period.
 const JANUS_TICK_MS: u32 = 20;
 pub const JANUS_TICK: Duration = Duration::from_millis(JANUS_TICK_MS as u64);
@@ -65,16 +67,16 @@ pub struct TickPhase(Mutex<Option<Instant>>);
 
 impl TickPhase {
     pub fn arrived(&self, at: Instant) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(at);
+        *lock(&self.0) = Some(at);
     }
 
     pub fn forget(&self) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        *lock(&self.0) = None;
     }
 
     /// How long from `now` to Janus's next tick, if the mix has arrived yet.
     pub fn lead(&self, now: Instant) -> Option<Duration> {
-        let last = (*self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))?;
+        let last = (*lock(&self.0))?;
         let since = now.saturating_duration_since(last).as_nanos() % JANUS_TICK.as_nanos();
         Some(JANUS_TICK - Duration::from_nanos(u64::try_from(since).unwrap_or(0)))
     }

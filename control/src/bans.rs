@@ -6,10 +6,11 @@
 //! behind one NAT shares it: banning it bans them all, which the admin UI says).
 
 use std::net::IpAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use partyline_shared::slugify;
+use partyline_shared::sync::lock;
 use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -63,7 +64,7 @@ struct Inner {
 impl Bans {
     /// Bans `username` (if given) and `address` (if given) for `length`; the ban as shown.
     pub fn add(&self, username: Option<&str>, address: Option<IpAddr>, length: Duration) -> BanView {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = lock(&self.inner);
         inner.last_id += 1;
         let ban = Ban {
             id: inner.last_id,
@@ -91,14 +92,14 @@ impl Bans {
 
     /// Lifts ban `id`; whether there was one.
     pub fn lift(&self, id: u64) -> bool {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = lock(&self.inner);
         let before = inner.bans.len();
         inner.bans.retain(|ban| ban.id != id);
         inner.bans.len() < before
     }
 
     fn in_force(&self, which: impl Fn(&Ban) -> bool) -> Vec<BanView> {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = lock(&self.inner);
         let now = Instant::now();
         inner.bans.retain(|ban| ban.ends > now);
         inner.bans.iter().filter(|ban| which(ban)).map(Ban::view).collect()

@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -18,6 +18,7 @@ use partyline_shared::bridge::{
     BUS_NAME, BranchStatus, BridgeProxy, BridgeState, BusChoice, ParticipantStatus, Plan, PlanGroup, PlanUser, Status,
 };
 use partyline_shared::config::Channel;
+use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
@@ -178,7 +179,7 @@ impl BridgeManager {
     }
 
     pub fn view(&self) -> BridgeView {
-        self.view.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        lock(&self.view).clone()
     }
 
     /// Whether bridged is on the bus now.
@@ -187,7 +188,7 @@ impl BridgeManager {
     }
 
     fn set_view(&self, view: BridgeView) {
-        let mut current = self.view.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut current = lock(&self.view);
         if (current.state, &current.message) != (view.state, &view.message) {
             self.events.publish(&LiveEvent::BridgeState { state: view.state, message: view.message.clone() });
         }

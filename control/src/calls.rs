@@ -3,9 +3,10 @@
 //! through one broadcast channel; the latest call of each group is kept for the admin's view.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
@@ -44,7 +45,7 @@ impl Default for Calls {
 impl Calls {
     /// Sends `call` to every listening stream and remembers it for the admin's view.
     pub fn send(&self, call: Call) {
-        self.latest.lock().unwrap_or_else(PoisonError::into_inner).insert(call.group_id.clone(), Instant::now());
+        lock(&self.latest).insert(call.group_id.clone(), Instant::now());
         // Nobody listening is fine: the admin's view still shows it.
         let _ = self.sender.send(call);
     }
@@ -55,7 +56,7 @@ impl Calls {
 
     /// Whether `group` was called within the last [`CALL_SHOWN`].
     pub fn is_calling(&self, group: &str) -> bool {
-        let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut latest = lock(&self.latest);
         latest.retain(|_, at| at.elapsed() < CALL_SHOWN);
         latest.contains_key(group)
     }

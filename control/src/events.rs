@@ -15,10 +15,11 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use axum::response::sse;
 use futures_util::{Stream, StreamExt as _};
+use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 
@@ -142,7 +143,7 @@ impl EventBus {
     /// Sends `event` to every client and keeps it for resuming.
     pub fn publish(&self, event: &LiveEvent) {
         let Ok(data) = serde_json::to_string(event) else { return };
-        let mut ring = self.0.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ring = lock(&self.0.ring);
         ring.last_id += 1;
         let published = Published { id: ring.last_id, name: event.name(), data: data.into() };
         if ring.events.len() == RING {
@@ -156,7 +157,7 @@ impl EventBus {
 
     /// A new client, resuming after `last_id` when it gives one.
     pub fn subscribe(&self, last_id: Option<u64>) -> Subscription {
-        let ring = self.0.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let ring = lock(&self.0.ring);
         let receiver = self.0.sender.subscribe();
         let Some(last_id) = last_id else { return Subscription { missed: false, backlog: Vec::new(), receiver } };
         let oldest_kept = ring.events.front().map_or(ring.last_id + 1, |e| e.id);
@@ -171,7 +172,7 @@ impl EventBus {
         EventStats {
             clients: self.0.sender.receiver_count() as u64,
             clients_cut: self.0.clients_cut.load(Ordering::Relaxed),
-            last_id: self.0.ring.lock().unwrap_or_else(PoisonError::into_inner).last_id,
+            last_id: lock(&self.0.ring).last_id,
         }
     }
 

@@ -6,8 +6,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use partyline_shared::sync::lock;
 
 const WINDOW: Duration = Duration::from_secs(60);
 
@@ -41,7 +43,7 @@ impl PerMinute {
     }
 
     fn take_at(&self, from: IpAddr, limit: u32, now: Instant) -> Take {
-        let mut granted = self.granted.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut granted = lock(&self.granted);
         granted.retain(|_, grants| {
             while grants.times.front().is_some_and(|&at| now.saturating_duration_since(at) >= WINDOW) {
                 grants.times.pop_front();

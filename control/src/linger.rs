@@ -26,10 +26,11 @@
 use std::future::{Future, Ready, ready};
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use partyline_shared::sync::lock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -93,7 +94,7 @@ impl LingeringAcceptor {
     }
 
     fn warn_full(&self, stream: &TcpStream) {
-        let mut last = self.last_warned.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = lock(&self.last_warned);
         if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             *last = Some(Instant::now());
             let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();

@@ -3,8 +3,9 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use partyline_shared::sync::lock;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -67,20 +68,20 @@ impl LogRing {
 
     /// From now on, warnings and errors are also published on `bus`.
     pub fn publish_warnings_to(&self, bus: EventBus) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).events = Some(bus);
+        lock(&self.0).events = Some(bus);
     }
 
     /// Entries at `min_level` or more severe (`warn` → warn and error), with a sequence
     /// number above `after`, newest first, at most `limit` of them.
     pub fn query(&self, min_level: Level, after: u64, limit: usize) -> LogPage {
-        let ring = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let ring = lock(&self.0);
         let matching = ring.entries.iter().rev().filter(|e| e.seq > after && e.level <= min_level);
         let total = matching.clone().count();
         LogPage { entries: matching.take(limit).cloned().collect(), total }
     }
 
     fn push(&self, mut entry: LogEntry) {
-        let mut ring = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ring = lock(&self.0);
         ring.last_seq += 1;
         entry.seq = ring.last_seq;
         if ring.entries.len() == CAPACITY {

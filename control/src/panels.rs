@@ -10,10 +10,11 @@
 //! word from that surface (`crate::api::remote`); a latched talk (`toggle`) stays.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use partyline_shared::sync::lock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, oneshot};
 use utoipa::ToSchema;
@@ -149,10 +150,6 @@ pub enum CommandError {
     Offline,
     #[error("the panel did not report the command applied within {} ms", COMMAND_TIMEOUT.as_millis())]
     NoAnswer,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Panels {

@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
 use partyline_shared::config::PinHash;
+use partyline_shared::sync::lock;
 use ring::pbkdf2;
 
 const ALGORITHM: pbkdf2::Algorithm = pbkdf2::PBKDF2_HMAC_SHA256;
@@ -122,7 +123,7 @@ impl PinLimiter {
             // Registered before the check: a try ending in between still wakes this one.
             ended.as_mut().enable();
             {
-                let mut tries = self.tries.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut tries = lock(&self.tries);
                 tries.retain(|_, t| {
                     t.forget_old();
                     t.in_flight > 0 || !t.wrong.is_empty()
@@ -145,7 +146,7 @@ impl PinLimiter {
     }
 
     fn end(&self, from: IpAddr, wrong: bool) {
-        let mut tries = self.tries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tries = lock(&self.tries);
         let mine = tries.entry(from).or_default();
         mine.in_flight = mine.in_flight.saturating_sub(1);
         if wrong {

@@ -15,6 +15,7 @@ pub mod config;
 pub mod crypto;
 pub mod janus;
 pub mod slug;
+pub mod sync;
 pub mod yaml;
 
 pub use config::Config;

@@ -35,6 +35,7 @@ use gst::glib;
 use gst::prelude::*;
 use partyline_shared::bridge::{PlanGroup, Transport};
 use partyline_shared::janus::RtpPeer;
+use partyline_shared::sync::lock;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::task::AbortOnDropHandle;
 
@@ -43,7 +44,7 @@ use super::rtp_port::{Route, RtpPort};
 use super::{Context, Stages};
 use crate::encoders::EncoderInput;
 use crate::pads::{self, Injector};
-use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes, lock, to_s16_buffer};
+use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes, to_s16_buffer};
 use crate::state::ParticipantStats;
 use crate::tick::Aligner;
 

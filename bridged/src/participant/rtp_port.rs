@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use partyline_shared::sync::lock;
 
-use crate::pipeline::lock;
 use crate::realtime;
 
 /// What a route does with a packet from its Janus port, and when it arrived.

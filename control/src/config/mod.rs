@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use partyline_shared::Config;
 use partyline_shared::config::ConfigError;
+use partyline_shared::sync::lock;
 use partyline_shared::yaml::YamlError;
 use tokio::sync::broadcast;
 
@@ -131,7 +132,7 @@ impl ConfigManager {
         what: &str,
         edit: impl FnOnce(&mut Config) -> Result<T, EditError>,
     ) -> Result<T, UpdateError> {
-        let mut on_disk = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut on_disk = lock(&self.writer);
         let old = self.current();
         let mut new = Config::clone(&old);
         let output = edit(&mut new)?;
@@ -151,7 +152,7 @@ impl ConfigManager {
     /// Re-reads the file (after SIGHUP or an edit by hand). An invalid file is refused and
     /// the config in force stays.
     pub fn reload(&self) -> Result<bool, LoadError> {
-        let mut on_disk = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut on_disk = lock(&self.writer);
         let text =
             fs::read_to_string(&self.path).map_err(|source| LoadError::Read { path: self.path.clone(), source })?;
         // Our own writes wake the watcher too: what we wrote needs no parsing.

@@ -25,6 +25,7 @@ use alsa::pcm::HwParams;
 use alsa::{Direction, PCM};
 use anyhow::{Context as _, bail};
 use partyline_shared::card::DeviceId;
+use partyline_shared::sync::lock;
 
 use super::{DeviceEntry, DeviceListing, UNKNOWN_CHANNELS, UNKNOWN_SAMPLE_RATE};
 
@@ -64,7 +65,7 @@ pub(super) struct Found {
 fn enumerate() -> anyhow::Result<DeviceListing> {
     // alsa-lib's configuration is process-wide state: one listing at a time.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = lock(&ONE_AT_A_TIME);
     let mut found = cards();
     found.extend(configured()?);
     let listing = listing(found);
@@ -184,7 +185,7 @@ fn remembered(pcm: &str, direction: Direction, now: alsa::Result<(u32, u32)>) ->
     /// (PCM, capture?) → (channels, rate).
     type Seen = BTreeMap<(String, bool), (u32, u32)>;
     static SEEN: Mutex<Seen> = Mutex::new(BTreeMap::new());
-    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut seen = lock(&SEEN);
     let key = (pcm.to_owned(), direction == Direction::Capture);
     match now {
         Ok(offers) => {

@@ -10,7 +10,7 @@
 mod rooms;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use partyline_shared::Config;
@@ -18,6 +18,7 @@ use partyline_shared::backoff::Backoff;
 use partyline_shared::janus::client::{Client, Session};
 use partyline_shared::janus::{AllowedAction, AudioBridgeReply, AudioBridgeRequest, JanusEvent, RoomSpec, codes};
 use partyline_shared::slugify;
+use partyline_shared::sync::lock;
 use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::sync::Notify;
@@ -187,7 +188,7 @@ impl Janus {
     }
 
     pub fn status(&self) -> JanusStatus {
-        self.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        lock(&self.status).clone()
     }
 
     /// The event handler's password, if one is configured.
@@ -257,7 +258,7 @@ impl Janus {
         self.expire_unused_tokens().await;
         let reply = at.audiobridge(AudioBridgeRequest::List).await?;
         let plan = {
-            let mut created = self.created.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut created = lock(&self.created);
             rooms::plan(&desired, &reply.list, &mut created)
         };
         for room in &plan.destroy {
@@ -268,7 +269,7 @@ impl Janus {
         }
         self.sync_server_users(at).await?;
         let participants = self.reconcile_participants(at, &desired).await?;
-        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut status = lock(&self.status);
         status.rooms = desired.len();
         status.participants = participants;
         if status.state != JanusState::Up {
@@ -298,15 +299,15 @@ impl Janus {
         }
         let version = self.http.info(api).await.ok().and_then(|info| info.version_string);
         tracing::info!(url = api, version = version.as_deref().unwrap_or("?"), "connected to Janus");
-        self.status.lock().unwrap_or_else(PoisonError::into_inner).version = version;
+        lock(&self.status).version = version;
         // Whatever control created before is gone if Janus restarted; `plan` recreates it.
-        self.created.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        lock(&self.created).clear();
         *link = Some(at.clone());
         Ok(at)
     }
 
     fn mark_down(&self, error: &JanusError) {
-        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut status = lock(&self.status);
         let state =
             if matches!(error, JanusError::NotConfigured(_)) { JanusState::Unconfigured } else { JanusState::Down };
         let message = error.to_string();
@@ -361,7 +362,7 @@ impl Janus {
             let secret = rooms::room_secret(self.admin_secret()?, &spec.room);
             at.audiobridge(AudioBridgeRequest::MuteRoom { room: spec.room.clone(), secret }).await?;
         }
-        self.created.lock().unwrap_or_else(PoisonError::into_inner).insert(spec.room.clone(), spec.clone());
+        lock(&self.created).insert(spec.room.clone(), spec.clone());
         Ok(())
     }
 
@@ -393,7 +394,7 @@ impl Janus {
             Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => {}
             Err(e) => return Err(e),
         }
-        self.created.lock().unwrap_or_else(PoisonError::into_inner).remove(room);
+        lock(&self.created).remove(room);
         Ok(())
     }
 
@@ -532,7 +533,7 @@ impl Janus {
             }
             Err(e) => {
                 tracing::warn!(identity, error = %e, "Janus cannot be told now: the user is kicked and its token revoked once it can");
-                self.revoke_later.lock().unwrap_or_else(PoisonError::into_inner).push(user.clone());
+                lock(&self.revoke_later).push(user.clone());
                 false
             }
         };
@@ -552,7 +553,7 @@ impl Janus {
     /// Kicks and revokes the users disconnected while Janus could not be told (a token Janus
     /// lost in a restart is refused anyway; its revocation's failure is logged and dropped).
     async fn revoke_the_disconnected(&self, at: &Session) {
-        let due = std::mem::take(&mut *self.revoke_later.lock().unwrap_or_else(PoisonError::into_inner));
+        let due = std::mem::take(&mut *lock(&self.revoke_later));
         for user in due {
             for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
                 if let Err(e) = self.kick(at, &line.group_id, &user.identity).await {
@@ -660,7 +661,7 @@ impl Janus {
             Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => return Err(e.into()),
             _ => {}
         }
-        let mut rooms = self.muted_rooms.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rooms = lock(&self.muted_rooms);
         if muted {
             rooms.insert(group.to_owned());
         } else {
@@ -673,7 +674,7 @@ impl Janus {
 
     /// Whether the admin muted the whole line `group`.
     pub fn line_muted(&self, group: &str) -> bool {
-        self.muted_rooms.lock().unwrap_or_else(PoisonError::into_inner).contains(group)
+        lock(&self.muted_rooms).contains(group)
     }
 
     /// Kicks the card's participant out of every room that has one. For a partyline-bridged
@@ -702,8 +703,7 @@ impl Janus {
     /// tokens issued for it, so this is someone with a valid token trying to pass for another.
     async fn kick_stranger(&self, room: &str, id: &str) {
         if id == card_identity(room) {
-            let leaving =
-                self.leaving.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|(u, _)| u.identity == id);
+            let leaving = lock(&self.leaving).iter().any(|(u, _)| u.identity == id);
             if leaving || self.users.get(id).is_some_and(|u| u.kind == UserKind::Server) {
                 // The card's participant of a group that lost its server audio users: bridged
                 // leaves by itself. Only in its own room: `card:B` anywhere else is a stranger.
@@ -804,7 +804,7 @@ impl Janus {
         let identities = self.admit_server_users_locked(&config).await?;
         let removed = self.users.take_servers_except(&identities);
         let due = {
-            let mut leaving = self.leaving.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut leaving = lock(&self.leaving);
             for gone in removed {
                 tracing::info!(identity = gone.identity, "server audio user removed");
                 leaving.push((gone, std::time::Instant::now()));

@@ -12,10 +12,11 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use partyline_shared::sync::lock;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -397,7 +398,7 @@ impl Users {
 
     fn lock(&self) -> Registry<'_> {
         Registry {
-            users: Some(self.by_identity.lock().unwrap_or_else(PoisonError::into_inner)),
+            users: Some(lock(&self.by_identity)),
             store: self.store.as_ref(),
             written: std::cell::Cell::new(None),
         }
@@ -530,7 +531,7 @@ impl Users {
     fn keep_for_resume(&self, user: &User) {
         let Some(panel_key) = user.panel_key.clone() else { return };
         let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
-        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ended = lock(&self.ended);
         ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
         ended.push(Ended { token: user.token.clone(), resumed: Resumed { panel_key, muted }, at: Instant::now() });
     }
@@ -542,7 +543,7 @@ impl Users {
     pub fn resume(&self, token: &str, panel_key: &str) -> Option<Resumed> {
         let matches = |t: &SecretValue, k: &SecretValue| t.matches(token) & k.matches(panel_key);
         {
-            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut ended = lock(&self.ended);
             ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
             if let Some(index) = ended.iter().position(|e| matches(&e.token, &e.resumed.panel_key)) {
                 return Some(ended.remove(index).resumed);
@@ -559,7 +560,7 @@ impl Users {
     /// A session the admin ended is not resumed, even when Janus's report of the kick (a leave)
     /// came first.
     pub fn forget_resume(&self, token: &SecretValue) {
-        self.ended.lock().unwrap_or_else(PoisonError::into_inner).retain(|e| !e.token.matches(token.expose()));
+        lock(&self.ended).retain(|e| !e.token.matches(token.expose()));
     }
 
     /// Janus says `id` started or stopped talking in `room`: published for a user on that line

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 
+use partyline_shared::sync::lock;
 use serde::{Deserialize, Serialize};
 
 use crate::files::{self, Durability};
@@ -185,7 +186,7 @@ impl CrewStore {
 
     /// Hands over the crew as it is now; quick (no I/O), for the registry's lock.
     pub fn enqueue(&self, crew: Vec<CrewRecord>) -> Ticket {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut queue = lock(&self.queue);
         queue.enqueued += 1;
         queue.newest = Some((queue.enqueued, crew));
         Ticket(queue.enqueued)
@@ -194,7 +195,7 @@ impl CrewStore {
     /// Returns once the snapshot of `ticket` or a newer one is written, writing the newest
     /// one itself when no write is running.
     pub fn wait(&self, ticket: Ticket) {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut queue = lock(&self.queue);
         while queue.written < ticket.0 {
             if queue.writing {
                 queue = self.written.wait(queue).unwrap_or_else(PoisonError::into_inner);
@@ -204,7 +205,7 @@ impl CrewStore {
             queue.writing = true;
             drop(queue);
             self.save(&crew);
-            queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue = lock(&self.queue);
             queue.writing = false;
             queue.written = number;
             self.written.notify_all();
