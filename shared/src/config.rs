@@ -47,7 +47,7 @@ pub struct Config {
 
 /// `server:` the one listener.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+#[serde(from = "ServerFile", rename_all = "camelCase")]
 pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Plain-HTTP loopback listener for Janus's event handler posts (must be loopback).
@@ -56,13 +56,54 @@ pub struct ServerConfig {
     /// Admin token; `PARTYLINE_ADMIN_TOKEN` and the state directory's `admin-token` file win.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<Secret>,
-    /// Legacy: the original system's `host` + `port`, mapped to `listen`.
-    #[serde(skip_serializing)]
+    /// The original system's keys found in the file, until [`Config::take_legacy`] takes them.
+    #[serde(skip)]
+    legacy: Option<LegacyServer>,
+}
+
+/// The original system's `server.host` + `server.port` (mapped to `listen` unless the file
+/// gives `listen` too) and `server.livekit` (dropped).
+#[derive(Debug, Clone, PartialEq)]
+struct LegacyServer {
     host: Option<String>,
-    #[serde(skip_serializing)]
     port: Option<u16>,
-    #[serde(skip_serializing)]
+    livekit: bool,
+    /// The file gives `listen` as well: it wins.
+    listen_given: bool,
+}
+
+/// `server:` as the file has it: whether `listen` is given matters when legacy keys are too.
+#[derive(Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+struct ServerFile {
+    listen: Option<SocketAddr>,
+    events_listen: SocketAddr,
+    tls: Tls,
+    admin_token: Option<Secret>,
+    host: Option<String>,
+    port: Option<u16>,
     livekit: Option<IgnoredAny>,
+}
+
+impl Default for ServerFile {
+    fn default() -> Self {
+        let ServerConfig { events_listen, tls, admin_token, .. } = ServerConfig::default();
+        ServerFile { listen: None, events_listen, tls, admin_token, host: None, port: None, livekit: None }
+    }
+}
+
+impl From<ServerFile> for ServerConfig {
+    fn from(file: ServerFile) -> Self {
+        let ServerFile { listen, events_listen, tls, admin_token, host, port, livekit } = file;
+        let legacy = (host.is_some() || port.is_some() || livekit.is_some()).then(|| LegacyServer {
+            host,
+            port,
+            livekit: livekit.is_some(),
+            listen_given: listen.is_some(),
+        });
+        let listen = listen.unwrap_or(ServerConfig::default().listen);
+        ServerConfig { listen, events_listen, tls, admin_token, legacy }
+    }
 }
 
 impl Default for ServerConfig {
@@ -72,9 +113,7 @@ impl Default for ServerConfig {
             events_listen: SocketAddr::from(([127, 0, 0, 1], 7089)),
             tls: Tls::default(),
             admin_token: None,
-            host: None,
-            port: None,
-            livekit: None,
+            legacy: None,
         }
     }
 }
@@ -731,12 +770,17 @@ impl Config {
         };
         take(self.routing.take().is_some(), "routing");
         let server = &mut self.server;
-        let (host, port) = (server.host.take(), server.port.take());
-        take(host.is_some(), "server.host");
-        take(port.is_some(), "server.port");
-        if host.is_some() || port.is_some() {
-            let ip = host.and_then(|h| parse_host(&h)).unwrap_or(server.listen.ip());
-            server.listen = SocketAddr::new(ip, port.unwrap_or(server.listen.port()));
+        let legacy = server.legacy.take();
+        if let Some(LegacyServer { host, port, listen_given, .. }) = legacy.clone() {
+            if listen_given && (host.is_some() || port.is_some()) {
+                // Both ways of saying it: the file's own `listen` is what was meant last.
+                take(true, &format!("server.host/server.port (ignored: server.listen {} is given)", server.listen));
+            } else {
+                take(host.is_some(), "server.host");
+                take(port.is_some(), "server.port");
+                let ip = host.and_then(|h| parse_host(&h)).unwrap_or(server.listen.ip());
+                server.listen = SocketAddr::new(ip, port.unwrap_or(server.listen.port()));
+            }
         }
         let audio = &mut self.audio;
         take(audio.channels.take().is_some(), "audio.channels");
@@ -746,7 +790,7 @@ impl Config {
         if let Some(card) = audio.sample_rate.replaced.take() {
             take(true, &format!("audio.sampleRate ({card} Hz: the rooms run at {} Hz)", audio.sample_rate.get()));
         }
-        take(self.server.livekit.take().is_some(), "server.livekit");
+        take(legacy.is_some_and(|l| l.livekit), "server.livekit");
         take(self.logging.log_latency.take().is_some(), "logging.logLatency");
         take(self.logging.log_audio_stats.take().is_some(), "logging.logAudioStats");
         for group in &mut self.groups {
@@ -927,6 +971,21 @@ mod tests {
         for key in [" host:", " port:", "livekit", "frameSize", "description", "logLatency", "id:"] {
             assert!(!saved.contains(key), "{key} dropped:\n{saved}");
         }
+    }
+
+    /// The original system's `host` and `port` beside an explicit `listen` (a file moved to
+    /// partyline and edited): `listen` wins, and the warning says the others are ignored.
+    #[test]
+    fn an_explicit_listen_wins_over_the_original_host_and_port() {
+        let text = "server:\n  host: 0.0.0.0\n  port: 3000\n  listen: 127.0.0.1:8443\n";
+        let mut config = Config::from_yaml(text).expect("parses");
+        let found = config.take_legacy();
+        assert_eq!(config.server.listen, "127.0.0.1:8443".parse().expect("addr"), "listen wins");
+        assert_eq!(found, ["server.host/server.port (ignored: server.listen 127.0.0.1:8443 is given)"]);
+        assert_eq!(config.server, ServerConfig { listen: config.server.listen, ..ServerConfig::default() });
+        let modern = Config::from_yaml("server:\n  listen: 127.0.0.1:9000\n").expect("parses");
+        assert_eq!(modern.server.listen.port(), 9000);
+        assert!(Config::from_yaml("server:\n  lisen: 127.0.0.1:9000\n").is_err(), "unknown keys still refused");
     }
 
     /// The original system's device form wrote card rates as `audio.sampleRate` and a buffer
