@@ -90,19 +90,34 @@ async fn a_token_admits_one_user_who_is_tracked_until_it_leaves() {
     becomes_revoked(&stack.janus, "Alice's used", token).await; // a used token dies with its session
 }
 
+/// Bob, in Stage Left's room under the token issued to him, and connected in control's view.
+struct Bob {
+    token: String,
+    identity: String,
+    /// His Janus session.
+    probe: Probe,
+}
+
+async fn bob_connected(stack: &Stack) -> Bob {
+    let (_, body) = issue(&stack.control, "Bob", "stage-left").await;
+    let text = |key: &str| body[key].as_str().unwrap_or_else(|| panic!("{key} in {body}")).to_owned();
+    let (token, identity) = (text("token"), text("participantIdentity"));
+    let probe = Probe::open(&stack.janus, &token).await.expect("session");
+    probe.join("stage-left", &identity, "Bob").await.expect("join");
+    wait_for("Bob connected", SOON, async || {
+        (user_state(&stack.control, &identity).await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+    Bob { token, identity, probe }
+}
+
 #[tokio::test]
 async fn a_disconnect_kicks_and_the_token_cannot_rejoin() {
     let stack = Stack::start("  - name: Stage Left\n").await;
     let control = &stack.control;
-    let (_, body) = issue(control, "Bob", "stage-left").await;
-    let (token, identity) = (body["token"].as_str().expect("token"), body["participantIdentity"].as_str().expect("id"));
-    let bob = Probe::open(&stack.janus, token).await.expect("session");
-    bob.join("stage-left", identity, "Bob").await.expect("join");
+    let Bob { token, identity, probe: bob } = bob_connected(&stack).await;
+    let (token, identity) = (token.as_str(), identity.as_str());
     let observer = Probe::admin(&stack.janus).await;
-    wait_for("Bob connected", SOON, async || {
-        (user_state(control, identity).await.as_deref() == Some("connected")).then_some(())
-    })
-    .await;
 
     let (status, body) = control.delete(&format!("/admin/users/{identity}")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -130,15 +145,9 @@ async fn a_disconnect_kicks_and_the_token_cannot_rejoin() {
 async fn a_disconnect_while_janus_is_unreachable_holds_once_it_is_back() {
     let stack = Stack::start("  - name: Stage Left\n").await;
     let control = &stack.control;
-    let (_, body) = issue(control, "Bob", "stage-left").await;
-    let (token, identity) = (body["token"].as_str().expect("token"), body["participantIdentity"].as_str().expect("id"));
-    let bob = Probe::open(&stack.janus, token).await.expect("session");
-    bob.join("stage-left", identity, "Bob").await.expect("join");
+    let Bob { token, identity, .. } = bob_connected(&stack).await;
+    let (token, identity) = (token.as_str(), identity.as_str());
     let observer = Probe::admin(&stack.janus).await;
-    wait_for("Bob connected", SOON, async || {
-        (user_state(control, identity).await.as_deref() == Some("connected")).then_some(())
-    })
-    .await;
 
     stack.janus.signal("STOP");
     let (status, body) = control.delete(&format!("/admin/users/{identity}")).await;
