@@ -134,19 +134,19 @@ async fn relay(mut browser: WebSocket, url: String, users: Arc<Users>, mut remov
             message = browser_rx.next() => {
                 silence.as_mut().reset(tokio::time::Instant::now() + BROWSER_SILENCE);
                 match message {
-                Some(Ok(ws::Message::Text(text))) => match policy.check(text.as_bytes(), |t| users.by_token(t)) {
-                    Ok(request) => {
-                        if janus_tx.send(ts::Message::text(request)).await.is_err() {
-                            break End::Janus(None);
+                    Some(Ok(ws::Message::Text(text))) => match policy.check(text.as_bytes(), |t| users.by_token(t)) {
+                        Ok(request) => {
+                            if janus_tx.send(ts::Message::text(request)).await.is_err() {
+                                break End::Janus(None);
+                            }
                         }
-                    }
-                    Err(refusal) => break End::Refused(refusal),
-                },
-                Some(Ok(ws::Message::Binary(_))) => break End::Refused(Refusal("a binary frame".into())),
-                Some(Ok(ws::Message::Close(frame))) => break End::Browser(frame),
-                // Answered by each side's own WebSocket library, not relayed.
-                Some(Ok(ws::Message::Ping(_) | ws::Message::Pong(_))) => {}
-                Some(Err(_)) | None => break End::Browser(None),
+                        Err(refusal) => break End::Refused(refusal),
+                    },
+                    Some(Ok(ws::Message::Binary(_))) => break End::Refused(Refusal("a binary frame".into())),
+                    Some(Ok(ws::Message::Close(frame))) => break End::Browser(frame),
+                    // Answered by each side's own WebSocket library, not relayed.
+                    Some(Ok(ws::Message::Ping(_) | ws::Message::Pong(_))) => {}
+                    Some(Err(_)) | None => break End::Browser(None),
                 }
             },
             () = &mut silence => break End::Silent,

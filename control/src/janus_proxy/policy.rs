@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::secrets::SecretValue;
 use crate::users::User;
 
 /// AudioBridge, the one plugin a panel attaches to.
@@ -141,6 +142,9 @@ pub enum Candidate {
 #[error("{0}")]
 pub struct Refusal(pub String);
 
+/// Why a token is refused that no registered crew member holds.
+const ENDED: &str = "a token that is no crew member's (unknown, revoked or ended)";
+
 fn refuse<T>(why: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal(why.into()))
 }
@@ -150,7 +154,7 @@ fn refuse<T>(why: impl Into<String>) -> Result<T, Refusal> {
 pub struct Bound {
     pub identity: String,
     pub username: String,
-    token: String,
+    token: SecretValue,
 }
 
 /// What a request waits for from Janus: the id of what it creates.
@@ -180,7 +184,12 @@ impl Policy {
     pub fn check(&mut self, frame: &[u8], user_of: impl Fn(&str) -> Option<User>) -> Result<String, Refusal> {
         let mut request: Request = serde_json::from_slice(frame)
             .map_err(|e| Refusal(format!("not a request a panel sends ({})", short(&e.to_string()))))?;
-        let user = self.bind(token_of(&request), &user_of)?;
+        let token = token_of(&request).to_owned();
+        self.bind(&token, &user_of)?;
+        // The registry is read only where the member's lines matter: keep-alives and trickles,
+        // most of a panel's frames, cost no lookup (a removed member's connection is closed by
+        // its removal, not found out here).
+        let member = || user_of(&token).ok_or_else(|| Refusal(ENDED.into()));
         match &mut request {
             Request::Create { transaction, .. } => {
                 if self.sessions.len() + self.pending_sessions() >= MAX_SESSIONS {
@@ -189,6 +198,7 @@ impl Policy {
                 self.expect(transaction, Pending::Session)?;
             }
             Request::Attach { transaction, session_id, plugin, opaque_id, .. } => {
+                let user = member()?;
                 let handles = self.session(*session_id)?;
                 if *plugin != PLUGIN {
                     return refuse(format!("plugin {plugin:?}: panels use {PLUGIN} only"));
@@ -203,7 +213,7 @@ impl Policy {
             }
             Request::Message { token, session_id, handle_id, body, jsep, .. } => {
                 let room = self.handle(*session_id, *handle_id)?.clone();
-                self.message(&user, token, (*session_id, *handle_id), room, body, jsep.as_ref())?;
+                self.message(member, token, (*session_id, *handle_id), room, body, jsep.as_ref())?;
             }
             Request::Trickle { session_id, handle_id, .. } | Request::Hangup { session_id, handle_id, .. } => {
                 self.handle(*session_id, *handle_id)?;
@@ -253,30 +263,24 @@ impl Policy {
         }
     }
 
-    /// The crew member of `token`: the one this connection is bound to (the first request
-    /// binds it). The member must still be registered.
-    fn bind(&mut self, token: &str, user_of: impl Fn(&str) -> Option<User>) -> Result<User, Refusal> {
-        if let Some(bound) = &self.bound
-            && !crate::secrets::SecretValue::new(bound.token.clone()).matches(token)
-        {
-            return refuse("a token other than the connection's");
+    /// Checks that `token` is the connection's; the first request's binds the connection to
+    /// the crew member holding it, who must be registered.
+    fn bind(&mut self, token: &str, user_of: impl Fn(&str) -> Option<User>) -> Result<(), Refusal> {
+        match &self.bound {
+            Some(bound) if bound.token.matches(token) => Ok(()),
+            Some(_) => refuse("a token other than the connection's"),
+            None => {
+                let user = user_of(token).ok_or_else(|| Refusal(ENDED.into()))?;
+                let token = SecretValue::new(token.to_owned());
+                self.bound = Some(Bound { identity: user.identity, username: user.username, token });
+                Ok(())
+            }
         }
-        let Some(user) = user_of(token) else {
-            return refuse("a token that is no crew member's (unknown, revoked or ended)");
-        };
-        if self.bound.is_none() {
-            self.bound = Some(Bound {
-                identity: user.identity.clone(),
-                username: user.username.clone(),
-                token: token.to_owned(),
-            });
-        }
-        Ok(user)
     }
 
     fn message(
         &mut self,
-        user: &User,
+        member: impl Fn() -> Result<User, Refusal>,
         token: &str,
         (session, handle): (u64, u64),
         room: Option<String>,
@@ -288,6 +292,7 @@ impl Policy {
                 if room.is_some() {
                     return refuse("a second join on one handle");
                 }
+                let user = member()?;
                 let Some(line) = user.line(wanted) else {
                     return refuse(format!("a join of {wanted:?}, which is not one of the session's lines"));
                 };
@@ -314,7 +319,7 @@ impl Policy {
             }
             Body::Configure { muted: false } => {
                 let Some(room) = room else { return refuse("a configure before the handle's join") };
-                if !user.line(&room).is_some_and(|line| line.talk) {
+                if !member()?.line(&room).is_some_and(|line| line.talk) {
                     return refuse(format!("an unmute on {room:?}, a line the session may not talk on"));
                 }
                 if jsep.is_some() {
@@ -608,10 +613,8 @@ mod tests {
         let mut policy = connected(&users);
         assert_eq!(policy.bound().map(|b| b.identity.as_str()), Some("alice-1"));
         users.remove(&alice.identity);
-        let keepalive = json!({"janus": "keepalive", "transaction": "k", "token": TOKEN, "session_id": 1}).to_string();
-        assert!(
-            policy.check(keepalive.as_bytes(), |t| users.by_token(t)).expect_err("ended").0.contains("no crew member")
-        );
+        let join = message(11, join("talk-listen", true)).to_string();
+        assert!(policy.check(join.as_bytes(), |t| users.by_token(t)).expect_err("ended").0.contains("no crew member"));
     }
 
     #[test]
