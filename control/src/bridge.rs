@@ -6,7 +6,6 @@
 //! forwards bridged's log lines into control's log. bridged keeps playing its last plan while
 //! control is away.
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +14,7 @@ use futures_util::StreamExt;
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
 use partyline_shared::bridge::{
-    BUS_NAME, BranchStatus, BridgeProxy, BridgeState, BusChoice, ParticipantStatus, Plan, PlanGroup, PlanUser, Status,
+    BUS_NAME, BranchStatus, BridgeProxy, BusChoice, ParticipantStatus, Plan, PlanGroup, PlanUser, Status,
 };
 use partyline_shared::config::Channel;
 use partyline_shared::sync::lock;
@@ -24,7 +23,7 @@ use tokio::sync::Notify;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use crate::config::ConfigManager;
-use crate::events::{EventBus, LiveEvent};
+use crate::events::{BridgeViewState, EventBus, LiveEvent};
 use crate::janus::{Janus, JanusError};
 
 /// How often the status is refreshed without a signal (bridged signals state changes only; the
@@ -33,52 +32,6 @@ use crate::janus::{Janus, JanusError};
 const REFRESH: Duration = Duration::from_secs(1);
 /// The pauses between attempts to connect to the bus, while it is missing.
 const BUS_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
-
-/// bridged's state as control sees it: control's own view of the link, or bridged's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum BridgeViewState {
-    /// Not asked yet.
-    #[default]
-    Unknown,
-    /// No D-Bus connection.
-    Unreachable,
-    /// partyline-bridged is not on the bus.
-    Absent,
-    /// Janus's secrets are missing: no plan can be made.
-    Unconfigured,
-    /// bridged's own states.
-    Idle,
-    Running,
-    Degraded,
-    Error,
-}
-
-impl From<BridgeState> for BridgeViewState {
-    fn from(state: BridgeState) -> Self {
-        match state {
-            BridgeState::Idle => BridgeViewState::Idle,
-            BridgeState::Running => BridgeViewState::Running,
-            BridgeState::Degraded => BridgeViewState::Degraded,
-            BridgeState::Error => BridgeViewState::Error,
-        }
-    }
-}
-
-impl fmt::Display for BridgeViewState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BridgeViewState::Unknown => "unknown",
-            BridgeViewState::Unreachable => "unreachable",
-            BridgeViewState::Absent => "absent",
-            BridgeViewState::Unconfigured => "unconfigured",
-            BridgeViewState::Idle => "idle",
-            BridgeViewState::Running => "running",
-            BridgeViewState::Degraded => "degraded",
-            BridgeViewState::Error => "error",
-        })
-    }
-}
 
 /// bridged as `/admin/stats` shows it.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
@@ -368,6 +321,8 @@ fn forward_log_line(signal: &partyline_shared::bridge::LogEntry) {
 
 #[cfg(test)]
 mod tests {
+    use partyline_shared::bridge::BridgeState;
+
     use super::*;
 
     #[test]

@@ -14,18 +14,16 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::response::sse;
 use futures_util::{Stream, StreamExt as _};
+use partyline_shared::bridge::BridgeState;
 use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
-
-use crate::bridge::BridgeViewState;
-use crate::config::{ConfigEventKind, ConfigManager};
-use crate::janus::JanusState;
 
 /// Events kept for resuming.
 pub const RING: usize = 1024;
@@ -71,6 +69,78 @@ impl LiveEvent {
             LiveEvent::JanusState { .. } => "janusState",
             LiveEvent::Log { .. } => "log",
         }
+    }
+}
+
+/// The link to Janus.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JanusState {
+    /// Not tried yet.
+    #[default]
+    Unknown,
+    /// In step with the config.
+    Up,
+    /// Unreachable or refusing.
+    Down,
+    /// A secret is missing.
+    Unconfigured,
+}
+
+impl fmt::Display for JanusState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JanusState::Unknown => "unknown",
+            JanusState::Up => "up",
+            JanusState::Down => "down",
+            JanusState::Unconfigured => "unconfigured",
+        })
+    }
+}
+
+/// bridged's state as control sees it: control's own view of the link, or bridged's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BridgeViewState {
+    /// Not asked yet.
+    #[default]
+    Unknown,
+    /// No D-Bus connection.
+    Unreachable,
+    /// partyline-bridged is not on the bus.
+    Absent,
+    /// Janus's secrets are missing: no plan can be made.
+    Unconfigured,
+    /// bridged's own states.
+    Idle,
+    Running,
+    Degraded,
+    Error,
+}
+
+impl From<BridgeState> for BridgeViewState {
+    fn from(state: BridgeState) -> Self {
+        match state {
+            BridgeState::Idle => BridgeViewState::Idle,
+            BridgeState::Running => BridgeViewState::Running,
+            BridgeState::Degraded => BridgeViewState::Degraded,
+            BridgeState::Error => BridgeViewState::Error,
+        }
+    }
+}
+
+impl fmt::Display for BridgeViewState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BridgeViewState::Unknown => "unknown",
+            BridgeViewState::Unreachable => "unreachable",
+            BridgeViewState::Absent => "absent",
+            BridgeViewState::Unconfigured => "unconfigured",
+            BridgeViewState::Idle => "idle",
+            BridgeViewState::Running => "running",
+            BridgeViewState::Degraded => "degraded",
+            BridgeViewState::Error => "error",
+        })
     }
 }
 
@@ -195,24 +265,6 @@ impl EventBus {
                 })
             });
         futures_util::stream::iter(reset.into_iter().chain(backlog)).chain(live).chain(overflow)
-    }
-}
-
-/// Publishes every change of the config in force, until the config manager goes.
-pub async fn forward_config_changes(config: Arc<ConfigManager>, bus: EventBus) {
-    let mut changes = config.subscribe();
-    loop {
-        match changes.recv().await {
-            Ok(change) if change.kind == ConfigEventKind::ConfigUpdated => {
-                bus.publish(&LiveEvent::ConfigChanged { what: change.what.to_string() });
-            }
-            Ok(_) => {}
-            // Changes came faster than this task ran: say that something changed.
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                bus.publish(&LiveEvent::ConfigChanged { what: "several changes".into() });
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
     }
 }
 

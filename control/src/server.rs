@@ -19,7 +19,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use crate::app::{self, AppState};
 use crate::bridge::BridgeManager;
 use crate::config::{self, ConfigManager};
-use crate::events::{self, EventBus};
+use crate::events::EventBus;
 use crate::janus::Janus;
 use crate::linger::{IDLE_TIMEOUT, LingeringAcceptor, MAX_CONNECTIONS};
 use crate::logring::LogRing;
@@ -84,7 +84,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
     tokio::spawn(Arc::clone(&janus).run());
-    tokio::spawn(events::forward_config_changes(Arc::clone(&config), events.clone()));
+    tokio::spawn(config::publish_changes(Arc::clone(&config), events.clone()));
     let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), cli.bus(), events.clone());
     tokio::spawn(Arc::clone(&bridge).run());
 

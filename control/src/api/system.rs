@@ -12,9 +12,10 @@ use super::server_users::ServerUserView;
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
 use partyline_shared::bridge::BranchStatus;
 
-use crate::bridge::{BridgeView, BridgeViewState};
+use crate::bridge::BridgeView;
 use crate::events::EventStats;
-use crate::janus::{JanusState, JanusStatus};
+use crate::events::{BridgeViewState, JanusState};
+use crate::janus::JanusStatus;
 use crate::logring::{self, LogEntry};
 use crate::stats::Memory;
 

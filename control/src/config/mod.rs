@@ -19,6 +19,7 @@ use partyline_shared::sync::lock;
 use partyline_shared::yaml::YamlError;
 use tokio::sync::broadcast;
 
+use crate::events::{EventBus, LiveEvent};
 use crate::files::{self, Durability};
 
 pub use edit::*;
@@ -211,6 +212,24 @@ fn parse(path: &Path, text: &str) -> Result<Config, LoadError> {
     }
     config.validate().map_err(|source| LoadError::Invalid { path: path.to_owned(), source })?;
     Ok(config)
+}
+
+/// Publishes every change of the config in force, until the config manager goes.
+pub async fn publish_changes(config: Arc<ConfigManager>, bus: EventBus) {
+    let mut changes = config.subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(change) if change.kind == ConfigEventKind::ConfigUpdated => {
+                bus.publish(&LiveEvent::ConfigChanged { what: change.what.to_string() });
+            }
+            Ok(_) => {}
+            // Changes came faster than this task ran: say that something changed.
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                bus.publish(&LiveEvent::ConfigChanged { what: "several changes".into() });
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::TryRecvError;
 pub use partyline_shared::janus::JanusError;
 
 use crate::config::ConfigManager;
-use crate::events::{EventBus, LiveEvent};
+use crate::events::{EventBus, JanusState, LiveEvent};
 use crate::secrets::{JanusSecrets, SecretValue, derive, random_hex};
 use crate::users::{Line, UNUSED_TOKEN_LIFETIME, User, UserKind, Users};
 
@@ -40,32 +40,6 @@ const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_s
 const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest wait for one answer of Janus (on loopback it answers in about a millisecond).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The link to Janus.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum JanusState {
-    /// Not tried yet.
-    #[default]
-    Unknown,
-    /// In step with the config.
-    Up,
-    /// Unreachable or refusing.
-    Down,
-    /// A secret is missing.
-    Unconfigured,
-}
-
-impl std::fmt::Display for JanusState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            JanusState::Unknown => "unknown",
-            JanusState::Up => "up",
-            JanusState::Down => "down",
-            JanusState::Unconfigured => "unconfigured",
-        })
-    }
-}
 
 /// Janus as `/admin/stats` shows it.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
