@@ -10,6 +10,7 @@
 // environment the binary sets before anything starts.
 pub mod api;
 pub mod app;
+pub mod state;
 pub use cli::Cli;
 pub use devices::pulse_client_config_env;
 pub use server::run;

@@ -16,15 +16,12 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::app::{self, AppState};
-use crate::bridge::BridgeManager;
+use crate::app;
 use crate::config::{self, ConfigManager};
-use crate::events::EventBus;
-use crate::janus::Janus;
 use crate::linger::{IDLE_TIMEOUT, LingeringAcceptor, MAX_CONNECTIONS};
 use crate::logring::LogRing;
 use crate::secrets::{self, AdminToken};
-use crate::users::Users;
+use crate::state::{AppState, Listener, Setup};
 use crate::{Cli, tls};
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
@@ -70,45 +67,29 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
 
     let janus_secrets = secrets::JanusSecrets::resolve(&state_dir, &initial)
         .with_context(|| format!("cannot read the Janus secrets in {}", state_dir.display()))?;
-    // The crew as the previous process left it (crew.json); Janus's reconciliation then
-    // confirms who is still connected and expires unused tokens.
-    let events = EventBus::default();
-    logs.publish_warnings_to(events.clone());
-    let users = Arc::new(Users::restore(&state_dir, events.clone()));
-    let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users), events.clone())?;
     let events_listener = TcpListener::bind(initial.server.events_listen)
         .await
         .with_context(|| format!("cannot listen on {} (server.eventsListen)", initial.server.events_listen))?;
     let events_addr = events_listener.local_addr()?;
+    warn_if_few_open_files();
+    let connections = LingeringAcceptor::new(MAX_CONNECTIONS);
+    // The crew as the previous process left it (crew.json); Janus's reconciliation then
+    // confirms who is still connected and expires unused tokens.
+    let state = AppState::new(Setup {
+        config: Arc::clone(&config),
+        state_dir: &state_dir,
+        admin_token,
+        janus_secrets,
+        bus: cli.bus(),
+        logs,
+        listener: Listener { certificate_sha256, connections: connections.clone(), started },
+    })?;
 
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
-    tokio::spawn(Arc::clone(&janus).run());
-    tokio::spawn(config::publish_changes(Arc::clone(&config), events.clone()));
-    let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), cli.bus(), events.clone());
-    tokio::spawn(Arc::clone(&bridge).run());
-
-    let admin_token = Arc::new(admin_token);
-    warn_if_few_open_files();
-    let connections = LingeringAcceptor::new(MAX_CONNECTIONS);
-    let state = AppState {
-        config,
-        logs,
-        admin_token,
-        janus,
-        bridge,
-        users,
-        calls: Arc::default(),
-        panels: Arc::default(),
-        pins: Arc::default(),
-        token_rate: Arc::default(),
-        bans: Arc::default(),
-        events,
-        tls: tls.is_some(),
-        certificate_sha256,
-        connections: connections.clone(),
-        started,
-    };
+    tokio::spawn(Arc::clone(&state.janus).run());
+    tokio::spawn(config::publish_changes(config, state.events.clone()));
+    tokio::spawn(Arc::clone(&state.bridge).run());
     let events_app = app::events_app(state.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(events_listener, events_app).await {

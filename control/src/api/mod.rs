@@ -31,7 +31,7 @@ use utoipa_axum::routes;
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 
-pub use crate::app::AppState;
+pub use crate::state::AppState;
 
 /// Largest request body accepted, in bytes. A larger one answers 413 `payload_too_large` before
 /// it is read; the connection then closes lingering (`crate::linger`), so that a client still
@@ -125,6 +125,20 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 fn events_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let events = OpenApiRouter::new().routes(routes!(users::janus_events));
     OpenApiRouter::new().nest("/api", events).split_for_parts()
+}
+
+impl AppState {
+    /// For changes bridged must act on: refused while it is not on the bus to act on them.
+    pub(crate) fn require_bridge(&self) -> Result<(), ApiError> {
+        if self.bridge.is_present() {
+            return Ok(());
+        }
+        let view = self.bridge.view();
+        Err(ApiError::Unavailable(format!(
+            "partyline-bridged is not available ({}: {}); nothing was changed",
+            view.state, view.message
+        )))
+    }
 }
 
 /// The API's routes (under `/api`), for the application (`crate::app`).

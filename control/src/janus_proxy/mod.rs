@@ -27,7 +27,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_tungstenite::tungstenite::{self as ts, client::IntoClientRequest, http::HeaderValue};
 
 use crate::api::ApiError;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::users::Users;
 use policy::{Policy, Refusal};
 

@@ -1,0 +1,132 @@
+//! [`AppState`]: what every handler reaches, built in one place ([`AppState::new`]) for the
+//! running process and for an offline one alike. Below the API and the `/janus` proxy, which
+//! both take it; it knows neither.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use partyline_shared::bridge::BusChoice;
+
+use crate::bans::Bans;
+use crate::bridge::BridgeManager;
+use crate::calls::Calls;
+use crate::config::ConfigManager;
+use crate::events::EventBus;
+use crate::janus::Janus;
+use crate::limits::PerMinute;
+use crate::linger::LingeringAcceptor;
+use crate::logring::LogRing;
+use crate::panels::Panels;
+use crate::pin::PinLimiter;
+use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
+use crate::users::Users;
+
+/// What every handler can reach.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub config: Arc<ConfigManager>,
+    pub logs: LogRing,
+    pub admin_token: Arc<AdminToken>,
+    pub janus: Arc<Janus>,
+    pub bridge: Arc<BridgeManager>,
+    /// Who holds a token and who is connected (the Janus link keeps it in step with Janus).
+    pub users: Arc<Users>,
+    /// The call signal's fan-out to the panels.
+    pub calls: Arc<Calls>,
+    /// The panels' remote control: commands to them, their reported state.
+    pub panels: Arc<Panels>,
+    /// PIN tries per client address, and the verifications running.
+    pub pins: Arc<PinLimiter>,
+    /// Tokens per client address a minute.
+    pub token_rate: Arc<PerMinute>,
+    /// Names and addresses the admin refuses tokens to for now.
+    pub bans: Arc<Bans>,
+    /// Live events for the admin's event stream.
+    pub events: EventBus,
+    /// Whether the public listener speaks TLS (for the URLs handed to browsers).
+    pub tls: bool,
+    /// The SHA-256 of the listener's certificate (`AB:CD:…`), for control surfaces to pin.
+    pub certificate_sha256: Option<String>,
+    /// The public listener's connections (open now, and the cap).
+    pub connections: LingeringAcceptor,
+    pub started: Instant,
+}
+
+impl AppState {
+    /// The state of a control with `setup`'s parts: the crew as the previous process left it
+    /// (`crew.json` in the state directory), the Janus link and the bridged manager made but
+    /// not started (the caller spawns their `run`), the log's warnings published as events.
+    pub fn new(setup: Setup<'_>) -> anyhow::Result<AppState> {
+        let Setup { config, state_dir, admin_token, janus_secrets, bus, logs, listener } = setup;
+        let events = EventBus::default();
+        logs.publish_warnings_to(events.clone());
+        let users = Arc::new(Users::restore(state_dir, events.clone()));
+        let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users), events.clone())?;
+        let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus, events.clone());
+        Ok(AppState {
+            config,
+            logs,
+            admin_token: Arc::new(admin_token),
+            janus,
+            bridge,
+            users,
+            calls: Arc::default(),
+            panels: Arc::default(),
+            pins: Arc::default(),
+            token_rate: Arc::default(),
+            bans: Arc::default(),
+            events,
+            tls: listener.certificate_sha256.is_some(),
+            certificate_sha256: listener.certificate_sha256,
+            connections: listener.connections,
+            started: listener.started,
+        })
+    }
+
+    /// The state of a control with its config file at `config_file`, its state directory at
+    /// `state_dir`, and no outside parts: Janus unconfigured (no secrets, so no link is made)
+    /// and bridged absent (a bus address that does not exist). For running the router in one
+    /// process, as the fuzz target of request bodies does; call inside a tokio runtime, once
+    /// the process's TLS provider is installed (`partyline_shared::crypto::install_provider`).
+    pub fn offline(config_file: &Path, state_dir: &Path, admin_token: &str) -> anyhow::Result<AppState> {
+        AppState::new(Setup {
+            config: ConfigManager::load(config_file)?,
+            state_dir,
+            admin_token: SecretValue::new(admin_token.to_owned()),
+            janus_secrets: JanusSecrets::default(),
+            bus: BusChoice::Address(format!("unix:path={}", state_dir.join("no-bus").display())),
+            logs: LogRing::default(),
+            listener: Listener {
+                certificate_sha256: None,
+                connections: LingeringAcceptor::new(crate::linger::MAX_CONNECTIONS),
+                started: Instant::now(),
+            },
+        })
+    }
+}
+
+/// The parts of an [`AppState`] that come from outside: files, secrets, the bus, the listener.
+#[derive(Debug)]
+pub struct Setup<'a> {
+    pub config: Arc<ConfigManager>,
+    /// Where `crew.json` is.
+    pub state_dir: &'a Path,
+    pub admin_token: AdminToken,
+    pub janus_secrets: JanusSecrets,
+    /// Where bridged is.
+    pub bus: BusChoice,
+    pub logs: LogRing,
+    pub listener: Listener,
+}
+
+/// The public listener as the handlers see it.
+#[derive(Debug)]
+pub struct Listener {
+    /// The SHA-256 of its certificate (`AB:CD:…`) when it speaks TLS.
+    pub certificate_sha256: Option<String>,
+    /// Its connections (open now, and the cap).
+    pub connections: LingeringAcceptor,
+    /// When the process started.
+    pub started: Instant,
+}
