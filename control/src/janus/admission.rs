@@ -1,0 +1,121 @@
+//! Admission: the tokens that let a crew member or the card into its rooms. A token is
+//! registered on every node and in the admission list of each room it is for, and taken off
+//! both when its holder goes.
+
+use partyline_shared::janus::client::Session;
+use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusError, codes};
+use partyline_shared::slugify;
+
+use super::{Janus, rooms};
+use crate::secrets::{SecretValue, random_hex};
+use crate::users::{Line, User};
+
+impl Janus {
+    /// Issues one token for `username` on `lines` and registers the user as pending; each
+    /// line's room admits the token. Nothing stays registered unless Janus took it all. A panel
+    /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
+    /// admin's mutes of its lines, when [`Users::resume`] allows.
+    pub async fn issue_token(
+        &self,
+        username: &str,
+        mut lines: Vec<Line>,
+        resume: Option<(&str, &str)>,
+        address: std::net::IpAddr,
+    ) -> Result<User, JanusError> {
+        let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
+        let base = match slugify(username) {
+            slug if slug.is_empty() => "user".to_owned(),
+            slug => slug.chars().take(32).collect(),
+        };
+        let identity = format!("{base}-{}", random_hex(3).map_err(|e| JanusError::Protocol(e.to_string()))?);
+        let resumed = resume.and_then(|(token, key)| self.users.resume(token, key));
+        let panel_key = match &resumed {
+            Some(resumed) => resumed.panel_key.clone(),
+            None => SecretValue::new(random_hex(16).map_err(|e| JanusError::Protocol(e.to_string()))?),
+        };
+        for line in &mut lines {
+            // Muted again as it joins (`on_event`).
+            line.muted_by_admin = resumed.as_ref().is_some_and(|r| r.muted.contains(&line.group_id));
+        }
+        // Connected first: a node that (re)connects registers the registry's tokens itself.
+        let mut sessions = Vec::with_capacity(lines.len());
+        for line in &lines {
+            sessions.push(self.session_of(&line.group_id).await?);
+        }
+        self.register_token(&token).await?;
+        // Registered before its rooms admit it, so that a room created meanwhile lists it.
+        let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
+        if resumed.is_some() {
+            tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
+        }
+        for (line, at) in user.lines.iter().zip(&sessions) {
+            let token = vec![user.token.expose().to_owned()];
+            if let Err(e) = self.allow(at, &line.group_id, AllowedAction::Add, token).await {
+                self.users.remove(&user.identity);
+                self.revoke(&user).await;
+                return Err(e);
+            }
+        }
+        Ok(user)
+    }
+
+    /// Adds tokens to (or removes them from) `room`'s admission list. A room that does not
+    /// exist yet is not an error: it is created with the registry's tokens.
+    pub(super) async fn allow(
+        &self,
+        at: &Session,
+        room: &str,
+        action: AllowedAction,
+        tokens: Vec<String>,
+    ) -> Result<(), JanusError> {
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        let secret = rooms::room_secret(self.admin_secret()?, room);
+        let body = AudioBridgeRequest::Allowed { room: room.to_owned(), secret, action, allowed: tokens };
+        match at.audiobridge(body).await {
+            Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Lets `token` open sessions on every node.
+    pub(super) async fn register_token(&self, token: &str) -> Result<(), JanusError> {
+        let config = self.config.current();
+        for node in self.nodes() {
+            node.add_token(&config, self.admin_secret()?, token).await?;
+        }
+        Ok(())
+    }
+
+    /// Revokes `token` on every node.
+    pub(super) async fn revoke_token(&self, token: &str) -> Result<(), JanusError> {
+        let config = self.config.current();
+        for node in self.nodes() {
+            node.remove_token(&config, self.admin_secret()?, token).await?;
+        }
+        Ok(())
+    }
+
+    /// Revokes a user's token and takes it off its room's admission list; a failure is logged
+    /// (the token dies with Janus's memory anyway, and a revoked token is refused everywhere).
+    pub(super) async fn revoke(&self, user: &User) {
+        if let Err(e) = self.revoke_token(user.token.expose()).await {
+            tracing::warn!(identity = user.identity, error = %e, "cannot revoke the token");
+        }
+        self.unlist(user).await;
+    }
+
+    /// Takes a gone user's token off its rooms' admission lists (they would otherwise grow with
+    /// every session until the room is recreated).
+    pub(super) async fn unlist(&self, user: &User) {
+        for line in &user.lines {
+            // Only over a session that is up: a reconnect recreates the rooms from the registry.
+            let Some(at) = self.node_of(&line.group_id).session_if_up().await else { continue };
+            let token = vec![user.token.expose().to_owned()];
+            if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Remove, token).await {
+                tracing::debug!(identity = user.identity, error = %e, "cannot take the token off its room's list");
+            }
+        }
+    }
+}
