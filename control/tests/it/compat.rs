@@ -5,6 +5,7 @@
 #[cfg(feature = "services")]
 use std::time::Duration;
 
+#[cfg(feature = "services")]
 use partyline_testkit::SoundServer;
 #[cfg(feature = "services")]
 use partyline_testkit::janus::Probe;
