@@ -8,270 +8,38 @@
 //! is written to the state directory before the change is visible, and the crew comes back as it
 //! was after a restart of control; Janus's reconciliation then confirms who is still connected.
 //! Server audio users are never stored: they are derived from the config.
+//!
+//! Beside the registry (this file): `user` (a user, its lines, its view and record), `locked`
+//! (the lock every change takes, which hands the crew to the store), `store` (`crew.json`),
+//! `resume` (a panel's key across sessions), `sweeps` (what reconciliation takes out).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use partyline_shared::sync::lock;
-use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
+mod locked;
+mod resume;
 mod store;
+mod sweeps;
+mod user;
+
+use resume::Ended;
+pub use user::{Line, User, UserKind, UserState, UserView};
 
 use crate::events::{EventBus, LiveEvent};
 use crate::secrets::SecretValue;
-use store::{CrewRecord, CrewStore, LineRecord, Ticket};
+use store::CrewStore;
 
 /// A token never used for this long is revoked.
 pub const UNUSED_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 60);
 /// How long a panel whose session ended by leaving its rooms (network loss, a closed page) may
 /// take its panel key (and the admin's mutes of its lines) into the session it rejoins with.
 pub const RESUME_GRACE: Duration = Duration::from_secs(2 * 60);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum UserState {
-    /// Holds a token, not (yet) in its room.
-    Pending,
-    /// In its group's room.
-    Connected,
-}
-
-/// Who a user is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum UserKind {
-    /// A crew member in a browser, with a one-session token.
-    Crew,
-    /// A server audio user: a sound-card channel bridged by partyline-bridged, with a
-    /// standing token; it stays registered while it is in the config.
-    Server,
-}
-
-/// One line of a user: a group's room, heard and/or talked to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
-    pub group_id: String,
-    pub listen: bool,
-    pub talk: bool,
-    /// When Janus said the user joined this line's room; `None` while not in it.
-    pub joined_at: Option<OffsetDateTime>,
-    /// The admin muted the user on this line (AudioBridge `mute`): it cannot talk there until
-    /// the admin releases it.
-    pub muted_by_admin: bool,
-}
-
-impl Line {
-    /// A line not joined yet.
-    pub fn new(group_id: impl Into<String>, listen: bool, talk: bool) -> Line {
-        Line { group_id: group_id.into(), listen, talk, joined_at: None, muted_by_admin: false }
-    }
-
-    /// A listen-and-talk line on `group_id` (a server audio user's, or a one-group join).
-    pub fn both(group_id: impl Into<String>) -> Line {
-        Line::new(group_id, true, true)
-    }
-}
-
-/// A line as `GET /admin/users` shows it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LineState {
-    pub group_id: String,
-    pub listen: bool,
-    pub talk: bool,
-    /// In the group's room now.
-    pub joined: bool,
-    /// Someone called this line in the last 5 s.
-    pub call: bool,
-    /// The admin muted the user on this line.
-    pub muted_by_admin: bool,
-}
-
-/// A registered user. Its `Debug` leaves the token out (a [`SecretValue`]: secrets never reach
-/// logs).
-#[derive(Debug, Clone)]
-pub struct User {
-    /// Its participant id in its rooms (unique): the slug of the name plus random hex.
-    pub identity: String,
-    pub username: String,
-    /// Its lines, one room each (at least one); a server audio user has one.
-    pub lines: Vec<Line>,
-    pub token: SecretValue,
-    /// A crew member's panel key: the secret of its panel's remote control
-    /// (`/api/panel/{key}`), revoked with the session. Never logged, never in a URL that is.
-    pub panel_key: Option<SecretValue>,
-    pub kind: UserKind,
-    pub state: UserState,
-    /// The client address a crew member asked for its token from (what an address ban names).
-    pub address: Option<IpAddr>,
-    /// When the token was issued: monotonic, for its lifetime…
-    issued: Instant,
-    /// …and wall clock, for the file (an `Instant` does not survive the process).
-    issued_at: OffsetDateTime,
-    pub connected_at: Option<OffsetDateTime>,
-    pub last_activity: OffsetDateTime,
-}
-
-/// A user as `GET /admin/users` shows it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UserView {
-    pub identity: String,
-    pub username: String,
-    /// The first line's group.
-    pub group_id: String,
-    /// Every line, joined or not.
-    pub lines: Vec<LineState>,
-    pub kind: UserKind,
-    pub state: UserState,
-    /// A crew member's client address, as it asked for its token (behind a NAT, the NAT's).
-    pub address: Option<String>,
-    /// RFC 3339; null while pending.
-    pub connected_at: Option<String>,
-    /// RFC 3339: the last transition.
-    pub last_activity: String,
-}
-
-impl User {
-    pub fn view(&self) -> UserView {
-        let format = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
-        UserView {
-            identity: self.identity.clone(),
-            username: self.username.clone(),
-            group_id: self.first_group().to_owned(),
-            lines: self
-                .lines
-                .iter()
-                .map(|l| LineState {
-                    group_id: l.group_id.clone(),
-                    listen: l.listen,
-                    talk: l.talk,
-                    joined: l.joined_at.is_some(),
-                    call: false,
-                    muted_by_admin: l.muted_by_admin,
-                })
-                .collect(),
-            kind: self.kind,
-            state: self.state,
-            address: self.address.map(|a| a.to_string()),
-            connected_at: self.connected_at.map(format),
-            last_activity: format(self.last_activity),
-        }
-    }
-
-    /// A user just issued its token: pending, no panel key, no address.
-    fn pending(identity: String, username: String, lines: Vec<Line>, token: String, kind: UserKind) -> User {
-        let now = OffsetDateTime::now_utc();
-        User {
-            identity,
-            username,
-            lines,
-            token: SecretValue::new(token),
-            panel_key: None,
-            kind,
-            state: UserState::Pending,
-            address: None,
-            issued: Instant::now(),
-            issued_at: now,
-            connected_at: None,
-            last_activity: now,
-        }
-    }
-
-    /// The first line's group (every user has a line).
-    pub fn first_group(&self) -> &str {
-        self.lines.first().map_or("", |l| l.group_id.as_str())
-    }
-
-    /// Whether one of its lines is `group_id`'s room.
-    pub fn has_line(&self, group_id: &str) -> bool {
-        self.lines.iter().any(|l| l.group_id == group_id)
-    }
-
-    /// Its line on `group_id`, if it has one.
-    pub fn line(&self, group_id: &str) -> Option<&Line> {
-        self.lines.iter().find(|l| l.group_id == group_id)
-    }
-
-    fn record(&self) -> CrewRecord {
-        let simple = matches!(&self.lines[..], [line] if line.listen && line.talk && !line.muted_by_admin);
-        let lines = if simple {
-            Vec::new()
-        } else {
-            let record = |l: &Line| LineRecord {
-                group_id: l.group_id.clone(),
-                listen: l.listen,
-                talk: l.talk,
-                joined: l.joined_at.is_some(),
-                muted_by_admin: l.muted_by_admin,
-            };
-            self.lines.iter().map(record).collect()
-        };
-        CrewRecord {
-            identity: self.identity.clone(),
-            username: self.username.clone(),
-            group_id: self.first_group().to_owned(),
-            lines,
-            token: self.token.clone(),
-            panel_key: self.panel_key.clone(),
-            address: self.address,
-            state: self.state,
-            issued_at_unix_ns: unix_ns(self.issued_at),
-            connected_at_unix_ns: self.connected_at.map(unix_ns),
-            last_activity_unix_ns: unix_ns(self.last_activity),
-        }
-    }
-
-    /// A stored crew member; `None` if a time is out of range.
-    fn from_record(record: CrewRecord, now: OffsetDateTime) -> Option<User> {
-        let time = |ns: i64| OffsetDateTime::from_unix_timestamp_nanos(ns.into()).ok();
-        let issued_at = time(record.issued_at_unix_ns)?;
-        let connected_at = match record.connected_at_unix_ns {
-            Some(ns) => Some(time(ns)?),
-            None => None,
-        };
-        // The token's age by the wall clock (none if the clock went back), as an `Instant` in
-        // the past; capped, since anything past the lifetime is expired anyway (and `Instant`
-        // then stays far from its limits: the fallback to now is never taken in practice).
-        let age = Duration::try_from(now - issued_at).unwrap_or(Duration::ZERO).min(2 * UNUSED_TOKEN_LIFETIME);
-        let joined_at = |joined: bool| if joined { connected_at.or(Some(now)) } else { None };
-        let lines = if record.lines.is_empty() {
-            let joined = record.state == UserState::Connected;
-            vec![Line { joined_at: joined_at(joined), ..Line::both(record.group_id) }]
-        } else {
-            let line = |l: LineRecord| Line {
-                joined_at: joined_at(l.joined),
-                muted_by_admin: l.muted_by_admin,
-                ..Line::new(l.group_id, l.listen, l.talk)
-            };
-            record.lines.into_iter().map(line).collect()
-        };
-        Some(User {
-            identity: record.identity,
-            username: record.username,
-            lines,
-            token: record.token,
-            panel_key: record.panel_key,
-            kind: UserKind::Crew,
-            state: record.state,
-            address: record.address,
-            issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
-            issued_at,
-            connected_at,
-            last_activity: time(record.last_activity_unix_ns)?,
-        })
-    }
-}
-
-fn unix_ns(t: OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos()).unwrap_or(i64::MAX)
-}
 
 #[derive(Debug, Default)]
 pub struct Users {
@@ -298,63 +66,6 @@ impl Default for Removals {
         // A burst larger than this makes a listener lag, and a lagging listener checks its
         // crew member in the registry instead.
         Removals(tokio::sync::broadcast::channel(1024).0)
-    }
-}
-
-/// What a panel may take into the session it rejoins with: its panel key and the lines the
-/// admin muted.
-#[derive(Debug, Clone)]
-pub struct Resumed {
-    pub panel_key: SecretValue,
-    pub muted: Vec<String>,
-}
-
-#[derive(Debug)]
-struct Ended {
-    token: SecretValue,
-    resumed: Resumed,
-    at: Instant,
-}
-
-/// The registry, locked. [`Registry::crew_changed`] hands the crew to the store (if any) while
-/// the lock is held, so that snapshots queue in the order of the changes; once the lock is
-/// released (the guard dropped), the change waits until its snapshot is on disk.
-struct Registry<'a> {
-    /// `None` only while being dropped.
-    users: Option<std::sync::MutexGuard<'a, HashMap<String, User>>>,
-    store: Option<&'a CrewStore>,
-    written: std::cell::Cell<Option<Ticket>>,
-}
-
-impl Registry<'_> {
-    fn crew_changed(&self) {
-        if let Some(store) = self.store {
-            let crew: Vec<CrewRecord> = self.values().filter(|u| u.kind == UserKind::Crew).map(User::record).collect();
-            self.written.set(Some(store.enqueue(crew)));
-        }
-    }
-}
-
-impl Drop for Registry<'_> {
-    fn drop(&mut self) {
-        // Others may change the registry while this change is written (or written with theirs).
-        drop(self.users.take());
-        if let (Some(store), Some(ticket)) = (self.store, self.written.take()) {
-            store.wait(ticket);
-        }
-    }
-}
-
-impl std::ops::Deref for Registry<'_> {
-    type Target = HashMap<String, User>;
-    fn deref(&self) -> &Self::Target {
-        self.users.as_ref().expect("held until dropped")
-    }
-}
-
-impl std::ops::DerefMut for Registry<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        self.users.as_mut().expect("held until dropped")
     }
 }
 
@@ -393,14 +104,6 @@ impl Users {
             store: Some(store),
             ended: Mutex::default(),
             removed: Removals::default(),
-        }
-    }
-
-    fn lock(&self) -> Registry<'_> {
-        Registry {
-            users: Some(lock(&self.by_identity)),
-            store: self.store.as_ref(),
-            written: std::cell::Cell::new(None),
         }
     }
 
@@ -527,42 +230,6 @@ impl Users {
         }
     }
 
-    /// Keeps what a crew member that left may take into the session it rejoins with.
-    fn keep_for_resume(&self, user: &User) {
-        let Some(panel_key) = user.panel_key.clone() else { return };
-        let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
-        let mut ended = lock(&self.ended);
-        ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
-        ended.push(Ended { token: user.token.clone(), resumed: Resumed { panel_key, muted }, at: Instant::now() });
-    }
-
-    /// What the panel that held `token` and `panel_key` takes into its new session: its session
-    /// ended by leaving its rooms within [`RESUME_GRACE`], or has not ended yet (its leave not
-    /// seen: it loses the key). Both secrets must match: a control surface knows the key, never
-    /// the token. `None`: a new key.
-    pub fn resume(&self, token: &str, panel_key: &str) -> Option<Resumed> {
-        let matches = |t: &SecretValue, k: &SecretValue| t.matches(token) & k.matches(panel_key);
-        {
-            let mut ended = lock(&self.ended);
-            ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
-            if let Some(index) = ended.iter().position(|e| matches(&e.token, &e.resumed.panel_key)) {
-                return Some(ended.remove(index).resumed);
-            }
-        }
-        let mut users = self.lock();
-        let user = users.values_mut().find(|u| u.panel_key.as_ref().is_some_and(|k| matches(&u.token, k)))?;
-        let panel_key = user.panel_key.take()?;
-        let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
-        users.crew_changed();
-        Some(Resumed { panel_key, muted })
-    }
-
-    /// A session the admin ended is not resumed, even when Janus's report of the kick (a leave)
-    /// came first.
-    pub fn forget_resume(&self, token: &SecretValue) {
-        lock(&self.ended).retain(|e| !e.token.matches(token.expose()));
-    }
-
     /// Janus says `id` started or stopped talking in `room`: published for a user on that line
     /// (a participant partyline did not admit is kicked on its join, not reported here).
     pub fn talking(&self, room: &str, id: &str, talking: bool) {
@@ -687,71 +354,6 @@ impl Users {
             users.crew_changed();
         }
         Some((line, now, last))
-    }
-
-    /// Removes and returns the pending users whose token is older than `lifetime`.
-    pub fn take_expired(&self, lifetime: Duration) -> Vec<User> {
-        let mut users = self.lock();
-        let expired: Vec<String> = users
-            .values()
-            .filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending && u.issued.elapsed() > lifetime)
-            .map(|u| u.identity.clone())
-            .collect();
-        let expired: Vec<User> = expired.iter().filter_map(|id| users.remove(id)).collect();
-        expired.iter().for_each(|user| self.announce_removed(user));
-        if !expired.is_empty() {
-            users.crew_changed();
-        }
-        expired
-    }
-
-    /// Takes the lines of groups not in `groups` off the crew members; removes and returns
-    /// those left with none.
-    pub fn take_outside(&self, groups: &[String]) -> Vec<User> {
-        let mut users = self.lock();
-        let mut changed = false;
-        for user in users.values_mut().filter(|u| u.kind == UserKind::Crew) {
-            let (kept, gone): (Vec<Line>, Vec<Line>) = user.lines.drain(..).partition(|l| groups.contains(&l.group_id));
-            user.lines = kept;
-            self.publish_left(user, gone.iter(), "group deleted");
-            changed |= !gone.is_empty();
-        }
-        if changed {
-            users.crew_changed();
-        }
-        drop(users);
-        self.take_where(|u| u.kind == UserKind::Crew && u.lines.is_empty())
-    }
-
-    /// Removes and returns the server audio users whose identity is not in `identities`.
-    pub fn take_servers_except(&self, identities: &[String]) -> Vec<User> {
-        self.take_where(|u| u.kind == UserKind::Server && !identities.contains(&u.identity))
-    }
-
-    fn take_where(&self, doomed: impl Fn(&User) -> bool) -> Vec<User> {
-        let mut users = self.lock();
-        let gone: Vec<String> = users.values().filter(|u| doomed(u)).map(|u| u.identity.clone()).collect();
-        let gone: Vec<User> = gone.iter().filter_map(|id| users.remove(id)).collect();
-        for user in &gone {
-            self.publish_left(user, user.lines.iter(), "removed");
-            self.announce_removed(user);
-        }
-        if gone.iter().any(|u| u.kind == UserKind::Crew) {
-            users.crew_changed();
-        }
-        gone
-    }
-
-    /// Connected users of `room` that are not among `present` (a missed `left` event).
-    /// `present` is Janus's list of the room's participants, asked for at `asked`; a user who
-    /// connected after that (its `joined` event overtook the list's reply) is not missing.
-    pub fn missing_from(&self, room: &str, present: &[String], asked: OffsetDateTime) -> Vec<String> {
-        self.lock()
-            .values()
-            .filter(|u| !present.contains(&u.identity))
-            .filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some_and(|at| at < asked)))
-            .map(|u| u.identity.clone())
-            .collect()
     }
 
     /// Crew members holding a token they have not used yet.
