@@ -7,7 +7,7 @@
 //! The browser is the one that applies a command (it owns the microphone and the room's
 //! mute), so a command answers once the panel has reported it applied ([`Panels::command`]).
 //! A talk held on by a surface (`on`) is released after `crew.maxRemoteTalkSeconds` without a
-//! word from that surface (`crate::api::remote`); a latched talk (`toggle`) stays.
+//! word from that surface (`crate::api::panel`); a latched talk (`toggle`) stays.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;

@@ -1,5 +1,6 @@
 //! One error type for every route, one JSON shape: `{"error": "…", "code": "…"}`.
 
+use crate::janus::JanusError;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
@@ -179,4 +180,9 @@ impl From<QueryRejection> for ApiError {
         let detail = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
         ApiError::BadRequest(format!("invalid query string: {detail}"))
     }
+}
+
+/// Janus could not do what a request needs: 503, saying why.
+pub(super) fn unavailable(error: &JanusError) -> ApiError {
+    ApiError::Unavailable(format!("the media server is unavailable: {error}"))
 }

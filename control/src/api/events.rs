@@ -4,10 +4,10 @@ use std::convert::Infallible;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use futures_util::Stream;
 
-use super::{AppState, ErrorBody};
+use super::{AppState, ErrorBody, sse};
 use crate::events::LiveEvent;
 
 /// Live events (Server-Sent Events): each `event:` is a [`LiveEvent`]'s `type`, its `data:` the
@@ -28,5 +28,5 @@ pub async fn stream(
     let last_id =
         headers.get("last-event-id").map(|v| v.to_str().ok().and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX));
     let subscription = state.events.subscribe(last_id);
-    Sse::new(state.events.stream(subscription)).keep_alive(KeepAlive::default())
+    sse::stream(state.events.stream(subscription))
 }

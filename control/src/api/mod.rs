@@ -13,9 +13,11 @@ mod groups;
 mod moderation;
 mod panel;
 mod positions;
-mod remote;
 mod server_users;
+mod session;
+mod sse;
 mod system;
+mod token;
 mod users;
 
 use axum::Router;
@@ -98,16 +100,16 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(moderation::unmute_line));
     let api = OpenApiRouter::new()
         .nest("/admin", admin)
-        .routes(routes!(panel::token))
+        .routes(routes!(token::token))
+        .routes(routes!(session::call))
+        .routes(routes!(session::session_events))
+        .routes(routes!(session::session_state))
+        .routes(routes!(panel::panel))
+        .routes(routes!(panel::events))
+        .routes(routes!(panel::talk))
+        .routes(routes!(panel::listen))
+        .routes(routes!(panel::volume))
         .routes(routes!(panel::call))
-        .routes(routes!(panel::session_events))
-        .routes(routes!(panel::session_state))
-        .routes(routes!(remote::panel))
-        .routes(routes!(remote::events))
-        .routes(routes!(remote::talk))
-        .routes(routes!(remote::listen))
-        .routes(routes!(remote::volume))
-        .routes(routes!(remote::call))
         .routes(routes!(users::groups))
         .routes(routes!(positions::public))
         .routes(routes!(system::health))

@@ -8,7 +8,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::panel::admin_state;
+use super::session::admin_state;
 use super::users::{refused, view};
 use super::{ApiError, ApiPath, AppState, ErrorBody};
 use crate::panels::{Command, Push, Switch};
@@ -106,7 +106,7 @@ pub async fn talk_off(
     if !user.has_line(&group) {
         return Err(ApiError::NotFound(format!("user {identity:?} has no line {group:?}")));
     }
-    state.janus.mute_participant(&group, &identity).await.map_err(|e| super::panel::unavailable(&e))?;
+    state.janus.mute_participant(&group, &identity).await.map_err(|e| super::error::unavailable(&e))?;
     tracing::warn!(identity, username = user.username, group, by = "admin", "talk forced off");
     let command = Command { talk: Some(Switch::Off), reason: Some("admin"), ..Command::new(&group) };
     let panel_applied = state.panels.command(&identity, command).await.is_ok();

@@ -9,7 +9,7 @@ use partyline_shared::janus::HandlerEvent;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::panel::unavailable;
+use super::error::unavailable;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ErrorBody};
 use crate::bans::BanView;
 use crate::janus::{DisconnectError, Disconnected};

@@ -1,0 +1,207 @@
+//! A panel's session, by its token: the call signal (`POST /api/call`), the panel's event
+//! stream (`GET /api/session/events`: calls, the admin's hold on its lines, its remote control's
+//! commands) and its state reports (`POST /api/session/state`).
+
+use std::collections::VecDeque;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, Sse};
+use futures_util::Stream;
+use serde::Deserialize;
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
+use utoipa::ToSchema;
+
+use super::sse::{self, EventSource, json_event};
+use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
+use crate::calls::Call;
+use crate::events::LiveEvent;
+use crate::panels::{AdminState, LineReport, Push};
+use crate::users::{Line, User};
+
+/// A call on one line of the caller's panel.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallRequest {
+    /// The caller's token (from `POST /token`).
+    pub token: String,
+    /// The line called.
+    #[schema(example = "stage-left")]
+    pub group_id: String,
+}
+
+/// Call a line: every panel on it (and the admin's user view) flashes it for 5 s.
+#[utoipa::path(post, path = "/call", tag = "users", request_body = CallRequest,
+    responses((status = 204), (status = 400, body = ErrorBody),
+        (status = 403, description = "The token does not hold this line (or no longer exists)", body = ErrorBody)))]
+pub async fn call(State(state): State<AppState>, ApiJson(body): ApiJson<CallRequest>) -> Result<StatusCode, ApiError> {
+    let user = state.users.by_token(&body.token).filter(|u| u.has_line(&body.group_id)).ok_or(ApiError::Forbidden)?;
+    send_call(&state, &user, body.group_id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `user` calls its line `group_id` (from its panel or its panel's remote control).
+pub(super) fn send_call(state: &AppState, user: &User, group_id: String) {
+    let at = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    tracing::info!(identity = user.identity, username = user.username, group = group_id, "call");
+    state.events.publish(&LiveEvent::Call {
+        group_id: group_id.clone(),
+        from: user.username.clone(),
+        identity: user.identity.clone(),
+    });
+    state.calls.send(Call { group_id, from: user.username.clone(), identity: user.identity.clone(), at });
+}
+
+/// Whose events `GET /session/events` streams.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SessionQuery {
+    /// The session's token (`EventSource` cannot send headers).
+    pub token: String,
+}
+
+/// The panel's events (Server-Sent Events): `event: call` with a [`Call`] for calls on the
+/// session's lines; `event: admin` with an [`AdminState`] per line at once and whenever the
+/// admin mutes or releases it; `event: command` with a [`Command`] of its remote control (or
+/// of control: a talk forced off, a remote talk released), which the panel applies and then
+/// reports with `POST /session/state`. Ends when the session does.
+#[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
+    responses((status = 200, description = "The stream of `call`, `admin` and `command` events", body = Call, content_type = "text/event-stream"),
+        (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
+pub async fn session_events(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<SessionQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>>, ApiError> {
+    let user = state.users.by_token(&query.token).ok_or(ApiError::Forbidden)?;
+    state.panels.prune(|identity| state.users.get(identity).is_none());
+    let backlog = user.lines.iter().map(|line| Push::Admin(admin_state(&state, line))).collect();
+    let session = Session {
+        calls: state.calls.subscribe(),
+        pushes: state.panels.subscribe_pushes(),
+        backlog,
+        identity: user.identity,
+        token: query.token,
+        state,
+        opened: false,
+    };
+    Ok(sse::from_source(session))
+}
+
+/// The admin's hold on `line`, as its panel is told it.
+pub(super) fn admin_state(state: &AppState, line: &Line) -> AdminState {
+    AdminState {
+        group_id: line.group_id.clone(),
+        muted_by_admin: line.muted_by_admin,
+        line_muted: state.janus.line_muted(&line.group_id),
+    }
+}
+
+/// One panel's session stream: what it waits on.
+struct Session {
+    calls: broadcast::Receiver<Call>,
+    pushes: broadcast::Receiver<(String, Push)>,
+    /// Sent first: the admin's state of every line.
+    backlog: VecDeque<Push>,
+    identity: String,
+    token: String,
+    state: AppState,
+    /// Counted as open (for the remote control) from its first event on.
+    opened: bool,
+}
+
+impl EventSource for Session {
+    async fn next_event(&mut self) -> Option<Event> {
+        let event = self.next().await;
+        if event.is_none() {
+            self.state.panels.prune(|identity| identity == self.identity);
+        }
+        event
+    }
+}
+
+impl Session {
+    /// The next event; `None` once the session is gone.
+    async fn next(&mut self) -> Option<Event> {
+        if !self.opened {
+            self.opened = true;
+            // The guard lives in the panels' count until the stream is dropped.
+            self.state.panels.open_stream(&self.identity);
+        }
+        loop {
+            if let Some(push) = self.backlog.pop_front() {
+                return Some(push_event(&push));
+            }
+            tokio::select! {
+                call = self.calls.recv() => match call {
+                    Ok(call) => {
+                        // The session's lines as they are now; a session that ended ends its stream.
+                        let user = self.state.users.by_token(&self.token)?;
+                        if user.has_line(&call.group_id) {
+                            self.state.panels.changed(&self.identity);
+                            return Some(json_event("call", &call));
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return None,
+                },
+                push = self.pushes.recv() => match push {
+                    Ok((identity, push)) if identity == self.identity => {
+                        self.state.users.by_token(&self.token)?;
+                        return Some(push_event(&push));
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return None,
+                },
+            }
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.opened {
+            self.state.panels.close_stream(&self.identity);
+        }
+    }
+}
+
+fn push_event(push: &Push) -> Event {
+    match push {
+        Push::Command(command) => json_event("command", command),
+        Push::Admin(admin) => json_event("admin", admin),
+    }
+}
+
+/// A panel's report of its state (after each change, and after applying a command).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateReport {
+    /// The session's token.
+    pub token: String,
+    /// The id of the command just applied, if any.
+    #[serde(default)]
+    pub ack: Option<u64>,
+    /// Every line of the panel (lines the admin took away left out).
+    pub lines: Vec<LineReport>,
+}
+
+/// The panel reports its state: what `GET /panel/{key}` shows a control surface.
+#[utoipa::path(post, path = "/session/state", tag = "users", request_body = StateReport,
+    responses((status = 204), (status = 400, body = ErrorBody),
+        (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
+pub async fn session_state(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<StateReport>,
+) -> Result<StatusCode, ApiError> {
+    let user = state.users.by_token(&body.token).ok_or(ApiError::Forbidden)?;
+    if let Some(line) = body.lines.iter().find(|l| !user.has_line(&l.group_id)) {
+        return Err(ApiError::BadRequest(format!("lines: the session has no line {:?}", line.group_id)));
+    }
+    if let Some(line) = body.lines.iter().find(|l| l.volume > 100) {
+        return Err(ApiError::BadRequest(format!("lines: volume {} is out of range: expected 0 to 100", line.volume)));
+    }
+    state.panels.report(&user.identity, body.lines, body.ack);
+    Ok(StatusCode::NO_CONTENT)
+}
