@@ -1,4 +1,4 @@
-//! The audio benchmark of issue 4 (run by `bench/audio`, inside `scripts/netns-run`): release
+//! The audio benchmark (run by `bench/audio`, inside `scripts/netns-run`): release
 //! builds of partyline-control and partyline-bridged, a private PulseAudio card, Janus on `pl0`,
 //! a private bus; everything driven through control's API. Prints a markdown section.
 //!

@@ -1,4 +1,4 @@
-//! The event stream's fan-out benchmark of issue 17 (run by `bench/events`): a release build of
+//! The event stream's fan-out benchmark (run by `bench/events`): a release build of
 //! partyline-control alone on loopback, `--clients` clients of `GET /api/admin/events`, and
 //! `--rate` config changes a second for `--secs` seconds, each a real API action (`PUT` of a
 //! group's `audioBitrate`: a durable write, and a `configChanged` event). Prints a markdown

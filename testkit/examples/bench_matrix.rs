@@ -1,4 +1,4 @@
-//! The matrix benchmark of issue 16 (run by `bench/matrix`, inside `scripts/netns-run`): a
+//! The matrix benchmark (run by `bench/matrix`, inside `scripts/netns-run`): a
 //! release build of partyline-bridged on the PipeWire test card (null sinks at a forced quantum
 //! of 256 frames at 48 kHz: the same timing in every run), a private Janus on `pl0`, a private
 //! bus, and a second bridged on a card of its own (`crew_in`/`crew_out`) as the crew member in
@@ -45,7 +45,7 @@ const MALLOC_ARENAS: (&str, &str) = ("MALLOC_ARENA_MAX", "2");
 const FRAME_MS: f64 = 20.0;
 /// The element table leaves out elements whose median is under this (ms): the RTP plumbing.
 const ELEMENT_LEAST_MS: f64 = 0.05;
-/// Goals of issue 16.
+/// The goals (BENCHMARKS.md, "The matrix", Targets).
 const LOCAL_GOAL_MS: f64 = 20.0;
 const OVER_FLOOR_GOAL_MS: f64 = 10.0;
 const ONE_GROUP_CPU_GOAL: f64 = 5.0;

@@ -1,4 +1,4 @@
-//! The whole-stack load benchmark and soak of issue 7 (run by `bench/stack`, inside
+//! The whole-stack load benchmark and soak (run by `bench/stack`, inside
 //! `scripts/netns-run`): release builds of partyline-control and partyline-bridged, a private
 //! PulseAudio card, Janus on `pl0`, a private bus, 8 bidirectional server audio users with a tone
 //! on every input. Prints a markdown section on stdout; exits non-zero when a run fails its goal.
