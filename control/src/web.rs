@@ -172,7 +172,7 @@ mod tests {
             Asset::new(&file).content_type
         };
         assert_eq!(type_of("/"), "text/html; charset=utf-8");
-        assert_eq!(type_of("/join/join.js"), "text/javascript; charset=utf-8");
+        assert_eq!(type_of("/join/main.js"), "text/javascript; charset=utf-8");
         assert_eq!(type_of("/vendor/qrcode.js"), "text/javascript; charset=utf-8");
         assert_eq!(type_of("/common/style.css"), "text/css; charset=utf-8");
         assert_eq!(type_of("/join/manifest.webmanifest"), "application/manifest+json");

@@ -34,7 +34,7 @@ export class KickedError extends Error {
 }
 
 /**
- * @param credentials the answer of POST /api/token, with `lines` (see join.js)
+ * @param credentials the answer of POST /api/token, with `lines` (see lines.js)
  * @param events {
  *   onConnected(),                 every line joined with media flowing
  *   onLost(reason),                after connecting: something broke, reconnect

@@ -6,57 +6,29 @@
 
 import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
-import { Control, Person, launchBrowser, report, trackedTests, waitFor } from './harness.mjs';
+import {
+  PHONE_VIEWPORT, Person, SHOTS, logIn, openAdmin, report, startWithBrowser, trackedTests, waitFor,
+} from './harness.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const SHOTS = join(ROOT, 'target', 'ui-screenshots');
 /** The UI refreshes every 3 s (start to start); one fetch on top of that is the grace. */
 const REFRESH_BOUND_MS = 3_000 + 500;
 /** A change pushed by the live event stream: the event, then one round of fetches. */
 const LIVE_BOUND_MS = 500;
-const DESKTOP = { width: 1280, height: 900 };
-const PHONE = { width: 360, height: 740 };
 
 describe('admin UI', { timeout: 120_000 }, () => {
   let control;
   let browser;
+  let stop;
   let page; // the admin's desktop page, logged in by the first test
-  const contexts = [];
   const people = [];
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   /** A new browser context on /admin (not logged in), page errors reported and collected. */
-  async function open(options = {}) {
-    const context = await browser.newContext({ viewport: DESKTOP, ...options });
-    contexts.push(context);
-    const p = await context.newPage();
-    p.setDefaultTimeout(10_000); // a missing element fails the test with its name, not a test timeout
-    p.errors = [];
-    p.on('pageerror', (error) => {
-      p.errors.push(error.message);
-      report(`admin page error: ${error.message}`);
-    });
-    p.on('console', (message) => {
-      if (message.type() === 'error') report(`admin console error: ${message.text()}`);
-    });
-    await p.goto(`${control.origin}/admin`);
-    return p;
-  }
-
-  async function login(p, token = control.adminToken) {
-    await p.locator('#token').fill(token);
-    await p.locator('#login').click();
-  }
-
-  async function loggedIn(options) {
-    const p = await open(options);
-    await login(p);
-    await p.locator('#app').waitFor({ state: 'visible' });
-    return p;
-  }
+  const open = (options) => openAdmin(browser, control.origin, options);
+  const login = (p, token = control.adminToken) => logIn(p, token);
+  const loggedIn = (options) => openAdmin(browser, control.origin, { token: control.adminToken, ...options });
 
   const yaml = () => readFile(join(control.dir, 'partyline.yaml'), 'utf8');
   /** The group names in the YAML on disk (`- name: X` lines of `groups:`). */
@@ -105,19 +77,15 @@ describe('admin UI', { timeout: 120_000 }, () => {
   const noOverflow = (p) => p.evaluate(() => ({ scrollWidth: document.scrollingElement.scrollWidth, innerWidth }));
 
   before(async () => {
-    const [c, b] = await Promise.allSettled([Control.start(['Stage Left', 'Backstage']), launchBrowser()]);
-    control = c.value;
-    browser = b.value;
-    for (const failed of [c, b]) if (failed.status === 'rejected') throw failed.reason;
+    ({ control, browser, stop } = await startWithBrowser(['Stage Left', 'Backstage']));
     await mkdir(SHOTS, { recursive: true });
   });
 
   after(async () => {
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    await reportLogsIfFailed(control);
     await Promise.all(people.map((p) => p.close()));
-    await Promise.all(contexts.map((c) => c.close().catch(() => {})));
-    await browser?.close();
-    await control?.stop();
+    // Closing the browser closes the admin pages' contexts too.
+    await stop?.();
   });
 
   check('login: a wrong token is refused, the right one opens the tabs; logout forgets it', async () => {
@@ -412,7 +380,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
     const [light, dark, phone] = await Promise.all([
       loggedIn({ colorScheme: 'light' }),
       loggedIn({ colorScheme: 'dark' }),
-      loggedIn({ viewport: PHONE, colorScheme: 'light' }),
+      loggedIn({ viewport: PHONE_VIEWPORT, colorScheme: 'light' }),
     ]);
 
     await light.locator('#groups-rows tr[data-key="foyer"]').waitFor();
@@ -450,7 +418,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
       await phone.screenshot({ path: join(SHOTS, tab === 'groups' ? 'admin-mobile.png' : `admin-mobile-${tab}.png`), fullPage: true });
     }
     // The login form too.
-    const out = await open({ viewport: PHONE, colorScheme: 'dark' });
+    const out = await open({ viewport: PHONE_VIEWPORT, colorScheme: 'dark' });
     const { scrollWidth, innerWidth } = await noOverflow(out);
     assert.ok(scrollWidth <= innerWidth);
     await out.screenshot({ path: join(SHOTS, 'admin-mobile-login-dark.png') });

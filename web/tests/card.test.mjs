@@ -4,23 +4,10 @@
 // PulseAudio whose null sinks are the card, headless Chromium; run by scripts/test-browser.
 
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import {
-  CARD_CHANNELS, Control, Person, launchBrowser, report, rmsDb, since, toneHz, trackedTests, waitFor, writeTone,
+  CARD_CHANNELS, HZ_TOLERANCE, Person, QUIET_DB, SOUND_DB, report, rmsDb, since, startWithTones, toneHz, trackedTests, waitFor,
 } from './harness.mjs';
-
-/**
- * A level this far above digital silence (-100) is sound: the page's microphone, a -12 dBFS sine
- * through Chromium's noise suppression and gain control, reaches the room near -35 dBFS.
- */
-const SOUND_DB = -50;
-/** Below this, nothing is heard (the meter's floor is -60). */
-const QUIET_DB = -60;
-/** A measured dominant frequency this close to the tone is that tone (the page's bins are 5.9 Hz). */
-const HZ_TOLERANCE = 15;
 
 describe('crew panel and the sound card', { timeout: 180_000 }, () => {
   const X = 'line-x';
@@ -32,11 +19,11 @@ describe('crew panel and the sound card', { timeout: 180_000 }, () => {
   const DESK = { name: 'Desk', group: X, inputChannel: 2, outputChannel: 5 };
   let control;
   let browser;
-  let dir;
+  let stop;
   let output;
   let cardTone;
   const people = [];
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   /** What Janus and bridged say of line X: for a failure's report. */
   const seen = async () => {
@@ -58,13 +45,9 @@ describe('crew panel and the sound card', { timeout: 180_000 }, () => {
   };
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'tones-'));
-    const started = await Promise.allSettled([
-      Control.start(['Line X', 'Line Y'], { card: true }),
-      writeTone(join(dir, `${MIC_HZ}.wav`), MIC_HZ).then((file) => launchBrowser({ audioFile: file })),
-    ]);
-    [control, browser] = started.map((s) => s.value);
-    for (const s of started) if (s.status === 'rejected') throw s.reason;
+    let browsers;
+    ({ control, browsers, stop } = await startWithTones(['Line X', 'Line Y'], { mic: MIC_HZ }, { card: true }));
+    browser = browsers.mic;
     // One recording of the card's output for the whole suite: a null sink read at low latency
     // from the start renders in small blocks (bridged/README.md, "The card side's first seconds").
     output = await control.card.record();
@@ -77,13 +60,12 @@ describe('crew panel and the sound card', { timeout: 180_000 }, () => {
   });
 
   after(async () => {
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(80)}`);
+    await reportLogsIfFailed(control, 80);
     await Promise.all(people.map((p) => p.close()));
-    await browser?.close();
+    // The card's recording and player before control, which stops the card.
     await output?.stop();
     await cardTone?.stop();
-    await control?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await stop?.();
   });
 
   check('the server audio user hears a browser that talks on its line, on its output channel only, and stops hearing it when the key is released', async () => {
@@ -161,7 +143,7 @@ describe('crew panel and the sound card', { timeout: 180_000 }, () => {
     await bea.waitState('connected');
     await bea.waitLine(X, 'talkers', DESK.name);
     const t0 = performance.now();
-    await waitFor(`Bea hearing ${X} above ${SOUND_DB} dBFS`, async () => (await bea.lineLevel(X)) > SOUND_DB, { timeout: 10_000, interval: 20 });
+    await bea.waitHearing(X, 10_000);
     const riseMs = since(t0);
     const [level, heard] = [await bea.levelRange({ line: X }, 1500), await bea.dominantHz(X)];
     report(`the card's input ${DESK.inputChannel} plays ${CARD_HZ} Hz: Bea hears it ${riseMs} ms after she connected, median ${level.median} dBFS, dominant ${heard?.hz} Hz (${heard?.db} dB)`);

@@ -15,24 +15,20 @@ import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdir, readFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe } from 'node:test';
-import { Person, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
+import { Person, SHOTS, SOUND_DB, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
 import { CALL_MS, PanelError, PartylineClient, certificateFingerprint, panelBase } from '../../integrations/companion/src/client.js';
 import {
   buttonNow, callFlashing, connected, feedbackValue, lineActive, listening, presetDefinitions, talkIs, variableDefinitions, variableValues,
 } from '../../integrations/companion/src/model.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const SHOTS = join(ROOT, 'target', 'ui-screenshots');
 const X = 'line-x';
 const Y = 'line-y';
 /** `crew.maxRemoteTalkSeconds` of this suite: short, so that a held talk must be kept on. */
 const MAX_REMOTE_TALK_S = 2;
-const SOUND_DB = -50;
 const PRESSES = 20;
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -113,7 +109,7 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
   let stop;
   const people = [];
   const clients = [];
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   const open = async (mic, name, path) => {
     const p = await Person.joined(browsers[mic], control.origin, name, path);
@@ -126,10 +122,6 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     c.start();
     return c;
   };
-  const tapDown = async (p, groupId) => {
-    await p.control(groupId, 'talk').hover();
-    await p.page.mouse.down();
-  };
 
   before(async () => {
     ({ control, browsers, dir, stop } = await startWithTones(['Line X', 'Line Y'], { a: 440, b: 660 },
@@ -137,7 +129,7 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
   });
 
   after(async () => {
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(80)}`);
+    await reportLogsIfFailed(control, 80);
     await Promise.all(clients.map((c) => c.stop()));
     await Promise.all(people.map((p) => p.close()));
     await stop?.();
@@ -260,17 +252,17 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     assert.ok(feedbackValue(c, 'connected', {}, true));
 
     // Ann's own talk key: held → momentary, tapped → latched, tapped again → off.
-    await tapDown(ann, X);
+    await ann.pressTalk(X);
     await until(c, 'Ann holding X', () => talkIs(c, X, 'momentary'));
     await ann.page.mouse.up();
     await until(c, 'Ann latched X', () => talkIs(c, X, 'latched'));
     assert.equal(variableValues(c).talk_line_x, 'latched');
-    await tapDown(ann, X);
+    await ann.pressTalk(X);
     await until(c, 'Ann let go of X', () => !talkIs(c, X));
     await ann.page.mouse.up();
 
     // Ben talks on X: Ann's line is active and names him; he lets go: inactive, nobody.
-    await tapDown(ben, X);
+    await ben.pressTalk(X);
     await until(c, 'X active with Ben', () => lineActive(c, X) && variableValues(c).talkers_line_x === 'Ben', 8000);
     assert.ok(!lineActive(c, Y), 'Y stays quiet');
     await ben.page.waitForTimeout(350); // a hold, not a tap
@@ -408,7 +400,7 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     await c.talk(X, 'toggle');
     await c.volume(X, 70);
     await c.listen(Y, 'off');
-    await tapDown(ben, X);
+    await ben.pressTalk(X);
     await until(c, 'Ben on X', () => variableValues(c).talkers_line_x.includes('Ben'), 8000);
     await c.call(Y);
     await until(c, 'Y called', () => c.calling(Y));

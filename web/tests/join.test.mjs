@@ -3,20 +3,16 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
-import { Control, Person, launchBrowser, report, since, trackedTests, waitFor } from './harness.mjs';
-
-/** A level this far above digital silence (-100) is sound; the fake microphone beeps near -20. */
-const SOUND_DB = -50;
-/** Below this, nothing is heard (the meter's floor is -60). */
-const QUIET_DB = -60;
+import { Person, QUIET_DB, SOUND_DB, report, since, startWithBrowser, trackedTests, waitFor } from './harness.mjs';
 
 describe('join page', { timeout: 120_000 }, () => {
   let control;
   let browser;
+  let stop;
   const people = [];
 
   // On a failure (or a timeout), the after hook prints the servers' logs.
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   const person = async (name) => {
     const p = await Person.open(browser, control.origin, name);
@@ -25,21 +21,13 @@ describe('join page', { timeout: 120_000 }, () => {
   };
 
   before(async () => {
-    const [c, b] = await Promise.allSettled([
-      Control.start(['Stage Left', 'Stage Right', 'Backstage', 'Foyer']),
-      launchBrowser(),
-    ]);
-    control = c.value;
-    browser = b.value;
-    // Whichever started is stopped by `after`.
-    for (const failed of [c, b]) if (failed.status === 'rejected') throw failed.reason;
+    ({ control, browser, stop } = await startWithBrowser(['Stage Left', 'Stage Right', 'Backstage', 'Foyer']));
   });
 
   after(async () => {
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    await reportLogsIfFailed(control);
     await Promise.all(people.map((p) => p.close()));
-    await browser?.close();
-    await control?.stop();
+    await stop?.();
   });
 
   check('a crew member joins and the admin sees them connected within 3 s', async () => {

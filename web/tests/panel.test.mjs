@@ -6,19 +6,13 @@
 // scripts/test-browser.
 
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
-import { Control, Person, launchBrowser, report, setLink, since, trackedTests, waitFor, writeTone } from './harness.mjs';
+import {
+  HZ_TOLERANCE, Person, QUIET_DB, SHOTS, SOUND_DB, report, setLink, since, startWithBrowser, startWithTones, trackedTests, waitFor,
+} from './harness.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const SHOTS = join(ROOT, 'target', 'ui-screenshots');
-/** A level this far above digital silence (-100) is sound; the fake microphone beeps near -20. */
-const SOUND_DB = -50;
-/** Below this, nothing is heard (the meter's floor is -60). */
-const QUIET_DB = -60;
 /** The talk light must show a talker this fast after the key goes down. */
 const TALKER_LIGHT_MS = 500;
 /** A press held this long is a hold, not a tap (the page's threshold is 300 ms). */
@@ -27,8 +21,9 @@ const HOLD_MS = 450;
 describe('crew panel', { timeout: 240_000 }, () => {
   let control;
   let browser;
+  let stop;
   const people = [];
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   const person = async (name, options) => {
     const p = await Person.open(browser, control.origin, name, options);
@@ -57,25 +52,16 @@ describe('crew panel', { timeout: 240_000 }, () => {
   };
   const mutedInRoom = async (probe, room, p) => (await inRoom(probe, room)).get(p.token.participantIdentity)?.muted;
 
-  const heard = async (p, groupId, ms = 1500) => p.levelRange({ line: groupId }, ms);
-
   before(async () => {
-    const [c, b] = await Promise.allSettled([
-      Control.start(['Stage Left', 'Stage Right', 'Backstage', 'Foyer']),
-      launchBrowser(),
-    ]);
-    control = c.value;
-    browser = b.value;
-    for (const failure of [c, b]) if (failure.status === 'rejected') throw failure.reason;
+    ({ control, browser, stop } = await startWithBrowser(['Stage Left', 'Stage Right', 'Backstage', 'Foyer']));
   });
 
   after(async () => {
     // The link is up again whatever a failed test left.
     await setLink(true).catch(() => {});
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    await reportLogsIfFailed(control);
     await Promise.all(people.map((p) => p.close()));
-    await browser?.close();
-    await control?.stop();
+    await stop?.();
   });
 
   check('holding the talk key: the others hear it and show the talker within 500 ms; released: silence, light off', async () => {
@@ -98,7 +84,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
       assert.equal((await alice.lineState(line)).active, 'false');
       await waitFor(`Bob hearing Alice above ${SOUND_DB} dBFS`, async () => (await bob.lineLevel(line)) > SOUND_DB, { timeout: 5000, interval: 20 });
       const riseMs = since(t0);
-      const [b, c] = await Promise.all([heard(bob, line), heard(cleo, line)]);
+      const [b, c] = await Promise.all([bob.heard(line), cleo.heard(line)]);
       report(`talker light: Alice in Bob's and Cleo's data-talkers ${lightMs} ms after her key went down (limit ${TALKER_LIGHT_MS}); Bob hears her after ${riseMs} ms, median ${b.median} dBFS, Cleo median ${c.median} dBFS`);
       assert.ok(lightMs <= TALKER_LIGHT_MS, `talker light after ${lightMs} ms`);
       assert.ok(b.median > SOUND_DB && c.median > SOUND_DB, `Bob ${b.median}, Cleo ${c.median} dBFS while Alice talks`);
@@ -122,7 +108,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
     assert.equal((await alice.lineState(line)).talk, 'off', 'a hold is not a latch');
     assert.equal(await key.getAttribute('aria-pressed'), 'false');
     await waitFor(`Bob's line back below ${QUIET_DB} dBFS`, async () => (await bob.lineLevel(line)) < QUIET_DB, { timeout: 6000 });
-    const quiet = await heard(bob, line, 1000);
+    const quiet = await bob.heard(line, 1000);
     report(`released: talker light off after ${offMs} ms, Bob below ${QUIET_DB} dBFS after ${since(t1)} ms, then max ${quiet.max} dBFS`);
     assert.ok(quiet.max < QUIET_DB, `Bob hears ${quiet.max} dBFS after Alice released`);
     assert.equal((await bob.lineState(line)).talkers, '');
@@ -147,7 +133,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
         await hears();
         await eli.waitLine(line, 'talkers', 'Dana');
         // Latched: it stays on with nothing held.
-        const held = await heard(eli, line, 1000);
+        const held = await eli.heard(line, 1000);
         assert.ok(held.median > SOUND_DB, `latched by ${how}: Eli hears median ${held.median} dBFS`);
         await tap();
         await dana.waitLine(line, 'talk', 'off');
@@ -193,18 +179,16 @@ describe('crew panel', { timeout: 240_000 }, () => {
   check('volume 0 and listen off silence the line for that listener only', async () => {
     const [fay, gus, hal] = await onLine('backstage', ['Fay', 'Gus', 'Hal']);
     const line = 'backstage';
-    await fay.control(line, 'talk').hover();
-    await fay.page.mouse.down();
-    await fay.page.mouse.up(); // latched
+    await fay.tapTalk(line); // latched
     await fay.waitLine(line, 'talk', 'latched');
     try {
       await waitFor('Gus hears Fay', async () => (await gus.lineLevel(line)) > SOUND_DB, { timeout: 5000, interval: 20 });
-      const full = await heard(gus, line, 1000);
+      const full = await gus.heard(line, 1000);
 
       // Volume 0: Gus's line is silent; Hal still hears.
       await gus.control(line, 'volume').fill('0');
       await waitFor(`Gus's line below ${QUIET_DB} dBFS at volume 0`, async () => (await gus.lineLevel(line)) < QUIET_DB, { timeout: 6000 });
-      const [zero, halMeanwhile] = await Promise.all([heard(gus, line, 1000), heard(hal, line, 1000)]);
+      const [zero, halMeanwhile] = await Promise.all([gus.heard(line, 1000), hal.heard(line, 1000)]);
       assert.ok(zero.max < QUIET_DB, `Gus at volume 0 hears ${zero.max} dBFS`);
       assert.ok(halMeanwhile.median > SOUND_DB, `Hal hears median ${halMeanwhile.median} dBFS meanwhile`);
       assert.equal((await gus.lineState(line)).active, 'true', 'the light still shows Fay talking');
@@ -212,7 +196,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
       // Volume 50: quieter than at 80, by the fader's law (square: 20·log10((50/80)²) ≈ -8 dB).
       await gus.control(line, 'volume').fill('50');
       await waitFor('Gus hears Fay again', async () => (await gus.lineLevel(line)) > SOUND_DB, { timeout: 5000, interval: 20 });
-      const half = await heard(gus, line, 1500);
+      const half = await gus.heard(line, 1500);
       report(`volume: 80 → median ${full.median} / max ${full.max} dBFS, 0 → max ${zero.max} dBFS (Hal meanwhile median ${halMeanwhile.median}), 50 → median ${half.median} / max ${half.max} dBFS`);
       // Compared at the beeps' peaks: the fake microphone's beeps and gaps move a median by
       // several dB from one window to the next, the peak level of a beep does not.
@@ -224,9 +208,9 @@ describe('crew panel', { timeout: 240_000 }, () => {
       await gus.waitLine(line, 'listen', 'off');
       assert.equal(await listen.getAttribute('aria-pressed'), 'false');
       await waitFor(`Gus's line below ${QUIET_DB} dBFS with listen off`, async () => (await gus.lineLevel(line)) < QUIET_DB, { timeout: 6000 });
-      const off = await heard(gus, line, 1000);
+      const off = await gus.heard(line, 1000);
       assert.ok(off.max < QUIET_DB, `Gus with listen off hears ${off.max} dBFS`);
-      assert.ok((await heard(hal, line, 500)).median > SOUND_DB, 'Hal still hears');
+      assert.ok((await hal.heard(line, 500)).median > SOUND_DB, 'Hal still hears');
       await listen.click();
       await gus.waitLine(line, 'listen', 'on');
       await waitFor('Gus hears Fay with listen on', async () => (await gus.lineLevel(line)) > SOUND_DB, { timeout: 5000, interval: 20 });
@@ -247,14 +231,11 @@ describe('crew panel', { timeout: 240_000 }, () => {
   const networkLoss = async (line, [a, b], downMs) => {
     const [ivy, jon] = await onLine(line, [a, b]);
     // Ivy latches her key; Jon sets his volume and holds his key.
-    await ivy.control(line, 'talk').hover();
-    await ivy.page.mouse.down();
-    await ivy.page.mouse.up();
+    await ivy.tapTalk(line);
     await ivy.waitLine(line, 'talk', 'latched');
     await jon.control(line, 'volume').fill('60');
     await waitFor('Jon hears Ivy', async () => (await jon.lineLevel(line)) > SOUND_DB, { timeout: 5000, interval: 20 });
-    await jon.control(line, 'talk').hover();
-    await jon.page.mouse.down();
+    await jon.pressTalk(line);
     await jon.waitLine(line, 'talk', 'momentary');
     const identities = [ivy.token.participantIdentity, jon.token.participantIdentity];
     const keys = [ivy.token.panelKey, jon.token.panelKey];
@@ -291,7 +272,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
     assert.equal((await ivy.lineState(line)).talk, 'latched', 'latch kept over the loss');
     assert.equal((await jon.lineState(line)).talk, 'off', 'the released key stayed off at mouse up');
     assert.equal(await jon.control(line, 'volume').inputValue(), '60', 'volume kept');
-    const again = await heard(jon, line, 1500);
+    const again = await jon.heard(line, 1500);
     assert.ok(again.median > SOUND_DB, `Jon hears Ivy at median ${again.median} dBFS after the loss`);
     const probe = await control.janus.probe();
     try {
@@ -320,8 +301,7 @@ describe('crew panel', { timeout: 240_000 }, () => {
     for (const scheme of ['light', 'dark']) {
       const [kim, lou] = await onLine('stage-left', [`Kim-${scheme}`, `Lou-${scheme}`], { colorScheme: scheme });
       for (const p of [kim, lou]) await p.page.setViewportSize({ width: 360, height: 740 });
-      await lou.control('stage-left', 'talk').hover();
-      await lou.page.mouse.down();
+      await lou.pressTalk('stage-left');
       await kim.waitLine('stage-left', 'active', 'true');
       await waitFor('Kim hearing Lou', async () => (await kim.lineLevel('stage-left')) > SOUND_DB, { timeout: 5000, interval: 20 });
       await kim.page.screenshot({ path: join(SHOTS, `panel-360-${scheme}-listening.png`), fullPage: true });
@@ -355,15 +335,13 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
   const Y = 'line-y';
   /** Each browser's fake microphone: a steady sine at its own frequency. */
   const TONES = { a: 440, b: 660, c: 880 };
-  /** A measured dominant frequency this close to the tone is that tone (bins are 5.9 Hz). */
-  const HZ_TOLERANCE = 15;
   let control;
-  let dir;
+  let browsers;
+  let stop;
   let twoLines;
   let talkY;
-  const browsers = {};
   const people = [];
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   /** Opens `name` in browser `mic` (a, b or c) and joins `groupId`, or a preset `path`. */
   const open = async (mic, name, { groupId, path } = {}) => {
@@ -393,28 +371,17 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     }
   };
 
-  const heard = (p, groupId, ms = 1500) => p.levelRange({ line: groupId }, ms);
-  const hears = (p, groupId, timeout = 5000) => waitFor(`${p.name} hearing ${groupId} above ${SOUND_DB} dBFS`,
-    async () => (await p.lineLevel(groupId)) > SOUND_DB, { timeout, interval: 20 });
   /** Median above SOUND_DB on `groupId` with the dominant frequency `hz`. */
   const hearsTone = async (p, groupId, hz, what) => {
-    await hears(p, groupId);
-    const [level, tone] = await Promise.all([heard(p, groupId), p.dominantHz(groupId)]);
+    await p.waitHearing(groupId);
+    const [level, tone] = await Promise.all([p.heard(groupId), p.dominantHz(groupId)]);
     report(`${what}: ${p.name}'s ${groupId} median ${level.median} dBFS, dominant ${tone?.hz} Hz (${tone?.db} dB, AudioContext ${tone?.state}; sent ${hz} Hz)`);
     assert.ok(level.median > SOUND_DB, `${p.name} hears ${groupId} at median ${level.median} dBFS`);
     assert.ok(Math.abs(tone.hz - hz) <= HZ_TOLERANCE, `${p.name}'s ${groupId} carries ${tone.hz} Hz, not ${hz} Hz`);
   };
-  /** `groupId` stays below QUIET_DB for `ms` on `p`'s panel. */
-  const silent = async (p, groupId, what, ms = 1500) => {
-    const level = await heard(p, groupId, ms);
-    assert.ok(level.max < QUIET_DB, `${what}: ${p.name}'s ${groupId} at ${level.max} dBFS`);
-    return level.max;
-  };
-
   /** Presses `p`'s talk key on `groupId` and keeps it held; returns the release. */
   const hold = async (p, groupId) => {
-    await p.control(groupId, 'talk').hover();
-    await p.page.mouse.down();
+    await p.pressTalk(groupId);
     await p.waitLine(groupId, 'talk', 'momentary');
     return async () => {
       await p.page.waitForTimeout(HOLD_MS);
@@ -423,9 +390,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     };
   };
   const latch = async (p, groupId) => {
-    await p.control(groupId, 'talk').hover();
-    await p.page.mouse.down();
-    await p.page.mouse.up();
+    await p.tapTalk(groupId);
     await p.waitLine(groupId, 'talk', 'latched');
   };
 
@@ -440,15 +405,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
   };
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'tones-'));
-    const started = await Promise.allSettled([
-      Control.start(['Line X', 'Line Y']),
-      ...Object.entries(TONES).map(async ([mic, hz]) => {
-        browsers[mic] = await launchBrowser({ audioFile: await writeTone(join(dir, `${hz}.wav`), hz) });
-      }),
-    ]);
-    control = started[0].value;
-    for (const s of started) if (s.status === 'rejected') throw s.reason;
+    ({ control, browsers, stop } = await startWithTones(['Line X', 'Line Y'], TONES));
     // Bea's panel: listens to X and Y, talks on X (Y listen-only). Dee's: listens to X only,
     // talks on Y only (X listen-only, Y talk-only). Made as an admin makes them.
     twoLines = await position('Two Lines', [X, Y], [X]);
@@ -457,11 +414,9 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
 
   after(async () => {
     await setLink(true).catch(() => {});
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(80)}`);
+    await reportLogsIfFailed(control, 80);
     await Promise.all(people.map((p) => p.close()));
-    await Promise.all(Object.values(browsers).map((b) => b.close()));
-    await control?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await stop?.();
   });
 
   check('three people on two lines: each line carries its own talkers (level and frequency), B listens to X and Y, talks on X only', async () => {
@@ -487,7 +442,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     assert.deepEqual(bea.lines.map((l) => [l.groupId, l.joined]), [[X, true], [Y, true]]);
 
     // Nobody talks: silence everywhere.
-    for (const [p, line] of [[a, X], [b, X], [b, Y], [c, Y]]) await silent(p, line, 'nobody talks', 500);
+    for (const [p, line] of [[a, X], [b, X], [b, Y], [c, Y]]) await p.assertSilent(line, 'nobody talks', 500);
 
     // Ann holds talk on X: Bea sees and hears her on X (440 Hz), not on Y; Cal hears nothing.
     await a.control(X, 'talk').hover();
@@ -500,8 +455,8 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
       assert.ok(lightMs <= TALKER_LIGHT_MS, `talker light after ${lightMs} ms`);
       await hearsTone(b, X, TONES.a, 'Ann talks on X');
       assert.equal((await b.lineState(Y)).active, 'false');
-      const by = await silent(b, Y, 'Ann talks on X');
-      const cy = await silent(c, Y, 'Ann talks on X');
+      const by = await b.assertSilent(Y, 'Ann talks on X');
+      const cy = await c.assertSilent(Y, 'Ann talks on X');
       report(`Ann talks on X: Bea's Y max ${by} dBFS, Cal's Y max ${cy} dBFS`);
     } finally {
       await a.page.mouse.up();
@@ -513,7 +468,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     try {
       await a.waitLine(X, 'talkers', 'Bea');
       await hearsTone(a, X, TONES.b, 'Bea talks on X');
-      report(`Bea talks on X: Cal's Y max ${await silent(c, Y, 'Bea talks on X')} dBFS`);
+      report(`Bea talks on X: Cal's Y max ${await c.assertSilent(Y, 'Bea talks on X')} dBFS`);
     } finally {
       await release();
     }
@@ -525,7 +480,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
       await b.waitLine(Y, 'talkers', 'Cal');
       assert.equal((await b.lineState(X)).active, 'false');
       await hearsTone(b, Y, TONES.c, 'Cal talks on Y');
-      const [bx2, ax] = await Promise.all([silent(b, X, 'Cal talks on Y'), silent(a, X, 'Cal talks on Y')]);
+      const [bx2, ax] = await Promise.all([b.assertSilent(X, 'Cal talks on Y'), a.assertSilent(X, 'Cal talks on Y')]);
       report(`Cal talks on Y: Bea's X max ${bx2} dBFS, Ann's X max ${ax} dBFS`);
     } finally {
       await release();
@@ -602,7 +557,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
       await c.waitLine(Y, 'talkers', 'Dee');
       await hearsTone(c, Y, TONES.a, 'Dee talks on her talk-only Y');
       assert.equal(await d.lineLevel(Y), null, 'the talk-only line has no stream from its room (offered sendonly)');
-      report(`Dee's own Y (talk-only): no stream; Eva's X max ${await silent(a, X, 'Dee talks on Y')} dBFS`);
+      report(`Dee's own Y (talk-only): no stream; Eva's X max ${await a.assertSilent(X, 'Dee talks on Y')} dBFS`);
     } finally {
       await d.control(Y, 'talk').click();
     }
@@ -617,7 +572,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     await ready([a, b, c], [[a, { [X]: ['Hana'] }], [b, { [X]: ['Gil'], [Y]: ['Ike'] }], [c, { [Y]: ['Hana'] }]]);
     await latch(a, X);
     await latch(c, Y);
-    await Promise.all([hears(b, X), hears(b, Y)]);
+    await Promise.all([b.waitHearing(X), b.waitHearing(Y)]);
     const identity = b.token.participantIdentity;
 
     const t0 = performance.now();
@@ -657,7 +612,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     }
     const tUp = performance.now();
     await waitFor('Hana rejoined with a new token', async () => b.token.participantIdentity !== identity && (await b.state()) === 'connected', { timeout: 30_000 });
-    await hears(b, X, 30_000);
+    await b.waitHearing(X, 30_000);
     report(`after a 15 s loss Hana rejoined (${since(tUp)} ms after link up to audio on X) with lines ${JSON.stringify(b.token.lines.map((l) => l.groupId))}; Y's card: data-ended=${(await b.lineState(Y)).ended}`);
     assert.deepEqual(b.token.lines.map((l) => l.groupId), [X], 'the rejoin does not ask for the line taken away');
     assert.equal((await b.lineState(Y)).ended, 'removed');
@@ -677,7 +632,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     await latch(c, Y);
     await latch(b, X);
     await b.control(Y, 'volume').fill('60');
-    await Promise.all([hears(b, X), hears(b, Y), hears(a, X)]);
+    await Promise.all([b.waitHearing(X), b.waitHearing(Y), a.waitHearing(X)]);
 
     const tDown = performance.now();
     await setLink(false);
@@ -696,7 +651,7 @@ describe('crew panel, several lines per session', { timeout: 420_000 }, () => {
     const connectedMs = since(tUp);
     const times = {};
     await Promise.all([[b, X], [b, Y], [a, X]].map(async ([p, line]) => {
-      await hears(p, line, 30_000);
+      await p.waitHearing(line, 30_000);
       times[`${p.name} ${line}`] = since(tUp);
     }));
     report(`two lines, network back after ${downFor} ms down: panels connected ${connectedMs} ms after link up; audio after link up: ${Object.entries(times).map(([k, v]) => `${k} ${v} ms`).join(', ')}`);

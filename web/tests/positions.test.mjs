@@ -1,5 +1,5 @@
 // Positions, join links and the users' lines in the admin UI (/admin), in a real browser against
-// the real partyline-control and a real Janus (harness.mjs, unchanged):
+// the real partyline-control and a real Janus (harness.mjs):
 //
 // - the Positions tab: create, edit the lines, delete, each checked in the YAML on disk; the
 //   API's 400 (no line) and 409 (name taken) next to the form, word for word; a group renamed
@@ -19,50 +19,27 @@
 
 import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import jsQR from 'jsqr';
-import { Control, Person, launchBrowser, report, trackedTests, waitFor } from './harness.mjs';
+import { PHONE_VIEWPORT, Person, SHOTS, openAdmin, report, startWithBrowser, trackedTests, waitFor } from './harness.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const SHOTS = join(ROOT, 'target', 'ui-screenshots');
 /** The UI refreshes every 3 s (start to start); one fetch on top of that is the grace. */
 const REFRESH_BOUND_MS = 3_000 + 500;
-const DESKTOP = { width: 1280, height: 900 };
-const PHONE = { width: 360, height: 740 };
 const POSITION_PIN = '482913';
 const GROUP_PIN = '135791';
 
 describe('admin UI: positions, join links, users\' lines', { timeout: 180_000 }, () => {
   let control;
   let browser;
+  let stop;
   let page; // the admin's desktop page, logged in
   let sam; // a panel joined through the position's link
-  const contexts = [];
   const people = [];
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   /** A logged-in admin page in a new browser context. */
-  async function adminPage(options = {}) {
-    const context = await browser.newContext({ viewport: DESKTOP, ...options });
-    contexts.push(context);
-    const p = await context.newPage();
-    p.setDefaultTimeout(10_000);
-    p.errors = [];
-    p.on('pageerror', (error) => {
-      p.errors.push(error.message);
-      report(`admin page error: ${error.message}`);
-    });
-    p.on('console', (message) => {
-      if (message.type() === 'error') report(`admin console error: ${message.text()}`);
-    });
-    await p.goto(`${control.origin}/admin`);
-    await p.locator('#token').fill(control.adminToken);
-    await p.locator('#login').click();
-    await p.locator('#app').waitFor({ state: 'visible' });
-    return p;
-  }
+  const adminPage = (options) => openAdmin(browser, control.origin, { token: control.adminToken, ...options });
 
   const yaml = () => readFile(join(control.dir, 'partyline.yaml'), 'utf8');
 
@@ -115,7 +92,6 @@ describe('admin UI: positions, join links, users\' lines', { timeout: 180_000 },
   async function decodeQr(locator) {
     const png = await locator.screenshot();
     const context = await browser.newContext();
-    contexts.push(context);
     const blank = await context.newPage();
     const image = await blank.evaluate(async (base64) => {
       const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
@@ -179,20 +155,16 @@ describe('admin UI: positions, join links, users\' lines', { timeout: 180_000 },
   }
 
   before(async () => {
-    const [c, b] = await Promise.allSettled([Control.start(['Stage Left', 'Backstage', 'FOH']), launchBrowser()]);
-    control = c.value;
-    browser = b.value;
-    for (const failedStart of [c, b]) if (failedStart.status === 'rejected') throw failedStart.reason;
+    ({ control, browser, stop } = await startWithBrowser(['Stage Left', 'Backstage', 'FOH']));
     await mkdir(SHOTS, { recursive: true });
     page = await adminPage();
   });
 
   after(async () => {
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(60)}`);
+    await reportLogsIfFailed(control);
     await Promise.all(people.map((p) => p.close()));
-    await Promise.all(contexts.map((c) => c.close().catch(() => {})));
-    await browser?.close();
-    await control?.stop();
+    // Closing the browser closes the admin pages' contexts too.
+    await stop?.();
   });
 
   check('positions: create, edit the lines, 400 and 409 next to the form, delete; each in the YAML on disk', async () => {
@@ -467,7 +439,7 @@ describe('admin UI: positions, join links, users\' lines', { timeout: 180_000 },
     await page.screenshot({ path: join(SHOTS, 'admin-positions.png'), fullPage: true });
 
     for (const colorScheme of ['light', 'dark']) {
-      const phone = await adminPage({ viewport: PHONE, colorScheme });
+      const phone = await adminPage({ viewport: PHONE_VIEWPORT, colorScheme });
       for (const tab of ['positions', 'users']) {
         await phone.locator(`#tab-${tab}`).click();
         await phone.locator(tab === 'positions' ? '#join-links article' : '#users-rows li.u-line').first().waitFor();

@@ -6,14 +6,9 @@
 // Chromium with steady-tone fake microphones; run by scripts/test-browser.
 
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
-import { Control, Person, launchBrowser, report, since, trackedTests, waitFor, writeTone } from './harness.mjs';
+import { Person, SOUND_DB, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
 
-const SOUND_DB = -50;
-const QUIET_DB = -60;
 const X = 'line-x';
 const Y = 'line-y';
 /** `crew.maxRemoteTalkSeconds` of this suite: short, so that the release is seen in a test. */
@@ -21,16 +16,14 @@ const MAX_REMOTE_TALK_S = 2;
 
 describe('remote control of a panel, and the admin on lines', { timeout: 300_000 }, () => {
   let control;
-  let dir;
-  const browsers = {};
+  let browsers;
+  let stop;
   const people = [];
-  const { check, failed } = trackedTests();
+  const { check, reportLogsIfFailed } = trackedTests();
 
   const open = async (mic, name, path) => {
-    const p = await Person.open(browsers[mic], control.origin, name, { path });
+    const p = await Person.joined(browsers[mic], control.origin, name, path);
     people.push(p);
-    await p.joinPreset();
-    await p.waitState('connected');
     return p;
   };
 
@@ -46,20 +39,6 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
   };
   const press = (key, group, action, body) => surface('POST', `${key}/lines/${group}/${action}`, body);
 
-  const heard = (p, groupId, ms = 1500) => p.levelRange({ line: groupId }, ms);
-  const hears = (p, groupId, timeout = 5000) => waitFor(`${p.name} hearing ${groupId} above ${SOUND_DB} dBFS`,
-    async () => (await p.lineLevel(groupId)) > SOUND_DB, { timeout, interval: 20 });
-  const quiet = (p, groupId, timeout = 5000) => waitFor(`${p.name}'s ${groupId} below ${QUIET_DB} dBFS`,
-    async () => (await p.lineLevel(groupId)) < QUIET_DB, { timeout, interval: 20 });
-  const silent = async (p, groupId, what, ms = 1500) => {
-    const level = await heard(p, groupId, ms);
-    assert.ok(level.max < QUIET_DB, `${what}: ${p.name}'s ${groupId} at ${level.max} dBFS`);
-  };
-  const latch = async (p, groupId) => {
-    await p.control(groupId, 'talk').hover();
-    await p.page.mouse.down();
-    await p.page.mouse.up();
-  };
   /** Every log line control wrote: its stderr and its log ring. */
   const allLogs = async () => {
     const { body } = await control.admin('GET', '/logs?limit=1000&level=trace');
@@ -67,23 +46,14 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
   };
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'tones-'));
-    const started = await Promise.allSettled([
-      Control.start(['Line X', 'Line Y'], { config: ['crew:', `  maxRemoteTalkSeconds: ${MAX_REMOTE_TALK_S}`] }),
-      ...[['a', 440], ['b', 660]].map(async ([mic, hz]) => {
-        browsers[mic] = await launchBrowser({ audioFile: await writeTone(join(dir, `${hz}.wav`), hz) });
-      }),
-    ]);
-    control = started[0].value;
-    for (const s of started) if (s.status === 'rejected') throw s.reason;
+    ({ control, browsers, stop } = await startWithTones(['Line X', 'Line Y'], { a: 440, b: 660 },
+      { config: ['crew:', `  maxRemoteTalkSeconds: ${MAX_REMOTE_TALK_S}`] }));
   });
 
   after(async () => {
-    if (control && failed()) report(`a test failed; the servers' last log lines:\n${await control.logTail(80)}`);
+    await reportLogsIfFailed(control, 80);
     await Promise.all(people.map((p) => p.close()));
-    await Promise.all(Object.values(browsers).map((b) => b.close()));
-    await control?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await stop?.();
   });
 
   check('a surface talks through the panel key: another browser hears it, off stops it; listen, volume, toggle, events', async () => {
@@ -106,7 +76,7 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     assert.equal(panel.body.username, 'Ann');
     await waitFor('Ann online for her surface', async () => (await surface('GET', key)).body.online);
     assert.deepEqual(panel.body.lines.map((l) => [l.groupId, l.name, l.canTalk, l.talk, l.volume]), [[X, 'Line X', true, 'off', 80]]);
-    await silent(ben, X, 'nobody talks');
+    await ben.assertSilent(X, 'nobody talks');
 
     // A surface following the panel.
     const events = await follow(`${control.origin}/api/panel/${key}/events`);
@@ -120,10 +90,10 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
       assert.equal(on.status, 200, JSON.stringify(on.body));
       assert.equal(on.body.talk, 'remote');
       assert.equal((await ann.lineState(X)).talk, 'remote', 'applied on the panel as if pressed');
-      await hears(ben, X);
+      await ben.waitHearing(X);
       const heardMs = since(t0);
       await ben.waitLine(X, 'talkers', 'Ann');
-      const level = await heard(ben, X);
+      const level = await ben.heard(X);
       report(`remote talk on: answered (panel applied) after ${answerMs} ms, Ben hears Ann after ${heardMs} ms, median ${level.median} dBFS`);
       assert.ok(level.median > SOUND_DB, `Ben hears ${level.median} dBFS`);
       const seen = await events.next((e) => e.event === 'state' && e.data.lines[0].talk === 'remote');
@@ -133,8 +103,8 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
       assert.equal(off.status, 200);
       assert.equal(off.body.talk, 'off');
       assert.equal((await ann.lineState(X)).talk, 'off');
-      await quiet(ben, X);
-      await silent(ben, X, 'after the remote off');
+      await ben.waitQuiet(X);
+      await ben.assertSilent(X, 'after the remote off');
       await events.next((e) => e.event === 'state' && e.data.lines[0].talk === 'off');
     } finally {
       events.close();
@@ -145,7 +115,7 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     await ann.waitLine(X, 'talk', 'latched');
     await ann.page.waitForTimeout(MAX_REMOTE_TALK_S * 1000 + 1000);
     assert.equal((await ann.lineState(X)).talk, 'latched', 'a latch is not released by the silence');
-    await hears(ben, X);
+    await ben.waitHearing(X);
     assert.equal((await press(key, X, 'talk', { state: 'on' })).body.talk, 'latched', 'on leaves a latch as it is');
     assert.equal((await press(key, X, 'talk', { state: 'toggle' })).body.talk, 'off');
 
@@ -178,7 +148,7 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
 
     // A surface that keeps talking (any request with the key) keeps the talk on.
     assert.equal((await press(key, X, 'talk', { state: 'on' })).body.talk, 'remote');
-    await hears(ben, X);
+    await ben.waitHearing(X);
     const end = performance.now() + MAX_REMOTE_TALK_S * 1000 * 2;
     let last;
     while (performance.now() < end) {
@@ -192,13 +162,13 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     const releasedMs = since(last);
     assert.equal((await ann.lineState(X)).talk, 'off');
     assert.match(await ann.line(X).locator('.line-released').textContent(), /remote control went silent/);
-    await quiet(ben, X);
-    await silent(ben, X, 'after the release');
+    await ben.waitQuiet(X);
+    await ben.assertSilent(X, 'after the release');
     report(`silent surface: talk released ${releasedMs} ms after its last request (crew.maxRemoteTalkSeconds ${MAX_REMOTE_TALK_S}), Ben quiet ${since(t0)} ms after`);
     assert.ok(releasedMs >= MAX_REMOTE_TALK_S * 1000 - 500, `released after ${releasedMs} ms`);
     assert.match(await allLogs(), /remote talk released: the control surface went silent/);
     // Pressing the key again clears the note.
-    await latch(ann, X);
+    await ann.tapTalk(X);
     await ann.waitLine(X, 'talk', 'latched');
     assert.equal((await ann.lineState(X)).released, undefined);
     await Promise.all([ann.close(), ben.close()]);
@@ -239,19 +209,19 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     const cat = await open('a', 'Cat', both); // 440 Hz
     const dan = await open('b', 'Dan', both); // 660 Hz, listening
     for (const line of [X, Y]) await waitFor(`Dan receiving ${line}`, async () => (await dan.lineLevel(line)) !== null);
-    await latch(cat, X);
-    await latch(cat, Y);
-    await Promise.all([hears(dan, X), hears(dan, Y)]);
+    await cat.tapTalk(X);
+    await cat.tapTalk(Y);
+    await Promise.all([dan.waitHearing(X), dan.waitHearing(Y)]);
     const identity = cat.token.participantIdentity;
 
     const t0 = performance.now();
     const muted = await control.admin('POST', `/users/${identity}/lines/${X}/mute`);
     assert.equal(muted.status, 200, JSON.stringify(muted.body));
     assert.deepEqual(muted.body.user.lines.map((l) => [l.groupId, l.mutedByAdmin]), [[X, true], [Y, false]]);
-    await quiet(dan, X);
+    await dan.waitQuiet(X);
     const quietMs = since(t0);
-    await silent(dan, X, 'Cat muted by the admin on X');
-    const onY = await heard(dan, Y);
+    await dan.assertSilent(X, 'Cat muted by the admin on X');
+    const onY = await dan.heard(Y);
     report(`admin mute: Dan's X quiet ${quietMs} ms after the request; Y still at median ${onY.median} dBFS`);
     assert.ok(onY.median > SOUND_DB, `Dan's Y at ${onY.median} dBFS: only X is muted`);
     const catX = await cat.lineState(X);
@@ -260,30 +230,30 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     assert.equal((await cat.lineState(Y)).talk, 'latched', 'Y goes on');
 
     // Her own attempts are refused: on the panel, and through her remote control.
-    await latch(cat, X);
+    await cat.tapTalk(X);
     await cat.waitLine(X, 'talkRefused', 'muted');
     assert.equal((await cat.lineState(X)).talk, 'off');
     const remote = await press(cat.token.panelKey, X, 'talk', { state: 'on' });
     assert.deepEqual([remote.status, remote.body.code], [409, 'muted_by_admin']);
-    await silent(dan, X, 'Cat trying to talk while muted');
+    await dan.assertSilent(X, 'Cat trying to talk while muted');
     assert.match(await allLogs(), /user muted on a line/);
 
     // Released: her key works again.
     const released = await control.admin('POST', `/users/${identity}/lines/${X}/unmute`);
     assert.equal(released.status, 200, JSON.stringify(released.body));
     await waitFor('Cat released', async () => (await cat.lineState(X)).admin === undefined);
-    await latch(cat, X);
+    await cat.tapTalk(X);
     await cat.waitLine(X, 'talk', 'latched');
-    await hears(dan, X);
+    await dan.waitHearing(X);
     assert.equal((await control.admin('POST', `/users/${identity}/lines/nowhere/mute`)).status, 404);
     assert.equal((await control.admin('POST', `/users/nobody-1/lines/${X}/mute`)).status, 404);
 
     // A whole line: nobody on Y is heard; every panel on it shows it.
     const lineMuted = await control.admin('POST', `/groups/${Y}/mute`);
     assert.equal(lineMuted.status, 200, JSON.stringify(lineMuted.body));
-    await quiet(dan, Y);
-    await silent(dan, Y, 'line Y muted');
-    assert.ok((await heard(dan, X)).median > SOUND_DB, 'X goes on');
+    await dan.waitQuiet(Y);
+    await dan.assertSilent(Y, 'line Y muted');
+    assert.ok((await dan.heard(X)).median > SOUND_DB, 'X goes on');
     await cat.waitLine(Y, 'admin', 'line-muted');
     await dan.waitLine(Y, 'admin', 'line-muted');
     assert.equal((await control.admin('GET', '/groups')).body.groups.find((g) => g.id === Y).muted, true);
@@ -291,16 +261,16 @@ describe('remote control of a panel, and the admin on lines', { timeout: 300_000
     assert.equal((await control.admin('POST', `/groups/${Y}/unmute`)).status, 200);
     await waitFor('Y released on both panels', async () =>
       (await cat.lineState(Y)).admin === undefined && (await dan.lineState(Y)).admin === undefined);
-    await latch(cat, Y);
+    await cat.tapTalk(Y);
     await cat.waitLine(Y, 'talk', 'latched');
-    await hears(dan, Y);
+    await dan.waitHearing(Y);
 
     // A talk forced off: muted in the room at once, the panel lets the key go and says why.
     const forced = await control.admin('POST', `/users/${identity}/lines/${Y}/talk-off`);
     assert.equal(forced.status, 200, JSON.stringify(forced.body));
     assert.equal(forced.body.panelApplied, true);
     assert.deepEqual(await cat.lineState(Y).then((s) => [s.talk, s.released]), ['off', 'admin']);
-    await quiet(dan, Y);
+    await dan.waitQuiet(Y);
     assert.equal((await cat.lineState(X)).talk, 'latched', 'X goes on');
     assert.match(await allLogs(), /talk forced off/);
     assert.deepEqual([...cat.errors, ...dan.errors], []);

@@ -8,8 +8,8 @@ use crate::support::{Control, http};
 
 /// What each file must be served as, and a piece of its content that proves it is the right one.
 const FILES: &[(&str, &str, &str)] = &[
-    ("/", "text/html; charset=utf-8", r#"<script type="module" src="/join/join.js">"#),
-    ("/join/join.js", "text/javascript; charset=utf-8", "from '/join/connection.js'"),
+    ("/", "text/html; charset=utf-8", r#"<script type="module" src="/join/main.js">"#),
+    ("/join/main.js", "text/javascript; charset=utf-8", "from '/join/lifecycle.js'"),
     ("/join/connection.js", "text/javascript; charset=utf-8", "from '/vendor/janus.js'"),
     ("/join/manifest.webmanifest", "application/manifest+json", "\"display\": \"standalone\""),
     ("/common/style.css", "text/css; charset=utf-8", "prefers-color-scheme: dark"),
