@@ -9,6 +9,8 @@ extern crate gstreamer_webrtc as gst_webrtc;
 mod bridge;
 mod card;
 mod encoders;
+mod jitter;
+mod levels;
 mod logbus;
 mod mix;
 mod pads;

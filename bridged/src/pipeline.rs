@@ -40,7 +40,9 @@ use partyline_shared::sync::lock;
 
 use crate::card::{Api, Card, Endpoint, alsa_order};
 use crate::encoders::{EncoderInput, Encoders, Frame};
-use crate::mix::{CHANNELS, Glitches, Jitter, JitterShape, Limiter, Meter, Routing, VoiceActivity};
+use crate::jitter::{Glitches, Jitter, QueueShape};
+use crate::levels::{Meter, VoiceActivity};
+use crate::mix::{CHANNELS, Limiter, Routing};
 use crate::pipewire_card::{Capture, PipeWireCard, Playback};
 use crate::realtime;
 use crate::state::Shared;
@@ -51,6 +53,8 @@ use crate::tick::{Aligner, Shift, Step, TickPhase};
 /// PipeWire the period is the graph's quantum that holds `latency-time` ([`period_frames`]).
 const CAPTURE_BUFFER_US: i64 = 10_000;
 const CAPTURE_PERIOD_US: i64 = 5_000;
+/// Card blocks in a second: the window over which the queues trim.
+const BLOCKS_PER_SECOND: usize = 1_000_000 / CAPTURE_PERIOD_US as usize;
 /// Playback buffering of pulsesink/alsasink (µs): what the playback may queue, the card → card
 /// latency's main part (PipeWire's playback takes a block per cycle: `pipewire_card.rs`).
 const PLAYBACK_BUFFER_US: i64 = 20_000;
@@ -151,28 +155,6 @@ struct Sending {
     to_drop: usize,
 }
 
-/// A [`JitterShape`] in milliseconds.
-#[derive(Debug, Clone, Copy)]
-struct QueueShape {
-    start_ms: usize,
-    margin_ms: usize,
-    limit_ms: usize,
-}
-
-impl QueueShape {
-    /// In samples of `channels` channels at `rate`, the window a second of card blocks.
-    fn jitter(self, rate: u32, channels: usize) -> Jitter {
-        let samples = |ms: usize| rate as usize * ms / 1000 * channels;
-        let blocks_per_second = 1_000_000 / CAPTURE_PERIOD_US as usize;
-        Jitter::new(JitterShape {
-            start: samples(self.start_ms),
-            margin: samples(self.margin_ms),
-            limit: samples(self.limit_ms),
-            window: blocks_per_second,
-        })
-    }
-}
-
 impl Feed {
     pub fn new(room: &str, rate: u32, transport: Transport) -> Feed {
         let remote = match transport {
@@ -181,7 +163,7 @@ impl Feed {
         };
         Feed {
             room: room.to_owned(),
-            remote: Mutex::new(remote.jitter(rate, 1)),
+            remote: Mutex::new(remote.jitter(rate, 1, BLOCKS_PER_SECOND)),
             tick: TickPhase::default(),
             sending: Mutex::new(Sending::default()),
             rate,
@@ -301,7 +283,7 @@ impl Base {
 
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
         let shape = if card.output.api == Api::PipeWire { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
-        let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS)));
+        let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS, BLOCKS_PER_SECOND)));
         let mixing = Mixing::new(rate, matrix.clone(), queue.clone(), Encoders::start()?, shared.clone());
         // Each direction on a PipeWire node is a stream of bridged's own; the others are
         // GStreamer elements in `pipeline`.

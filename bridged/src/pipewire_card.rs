@@ -28,7 +28,8 @@ use pipewire as pw;
 use pw::spa;
 
 use crate::card::Endpoint;
-use crate::mix::{CHANNELS, Jitter};
+use crate::jitter::Jitter;
+use crate::mix::CHANNELS;
 use crate::pipeline::Mixing;
 use crate::state::Shared;
 
