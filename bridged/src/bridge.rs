@@ -9,9 +9,11 @@ use partyline_shared::janus::client::Client;
 use tokio::sync::Mutex;
 
 use crate::card::Available;
+use crate::card_mix::Matrix;
+use crate::card_side::CardSide;
+use crate::feed::Feed;
 use crate::mix::Routing;
 use crate::participant;
-use crate::pipeline::{Base, Feed, Matrix};
 use crate::plan::{Change, diff, validate};
 use crate::state::Shared;
 
@@ -19,7 +21,7 @@ use crate::state::Shared;
 struct Running {
     plan: Option<Plan>,
     generation: u64,
-    base: Option<Base>,
+    card_side: Option<CardSide>,
     /// By room: each group's participant and its feed.
     participants: HashMap<String, (participant::Handle, Arc<Feed>)>,
 }
@@ -83,9 +85,9 @@ impl Bridge {
                             (g.room.clone(), Arc::new(Feed::new(&g.room, plan.device_sample_rate, plan.transport)))
                         })
                         .collect();
-                    match Base::start(&plan, &card, self.shared.clone(), matrix(&plan, &feeds)) {
-                        Ok(base) => {
-                            running.base = Some(base);
+                    match CardSide::start(&plan, &card, self.shared.clone(), matrix(&plan, &feeds)) {
+                        Ok(card_side) => {
+                            running.card_side = Some(card_side);
                             let context = self.context(&plan);
                             for group in &plan.groups {
                                 let feed = feeds[&group.room].clone();
@@ -111,7 +113,7 @@ impl Bridge {
                 );
             }
             Change::Participants { added, changed, removed } => {
-                if running.base.is_none() {
+                if running.card_side.is_none() {
                     // The card side failed to start: the users wait for a rebuild.
                     return self.finish(&mut running, plan);
                 }
@@ -133,8 +135,8 @@ impl Bridge {
                 }
                 let feeds: HashMap<String, Arc<Feed>> =
                     running.participants.iter().map(|(room, (_, feed))| (room.clone(), feed.clone())).collect();
-                if let Some(base) = &running.base {
-                    base.set_matrix(matrix(&plan, &feeds));
+                if let Some(card_side) = &running.card_side {
+                    card_side.set_matrix(matrix(&plan, &feeds));
                 }
                 tracing::info!(
                     "plan applied: {} user(s) in {} group(s); rooms joined {}, rejoined {}, left {} in {} ms",
@@ -174,8 +176,8 @@ impl Bridge {
         let participants: Vec<participant::Handle> =
             running.participants.drain().map(|(_, (handle, _))| handle).collect();
         futures_util::future::join_all(participants.into_iter().map(participant::Handle::stop)).await;
-        if let Some(base) = running.base.take() {
-            base.stop();
+        if let Some(card_side) = running.card_side.take() {
+            card_side.stop();
         }
     }
 

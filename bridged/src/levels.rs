@@ -101,10 +101,12 @@ impl VoiceActivity {
         })
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[test]
     fn levels_per_channel() {
         let mut meter = Meter::new(480);
         let mut block = vec![0.0; 480 * CHANNELS];

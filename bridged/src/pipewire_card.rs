@@ -1,6 +1,6 @@
 //! The card on PipeWire: a capture stream and a playback stream of bridged's own (the
 //! `pipewire` crate), whose `process` callbacks run in PipeWire's data thread inside the graph's
-//! cycle (`RT_PROCESS`). The capture mixes each block as it arrives ([`Mixing`]: the outputs into
+//! cycle (`RT_PROCESS`). The capture mixes each block as it arrives ([`BlockMixer`]: the outputs into
 //! the playback queue, the sends to the participants); the playback takes exactly what the cycle
 //! asks for from that queue ([`Jitter`], which trims whatever level a start left). Both streams
 //! are in one node group, so one driver runs them in one cycle, and in one data thread, the
@@ -8,7 +8,7 @@
 //! played in the very cycle it was captured in, 0 ms between the card's input and output ports;
 //! in the other order it would be the next cycle, and the queue's start level, less than a
 //! block, serves both). Each direction is here only when its device is a PipeWire node
-//! (`card.rs`); the other goes through GStreamer (`pipeline.rs`).
+//! (`card.rs`); the other goes through GStreamer (`gstreamer_card.rs`).
 //!
 //! Not GStreamer's `pipewiresrc`/`pipewiresink`: pipewiresink (0.3.65) hands every buffer it
 //! gets to its stream and gives the stream at least 8 buffers, and nothing trims that stream's
@@ -28,9 +28,9 @@ use pipewire as pw;
 use pw::spa;
 
 use crate::card::Endpoint;
+use crate::card_mix::BlockMixer;
 use crate::jitter::Jitter;
 use crate::mix::CHANNELS;
-use crate::pipeline::Mixing;
 use crate::state::Shared;
 
 /// How long the streams may take to connect and agree on a format.
@@ -54,7 +54,7 @@ const POSITIONS: [u32; CHANNELS] = [
 /// The capture: its node, and the mix each block goes through.
 pub struct Capture {
     pub endpoint: Endpoint,
-    pub mixing: Mixing,
+    pub mixer: BlockMixer,
 }
 
 /// The playback: its node, and the queue it takes its blocks from.
@@ -146,7 +146,7 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
     let format = format_pod(rate)?;
 
     let mut streams = Vec::new();
-    if let Some(Capture { endpoint, mut mixing }) = capture {
+    if let Some(Capture { endpoint, mut mixer }) = capture {
         let stream = stream(&core, &endpoint, "Capture", rate, period)?;
         let listener = stream
             .add_local_listener_with_user_data(())
@@ -157,7 +157,7 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
                 let (offset, size) = (data.chunk().offset() as usize, data.chunk().size() as usize);
                 let Some(bytes) = data.data() else { return };
                 if let Some(block) = bytes.get(offset..offset + size) {
-                    mixing.block(block);
+                    mixer.block(block);
                 }
             })
             .register()

@@ -29,7 +29,7 @@ use partyline_shared::janus::{AudioBridgeRequest, RtpPeer, prebuffer_packets};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::pipeline::Feed;
+use crate::feed::Feed;
 use crate::state::{ParticipantStats, Shared};
 use crate::tick;
 
