@@ -15,7 +15,7 @@ use crate::feed::Feed;
 use crate::mix::Routing;
 use crate::participant;
 use crate::plan::{Change, diff, validate};
-use crate::state::Shared;
+use crate::state::StatusBoard;
 
 #[derive(Debug, Default)]
 struct Running {
@@ -30,19 +30,19 @@ struct Running {
 #[derive(Debug)]
 pub struct Bridge {
     running: Mutex<Running>,
-    shared: Arc<Shared>,
+    board: Arc<StatusBoard>,
     janus: Client,
     rtp: Arc<participant::RtpPort>,
 }
 
 impl Bridge {
-    pub fn new(shared: Arc<Shared>, janus: Client) -> anyhow::Result<Bridge> {
+    pub fn new(board: Arc<StatusBoard>, janus: Client) -> anyhow::Result<Bridge> {
         let rtp = Arc::new(participant::RtpPort::open()?);
-        Ok(Bridge { running: Mutex::new(Running::default()), shared, janus, rtp })
+        Ok(Bridge { running: Mutex::new(Running::default()), board, janus, rtp })
     }
 
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    pub fn board(&self) -> &Arc<StatusBoard> {
+        &self.board
     }
 
     /// Validates `plan`, applies its difference from the plan in force, returns its generation.
@@ -76,7 +76,7 @@ impl Bridge {
                     Some(card)
                 };
                 self.stop_all(&mut running).await;
-                self.shared.set_pipeline_error(None);
+                self.board.set_pipeline_error(None);
                 if let Some(card) = card {
                     let feeds: HashMap<String, Arc<Feed>> = plan
                         .groups
@@ -85,7 +85,7 @@ impl Bridge {
                             (g.room.clone(), Arc::new(Feed::new(&g.room, plan.device_sample_rate, plan.transport)))
                         })
                         .collect();
-                    match CardSide::start(&plan, &card, self.shared.clone(), matrix(&plan, &feeds)) {
+                    match CardSide::start(&plan, &card, self.board.clone(), matrix(&plan, &feeds)) {
                         Ok(card_side) => {
                             running.card_side = Some(card_side);
                             let context = self.context(&plan);
@@ -97,7 +97,7 @@ impl Bridge {
                         }
                         Err(error) => {
                             tracing::error!("{error:#}");
-                            self.shared.set_pipeline_error(Some(format!("{error:#}")));
+                            self.board.set_pipeline_error(Some(format!("{error:#}")));
                         }
                     }
                 }
@@ -154,7 +154,7 @@ impl Bridge {
 
     fn finish(&self, running: &mut Running, plan: Plan) -> Result<u64, BridgeError> {
         running.generation += 1;
-        self.shared.set_plan(running.generation, &plan.users);
+        self.board.set_plan(running.generation, &plan.users);
         running.plan = Some(plan);
         Ok(running.generation)
     }
@@ -162,7 +162,7 @@ impl Bridge {
     fn context(&self, plan: &Plan) -> participant::Context {
         participant::Context {
             rate: plan.device_sample_rate,
-            shared: self.shared.clone(),
+            board: self.board.clone(),
             janus: self.janus.clone(),
             janus_url: plan.janus_url.clone(),
             transport: plan.transport,

@@ -24,7 +24,7 @@ use crate::jitter::{Glitches, Jitter};
 use crate::levels::Meter;
 use crate::mix::{CHANNELS, Limiter, Routing};
 use crate::samples::from_bytes;
-use crate::state::Shared;
+use crate::state::StatusBoard;
 
 /// How often at most the playback queue's glitches are logged.
 const GLITCH_REPORT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -49,7 +49,7 @@ pub struct BlockMixer {
     encoders: Encoders,
     /// The frames a block completed, on their way to the encoders.
     frames: Vec<Frame>,
-    shared: Arc<Shared>,
+    board: Arc<StatusBoard>,
     input: Vec<f32>,
     output: Vec<f32>,
     remote: Vec<Vec<f32>>,
@@ -67,7 +67,7 @@ impl BlockMixer {
         matrix: Arc<Mutex<Arc<Matrix>>>,
         playback: Arc<Mutex<Jitter>>,
         encoders: Encoders,
-        shared: Arc<Shared>,
+        board: Arc<StatusBoard>,
     ) -> BlockMixer {
         let period = rate as usize * METER_PERIOD_MS / 1000;
         BlockMixer {
@@ -75,7 +75,7 @@ impl BlockMixer {
             playback,
             encoders,
             frames: Vec::new(),
-            shared,
+            board,
             input: Vec::new(),
             output: Vec::new(),
             remote: Vec::new(),
@@ -106,13 +106,13 @@ impl BlockMixer {
         self.limiter.run(&mut self.output);
         for (send, feed) in self.sends.iter_mut().zip(&matrix.feeds) {
             if let Some(talking) = feed.send(send, &mut self.frames) {
-                self.shared.talking(&feed.room, talking);
+                self.board.talking(&feed.room, talking);
             }
         }
         lock(&self.playback).push(&self.output);
         self.encoders.hand_over(&mut self.frames);
         if let (Some(input), Some(output)) = (self.input_meter.add(&self.input), self.output_meter.add(&self.output)) {
-            self.shared.meters.set(&input, &output);
+            self.board.meters.set(&input, &output);
             self.report_glitches(&matrix.feeds);
         }
     }

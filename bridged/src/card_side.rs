@@ -26,7 +26,7 @@ use crate::gstreamer_card::GStreamerCard;
 use crate::jitter::QueueShape;
 use crate::mix::CHANNELS;
 use crate::pipewire_card::{Capture, PipeWireCard, Playback};
-use crate::state::Shared;
+use crate::state::StatusBoard;
 
 /// The playback queue between the mix and the playback ([`Jitter`]): the capture may hand
 /// over its blocks in bursts (a sound server's period can be longer than ours), and a burst
@@ -55,14 +55,14 @@ pub struct CardSide {
 impl CardSide {
     /// Builds and starts the card side for `plan` with `matrix` and waits until it runs.
     /// Must run inside the tokio runtime (the bus is read by a task).
-    pub fn start(plan: &Plan, card: &Card, shared: Arc<Shared>, matrix: Matrix) -> anyhow::Result<CardSide> {
+    pub fn start(plan: &Plan, card: &Card, board: Arc<StatusBoard>, matrix: Matrix) -> anyhow::Result<CardSide> {
         let rate = plan.device_sample_rate;
         let mut gstreamer = GStreamerCard::new(rate);
 
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
         let shape = if card.output.api == Api::PipeWire { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
         let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS, BLOCKS_PER_SECOND)));
-        let mixer = BlockMixer::new(rate, matrix.clone(), queue.clone(), Encoders::start()?, shared.clone());
+        let mixer = BlockMixer::new(rate, matrix.clone(), queue.clone(), Encoders::start()?, board.clone());
         // Each direction on a PipeWire node is a stream of bridged's own; the others are
         // GStreamer elements in one pipeline.
         let capture = match card.input.api {
@@ -81,13 +81,13 @@ impl CardSide {
         };
         let pipewire = if capture.is_some() || playback.is_some() {
             let period = period_frames(Api::PipeWire, rate);
-            Some(PipeWireCard::start(rate, period, capture, playback, shared.clone())?)
+            Some(PipeWireCard::start(rate, period, capture, playback, board.clone())?)
         } else {
             None
         };
 
         tracing::info!("sound card: input {}, output {}", card.input, card.output);
-        gstreamer.start(shared)?;
+        gstreamer.start(board)?;
         Ok(CardSide { gstreamer, pipewire, matrix })
     }
 

@@ -27,7 +27,7 @@ use crate::jitter::Jitter;
 use crate::mix::CHANNELS;
 use crate::realtime;
 use crate::samples::to_buffer;
-use crate::state::Shared;
+use crate::state::StatusBoard;
 
 /// The card's directions that GStreamer opens, in one pipeline.
 #[derive(Debug)]
@@ -58,7 +58,7 @@ impl GStreamerCard {
 
     /// Starts the pipeline and waits until it runs (or says why it does not). Must run inside
     /// the tokio runtime (the bus is read by a task).
-    pub fn start(&mut self, shared: Arc<Shared>) -> anyhow::Result<()> {
+    pub fn start(&mut self, board: Arc<StatusBoard>) -> anyhow::Result<()> {
         let pipeline = &self.pipeline;
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;
         if let Err(error) = pipeline.set_state(gst::State::Playing) {
@@ -73,7 +73,7 @@ impl GStreamerCard {
             let _ = pipeline.set_state(gst::State::Null);
             bail!("the sound card pipeline does not start: {why}");
         }
-        self.bus_task = Some(tokio::spawn(watch_bus(bus, shared)));
+        self.bus_task = Some(tokio::spawn(watch_bus(bus, board)));
         Ok(())
     }
 
@@ -194,14 +194,14 @@ fn describe_error(message: &gst::Message, error: &gst::message::Error) -> String
     }
 }
 
-async fn watch_bus(bus: gst::Bus, shared: Arc<Shared>) {
+async fn watch_bus(bus: gst::Bus, board: Arc<StatusBoard>) {
     let mut messages = bus.stream();
     while let Some(message) = messages.next().await {
         match message.view() {
             gst::MessageView::Error(error) => {
                 let text = describe_error(&message, error);
                 tracing::error!("sound card pipeline: {text}");
-                shared.set_pipeline_error(Some(text));
+                board.set_pipeline_error(Some(text));
             }
             gst::MessageView::Warning(warning) => {
                 let source = message.src().map(|s| s.name().to_string()).unwrap_or_default();

@@ -89,8 +89,8 @@ const JANUS_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine>) -> anyhow::Result<()> {
     let janus = Client::new(JANUS_REQUEST_TIMEOUT).context("HTTP client")?;
-    let shared = Arc::new(state::Shared::default());
-    let bridge = Arc::new(bridge::Bridge::new(shared, janus)?);
+    let board = Arc::new(state::StatusBoard::default());
+    let bridge = Arc::new(bridge::Bridge::new(board, janus)?);
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     // The object is served before the name is requested: a client that sees the name can call.

@@ -31,7 +31,7 @@ use crate::card::Endpoint;
 use crate::card_mix::BlockMixer;
 use crate::jitter::Jitter;
 use crate::mix::CHANNELS;
-use crate::state::Shared;
+use crate::state::StatusBoard;
 
 /// How long the streams may take to connect and agree on a format.
 const START_TIMEOUT: Duration = Duration::from_secs(3);
@@ -82,7 +82,7 @@ struct Opening {
     period: u32,
     capture: Option<Capture>,
     playback: Option<Playback>,
-    shared: Arc<Shared>,
+    board: Arc<StatusBoard>,
 }
 
 impl PipeWireCard {
@@ -93,10 +93,10 @@ impl PipeWireCard {
         period: u32,
         capture: Option<Capture>,
         playback: Option<Playback>,
-        shared: Arc<Shared>,
+        board: Arc<StatusBoard>,
     ) -> anyhow::Result<PipeWireCard> {
         let streams = usize::from(capture.is_some()) + usize::from(playback.is_some());
-        let opening = Opening { rate, period, capture, playback, shared };
+        let opening = Opening { rate, period, capture, playback, board };
         let (quit, quit_rx) = pw::channel::channel();
         let (ready, started) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -142,7 +142,7 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
     let mainloop = pw::main_loop::MainLoopRc::new(None).context("PipeWire main loop")?;
     let context = pw::context::ContextRc::new(&mainloop, None).context("PipeWire context")?;
     let core = context.connect_rc(None).context("PipeWire does not answer on its socket")?;
-    let Opening { rate, period, capture, playback, shared } = opening;
+    let Opening { rate, period, capture, playback, board } = opening;
     let format = format_pod(rate)?;
 
     let mut streams = Vec::new();
@@ -150,7 +150,7 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
         let stream = stream(&core, &endpoint, "Capture", rate, period)?;
         let listener = stream
             .add_local_listener_with_user_data(())
-            .state_changed(state_watcher("capture", ready.clone(), shared.clone()))
+            .state_changed(state_watcher("capture", ready.clone(), board.clone()))
             .process(move |stream, ()| {
                 let Some(mut buffer) = stream.dequeue_buffer() else { return };
                 let Some(data) = buffer.datas_mut().first_mut() else { return };
@@ -170,7 +170,7 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
         let mut block = Vec::new();
         let listener = stream
             .add_local_listener_with_user_data(())
-            .state_changed(state_watcher("playback", ready.clone(), shared))
+            .state_changed(state_watcher("playback", ready.clone(), board))
             .process(move |stream, ()| fill(stream, &queue, &mut block))
             .register()
             .context("PipeWire playback listener")?;
@@ -229,7 +229,7 @@ fn connect(stream: &pw::stream::Stream, direction: spa::utils::Direction, format
 fn state_watcher(
     what: &'static str,
     ready: Ready,
-    shared: Arc<Shared>,
+    board: Arc<StatusBoard>,
 ) -> impl FnMut(&pw::stream::Stream, &mut (), pw::stream::StreamState, pw::stream::StreamState) + 'static {
     let mut started = false;
     move |_, (), _, state| match state {
@@ -244,7 +244,7 @@ fn state_watcher(
                 started = true;
                 let _ = ready.send(Err(anyhow!(text.clone())));
             }
-            shared.set_pipeline_error(Some(text));
+            board.set_pipeline_error(Some(text));
         }
         _ => {}
     }
