@@ -1,6 +1,6 @@
 //! The card's local matrix, sample by sample: what each output channel plays and what each
 //! group sends to its room, from one block of the card's input and the rooms' mixes. No
-//! GStreamer here: the card side (`pipeline.rs`) calls [`Routing::mix`] once per captured
+//! GStreamer here: the block callback (`card_mix.rs`) calls [`Routing::mix`] once per captured
 //! block, and the tests call it on arrays.
 //!
 //! A server audio user's output plays its group minus itself: the room's mix (the remote crew:
