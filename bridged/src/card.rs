@@ -13,6 +13,10 @@
 //! carry. The node is then looked up on PipeWire's own socket (`PIPEWIRE_REMOTE`,
 //! `PIPEWIRE_RUNTIME_DIR` or `XDG_RUNTIME_DIR`, as every PipeWire client finds it), by name and
 //! serial, so a PipeWire other than the one behind `PULSE_SERVER` is never opened by mistake.
+//!
+//! It also holds the card's period ([`PERIOD_US`], [`period_frames`]): one number that the
+//! GStreamer elements' buffering, the PipeWire streams' quantum and the queues' trimming windows
+//! all follow, whichever API opened each direction.
 
 use gst::prelude::*;
 use partyline_shared::bridge::Plan;
