@@ -9,17 +9,19 @@ use partyline_shared::janus::client::Client;
 use tokio::sync::Mutex;
 
 use crate::card::Available;
+use crate::card_mix::Matrix;
+use crate::card_side::CardSide;
+use crate::feed::Feed;
 use crate::mix::Routing;
 use crate::participant;
-use crate::pipeline::{Base, Feed, Matrix};
 use crate::plan::{Change, diff, validate};
-use crate::state::Shared;
+use crate::state::StatusBoard;
 
 #[derive(Debug, Default)]
 struct Running {
     plan: Option<Plan>,
     generation: u64,
-    base: Option<Base>,
+    card_side: Option<CardSide>,
     /// By room: each group's participant and its feed.
     participants: HashMap<String, (participant::Handle, Arc<Feed>)>,
 }
@@ -28,19 +30,19 @@ struct Running {
 #[derive(Debug)]
 pub struct Bridge {
     running: Mutex<Running>,
-    shared: Arc<Shared>,
+    board: Arc<StatusBoard>,
     janus: Client,
     rtp: Arc<participant::RtpPort>,
 }
 
 impl Bridge {
-    pub fn new(shared: Arc<Shared>, janus: Client) -> anyhow::Result<Bridge> {
+    pub fn new(board: Arc<StatusBoard>, janus: Client) -> anyhow::Result<Bridge> {
         let rtp = Arc::new(participant::RtpPort::open()?);
-        Ok(Bridge { running: Mutex::new(Running::default()), shared, janus, rtp })
+        Ok(Bridge { running: Mutex::new(Running::default()), board, janus, rtp })
     }
 
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    pub fn board(&self) -> &Arc<StatusBoard> {
+        &self.board
     }
 
     /// Validates `plan`, applies its difference from the plan in force, returns its generation.
@@ -74,7 +76,7 @@ impl Bridge {
                     Some(card)
                 };
                 self.stop_all(&mut running).await;
-                self.shared.set_pipeline_error(None);
+                self.board.set_pipeline_error(None);
                 if let Some(card) = card {
                     let feeds: HashMap<String, Arc<Feed>> = plan
                         .groups
@@ -83,9 +85,9 @@ impl Bridge {
                             (g.room.clone(), Arc::new(Feed::new(&g.room, plan.device_sample_rate, plan.transport)))
                         })
                         .collect();
-                    match Base::start(&plan, &card, self.shared.clone(), matrix(&plan, &feeds)) {
-                        Ok(base) => {
-                            running.base = Some(base);
+                    match CardSide::start(&plan, &card, self.board.clone(), matrix(&plan, &feeds)) {
+                        Ok(card_side) => {
+                            running.card_side = Some(card_side);
                             let context = self.context(&plan);
                             for group in &plan.groups {
                                 let feed = feeds[&group.room].clone();
@@ -95,7 +97,7 @@ impl Bridge {
                         }
                         Err(error) => {
                             tracing::error!("{error:#}");
-                            self.shared.set_pipeline_error(Some(format!("{error:#}")));
+                            self.board.set_pipeline_error(Some(format!("{error:#}")));
                         }
                     }
                 }
@@ -111,7 +113,7 @@ impl Bridge {
                 );
             }
             Change::Participants { added, changed, removed } => {
-                if running.base.is_none() {
+                if running.card_side.is_none() {
                     // The card side failed to start: the users wait for a rebuild.
                     return self.finish(&mut running, plan);
                 }
@@ -133,8 +135,8 @@ impl Bridge {
                 }
                 let feeds: HashMap<String, Arc<Feed>> =
                     running.participants.iter().map(|(room, (_, feed))| (room.clone(), feed.clone())).collect();
-                if let Some(base) = &running.base {
-                    base.set_matrix(matrix(&plan, &feeds));
+                if let Some(card_side) = &running.card_side {
+                    card_side.set_matrix(matrix(&plan, &feeds));
                 }
                 tracing::info!(
                     "plan applied: {} user(s) in {} group(s); rooms joined {}, rejoined {}, left {} in {} ms",
@@ -152,7 +154,7 @@ impl Bridge {
 
     fn finish(&self, running: &mut Running, plan: Plan) -> Result<u64, BridgeError> {
         running.generation += 1;
-        self.shared.set_plan(running.generation, &plan.users);
+        self.board.set_plan(running.generation, &plan.users);
         running.plan = Some(plan);
         Ok(running.generation)
     }
@@ -160,7 +162,7 @@ impl Bridge {
     fn context(&self, plan: &Plan) -> participant::Context {
         participant::Context {
             rate: plan.device_sample_rate,
-            shared: self.shared.clone(),
+            board: self.board.clone(),
             janus: self.janus.clone(),
             janus_url: plan.janus_url.clone(),
             transport: plan.transport,
@@ -174,8 +176,8 @@ impl Bridge {
         let participants: Vec<participant::Handle> =
             running.participants.drain().map(|(_, (handle, _))| handle).collect();
         futures_util::future::join_all(participants.into_iter().map(participant::Handle::stop)).await;
-        if let Some(base) = running.base.take() {
-            base.stop();
+        if let Some(card_side) = running.card_side.take() {
+            card_side.stop();
         }
     }
 

@@ -13,12 +13,28 @@
 //! carry. The node is then looked up on PipeWire's own socket (`PIPEWIRE_REMOTE`,
 //! `PIPEWIRE_RUNTIME_DIR` or `XDG_RUNTIME_DIR`, as every PipeWire client finds it), by name and
 //! serial, so a PipeWire other than the one behind `PULSE_SERVER` is never opened by mistake.
+//!
+//! It also holds the card's period ([`PERIOD_US`], [`period_frames`]): one number that the
+//! GStreamer elements' buffering, the PipeWire streams' quantum and the queues' trimming windows
+//! all follow, whichever API opened each direction.
 
 use gst::prelude::*;
 use partyline_shared::bridge::Plan;
 use partyline_shared::card::DeviceId;
 
-use crate::mix::CHANNELS;
+/// The card's period (µs): the capture delivers a block this often (on PipeWire, the graph's
+/// quantum that holds it: [`period_frames`]), and each block is mixed and played at once.
+pub const PERIOD_US: i64 = 5_000;
+/// Card blocks in a second: the window over which the queues trim.
+pub const BLOCKS_PER_SECOND: usize = 1_000_000 / PERIOD_US as usize;
+
+/// The frames of one card period on `api`: [`PERIOD_US`], or on PipeWire the graph's
+/// quantum that holds it (PipeWire runs its graph in power-of-two quanta: asking for 240
+/// frames would get 128, twice the wake-ups for nothing).
+pub fn period_frames(api: Api, rate: u32) -> u32 {
+    let frames = (u64::from(rate) * PERIOD_US as u64 / 1_000_000) as u32;
+    if api == Api::PipeWire { frames.next_power_of_two() } else { frames }
+}
 
 /// The API a direction of the card is opened with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,36 +42,6 @@ pub enum Api {
     Pulse,
     PipeWire,
     Alsa,
-}
-
-impl Api {
-    pub fn source(self) -> &'static str {
-        match self {
-            Api::Pulse => "pulsesrc",
-            Api::PipeWire => "pipewiresrc",
-            Api::Alsa => "alsasrc",
-        }
-    }
-
-    /// The GStreamer sink of this API (a PipeWire node is opened by streams of bridged's own,
-    /// `pipewire_card.rs`, not by GStreamer's PipeWire elements named here and in `source`).
-    pub fn sink(self) -> &'static str {
-        match self {
-            Api::Pulse => "pulsesink",
-            Api::PipeWire => "pipewiresink",
-            Api::Alsa => "alsasink",
-        }
-    }
-
-    /// The message for a missing `factory` of this API: which package brings it.
-    pub fn missing(self, factory: &str) -> String {
-        let package = match self {
-            Api::Pulse => "gstreamer1.0-pulseaudio",
-            Api::PipeWire => "gstreamer1.0-pipewire",
-            Api::Alsa => "gstreamer1.0-alsa",
-        };
-        format!("GStreamer element {factory} is missing ({package})")
-    }
 }
 
 impl std::fmt::Display for Api {
@@ -81,16 +67,6 @@ pub struct Endpoint {
 impl Endpoint {
     fn new(api: Api, device: Option<&str>) -> Endpoint {
         Endpoint { api, device: device.map(str::to_owned), monitor: false }
-    }
-
-    /// The builder of this endpoint's source or sink (`factory`) named `name`: on its device,
-    /// under the client name the sound server shows.
-    pub fn builder<'a>(&'a self, factory: &'a str, name: &'a str) -> gst::element_factory::ElementBuilder<'a> {
-        let device_property = if self.api == Api::PipeWire { "target-object" } else { "device" };
-        gst::ElementFactory::make(factory)
-            .name(name)
-            .property_if_some(device_property, self.device.as_deref())
-            .property_if("client-name", "partyline-bridged", self.api != Api::Alsa)
     }
 }
 
@@ -156,7 +132,7 @@ pub struct ServerDevice {
 /// channels to a node's by position name and WirePlumber remixes what does not match (a stream
 /// linked to a node of `AUX0…AUX7` is given two ports, `FL` and `FR`: eight card outputs mixed
 /// into the node's first two channels), while through pipewire-pulse an unpositioned playback
-/// keeps every channel's index on any map (`pipeline.rs`, `PLAYBACK_CAPS`).
+/// keeps every channel's index on any map (`elements.rs`, `PLAYBACK_CAPS`).
 pub const CARD_POSITIONS: &str = "FL,FR,FC,LFE,RL,RR,SL,SR";
 
 /// A PipeWire node: its name (what `target-object` takes) and its serial (never reused while
@@ -355,31 +331,6 @@ fn nodes_of_dump(json: &[u8]) -> Vec<Node> {
     nodes.into_values().collect()
 }
 
-/// For each card channel k, the channel of GStreamer's 7.1 order (front-left, front-right,
-/// front-center, lfe, rear-left, rear-right, side-left, side-right) that ALSA's 7.1 order
-/// (front-left, front-right, rear-left, rear-right, front-center, lfe, side-left, side-right)
-/// has at k. alsasrc and alsasink reorder 8 positioned channels between the two orders, and
-/// they take 8 channels only positioned, so without this card channels 2..5 would be the
-/// device's 4, 5, 2, 3 (measured with an ALSA `file` device). (bridged's own PipeWire streams
-/// announce [`CARD_POSITIONS`] in the card's order and need none.) The mapping is its own
-/// inverse: the same matrix serves capture and playback.
-const ALSA_ORDER: [usize; CHANNELS] = [0, 1, 4, 5, 2, 3, 6, 7];
-
-/// The `audioconvert` (and the caps that keep its output the card's) that puts device channel
-/// k of an ALSA device on card channel k, and card channel k on device channel k: after
-/// alsasrc, before alsasink. Holds for devices that report no channel map or ALSA's 7.1 order
-/// (both put GStreamer's positions in ALSA's order); a device reporting another map gets its
-/// channels by position name.
-pub fn alsa_order(card_caps: &gst::Caps, name: &str) -> anyhow::Result<[gst::Element; 2]> {
-    let rows = ALSA_ORDER
-        .map(|from| gst::Array::new((0..ALSA_ORDER.len()).map(|column| if column == from { 1.0_f32 } else { 0.0 })));
-    let matrix = gst::Array::new(rows);
-    let convert = gst::ElementFactory::make("audioconvert").name(name).property("mix-matrix", matrix).build()?;
-    let caps =
-        gst::ElementFactory::make("capsfilter").name(format!("{name}-caps")).property("caps", card_caps).build()?;
-    Ok([convert, caps])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,15 +479,5 @@ mod tests {
         assert!(err.starts_with("no sound server"), "{err}");
         let err = nothing.choose(&plan("alsa:hw:0,0", "")).expect_err("no ALSA elements");
         assert_eq!(err, "input_device: GStreamer has no ALSA elements (gstreamer1.0-alsa)");
-    }
-
-    #[test]
-    fn alsa_order_is_a_permutation_that_undoes_itself() {
-        let mut seen = [false; CHANNELS];
-        for (k, from) in ALSA_ORDER.iter().enumerate() {
-            seen[*from] = true;
-            assert_eq!(ALSA_ORDER[*from], k, "not its own inverse at {k}");
-        }
-        assert!(seen.iter().all(|s| *s));
     }
 }

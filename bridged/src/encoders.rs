@@ -1,6 +1,6 @@
-//! The thread that encodes every group's send. The card's thread (`pipeline.rs`) cuts each
-//! group's send into Opus frames; once per card block it hands the frames completed in that
-//! block over here, in one go, and this thread pushes each through its participant's encoder
+//! The thread that encodes every group's send. The card's thread (`card_mix.rs`, `feed.rs`)
+//! cuts each group's send into Opus frames; once per card block it hands the frames completed in
+//! that block over here, in one go, and this thread pushes each through its participant's encoder
 //! chain (opusenc, the payloader, the way to Janus: `participant/media.rs`).
 //!
 //! One thread for all groups rather than a streaming thread per participant: eight groups were

@@ -8,15 +8,22 @@ extern crate gstreamer_webrtc as gst_webrtc;
 
 mod bridge;
 mod card;
+mod card_mix;
+mod card_side;
+mod elements;
 mod encoders;
+mod feed;
+mod gstreamer_card;
+mod jitter;
+mod levels;
 mod logbus;
 mod mix;
 mod pads;
 mod participant;
-mod pipeline;
 mod pipewire_card;
 mod plan;
 mod realtime;
+mod samples;
 mod service;
 mod state;
 mod tick;
@@ -82,8 +89,8 @@ const JANUS_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine>) -> anyhow::Result<()> {
     let janus = Client::new(JANUS_REQUEST_TIMEOUT).context("HTTP client")?;
-    let shared = Arc::new(state::Shared::default());
-    let bridge = Arc::new(bridge::Bridge::new(shared, janus)?);
+    let board = Arc::new(state::StatusBoard::default());
+    let bridge = Arc::new(bridge::Bridge::new(board, janus)?);
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     // The object is served before the name is requested: a client that sees the name can call.

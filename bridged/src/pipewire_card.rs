@@ -1,6 +1,6 @@
 //! The card on PipeWire: a capture stream and a playback stream of bridged's own (the
 //! `pipewire` crate), whose `process` callbacks run in PipeWire's data thread inside the graph's
-//! cycle (`RT_PROCESS`). The capture mixes each block as it arrives ([`Mixing`]: the outputs into
+//! cycle (`RT_PROCESS`). The capture mixes each block as it arrives ([`BlockMixer`]: the outputs into
 //! the playback queue, the sends to the participants); the playback takes exactly what the cycle
 //! asks for from that queue ([`Jitter`], which trims whatever level a start left). Both streams
 //! are in one node group, so one driver runs them in one cycle, and in one data thread, the
@@ -8,7 +8,7 @@
 //! played in the very cycle it was captured in, 0 ms between the card's input and output ports;
 //! in the other order it would be the next cycle, and the queue's start level, less than a
 //! block, serves both). Each direction is here only when its device is a PipeWire node
-//! (`card.rs`); the other goes through GStreamer (`pipeline.rs`).
+//! (`card.rs`); the other goes through GStreamer (`gstreamer_card.rs`).
 //!
 //! Not GStreamer's `pipewiresrc`/`pipewiresink`: pipewiresink (0.3.65) hands every buffer it
 //! gets to its stream and gives the stream at least 8 buffers, and nothing trims that stream's
@@ -28,9 +28,10 @@ use pipewire as pw;
 use pw::spa;
 
 use crate::card::Endpoint;
-use crate::mix::{CHANNELS, Jitter};
-use crate::pipeline::Mixing;
-use crate::state::Shared;
+use crate::card_mix::BlockMixer;
+use crate::jitter::Jitter;
+use crate::mix::CHANNELS;
+use crate::state::StatusBoard;
 
 /// How long the streams may take to connect and agree on a format.
 const START_TIMEOUT: Duration = Duration::from_secs(3);
@@ -53,7 +54,7 @@ const POSITIONS: [u32; CHANNELS] = [
 /// The capture: its node, and the mix each block goes through.
 pub struct Capture {
     pub endpoint: Endpoint,
-    pub mixing: Mixing,
+    pub mixer: BlockMixer,
 }
 
 /// The playback: its node, and the queue it takes its blocks from.
@@ -81,7 +82,7 @@ struct Opening {
     period: u32,
     capture: Option<Capture>,
     playback: Option<Playback>,
-    shared: Arc<Shared>,
+    board: Arc<StatusBoard>,
 }
 
 impl PipeWireCard {
@@ -92,10 +93,10 @@ impl PipeWireCard {
         period: u32,
         capture: Option<Capture>,
         playback: Option<Playback>,
-        shared: Arc<Shared>,
+        board: Arc<StatusBoard>,
     ) -> anyhow::Result<PipeWireCard> {
         let streams = usize::from(capture.is_some()) + usize::from(playback.is_some());
-        let opening = Opening { rate, period, capture, playback, shared };
+        let opening = Opening { rate, period, capture, playback, board };
         let (quit, quit_rx) = pw::channel::channel();
         let (ready, started) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -141,22 +142,22 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
     let mainloop = pw::main_loop::MainLoopRc::new(None).context("PipeWire main loop")?;
     let context = pw::context::ContextRc::new(&mainloop, None).context("PipeWire context")?;
     let core = context.connect_rc(None).context("PipeWire does not answer on its socket")?;
-    let Opening { rate, period, capture, playback, shared } = opening;
+    let Opening { rate, period, capture, playback, board } = opening;
     let format = format_pod(rate)?;
 
     let mut streams = Vec::new();
-    if let Some(Capture { endpoint, mut mixing }) = capture {
+    if let Some(Capture { endpoint, mut mixer }) = capture {
         let stream = stream(&core, &endpoint, "Capture", rate, period)?;
         let listener = stream
             .add_local_listener_with_user_data(())
-            .state_changed(state_watcher("capture", ready.clone(), shared.clone()))
+            .state_changed(state_watcher("capture", ready.clone(), board.clone()))
             .process(move |stream, ()| {
                 let Some(mut buffer) = stream.dequeue_buffer() else { return };
                 let Some(data) = buffer.datas_mut().first_mut() else { return };
                 let (offset, size) = (data.chunk().offset() as usize, data.chunk().size() as usize);
                 let Some(bytes) = data.data() else { return };
                 if let Some(block) = bytes.get(offset..offset + size) {
-                    mixing.block(block);
+                    mixer.block(block);
                 }
             })
             .register()
@@ -169,7 +170,7 @@ fn run(opening: Opening, quit: pw::channel::Receiver<()>, ready: &Ready) -> anyh
         let mut block = Vec::new();
         let listener = stream
             .add_local_listener_with_user_data(())
-            .state_changed(state_watcher("playback", ready.clone(), shared))
+            .state_changed(state_watcher("playback", ready.clone(), board))
             .process(move |stream, ()| fill(stream, &queue, &mut block))
             .register()
             .context("PipeWire playback listener")?;
@@ -228,7 +229,7 @@ fn connect(stream: &pw::stream::Stream, direction: spa::utils::Direction, format
 fn state_watcher(
     what: &'static str,
     ready: Ready,
-    shared: Arc<Shared>,
+    board: Arc<StatusBoard>,
 ) -> impl FnMut(&pw::stream::Stream, &mut (), pw::stream::StreamState, pw::stream::StreamState) + 'static {
     let mut started = false;
     move |_, (), _, state| match state {
@@ -243,7 +244,7 @@ fn state_watcher(
                 started = true;
                 let _ = ready.send(Err(anyhow!(text.clone())));
             }
-            shared.set_pipeline_error(Some(text));
+            board.set_pipeline_error(Some(text));
         }
         _ => {}
     }

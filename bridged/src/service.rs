@@ -31,19 +31,19 @@ impl BridgeService {
 
     /// The whole status, with every branch.
     async fn status(&self) -> Result<Status, BridgeError> {
-        Ok(self.bridge.shared().status())
+        Ok(self.bridge.board().status())
     }
 
     /// `idle`, `running`, `degraded` or `error`.
     #[zbus(property)]
     async fn state(&self) -> BridgeState {
-        self.bridge.shared().state()
+        self.bridge.board().state()
     }
 
     /// Generation of the plan in force.
     #[zbus(property)]
     async fn generation(&self) -> u64 {
-        self.bridge.shared().generation()
+        self.bridge.board().generation()
     }
 
     /// The state or a branch changed.
@@ -70,12 +70,12 @@ pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs:
             return;
         }
     };
-    let shared = bridge.shared().clone();
-    let mut last = shared.summary();
+    let board = bridge.board().clone();
+    let mut last = board.summary();
     loop {
         tokio::select! {
-            () = shared.changed.notified() => {
-                let now = shared.summary();
+            () = board.changed.notified() => {
+                let now = board.summary();
                 if now == last {
                     continue;
                 }
@@ -90,8 +90,8 @@ pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs:
                 let _ = BridgeService::status_changed(emitter, now.state, now.generation).await;
                 last = now;
             }
-            () = shared.talk_news.notified() => {
-                for (room, talking) in shared.take_talk() {
+            () = board.talk_news.notified() => {
+                for (room, talking) in board.take_talk() {
                     let _ = BridgeService::talking(iface.signal_emitter(), &room, talking).await;
                 }
             }

@@ -70,8 +70,10 @@ struct Participant {
     stats: Arc<ParticipantStats>,
 }
 
+/// What `Status()` reports of the plan, the card side and the participants (the levels are
+/// apart: [`Meters`], written without a lock).
 #[derive(Debug, Default)]
-struct Inner {
+struct Reported {
     generation: u64,
     pipeline_error: Option<String>,
     users: Vec<PlanUser>,
@@ -79,10 +81,12 @@ struct Inner {
     participants: BTreeMap<String, Participant>,
 }
 
-/// The whole reported state, shared by every task.
+/// The status board: everything bridged reports, written by the card side, the participants
+/// and `Apply`, read by `Status()` and the D-Bus notifier; one for the process, shared by every
+/// task.
 #[derive(Debug, Default)]
-pub struct Shared {
-    inner: Mutex<Inner>,
+pub struct StatusBoard {
+    reported: Mutex<Reported>,
     pub meters: Meters,
     /// Signalled on every change that `StatusChanged` should report.
     pub changed: Notify,
@@ -99,12 +103,12 @@ pub struct Summary {
     pub participants: Vec<(String, BranchState, String)>,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        lock(&self.inner)
+impl StatusBoard {
+    fn lock(&self) -> MutexGuard<'_, Reported> {
+        lock(&self.reported)
     }
 
-    fn update(&self, f: impl FnOnce(&mut Inner)) {
+    fn update(&self, f: impl FnOnce(&mut Reported)) {
         f(&mut self.lock());
         self.changed.notify_one();
     }
@@ -125,14 +129,14 @@ impl Shared {
         if users.is_empty() {
             self.meters.reset();
         }
-        self.update(|inner| {
-            inner.generation = generation;
-            users.clone_into(&mut inner.users);
+        self.update(|reported| {
+            reported.generation = generation;
+            users.clone_into(&mut reported.users);
         });
     }
 
     pub fn set_pipeline_error(&self, error: Option<String>) {
-        self.update(|inner| inner.pipeline_error = error);
+        self.update(|reported| reported.pipeline_error = error);
     }
 
     pub fn add_participant(&self, room: &str, display: &str) -> Arc<ParticipantStats> {
@@ -144,21 +148,21 @@ impl Shared {
             last_error: String::new(),
             stats: stats.clone(),
         };
-        self.update(|inner| {
-            inner.participants.insert(room.to_owned(), participant);
+        self.update(|reported| {
+            reported.participants.insert(room.to_owned(), participant);
         });
         stats
     }
 
     pub fn remove_participant(&self, room: &str) {
-        self.update(|inner| {
-            inner.participants.remove(room);
+        self.update(|reported| {
+            reported.participants.remove(room);
         });
     }
 
     pub fn participant_display(&self, room: &str, display: &str) {
-        self.update(|inner| {
-            if let Some(participant) = inner.participants.get_mut(room) {
+        self.update(|reported| {
+            if let Some(participant) = reported.participants.get_mut(room) {
                 display.clone_into(&mut participant.display);
             }
         });
@@ -166,8 +170,8 @@ impl Shared {
 
     /// Sets a participant's state; `error` replaces the last error when given.
     pub fn participant_state(&self, room: &str, state: BranchState, participant_id: &str, error: Option<&str>) {
-        self.update(|inner| {
-            if let Some(participant) = inner.participants.get_mut(room) {
+        self.update(|reported| {
+            if let Some(participant) = reported.participants.get_mut(room) {
                 participant.state = state;
                 participant_id.clone_into(&mut participant.participant_id);
                 if let Some(error) = error {
@@ -177,16 +181,16 @@ impl Shared {
         });
     }
 
-    fn state_of(inner: &Inner) -> (BridgeState, String) {
-        if inner.users.is_empty() {
-            let why = if inner.generation == 0 { "no plan yet" } else { "the plan has no server audio users" };
+    fn state_of(reported: &Reported) -> (BridgeState, String) {
+        if reported.users.is_empty() {
+            let why = if reported.generation == 0 { "no plan yet" } else { "the plan has no server audio users" };
             return (BridgeState::Idle, why.to_owned());
         }
-        if let Some(error) = &inner.pipeline_error {
+        if let Some(error) = &reported.pipeline_error {
             return (BridgeState::Error, error.clone());
         }
         let rooms =
-            |state| inner.participants.iter().filter(move |(_, p)| p.state == state).map(|(room, _)| room.as_str());
+            |state| reported.participants.iter().filter(move |(_, p)| p.state == state).map(|(room, _)| room.as_str());
         let retrying: Vec<&str> = rooms(BranchState::Retrying).collect();
         if !retrying.is_empty() {
             return (BridgeState::Degraded, format!("retrying: {}", retrying.join(", ")));
@@ -195,14 +199,14 @@ impl Shared {
         if connecting > 0 {
             return (BridgeState::Running, format!("{connecting} room(s) connecting"));
         }
-        (BridgeState::Running, format!("{} room(s) joined", inner.participants.len()))
+        (BridgeState::Running, format!("{} room(s) joined", reported.participants.len()))
     }
 
     pub fn status(&self) -> Status {
-        let inner = self.lock();
-        let (state, message) = Shared::state_of(&inner);
-        let participant = |room: &str| inner.participants.get(room);
-        let branches = inner
+        let reported = self.lock();
+        let (state, message) = StatusBoard::state_of(&reported);
+        let participant = |room: &str| reported.participants.get(room);
+        let branches = reported
             .users
             .iter()
             .map(|user| {
@@ -222,7 +226,7 @@ impl Shared {
                 }
             })
             .collect();
-        let participants = inner
+        let participants = reported
             .participants
             .iter()
             .map(|(room, p)| ParticipantStatus {
@@ -235,20 +239,24 @@ impl Shared {
                 last_error: p.last_error.clone(),
             })
             .collect();
-        Status { state, generation: inner.generation, message, branches, participants }
+        Status { state, generation: reported.generation, message, branches, participants }
     }
 
     pub fn summary(&self) -> Summary {
-        let inner = self.lock();
+        let reported = self.lock();
         Summary {
-            state: Shared::state_of(&inner).0,
-            generation: inner.generation,
-            participants: inner.participants.iter().map(|(r, p)| (r.clone(), p.state, p.last_error.clone())).collect(),
+            state: StatusBoard::state_of(&reported).0,
+            generation: reported.generation,
+            participants: reported
+                .participants
+                .iter()
+                .map(|(r, p)| (r.clone(), p.state, p.last_error.clone()))
+                .collect(),
         }
     }
 
     pub fn state(&self) -> BridgeState {
-        Shared::state_of(&self.lock()).0
+        StatusBoard::state_of(&self.lock()).0
     }
 
     pub fn generation(&self) -> u64 {

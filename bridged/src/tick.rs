@@ -24,7 +24,7 @@
 //!    nothing) is made up by dropping or repeating that much of the send, a frame boundary
 //!    moved (so Janus's queue neither grows to a trim nor runs dry).
 //!
-//! [`Aligner`] is the decision alone, on durations; the feed applies it (pipeline.rs).
+//! [`Aligner`] is the decision alone, on durations; the feed applies it (`feed.rs`).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

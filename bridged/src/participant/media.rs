@@ -43,8 +43,9 @@ use super::negotiation::{self, RtcEvent};
 use super::rtp_port::{Route, RtpPort};
 use super::{Context, Stages};
 use crate::encoders::EncoderInput;
+use crate::feed::{Feed, OPUS_FRAME_MS};
 use crate::pads::{self, Injector};
-use crate::pipeline::{Feed, OPUS_FRAME_MS, from_s16_bytes, to_s16_buffer};
+use crate::samples::{from_s16_bytes, to_s16_buffer};
 use crate::state::ParticipantStats;
 use crate::tick::Aligner;
 

@@ -29,8 +29,8 @@ use partyline_shared::janus::{AudioBridgeRequest, RtpPeer, prebuffer_packets};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::pipeline::Feed;
-use crate::state::{ParticipantStats, Shared};
+use crate::feed::Feed;
+use crate::state::{ParticipantStats, StatusBoard};
 use crate::tick;
 
 use self::media::{Link, Media};
@@ -53,7 +53,7 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Context {
     /// The card's sampling rate (the feeds' rate).
     pub rate: u32,
-    pub shared: Arc<Shared>,
+    pub board: Arc<StatusBoard>,
     pub janus: Client,
     pub janus_url: String,
     pub transport: Transport,
@@ -105,7 +105,7 @@ async fn supervise(
     mut display: watch::Receiver<String>,
     cancel: CancellationToken,
 ) {
-    let stats = context.shared.add_participant(&group.room, &group.display);
+    let stats = context.board.add_participant(&group.room, &group.display);
     let mut retry = RETRY;
     loop {
         // Each join with the newest name.
@@ -125,13 +125,13 @@ async fn supervise(
         };
         let pause = pause_after(&mut retry, joined, lasted);
         tracing::warn!("room {}: {error:#}; retrying in {} ms", group.room, pause.as_millis());
-        context.shared.participant_state(&group.room, BranchState::Retrying, "", Some(&format!("{error:#}")));
+        context.board.participant_state(&group.room, BranchState::Retrying, "", Some(&format!("{error:#}")));
         tokio::select! {
             () = cancel.cancelled() => break,
             () = tokio::time::sleep(pause) => {}
         }
     }
-    context.shared.remove_participant(&group.room);
+    context.board.remove_participant(&group.room);
 }
 
 /// The pause after a failed attempt: the policy's next, or its shortest again after an attempt
@@ -171,7 +171,7 @@ impl Attempt<'_> {
     /// Whatever the attempt built is taken down before it returns: the pipeline is stopped,
     /// the long poll stopped, and the session destroyed (the participant leaves the room).
     async fn run(mut self, cancel: &CancellationToken) -> Outcome {
-        self.context.shared.participant_state(&self.group.room, BranchState::Connecting, "", None);
+        self.context.board.participant_state(&self.group.room, BranchState::Connecting, "", None);
         // control registers a participant's token with Janus before bridged hears of it, so a
         // refusal here is a real failure (Janus restarted and not yet told, a revoked token).
         let opened = tokio::select! {
@@ -244,7 +244,7 @@ impl Attempt<'_> {
             }
         }
         self.joined = true;
-        self.context.shared.participant_state(&group.room, BranchState::Connecting, &group.identity, None);
+        self.context.board.participant_state(&group.room, BranchState::Connecting, &group.identity, None);
         self.watch(session, &media, &mut events, &mut faults).await
     }
 
@@ -278,7 +278,7 @@ impl Attempt<'_> {
                     let name = self.display.borrow_and_update().clone();
                     session.send(AudioBridgeRequest::Configure { display: name.clone() }, None).await?;
                     tracing::info!("room {}: now shown as {name:?}", group.room);
-                    self.context.shared.participant_display(&group.room, &name);
+                    self.context.board.participant_display(&group.room, &name);
                 }
                 batch = events.next() => {
                     for event in batch? {
@@ -306,7 +306,7 @@ impl Attempt<'_> {
         let group = self.group;
         let ms = self.stages.started.elapsed().as_millis();
         tracing::info!("joined room {} as {:?} (media up in {ms} ms)", group.room, group.display);
-        self.context.shared.participant_state(&group.room, BranchState::Joined, &group.identity, Some(""));
+        self.context.board.participant_state(&group.room, BranchState::Joined, &group.identity, Some(""));
     }
 }
 
