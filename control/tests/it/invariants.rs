@@ -1,6 +1,7 @@
 //! Architecture invariants that a test can hold (ARCHITECTURE.md lists them all).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -64,4 +65,112 @@ fn control_never_links_gstreamer() {
     let closure = runtime_closure("partyline-control");
     assert!(closure.contains("axum"), "the closure is computed: {closure:?}");
     assert_eq!(offending(&closure, &["gstreamer", "glib"]), Vec::<&String>::new());
+}
+
+/// A crate's top-level module → the crate's other top-level modules its code names
+/// (`crate::x…`, also inside `use crate::{…}`), its unit tests aside.
+fn module_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in rust_files(src) {
+        let relative = file.strip_prefix(src).expect("under src");
+        let module = relative.iter().next().expect("a path").to_string_lossy().trim_end_matches(".rs").to_owned();
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        let code: String = code.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        let named = graph.entry(module.clone()).or_default();
+        for (_, rest) in code.match_indices("crate::").map(|(at, _)| ((), &code[at + "crate::".len()..])) {
+            named.extend(first_segments(rest).into_iter().filter(|name| *name != module));
+        }
+    }
+    graph
+}
+
+/// The first path segment after `crate::`, or each one inside `{…}`.
+fn first_segments(rest: &str) -> Vec<String> {
+    let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
+    let Some(group) = rest.strip_prefix('{') else { return vec![ident(rest)] };
+    let (mut depth, mut segments, mut start) = (0, Vec::new(), true);
+    for (at, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => start = true,
+            c if start && !c.is_whitespace() => {
+                segments.push(ident(&group[at..]));
+                start = false;
+            }
+            _ => {}
+        }
+    }
+    segments.into_iter().filter(|s| !s.is_empty() && s != "self").collect()
+}
+
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read a source directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The modules on a circle of imports, one circle per entry (empty: the graph is layered).
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let mut found = BTreeSet::new();
+    for start in graph.keys() {
+        // Depth-first from `start`, back to `start`: each circle is found from its smallest module.
+        let mut stack = vec![vec![start.clone()]];
+        while let Some(path) = stack.pop() {
+            for next in graph.get(path.last().expect("non-empty")).into_iter().flatten() {
+                if next == start {
+                    found.insert(path.clone());
+                } else if next > start && !path.contains(next) {
+                    stack.push([path.clone(), vec![next.clone()]].concat());
+                }
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// Layering: no module of control or bridged imports one that imports it back, directly or
+/// around a circle (each can be read, and changed, knowing only the modules below it).
+#[test]
+fn control_and_bridged_modules_import_each_other_in_no_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for crate_dir in ["control", "bridged"] {
+        let graph = module_imports(&root.join(crate_dir).join("src"));
+        assert!(graph.values().map(BTreeSet::len).sum::<usize>() > 10, "{crate_dir}: imports are read: {graph:?}");
+        assert_eq!(circles(&graph), Vec::<Vec<String>>::new(), "{crate_dir}: modules importing each other in a circle");
+    }
+}
+
+/// Lines of a source file before its unit tests (`#[cfg(test)] mod tests`).
+fn lines_before_tests(text: &str) -> usize {
+    text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default().lines().count()
+}
+
+/// Readable in one sitting: no source file of control or bridged is over 400 lines before its
+/// unit tests. A file that grows past it has taken a second job, which goes into a file of its own.
+#[test]
+fn no_source_file_of_control_or_bridged_is_over_400_lines_before_its_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut read = 0;
+    let mut long = Vec::new();
+    for crate_dir in ["control", "bridged"] {
+        for file in rust_files(&root.join(crate_dir).join("src")) {
+            let lines = lines_before_tests(&std::fs::read_to_string(&file).expect("read a source file"));
+            read += 1;
+            if lines > 400 {
+                long.push(format!("{}: {lines}", file.strip_prefix(&root).unwrap_or(&file).display()));
+            }
+        }
+    }
+    assert!(read > 40, "the sources are read ({read} files)");
+    assert_eq!(long, Vec::<String>::new(), "files over 400 lines before their tests");
 }
