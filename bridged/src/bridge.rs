@@ -167,7 +167,7 @@ impl Bridge {
             janus_url: plan.janus_url.clone(),
             transport: plan.transport,
             ice_addresses: plan.ice_addresses.clone(),
-            latency_ms: plan.latency_ms,
+            jitter_buffer_ms: plan.jitter_buffer_ms,
             rtp: self.rtp.clone(),
         }
     }

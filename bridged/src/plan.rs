@@ -10,8 +10,8 @@ use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate};
 /// rules for what control may write and what bridged accepts.
 pub fn validate(plan: &Plan) -> Result<(), String> {
     DeviceSampleRate::try_from(plan.device_sample_rate).map_err(|e| format!("device_sample_rate: {e}"))?;
-    if plan.latency_ms > 5_000 {
-        return Err(format!("latency_ms: {} is over 5000", plan.latency_ms));
+    if plan.jitter_buffer_ms > 5_000 {
+        return Err(format!("jitter_buffer_ms: {} is over 5000", plan.jitter_buffer_ms));
     }
     if !plan.groups.is_empty() && plan.janus_url.trim().is_empty() {
         return Err("janus_url: empty, but the plan has groups".to_owned());
@@ -87,7 +87,7 @@ pub fn diff(old: Option<&Plan>, new: &Plan) -> Change {
         return Change::Rebuild;
     }
     // Settings every participant uses: every participant joins again, the card is kept.
-    let every_participant = |p: &Plan| (p.janus_url.clone(), p.transport, p.ice_addresses.clone(), p.latency_ms);
+    let every_participant = |p: &Plan| (p.janus_url.clone(), p.transport, p.ice_addresses.clone(), p.jitter_buffer_ms);
     let all_changed = every_participant(old) != every_participant(new);
     // The display name follows the group's users: it alone is no reason to leave the room.
     let joined_as = |g: &PlanGroup| (g.identity.clone(), g.token.clone(), g.bitrate_kbps);
@@ -136,7 +136,7 @@ mod tests {
             janus_url: "http://127.0.0.1:8088/janus".into(),
             transport: partyline_shared::bridge::Transport::Rtp,
             ice_addresses: vec!["10.77.0.1".into()],
-            latency_ms: 40,
+            jitter_buffer_ms: 40,
             groups: groups.iter().map(|room| group(room)).collect(),
             users,
         }
@@ -204,7 +204,7 @@ mod tests {
         );
         for changed in [
             Plan { janus_url: "http://127.0.0.1:1/janus".into(), ..one.clone() },
-            Plan { latency_ms: 60, ..one.clone() },
+            Plan { jitter_buffer_ms: 60, ..one.clone() },
             Plan { transport: partyline_shared::bridge::Transport::Webrtc, ..one.clone() },
         ] {
             assert_eq!(

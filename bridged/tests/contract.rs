@@ -30,7 +30,12 @@ fn group(room: &str) -> PlanGroup {
 }
 
 fn empty_plan() -> Plan {
-    Plan { device_sample_rate: 48_000, latency_ms: 40, janus_url: "http://127.0.0.1:9/janus".into(), ..Plan::default() }
+    Plan {
+        device_sample_rate: 48_000,
+        jitter_buffer_ms: 40,
+        janus_url: "http://127.0.0.1:9/janus".into(),
+        ..Plan::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

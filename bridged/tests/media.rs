@@ -108,7 +108,7 @@ fn plan(janus: &Janus, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
         janus_url: janus.url().into(),
         transport: Transport::Rtp,
         ice_addresses: vec![ICE_ADDRESS.into()],
-        latency_ms: 40,
+        jitter_buffer_ms: 40,
         groups: rooms.iter().map(|room| group(room)).collect(),
         users,
     }
@@ -122,7 +122,7 @@ fn without_janus(users: Vec<PlanUser>) -> Plan {
         output_device: "card_out".into(),
         device_sample_rate: RATE,
         janus_url: "http://127.0.0.1:9/janus".into(),
-        latency_ms: 40,
+        jitter_buffer_ms: 40,
         groups: vec![group("x")],
         users,
         ..Plan::default()
@@ -299,7 +299,7 @@ async fn the_card_s_packets_wait_one_packet_less_than_its_prebuffering_in_janus(
         );
     }
     // The default buffering: every participant joins again, with one packet of prebuffering.
-    let default = Plan { latency_ms: 20, ..plan(&janus, &rooms, users(rooms.len())) };
+    let default = Plan { jitter_buffer_ms: 20, ..plan(&janus, &rooms, users(rooms.len())) };
     proxy.apply(&default).await.expect("Apply");
     for room in rooms {
         let queue = placed_queue(&janus, &bridged, room, 2).await;

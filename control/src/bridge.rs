@@ -95,7 +95,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         janus_url: config.janus.url.clone(),
         transport: config.bridge.transport,
         ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
-        latency_ms: config.bridge.jitter_buffer_ms.get(),
+        jitter_buffer_ms: config.bridge.jitter_buffer_ms.get(),
         groups,
         users,
     })

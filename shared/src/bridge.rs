@@ -42,7 +42,7 @@ pub struct Plan {
     /// sends (in 20 ms packets: at least one over plain RTP, whose send bridged places against
     /// Janus's tick, at least two over WebRTC: [`crate::janus::prebuffer_packets`]) and the
     /// jitter buffer of the room's mix it receives.
-    pub latency_ms: u32,
+    pub jitter_buffer_ms: u32,
     /// One room participant per group that has server audio users.
     pub groups: Vec<PlanGroup>,
     pub users: Vec<PlanUser>,

@@ -235,7 +235,7 @@ fn plan(janus: &Janus, o: &Options, rooms: &[&str], users: Vec<PlanUser>) -> Pla
         janus_url: janus.url().into(),
         transport: o.transport,
         ice_addresses: vec![ICE_ADDRESS.into()],
-        latency_ms: jitter_ms,
+        jitter_buffer_ms: jitter_ms,
         groups: rooms.iter().map(|room| group(room)).collect(),
         users,
     }

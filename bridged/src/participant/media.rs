@@ -261,7 +261,7 @@ fn webrtc(
 ) -> anyhow::Result<Link> {
     let webrtc = gst::ElementFactory::make("webrtcbin")
         .property_from_str("bundle-policy", "max-bundle")
-        .property("latency", context.latency_ms)
+        .property("latency", context.jitter_buffer_ms)
         .build()
         .context("GStreamer element webrtcbin is missing (gstreamer1.0-plugins-bad, gstreamer1.0-nice)")?;
     pipeline.add(&webrtc)?;

@@ -58,7 +58,7 @@ pub struct Context {
     pub janus_url: String,
     pub transport: Transport,
     pub ice_addresses: Vec<String>,
-    pub latency_ms: u32,
+    pub jitter_buffer_ms: u32,
     /// The loopback port every plain-RTP participant sends from and receives on.
     pub rtp: Arc<RtpPort>,
 }
@@ -212,7 +212,7 @@ impl Attempt<'_> {
         let mut events = Events::start(session);
         let (mut media, mut faults) = Media::start(self.context, group, self.feed.clone(), self.stats, stages)?;
         stages.mark("pipeline built and started");
-        let latency = self.context.latency_ms;
+        let latency = self.context.jitter_buffer_ms;
         match media.link() {
             Link::Webrtc { webrtc, events: rtc } => {
                 let offer = tokio::time::timeout(STEP_TIMEOUT, negotiation::offer(webrtc, rtc, stages))
