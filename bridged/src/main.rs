@@ -6,7 +6,6 @@ extern crate gstreamer_app as gst_app;
 extern crate gstreamer_sdp as gst_sdp;
 extern crate gstreamer_webrtc as gst_webrtc;
 
-mod bridge;
 mod card;
 mod card_mix;
 mod card_side;
@@ -22,6 +21,7 @@ mod pads;
 mod participant;
 mod pipewire_card;
 mod plan;
+mod player;
 mod realtime;
 mod samples;
 mod service;
@@ -90,18 +90,18 @@ const JANUS_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine>) -> anyhow::Result<()> {
     let janus = Client::new(JANUS_REQUEST_TIMEOUT).context("HTTP client")?;
     let board = Arc::new(state::StatusBoard::default());
-    let bridge = Arc::new(bridge::Bridge::new(board, janus)?);
+    let player = Arc::new(player::Player::new(board, janus)?);
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     // The object is served before the name is requested: a client that sees the name can call.
     let connection = bus
         .builder()?
-        .serve_at(OBJECT_PATH, service::BridgeService::new(bridge.clone()))?
+        .serve_at(OBJECT_PATH, service::BridgeService::new(player.clone()))?
         .name(BUS_NAME)?
         .build()
         .await
         .with_context(|| format!("cannot serve {BUS_NAME} on the {bus}"))?;
-    tokio::spawn(service::notify(connection.clone(), bridge.clone(), log_rx));
+    tokio::spawn(service::notify(connection.clone(), player.clone(), log_rx));
     tracing::info!("serving {BUS_NAME} at {OBJECT_PATH} on the {bus} (GStreamer {})", gst::version_string());
     println!("partyline-bridged ready: {BUS_NAME} on the {bus}");
 
@@ -110,7 +110,7 @@ async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine
         _ = interrupt.recv() => "SIGINT",
     };
     tracing::info!("{signal_name}: leaving the rooms and stopping");
-    bridge.shutdown().await;
+    player.shutdown().await;
     let _ = connection.release_name(BUS_NAME).await;
     tracing::info!("stopped");
     Ok(())

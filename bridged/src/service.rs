@@ -7,18 +7,18 @@ use partyline_shared::bridge::{BridgeError, BridgeState, OBJECT_PATH, Plan, Stat
 use tokio::sync::mpsc;
 use zbus::object_server::SignalEmitter;
 
-use crate::bridge::Bridge;
 use crate::logbus::LogLine;
+use crate::player::Player;
 
 /// The served object.
 #[derive(Debug)]
 pub struct BridgeService {
-    bridge: Arc<Bridge>,
+    player: Arc<Player>,
 }
 
 impl BridgeService {
-    pub fn new(bridge: Arc<Bridge>) -> BridgeService {
-        BridgeService { bridge }
+    pub fn new(player: Arc<Player>) -> BridgeService {
+        BridgeService { player }
     }
 }
 
@@ -26,24 +26,24 @@ impl BridgeService {
 impl BridgeService {
     /// Applies `plan` (only its difference from the plan in force) and returns its generation.
     async fn apply(&self, plan: Plan) -> Result<u64, BridgeError> {
-        self.bridge.apply(plan).await
+        self.player.apply(plan).await
     }
 
     /// The whole status, with every branch.
     async fn status(&self) -> Result<Status, BridgeError> {
-        Ok(self.bridge.board().status())
+        Ok(self.player.board().status())
     }
 
     /// `idle`, `running`, `degraded` or `error`.
     #[zbus(property)]
     async fn state(&self) -> BridgeState {
-        self.bridge.board().state()
+        self.player.board().state()
     }
 
     /// Generation of the plan in force.
     #[zbus(property)]
     async fn generation(&self) -> u64 {
-        self.bridge.board().generation()
+        self.player.board().generation()
     }
 
     /// The state or a branch changed.
@@ -62,7 +62,7 @@ impl BridgeService {
 /// Emits `StatusChanged` (and `PropertiesChanged` for `State` and `Generation`) whenever the
 /// summary changes, `Talking` for every change of the card's voice activity, and `LogEntry` for
 /// every forwarded log line. Runs until the connection ends.
-pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs: mpsc::Receiver<LogLine>) {
+pub async fn notify(connection: zbus::Connection, player: Arc<Player>, mut logs: mpsc::Receiver<LogLine>) {
     let iface = match connection.object_server().interface::<_, BridgeService>(OBJECT_PATH).await {
         Ok(iface) => iface,
         Err(error) => {
@@ -70,7 +70,7 @@ pub async fn notify(connection: zbus::Connection, bridge: Arc<Bridge>, mut logs:
             return;
         }
     };
-    let board = bridge.board().clone();
+    let board = player.board().clone();
     let mut last = board.summary();
     loop {
         tokio::select! {

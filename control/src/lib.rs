@@ -16,7 +16,7 @@ pub use devices::pulse_client_config_env;
 pub use server::run;
 
 mod bans;
-mod bridge;
+mod bridged_link;
 mod calls;
 mod cli;
 mod config;

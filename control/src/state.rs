@@ -9,7 +9,7 @@ use std::time::Instant;
 use partyline_shared::bridge::BusChoice;
 
 use crate::bans::Bans;
-use crate::bridge::BridgeManager;
+use crate::bridged_link::BridgeManager;
 use crate::calls::Calls;
 use crate::config::ConfigManager;
 use crate::events::EventBus;

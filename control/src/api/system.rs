@@ -12,7 +12,7 @@ use super::server_users::ServerUserView;
 use super::{ApiError, ApiQuery, AppState, ErrorBody};
 use partyline_shared::bridge::BranchStatus;
 
-use crate::bridge::BridgeView;
+use crate::bridged_link::BridgeView;
 use crate::events::EventStats;
 use crate::events::{BridgeViewState, JanusState};
 use crate::janus::JanusStatus;

@@ -1,4 +1,5 @@
-//! The plan in force and what applying a new one does.
+//! The player: the plan in force, and what applying a new one does (the card side and each
+//! group's participant started, swapped or stopped).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,17 +29,17 @@ struct Running {
 
 /// bridged's core: applies plans, owns the card side and the group participants.
 #[derive(Debug)]
-pub struct Bridge {
+pub struct Player {
     running: Mutex<Running>,
     board: Arc<StatusBoard>,
     janus: Client,
     rtp: Arc<participant::RtpPort>,
 }
 
-impl Bridge {
-    pub fn new(board: Arc<StatusBoard>, janus: Client) -> anyhow::Result<Bridge> {
+impl Player {
+    pub fn new(board: Arc<StatusBoard>, janus: Client) -> anyhow::Result<Player> {
         let rtp = Arc::new(participant::RtpPort::open()?);
-        Ok(Bridge { running: Mutex::new(Running::default()), board, janus, rtp })
+        Ok(Player { running: Mutex::new(Running::default()), board, janus, rtp })
     }
 
     pub fn board(&self) -> &Arc<StatusBoard> {
