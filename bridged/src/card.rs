@@ -4,7 +4,7 @@
 //! that server is PipeWire's PulseAudio server (pipewire-pulse), the device is opened natively,
 //! with a stream of bridged's own (`pipewire_card.rs`) on the PipeWire node behind it: the
 //! PulseAudio protocol layer of pipewire-pulse costs more latency than everything else on the
-//! card → card path (BENCHMARKS.md, "Matrix"). PulseAudio proper, and a PipeWire whose own socket bridged cannot
+//! card → card path (BENCHMARKS.md, "The matrix"). PulseAudio proper, and a PipeWire whose own socket bridged cannot
 //! reach, go through `pulsesrc`/`pulsesink`; where no sound server answers, ALSA's (ids listed
 //! before ALSA ids had their prefix, such as `hw:0,0`).
 //!

@@ -5,8 +5,8 @@
 //!
 //! One thread for all groups rather than a streaming thread per participant: eight groups were
 //! eight threads woken 50 times a second each, each through `appsrc`'s own queue. With the
-//! receiving side's one thread (`participant/rtp_port.rs`) the same Opus work costs about 15 %
-//! less (BENCHMARKS.md, "Matrix"). Encoding stays out of the card's thread: a card block is
+//! receiving side's one thread (`participant/rtp_port.rs`) the same Opus work costs less
+//! (BENCHMARKS.md, "The matrix"). Encoding stays out of the card's thread: a card block is
 //! 5 ms, and eight encodes can land in one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
