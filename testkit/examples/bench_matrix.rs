@@ -687,7 +687,7 @@ async fn main() -> ExitCode {
     let ratio = spread(&ratios).median;
     let eight_verdict = verdict("eight groups CPU", ratio <= EIGHT_GROUPS_RATIO_GOAL);
 
-    println!("## Matrix run of {}\n", chrono_now());
+    println!("## Matrix (`bench/matrix`)\n");
     println!("{started_load}");
     println!(
         "Test card: PipeWire null sinks, quantum {QUANTUM} at {RATE} Hz ({:.2} ms); the card's participants over {:?} (the crew member over WebRTC, its webrtcbin latency {} ms); bridge.jitterBufferMs {} (Janus prebuffering {prebuffer} frames); Opus 64 kb/s, 20 ms frames.\n",
@@ -787,10 +787,4 @@ async fn main() -> ExitCode {
         eprintln!("bench_matrix: goals missed: {}", missed.join(", "));
         ExitCode::FAILURE
     }
-}
-
-/// The current UTC time as `YYYY-MM-DDTHH:MMZ`, from `date` (no date crate for one line).
-fn chrono_now() -> String {
-    let output = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%MZ"]).output().expect("date");
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
