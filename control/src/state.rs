@@ -44,8 +44,6 @@ pub struct AppState {
     pub bans: Arc<Bans>,
     /// Live events for the admin's event stream.
     pub events: EventBus,
-    /// Whether the public listener speaks TLS (for the URLs handed to browsers).
-    pub tls: bool,
     /// The SHA-256 of the listener's certificate (`AB:CD:…`), for control surfaces to pin.
     pub certificate_sha256: Option<String>,
     /// The public listener's connections (open now, and the cap).
@@ -77,11 +75,16 @@ impl AppState {
             token_rate: Arc::default(),
             bans: Arc::default(),
             events,
-            tls: listener.certificate_sha256.is_some(),
             certificate_sha256: listener.certificate_sha256,
             connections: listener.connections,
             started: listener.started,
         })
+    }
+
+    /// Whether the public listener speaks TLS (for the URLs handed to browsers): it has a
+    /// certificate.
+    pub fn tls(&self) -> bool {
+        self.certificate_sha256.is_some()
     }
 
     /// The state of a control with its config file at `config_file`, its state directory at

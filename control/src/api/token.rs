@@ -244,11 +244,11 @@ fn token_response(state: &AppState, config: &Config, user: &User, headers: &Head
     let panel_key = user.panel_key.as_ref().map(|k| k.expose().to_owned()).unwrap_or_default();
     TokenResponse {
         room_name: (lines.len() == 1).then(|| lines[0].room_name.clone()),
-        url: janus_websocket_url(headers, state.tls),
+        url: janus_websocket_url(headers, state.tls()),
         participant_identity: user.identity.clone(),
         // Handed out to the crew member who asked for it (and only here).
         token: user.token.expose().to_owned(),
-        panel_url: format!("{}/api/panel/{panel_key}", origin(headers, state.tls)),
+        panel_url: format!("{}/api/panel/{panel_key}", origin(headers, state.tls())),
         panel_key,
         lines,
         certificate_sha256: state.certificate_sha256.clone(),

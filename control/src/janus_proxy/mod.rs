@@ -61,7 +61,7 @@ async fn upgrade(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    check_origin(&headers, state.tls)?;
+    check_origin(&headers, state.tls())?;
     let ws = ws.map_err(|e| {
         ApiError::BadRequest(format!("/janus is a WebSocket (subprotocol {PROTOCOL}): {}", e.body_text()))
     })?;
