@@ -12,14 +12,14 @@ use crate::support::Control;
 
 /// One SSE event as a client reads it.
 #[derive(Debug)]
-struct SseEvent {
+pub(crate) struct SseEvent {
     id: Option<u64>,
-    name: String,
-    data: Value,
+    pub(crate) name: String,
+    pub(crate) data: Value,
 }
 
 /// A client of the stream: reads events off the response as they arrive.
-struct Subscriber {
+pub(crate) struct Subscriber {
     response: reqwest::Response,
     buffer: String,
 }
@@ -34,7 +34,7 @@ impl Subscriber {
     }
 
     /// A subscriber for longer than the test client's 30 s timeout of a whole request.
-    async fn open_untimed(control: &Control) -> Subscriber {
+    pub(crate) async fn open_untimed(control: &Control) -> Subscriber {
         let client = reqwest::Client::builder().no_proxy().build().expect("client");
         Subscriber::from(client.get(control.url("/admin/events")).bearer_auth(&control.token)).await
     }
@@ -47,7 +47,7 @@ impl Subscriber {
     }
 
     /// The next event (keep-alive comments skipped), within `timeout`.
-    async fn next(&mut self, timeout: Duration) -> SseEvent {
+    pub(crate) async fn next(&mut self, timeout: Duration) -> SseEvent {
         let event = tokio::time::timeout(timeout, self.read_event()).await.expect("an event within the timeout");
         event.expect("the stream goes on")
     }

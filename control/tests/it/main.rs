@@ -19,6 +19,8 @@ mod compat;
 mod concurrency;
 mod crash;
 #[cfg(feature = "services")]
+mod crew;
+#[cfg(feature = "services")]
 mod devices;
 mod events;
 #[cfg(feature = "services")]

@@ -1,0 +1,324 @@
+//! What a simulated listener hears on one line, judged as a person would: is the line's tone
+//! there and nothing else, does it drop out, and how long after it was spoken does it arrive.
+//!
+//! Each packet of the room's mix is decoded and cut into 1 ms windows. A burst's onset (the
+//! first loud window after 50 ms of quiet) is matched to the talker's onset (the same process
+//! spoke it: [`Onsets`]), which gives mouth-to-ear up to the listener's jitter buffer. Inside a
+//! burst (its first and last 5 ms aside) every quiet window is a dropout; a packet that never
+//! came or came later than the jitter buffer waits is concealed audio. Either, for 10 ms or
+//! more, is a gap.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use audiopus::coder::Decoder;
+use audiopus::{Channels, SampleRate};
+use serde::Serialize;
+
+use super::voice::{BURST, FRAME, RATE};
+
+/// A 1 ms window, in samples.
+const WINDOW: usize = RATE / 1000;
+/// A window this loud (RMS) is sound: 25 dB under the tone's RMS.
+const LOUD: f32 = 0.0099;
+/// Quiet before a loud window for it to be an onset, in windows (ms).
+const QUIET_BEFORE_ONSET: u32 = 50;
+/// The shortest dropout that counts as a gap, in ms.
+pub const GAP_MS: u32 = 10;
+/// The edges of a burst not judged for dropouts (Opus's attack and release), in ms.
+const EDGE_MS: u64 = 5;
+/// A talker's onset older than this is not the one a listener hears.
+const ONSET_MATCH: Duration = Duration::from_secs(2);
+
+/// The onsets talkers spoke, per room, for listeners to match (one talker per room at a time).
+#[derive(Debug, Clone, Default)]
+pub struct Onsets(Arc<Mutex<HashMap<String, VecDeque<Instant>>>>);
+
+impl Onsets {
+    pub fn spoken(&self, room: &str, at: Instant) {
+        let mut rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let onsets = rooms.entry(room.to_owned()).or_default();
+        onsets.push_back(at);
+        while onsets.len() > 16 {
+            onsets.pop_front();
+        }
+    }
+
+    /// The latest onset spoken in `room` at or before `heard` (within 2 s).
+    fn matching(&self, room: &str, heard: Instant) -> Option<Instant> {
+        let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let spoken = rooms.get(room)?.iter().rev().find(|at| **at <= heard).copied()?;
+        (heard.duration_since(spoken) < ONSET_MATCH).then_some(spoken)
+    }
+}
+
+/// What one listener heard on one line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Heard {
+    pub packets: u64,
+    /// Packets that never came (sequence numbers skipped).
+    pub lost: u64,
+    /// Packets that came after the jitter buffer's wait.
+    pub late: u64,
+    /// Milliseconds of audio concealed inside bursts (lost or late packets).
+    pub concealed_ms: u64,
+    /// Dropouts and concealments of 10 ms or more inside bursts.
+    pub gaps: u64,
+    pub longest_gap_ms: u64,
+    pub bursts: u64,
+    /// Mouth-to-ear of each burst matched to its talker, in ms.
+    #[serde(skip)]
+    pub mouth_to_ear_ms: Vec<f64>,
+    /// Energy of the line's tone and of everything else, inside bursts (for the levels).
+    #[serde(skip)]
+    tone_energy: f64,
+    #[serde(skip)]
+    other_energy: f64,
+    #[serde(skip)]
+    judged_samples: u64,
+}
+
+impl Heard {
+    /// The line's tone inside bursts, dBFS RMS (None before any burst).
+    pub fn tone_db(&self) -> Option<f64> {
+        (self.judged_samples > 0).then(|| db(self.tone_energy / self.judged_samples as f64))
+    }
+
+    /// Everything but the line's tone inside bursts, dBFS RMS.
+    pub fn other_db(&self) -> Option<f64> {
+        (self.judged_samples > 0).then(|| db(self.other_energy / self.judged_samples as f64))
+    }
+
+    /// Adds `other`'s counts to these (a step's or a line's totals).
+    pub fn add(&mut self, other: &Heard) {
+        self.packets += other.packets;
+        self.lost += other.lost;
+        self.late += other.late;
+        self.concealed_ms += other.concealed_ms;
+        self.gaps += other.gaps;
+        self.longest_gap_ms = self.longest_gap_ms.max(other.longest_gap_ms);
+        self.bursts += other.bursts;
+        self.mouth_to_ear_ms.extend_from_slice(&other.mouth_to_ear_ms);
+        self.tone_energy += other.tone_energy;
+        self.other_energy += other.other_energy;
+        self.judged_samples += other.judged_samples;
+    }
+}
+
+fn db(energy: f64) -> f64 {
+    10.0 * energy.max(1e-12).log10()
+}
+
+/// The listener of one line.
+#[derive(Debug)]
+pub struct Ear {
+    room: String,
+    /// Which tone this line's talkers speak.
+    frequency: f64,
+    onsets: Onsets,
+    jitter_buffer: Duration,
+    decoder: Decoder,
+    pcm: Vec<f32>,
+    heard: Heard,
+    last_seq: Option<u64>,
+    /// The smallest (arrival − media time) seen: the path's fixed delay.
+    base_transit: Option<f64>,
+    /// The stream position (ms) where the current burst's judged part ends.
+    burst_end_ms: u64,
+    burst_start_ms: u64,
+    quiet_windows: u32,
+    dropout_ms: u64,
+}
+
+impl Ear {
+    pub fn new(room: &str, frequency: f32, onsets: Onsets, jitter_buffer: Duration) -> Result<Ear, audiopus::Error> {
+        Ok(Ear {
+            room: room.to_owned(),
+            frequency: f64::from(frequency),
+            onsets,
+            jitter_buffer,
+            decoder: Decoder::new(SampleRate::Hz48000, Channels::Mono)?,
+            pcm: vec![0.0; FRAME * 6],
+            heard: Heard::default(),
+            last_seq: None,
+            base_transit: None,
+            burst_end_ms: 0,
+            burst_start_ms: 0,
+            quiet_windows: QUIET_BEFORE_ONSET,
+            dropout_ms: 0,
+        })
+    }
+
+    /// What was heard so far (taken: the next call starts from nothing).
+    pub fn take(&mut self) -> Heard {
+        std::mem::take(&mut self.heard)
+    }
+
+    /// One packet of the mix: its sequence number, media time (samples at 48 kHz), arrival.
+    pub fn packet(&mut self, seq: u64, media_time: u64, arrived: Instant, started: Instant, payload: &[u8]) {
+        self.heard.packets += 1;
+        let position_ms = media_time / (RATE as u64 / 1000);
+        if let Some(last) = self.last_seq {
+            if seq <= last {
+                return; // a duplicate or a reordered packet already concealed
+            }
+            let missing = seq - last - 1;
+            self.heard.lost += missing;
+            for k in 0..missing {
+                let at = position_ms.saturating_sub((missing - k) * 20);
+                self.concealed(at, 20);
+            }
+        }
+        self.last_seq = Some(seq);
+        let transit = arrived.duration_since(started).as_secs_f64() - media_time as f64 / RATE as f64;
+        let base = *self.base_transit.get_or_insert(transit);
+        self.base_transit = Some(base.min(transit));
+        let late = transit - base > self.jitter_buffer.as_secs_f64();
+        if late {
+            self.heard.late += 1;
+            self.concealed(position_ms, 20);
+        }
+        let Ok(samples) = self.decoder.decode_float(Some(payload), &mut self.pcm[..], false) else { return };
+        let frame_start = arrived.checked_sub(Duration::from_millis(20)).unwrap_or(arrived);
+        self.listen(samples, position_ms, frame_start, late);
+    }
+
+    /// The decoded samples of one packet starting at stream position `position_ms`.
+    fn listen(&mut self, samples: usize, position_ms: u64, frame_start: Instant, concealed: bool) {
+        let pcm = std::mem::take(&mut self.pcm);
+        for (w, window) in pcm[..samples].chunks_exact(WINDOW).enumerate() {
+            let at_ms = position_ms + w as u64;
+            let energy = window.iter().map(|s| s * s).sum::<f32>() / WINDOW as f32;
+            let loud = energy.sqrt() > LOUD;
+            if loud && self.quiet_windows >= QUIET_BEFORE_ONSET && at_ms >= self.burst_end_ms {
+                self.onset(at_ms, frame_start + Duration::from_millis(w as u64));
+            }
+            self.quiet_windows = if loud { 0 } else { self.quiet_windows.saturating_add(1) };
+            let judged = at_ms >= self.burst_start_ms + EDGE_MS && at_ms + EDGE_MS < self.burst_end_ms;
+            if judged && !concealed {
+                if loud {
+                    self.end_dropout();
+                } else {
+                    self.dropout_ms += 1;
+                }
+            } else {
+                self.end_dropout();
+            }
+        }
+        if samples == FRAME && self.inside_burst(position_ms) && self.inside_burst(position_ms + 19) {
+            self.measure_tone(&pcm[..samples]);
+        }
+        self.pcm = pcm;
+    }
+
+    fn inside_burst(&self, at_ms: u64) -> bool {
+        at_ms >= self.burst_start_ms + EDGE_MS && at_ms + EDGE_MS < self.burst_end_ms
+    }
+
+    fn onset(&mut self, at_ms: u64, heard: Instant) {
+        self.heard.bursts += 1;
+        self.burst_start_ms = at_ms;
+        self.burst_end_ms = at_ms + (BURST / WINDOW) as u64;
+        if let Some(spoken) = self.onsets.matching(&self.room, heard) {
+            self.heard.mouth_to_ear_ms.push(heard.duration_since(spoken).as_secs_f64() * 1000.0);
+        }
+    }
+
+    /// `ms` of audio from `at_ms` were concealed: a gap where a burst was expected.
+    fn concealed(&mut self, at_ms: u64, ms: u64) {
+        if self.inside_burst(at_ms) {
+            self.heard.concealed_ms += ms;
+            self.dropout_ms += ms;
+        }
+    }
+
+    fn end_dropout(&mut self) {
+        if self.dropout_ms >= u64::from(GAP_MS) {
+            self.heard.gaps += 1;
+            self.heard.longest_gap_ms = self.heard.longest_gap_ms.max(self.dropout_ms);
+        }
+        self.dropout_ms = 0;
+    }
+
+    /// Splits a frame's energy into the line's tone (its projection on the tone) and the rest.
+    fn measure_tone(&mut self, frame: &[f32]) {
+        let step = std::f64::consts::TAU * self.frequency / RATE as f64;
+        let (mut sine, mut cosine, mut total) = (0f64, 0f64, 0f64);
+        for (n, sample) in frame.iter().enumerate() {
+            let sample = f64::from(*sample);
+            let phase = step * n as f64;
+            sine += sample * phase.sin();
+            cosine += sample * phase.cos();
+            total += sample * sample;
+        }
+        // A sine of amplitude A over N samples of whole cycles projects to A·N/2 on the pair
+        // (sine² + cosine² = A²N²/4); its energy over the frame is A²N/2.
+        let tone_energy = 2.0 * (sine * sine + cosine * cosine) / frame.len() as f64;
+        self.heard.tone_energy += tone_energy;
+        self.heard.other_energy += (total - tone_energy).max(0.0);
+        self.heard.judged_samples += frame.len() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::media::voice::{AMPLITUDE, Voice, line_tone};
+
+    /// Plays `voice`'s loop into an ear as Janus would relay it (one packet per 20 ms),
+    /// dropping the packets `lost` names.
+    fn hear(voice: &Voice, ear_tone: f32, lost: &[u64]) -> Heard {
+        let onsets = Onsets::default();
+        let mut ear = Ear::new("room", ear_tone, onsets.clone(), Duration::from_millis(40)).expect("decoder");
+        let started = Instant::now();
+        for (seq, frame) in voice.frames.iter().enumerate() {
+            let sent = started + Duration::from_millis(20 * seq as u64 + 20);
+            if let Some(onset) = frame.onset {
+                onsets
+                    .spoken("room", sent - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1000 / 48));
+            }
+            if lost.contains(&(seq as u64)) {
+                continue;
+            }
+            let arrived = sent + Duration::from_millis(30);
+            ear.packet(seq as u64, (seq * FRAME) as u64, arrived, started, &frame.payload);
+        }
+        ear.take()
+    }
+
+    #[test]
+    fn a_clean_line_has_its_tone_every_burst_and_no_gap() {
+        let voice = Voice::encode(line_tone(0)).expect("encode");
+        let heard = hear(&voice, line_tone(0), &[]);
+        assert_eq!(heard.bursts, 8, "{heard:?}");
+        assert_eq!((heard.gaps, heard.lost, heard.late), (0, 0, 0), "{heard:?}");
+        let tone = heard.tone_db().expect("judged");
+        let expected = 20.0 * f64::from(AMPLITUDE / 2f32.sqrt()).log10();
+        assert!((tone - expected).abs() < 1.5, "tone at {tone:.1} dBFS, sent at {expected:.1}");
+        assert!(heard.other_db().expect("judged") < tone - 20.0, "{heard:?}");
+        // Opus's delay (a few ms) on top of the 30 ms path; every onset matched.
+        assert_eq!(heard.mouth_to_ear_ms.len(), 8, "{heard:?}");
+        for m2e in &heard.mouth_to_ear_ms {
+            assert!((29.0..40.0).contains(m2e), "{:?}", heard.mouth_to_ear_ms);
+        }
+    }
+
+    #[test]
+    fn another_line_s_tone_is_heard_as_other() {
+        let voice = Voice::encode(line_tone(1)).expect("encode");
+        let heard = hear(&voice, line_tone(0), &[]);
+        let (tone, other) = (heard.tone_db().expect("judged"), heard.other_db().expect("judged"));
+        assert!(other > tone + 20.0, "tone {tone:.1}, other {other:.1}");
+    }
+
+    #[test]
+    fn a_packet_lost_inside_a_burst_is_a_gap() {
+        let voice = Voice::encode(line_tone(0)).expect("encode");
+        // Packet 10 is in the middle of the first burst; 22 is in the cycle's silence.
+        let heard = hear(&voice, line_tone(0), &[10, 22]);
+        assert_eq!(heard.lost, 2, "{heard:?}");
+        assert_eq!(heard.gaps, 1, "{heard:?}");
+        assert_eq!(heard.concealed_ms, 20, "{heard:?}");
+    }
+}

@@ -1,0 +1,289 @@
+//! One line's peer connection: a str0m `Rtc` and its UDP socket, driven by one tokio task.
+//!
+//! The task follows str0m's rule (every change to the `Rtc` is followed by draining its
+//! output to a timeout) and waits on four things: a datagram, str0m's next timeout, the next
+//! 20 ms frame to send, and a command from the panel (talk key, what was heard, stop). A talk
+//! key changes what is sent only at a cycle's start, so no burst is ever cut short (a listener
+//! would take the cut for a dropout).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use str0m::change::{SdpAnswer, SdpPendingOffer};
+use str0m::format::Codec;
+use str0m::media::{Direction, MediaKind, MediaTime, Mid};
+use str0m::net::{Protocol, Receive};
+use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::ear::{Ear, Heard, Onsets};
+use super::voice::{CYCLE_FRAMES, FRAME, Voice};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error("UDP socket on {0}: {1}")]
+    Socket(IpAddr, std::io::Error),
+    #[error("WebRTC: {0}")]
+    Rtc(#[from] str0m::RtcError),
+    #[error("SDP: {0}")]
+    Sdp(String),
+    #[error("Opus: {0}")]
+    Opus(#[from] audiopus::Error),
+}
+
+/// A line's offer, made before the join and completed by Janus's answer.
+#[derive(Debug)]
+pub struct Offer {
+    pub sdp: String,
+    rtc: Rtc,
+    pending: SdpPendingOffer,
+    socket: UdpSocket,
+    mid: Mid,
+}
+
+/// What a line sends and hears.
+#[derive(Debug)]
+pub struct LineSetup {
+    pub room: String,
+    /// The talker's voice (a line with a talk key).
+    pub voice: Option<Arc<Voice>>,
+    /// The tone this line's talkers speak (a line that listens).
+    pub listen_tone: Option<f32>,
+    pub onsets: Onsets,
+    pub jitter_buffer: Duration,
+}
+
+impl Offer {
+    /// An offer on a new UDP socket on `address`: sendrecv, or one way for a talk-only
+    /// (sendonly) or listen-only (recvonly) line, as the panel offers.
+    pub async fn new(address: IpAddr, send: bool, receive: bool) -> Result<Offer, MediaError> {
+        let socket = UdpSocket::bind(SocketAddr::new(address, 0)).await.map_err(|e| MediaError::Socket(address, e))?;
+        let local = socket.local_addr().map_err(|e| MediaError::Socket(address, e))?;
+        let mut rtc = RtcConfig::new()
+            .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+            .clear_codecs()
+            .enable_opus(true, false)
+            // Each packet as it comes: a listener judges arrival, not str0m's reordering.
+            .set_reordering_size_audio(0)
+            .build(Instant::now());
+        let candidate = Candidate::host(local, "udp").map_err(|e| MediaError::Sdp(e.to_string()))?;
+        rtc.add_local_candidate(candidate);
+        let direction = match (send, receive) {
+            (true, true) => Direction::SendRecv,
+            (true, false) => Direction::SendOnly,
+            _ => Direction::RecvOnly,
+        };
+        let mut change = rtc.sdp_api();
+        let mid = change.add_media(MediaKind::Audio, direction, Some("crew".into()), Some("voice".into()), None);
+        let (offer, pending) = change.apply().ok_or_else(|| MediaError::Sdp("nothing to offer".into()))?;
+        Ok(Offer { sdp: offer.to_sdp_string(), rtc, pending, socket, mid })
+    }
+
+    /// Applies Janus's answer and starts the line's task.
+    pub fn start(mut self, answer: &str, setup: LineSetup) -> Result<LineMedia, MediaError> {
+        let answer = SdpAnswer::from_sdp_string(answer).map_err(|e| MediaError::Sdp(e.to_string()))?;
+        self.rtc.sdp_api().accept_answer(self.pending, answer)?;
+        let ear = match setup.listen_tone {
+            Some(tone) => Some(Ear::new(&setup.room, tone, setup.onsets.clone(), setup.jitter_buffer)?),
+            None => None,
+        };
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let (connected_tx, connected) = watch::channel(false);
+        let (sending_tx, sending) = watch::channel(false);
+        let local = self.socket.local_addr().map_err(|e| MediaError::Socket(IpAddr::from([0, 0, 0, 0]), e))?;
+        let peer = Peer {
+            rtc: self.rtc,
+            socket: self.socket,
+            local,
+            mid: self.mid,
+            room: setup.room,
+            voice: setup.voice,
+            onsets: setup.onsets,
+            ear,
+            started: Instant::now(),
+            position: 0,
+            rtp_time: 0,
+            talk_wanted: false,
+            connected: connected_tx,
+            sending: sending_tx,
+        };
+        let task = tokio::spawn(peer.run(receiver));
+        Ok(LineMedia { commands, connected, sending, task })
+    }
+}
+
+enum Command {
+    Talk(bool),
+    Heard(oneshot::Sender<Heard>),
+}
+
+/// The handle on a running line's media.
+#[derive(Debug)]
+pub struct LineMedia {
+    commands: mpsc::UnboundedSender<Command>,
+    connected: watch::Receiver<bool>,
+    sending: watch::Receiver<bool>,
+    task: JoinHandle<()>,
+}
+
+impl LineMedia {
+    /// Waits until ICE and DTLS are up (`Connected`), at most `within`.
+    pub async fn connected(&mut self, within: Duration) -> bool {
+        let up = self.connected.wait_for(|up| *up);
+        matches!(tokio::time::timeout(within, up).await, Ok(Ok(_)))
+    }
+
+    /// Starts or stops the tone; returns once the line sends accordingly (at a cycle's start,
+    /// at most 500 ms away), or at once if the task ended.
+    pub async fn talk(&mut self, on: bool) {
+        if self.commands.send(Command::Talk(on)).is_ok() {
+            let _ = self.sending.wait_for(|sending| *sending == on).await;
+        }
+    }
+
+    /// What the line heard since the last call.
+    pub async fn heard(&self) -> Heard {
+        let (reply, answer) = oneshot::channel();
+        if self.commands.send(Command::Heard(reply)).is_err() {
+            return Heard::default();
+        }
+        answer.await.unwrap_or_default()
+    }
+}
+
+impl Drop for LineMedia {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The task's state.
+struct Peer {
+    rtc: Rtc,
+    socket: UdpSocket,
+    local: SocketAddr,
+    mid: Mid,
+    room: String,
+    voice: Option<Arc<Voice>>,
+    onsets: Onsets,
+    ear: Option<Ear>,
+    started: Instant,
+    /// The frame of the voice's loop sent next.
+    position: usize,
+    rtp_time: u64,
+    talk_wanted: bool,
+    connected: watch::Sender<bool>,
+    sending: watch::Sender<bool>,
+}
+
+impl Peer {
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let mut datagram = vec![0u8; 2000];
+        let mut frames = tokio::time::interval(Duration::from_millis(20));
+        // A late tick sends its frame at once and the next on time, as a microphone's
+        // buffered frames would.
+        frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let sends = self.voice.is_some();
+        loop {
+            let deadline = match self.drain() {
+                Ok(deadline) => deadline,
+                Err(error) => {
+                    tracing::warn!(room = %self.room, %error, "a line's WebRTC ended");
+                    let _ = self.connected.send(false);
+                    return;
+                }
+            };
+            let input = tokio::select! {
+                received = self.socket.recv_from(&mut datagram) => match received {
+                    Ok((length, source)) => self.receive(source, &datagram[..length]),
+                    Err(_) => None,
+                },
+                () = tokio::time::sleep_until(deadline.into()) => Some(Input::Timeout(Instant::now())),
+                _ = frames.tick(), if sends => {
+                    self.send_frame();
+                    None
+                }
+                command = commands.recv() => {
+                    match command {
+                        Some(Command::Talk(on)) => self.talk_wanted = on,
+                        Some(Command::Heard(reply)) => {
+                            let _ = reply.send(self.ear.as_mut().map(Ear::take).unwrap_or_default());
+                        }
+                        None => return,
+                    }
+                    None
+                }
+            };
+            if let Some(input) = input
+                && let Err(error) = self.rtc.handle_input(input)
+            {
+                tracing::debug!(room = %self.room, %error, "a datagram str0m refused");
+            }
+        }
+    }
+
+    fn receive<'a>(&self, source: SocketAddr, contents: &'a [u8]) -> Option<Input<'a>> {
+        let contents = contents.try_into().ok()?;
+        Some(Input::Receive(
+            Instant::now(),
+            Receive { proto: Protocol::Udp, source, destination: self.local, contents },
+        ))
+    }
+
+    /// Drains str0m's output up to its next timeout.
+    fn drain(&mut self) -> Result<Instant, str0m::RtcError> {
+        loop {
+            match self.rtc.poll_output()? {
+                Output::Timeout(at) => return Ok(at),
+                Output::Transmit(transmit) => {
+                    // A full socket buffer drops the datagram, as a congested network would.
+                    let _ = self.socket.try_send_to(&transmit.contents, transmit.destination);
+                }
+                Output::Event(Event::MediaData(data)) => {
+                    if let Some(ear) = &mut self.ear {
+                        let seq = **data.seq_range.end();
+                        ear.packet(seq, data.time.numer(), data.network_time, self.started, &data.data);
+                    }
+                }
+                Output::Event(Event::Connected) => {
+                    let _ = self.connected.send(true);
+                }
+                Output::Event(Event::IceConnectionStateChange(IceConnectionState::Disconnected)) => {
+                    let _ = self.connected.send(false);
+                }
+                Output::Event(_) => {}
+            }
+        }
+    }
+
+    /// The next 20 ms: the loop's frame while talking, silence otherwise (a muted talk key
+    /// still sends, as a browser's disabled track does).
+    fn send_frame(&mut self) {
+        let Some(voice) = self.voice.clone() else { return };
+        if self.position.is_multiple_of(CYCLE_FRAMES) && *self.sending.borrow() != self.talk_wanted {
+            let _ = self.sending.send(self.talk_wanted);
+        }
+        let talking = *self.sending.borrow();
+        let frame = if talking { &voice.frames[self.position] } else { &voice.silence };
+        self.position = (self.position + 1) % voice.frames.len();
+        let now = Instant::now();
+        if let Some(onset) = frame.onset {
+            // The frame's samples were "spoken" over the 20 ms before it is sent.
+            let spoken = now - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1_000_000 / 48_000);
+            self.onsets.spoken(&self.room, spoken);
+        }
+        let rtp_time = MediaTime::new(self.rtp_time, str0m::media::Frequency::FORTY_EIGHT_KHZ);
+        self.rtp_time += FRAME as u64;
+        let Some(writer) = self.rtc.writer(self.mid) else { return };
+        let Some(pt) = writer.payload_params().find(|p| p.spec().codec == Codec::Opus).map(|p| p.pt()) else { return };
+        let voice_activity = frame.level != super::voice::SILENCE_LEVEL;
+        if let Err(error) =
+            writer.audio_level(frame.level, voice_activity).write(pt, now, rtp_time, frame.payload.clone())
+        {
+            tracing::debug!(room = %self.room, %error, "a frame str0m refused");
+        }
+    }
+}

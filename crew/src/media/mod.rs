@@ -1,0 +1,10 @@
+//! The media of a simulated line: one WebRTC peer connection (str0m, driven by a tokio task on
+//! its own UDP socket), sending a talker's [`voice`] and judging what it hears with an [`ear`].
+
+pub mod ear;
+pub mod line;
+pub mod voice;
+
+pub use ear::{Heard, Onsets};
+pub use line::{LineMedia, MediaError, Offer};
+pub use voice::Voice;
