@@ -66,6 +66,9 @@ pub struct Heard {
     /// Dropouts and concealments of 10 ms or more inside bursts.
     pub gaps: u64,
     pub longest_gap_ms: u64,
+    /// Each gap: when it ended (ms of the stream since the ear's first packet) and how long.
+    #[serde(skip)]
+    pub gap_times: Vec<(u64, u64)>,
     pub bursts: u64,
     /// Mouth-to-ear of each burst matched to its talker, in ms.
     #[serde(skip)]
@@ -98,6 +101,7 @@ impl Heard {
         self.concealed_ms += other.concealed_ms;
         self.gaps += other.gaps;
         self.longest_gap_ms = self.longest_gap_ms.max(other.longest_gap_ms);
+        self.gap_times.extend_from_slice(&other.gap_times);
         self.bursts += other.bursts;
         self.mouth_to_ear_ms.extend_from_slice(&other.mouth_to_ear_ms);
         self.tone_energy += other.tone_energy;
@@ -114,8 +118,8 @@ fn db(energy: f64) -> f64 {
 #[derive(Debug)]
 pub struct Ear {
     room: String,
-    /// Which tone this line's talkers speak.
-    frequency: f64,
+    /// One frame of the line's tone, sine and cosine: what a frame is projected on.
+    basis: Vec<(f32, f32)>,
     onsets: Onsets,
     jitter_buffer: Duration,
     decoder: Decoder,
@@ -129,13 +133,20 @@ pub struct Ear {
     burst_start_ms: u64,
     quiet_windows: u32,
     dropout_ms: u64,
+    /// The stream position of the first packet.
+    first_ms: u64,
 }
 
 impl Ear {
     pub fn new(room: &str, frequency: f32, onsets: Onsets, jitter_buffer: Duration) -> Result<Ear, audiopus::Error> {
         Ok(Ear {
             room: room.to_owned(),
-            frequency: f64::from(frequency),
+            basis: (0..FRAME)
+                .map(|n| {
+                    let phase = std::f64::consts::TAU * f64::from(frequency) * n as f64 / RATE as f64;
+                    (phase.sin() as f32, phase.cos() as f32)
+                })
+                .collect(),
             onsets,
             jitter_buffer,
             decoder: Decoder::new(SampleRate::Hz48000, Channels::Mono)?,
@@ -147,6 +158,7 @@ impl Ear {
             burst_start_ms: 0,
             quiet_windows: QUIET_BEFORE_ONSET,
             dropout_ms: 0,
+            first_ms: u64::MAX,
         })
     }
 
@@ -159,6 +171,7 @@ impl Ear {
     pub fn packet(&mut self, seq: u64, media_time: u64, arrived: Instant, started: Instant, payload: &[u8]) {
         self.heard.packets += 1;
         let position_ms = media_time / (RATE as u64 / 1000);
+        self.first_ms = self.first_ms.min(position_ms);
         if let Some(last) = self.last_seq {
             if seq <= last {
                 return; // a duplicate or a reordered packet already concealed
@@ -198,12 +211,12 @@ impl Ear {
             let judged = at_ms >= self.burst_start_ms + EDGE_MS && at_ms + EDGE_MS < self.burst_end_ms;
             if judged && !concealed {
                 if loud {
-                    self.end_dropout();
+                    self.end_dropout(at_ms);
                 } else {
                     self.dropout_ms += 1;
                 }
             } else {
-                self.end_dropout();
+                self.end_dropout(at_ms);
             }
         }
         if samples == FRAME && self.inside_burst(position_ms) && self.inside_burst(position_ms + 19) {
@@ -233,9 +246,10 @@ impl Ear {
         }
     }
 
-    fn end_dropout(&mut self) {
+    fn end_dropout(&mut self, at_ms: u64) {
         if self.dropout_ms >= u64::from(GAP_MS) {
             self.heard.gaps += 1;
+            self.heard.gap_times.push((at_ms.saturating_sub(self.first_ms), self.dropout_ms));
             self.heard.longest_gap_ms = self.heard.longest_gap_ms.max(self.dropout_ms);
         }
         self.dropout_ms = 0;
@@ -243,15 +257,13 @@ impl Ear {
 
     /// Splits a frame's energy into the line's tone (its projection on the tone) and the rest.
     fn measure_tone(&mut self, frame: &[f32]) {
-        let step = std::f64::consts::TAU * self.frequency / RATE as f64;
-        let (mut sine, mut cosine, mut total) = (0f64, 0f64, 0f64);
-        for (n, sample) in frame.iter().enumerate() {
-            let sample = f64::from(*sample);
-            let phase = step * n as f64;
-            sine += sample * phase.sin();
-            cosine += sample * phase.cos();
+        let (mut sine, mut cosine, mut total) = (0f32, 0f32, 0f32);
+        for (sample, (sin, cos)) in frame.iter().zip(&self.basis) {
+            sine += sample * sin;
+            cosine += sample * cos;
             total += sample * sample;
         }
+        let (sine, cosine, total) = (f64::from(sine), f64::from(cosine), f64::from(total));
         // A sine of amplitude A over N samples of whole cycles projects to A·N/2 on the pair
         // (sine² + cosine² = A²N²/4); its energy over the frame is A²N/2.
         let tone_energy = 2.0 * (sine * sine + cosine * cosine) / frame.len() as f64;
