@@ -105,6 +105,9 @@ impl ControlApi {
         if !origin.starts_with("https://") && !origin.starts_with("http://") {
             return Err(ApiError::Url(format!("{server}: the server is an http:// or https:// origin")));
         }
+        // reqwest is built without a crypto provider of its own: the process's, installed here
+        // whether or not this origin speaks TLS (reqwest wants one either way).
+        partyline_shared::crypto::install_provider();
         let tls = origin.starts_with("https://").then(|| check.client_config());
         let mut http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(20));
         if let Some(config) = &tls {

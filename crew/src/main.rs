@@ -122,6 +122,10 @@ async fn main() -> anyhow::Result<()> {
     };
     println!("{output}");
     crew.leave(usize::MAX).await;
+    let failed = crew.joins.iter().filter_map(|join| join.as_ref().err()).collect::<Vec<_>>();
+    if let Some(first) = failed.first() {
+        bail!("{} of {} joins failed; the first: {first}", failed.len(), crew.joins.len());
+    }
     Ok(())
 }
 

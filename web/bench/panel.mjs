@@ -13,11 +13,13 @@
 //   remote     a control surface's key press through the panel key (`/api/panel/{key}`): from the
 //              request to audio heard in another browser (BURSTS presses), and from the request to
 //              the panel showing it applied (COMMANDS commands)
+//   cost       the headless crew's CPU per line against Chromium's: COST_USERS four-line users
+//              in Chromium, then as many partyline-crew members (PARTYLINE_CREW_BIN), same stack
 //
-//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote]
+//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost]
 //
 // Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), COMMANDS (200), TRIES (20),
-// DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10),
+// DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10), COST_USERS (4),
 // CAPACITY_SERIES ("shared confined"); PARTYLINE_CONTROL_BIN and PARTYLINE_BRIDGED_BIN
 // (bench/panel sets the release builds).
 
@@ -29,7 +31,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import {
-  Control, Person, epochMs, launchBrowser, setLink, waitFor, writeBursts, writeTone,
+  Control, Person, epochMs, iceAddress, launchBrowser, setLink, waitFor, writeBursts, writeTone,
 } from '../tests/harness.mjs';
 import { INSTRUMENTED, inboundStats, readEnvelope, startEnvelope } from './pages.mjs';
 import { CpuWindow, children, processTree } from './system.mjs';
@@ -45,6 +47,9 @@ const DOWN_SECS = (process.env.DOWN_SECS ?? (QUICK ? '5' : '5 15')).split(/\s+/)
 const STEP_USERS = number('STEP_USERS', 2, 2);
 const MAX_USERS = number('MAX_USERS', 40, 4);
 const WINDOW_SECS = number('WINDOW_SECS', 10, 5);
+const COST_USERS = number('COST_USERS', 4, 2);
+/** The headless crew's binary (bench/panel builds it), for the `cost` part. */
+const CREW_BIN = process.env.PARTYLINE_CREW_BIN;
 /** The capacity series: `shared` (everything on both CPUs), `confined` (the users' Chromium on CPU 0 at nice 19). */
 const CAPACITY_SERIES = (process.env.CAPACITY_SERIES ?? 'shared confined').split(/\s+/).filter(Boolean);
 
@@ -533,6 +538,53 @@ async function capacity() {
 }
 
 /**
+ * What a simulated line of the headless crew costs against a line of a Chromium panel, in one
+ * run on one stack: COST_USERS panel users in Chromium with four lines each (one of them talking
+ * on all four, the rest listening), then as many `partyline-crew` members on the same lines
+ * (talking in turns: one talker per line), each measured over WINDOW_SECS once joined.
+ */
+async function cost() {
+  const lines = ['load-1', 'load-2', 'load-3', 'load-4'];
+  const rows = [];
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Load 1', 'Load 2', 'Load 3', 'Load 4']);
+    try {
+      const { browser, pid } = await launch({ audioFile: await writeTone(join(dir, '440.wav'), 440) });
+      try {
+        const users = [];
+        for (let n = 1; n <= COST_USERS; n += 1) users.push(await panel(browser, control, `User ${n}`, `/?groups=${lines}`));
+        await latchAll(users[0], lines);
+        await sleep(3000);
+        const cpu = new CpuWindow({ chromium: () => processTree(pid) });
+        await sleep(WINDOW_SECS * 1000);
+        const usage = cpu.stop();
+        rows.push({ what: 'Chromium panels', lines: COST_USERS * 4, percent: usage.groups.chromium });
+      } finally {
+        await browser.close();
+      }
+      const args = ['--server', control.origin, '--listen', lines.join(','), '--talk', lines.join(','),
+        '--users', String(COST_USERS), '--ramp', '2', '--duration', String(WINDOW_SECS), '--turn', '3',
+        '--media-address', iceAddress(), '--json'];
+      const { stdout } = await run(CREW_BIN, args, { maxBuffer: 1 << 24 });
+      const report = JSON.parse(stdout);
+      if (report.joins_failed > 0 || report.users !== COST_USERS) throw new Error(`partyline-crew: ${report.users} joined, ${report.joins_failed} failed`);
+      rows.push({ what: 'partyline-crew members', lines: report.lines, percent: report.crew_cpu_percent, gaps: report.gaps });
+    } finally {
+      await control.stop();
+    }
+  });
+  md(`### The headless crew against Chromium (\`cost\`): ${COST_USERS} users with 4 lines each, ${WINDOW_SECS} s each`);
+  md();
+  md('| client | lines | CPU % of one core | per line |');
+  md('|---|---|---|---|');
+  for (const r of rows) md(`| ${r.what} | ${r.lines} | ${fmt(r.percent, 1)} | ${fmt(r.percent / r.lines, 2)} |`);
+  md();
+  const [chromium, crew] = rows.map((r) => r.percent / r.lines);
+  md(`A simulated line costs **${fmt((crew / chromium) * 100, 1)} %** of a Chromium panel's line (goal: at most 10 %); the crew's listeners heard ${rows[1].gaps} gaps.`);
+  md();
+}
+
+/**
  * A control surface's key press (`POST /api/panel/{key}/lines/{group}/talk`, sent from node):
  * the talker's panel applies it (its line's `data-talk` changes: a MutationObserver in the page
  * stamps it) and the listener hears the talker's steady tone (an onset in its envelope).
@@ -632,9 +684,9 @@ async function remote() {
 
 // ---------------------------------------------------------------------------------------------
 
-const PARTS = { latency, network, capacity, remote };
+const PARTS = { latency, network, capacity, remote, cost };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
-for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote)`);
+for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost)`);
 const parts = chosen.length ? chosen : Object.keys(PARTS);
 
 md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);
