@@ -1,0 +1,458 @@
+//! The capacity benchmark, the ceiling of one box (run by `bench/capacity`, inside
+//! `scripts/netns-run`): a private Janus (ICE on `pl0`, events to control) and the release
+//! `partyline-control` with four groups and a position `Crew` on all four (listen and talk), and
+//! the release `partyline-crew` ramping simulated four-line members against them until a
+//! listener hears a gap. Janus has CPU 1 to itself (every thread, `taskset -a -p`); control, the
+//! crew and this driver share CPU 0. Prints a markdown section on stdout; exits non-zero when a
+//! run failed or the target (≥ 30 four-line users per core of Janus, clean) was missed.
+//!
+//!   bench_capacity --control BIN --crew BIN [--users 10] [--step 10] [--max-users 200]
+//!                  [--step-seconds 60] [--ramp 10] [--runs 3]
+//!
+//! Each run is a fresh stack and one `partyline-crew --step … --json` ramp: per step, the
+//! crew's judgement (gaps ≥ 10 ms heard by any listener, mouth-to-ear), and the CPU and RSS of
+//! Janus, control and the crew over the step's judged seconds, as the crew measures them. The
+//! crew's ramp stops at the first degraded step. Per run, the last clean step gives the users a
+//! core of Janus carries clean (its users over Janus's share of its core); the summary is the
+//! median over the runs.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use partyline_testkit::bench::{cpu_ticks, machine_line};
+use partyline_testkit::control::Control;
+use partyline_testkit::dbus::Bus;
+use partyline_testkit::janus::Janus;
+use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
+use serde_json::Value;
+
+const EVENT_SECRET: &str = "bench-event-secret";
+/// The target: four-line users per core of Janus, clean.
+const TARGET_PER_CORE: f64 = 30.0;
+/// A share of one core from which a process (or thread) counts as having filled it.
+const FULL: f64 = 90.0;
+/// Janus's CPU; control, the crew and this driver take the other.
+const JANUS_CPU: u32 = 1;
+const CREW_CPU: u32 = 0;
+
+const GROUPS: &str = "groups:\n  - name: Load 1\n  - name: Load 2\n  - name: Load 3\n  - name: Load 4\n";
+const POSITION: &str = "positions:\n  - name: Crew\n    listen: [load-1, load-2, load-3, load-4]\n    talk: [load-1, load-2, load-3, load-4]\n";
+/// The whole crew joins from one address within seconds: no token limit may get in its way.
+const CREW: &str = "crew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n";
+
+#[derive(Debug)]
+struct Options {
+    control: PathBuf,
+    crew: PathBuf,
+    users: u64,
+    step: u64,
+    max_users: u64,
+    step_seconds: u64,
+    ramp: u64,
+    runs: u64,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        control: PathBuf::new(),
+        crew: PathBuf::new(),
+        users: 10,
+        step: 10,
+        max_users: 200,
+        step_seconds: 60,
+        ramp: 10,
+        runs: 3,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let value = pair.get(1).cloned().unwrap_or_default();
+        let number = || value.parse::<u64>().unwrap_or_else(|_| panic!("{} takes a number", pair[0]));
+        match pair[0].as_str() {
+            "--control" => o.control = value.clone().into(),
+            "--crew" => o.crew = value.clone().into(),
+            "--users" => o.users = number(),
+            "--step" => o.step = number(),
+            "--max-users" => o.max_users = number(),
+            "--step-seconds" => o.step_seconds = number(),
+            "--ramp" => o.ramp = number(),
+            "--runs" => o.runs = number(),
+            other => panic!(
+                "unknown argument {other} (--control BIN --crew BIN --users N --step N --max-users N \
+                 --step-seconds S --ramp S --runs N)"
+            ),
+        }
+    }
+    assert!(o.control.exists() && o.crew.exists(), "--control and --crew: the release binaries");
+    assert!(o.users > 0 && o.step > 0 && o.runs > 0, "--users, --step and --runs must be at least 1");
+    o
+}
+
+/// Pins every thread of `pid` to `cpu`; threads they start later inherit it.
+fn pin(pid: u32, cpu: u32) {
+    let status = Command::new("taskset")
+        .args(["-a", "-pc", &cpu.to_string(), &pid.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .expect("taskset (util-linux)");
+    assert!(status.success(), "taskset -a -pc {cpu} {pid} failed");
+}
+
+/// Busy and total jiffies of one CPU (`/proc/stat`'s `cpuN` line).
+fn cpu_ticks_of(cpu: u32) -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let name = format!("cpu{cpu}");
+    let fields: Vec<u64> = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .map(|l| l.split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect())
+        .unwrap_or_default();
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// Percent busy of each CPU between two readings of [`cpu_ticks_of`].
+fn busy_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let total = after.1.saturating_sub(before.1).max(1);
+    after.0.saturating_sub(before.0) as f64 / total as f64 * 100.0
+}
+
+/// One step of the crew's ramp, from its JSON.
+#[derive(Debug, Clone)]
+struct Step {
+    users: u64,
+    lines: u64,
+    gaps: u64,
+    listeners_with_gaps: u64,
+    m2e: Option<(f64, f64)>,
+    crew_cpu: f64,
+    crew_per_line: f64,
+    janus: Proc,
+    control: Proc,
+    degraded: Option<String>,
+}
+
+/// A watched process's figures over a step.
+#[derive(Debug, Clone, Default)]
+struct Proc {
+    cpu: f64,
+    thread: String,
+    thread_cpu: f64,
+    rss_mib: f64,
+}
+
+fn step_of(v: &Value) -> Step {
+    let number = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let process = |name: &str| {
+        let p = v["processes"].as_array().and_then(|ps| ps.iter().find(|p| p["name"] == name));
+        p.map_or_else(Proc::default, |p| Proc {
+            cpu: number(&p["cpu_percent"]),
+            thread: p["busiest_thread"].as_str().unwrap_or("?").to_owned(),
+            thread_cpu: number(&p["busiest_thread_percent"]),
+            rss_mib: number(&p["rss_mib"]),
+        })
+    };
+    let m2e = &v["mouth_to_ear_ms"];
+    Step {
+        users: v["users"].as_u64().unwrap_or(0),
+        lines: v["lines"].as_u64().unwrap_or(0),
+        gaps: v["gaps"].as_u64().unwrap_or(0),
+        listeners_with_gaps: v["listeners_with_gaps"].as_u64().unwrap_or(0),
+        m2e: m2e.is_object().then(|| (number(&m2e["median"]), number(&m2e["p95"]))),
+        crew_cpu: number(&v["crew_cpu_percent"]),
+        crew_per_line: number(&v["crew_cpu_per_line_percent"]),
+        janus: process("janus"),
+        control: process("control"),
+        degraded: v["degraded"].as_str().map(str::to_owned),
+    }
+}
+
+/// What one run found.
+#[derive(Debug)]
+struct RunResult {
+    steps: Vec<Step>,
+    /// Whether the crew ran to its end and its JSON was read.
+    ok: bool,
+    seconds: f64,
+    /// CPU 0 and CPU 1 busy over the crew's run, in %.
+    cpu_busy: (f64, f64),
+    /// Janus's share of CPU 1 over the run, in %.
+    janus_busy: f64,
+}
+
+impl RunResult {
+    fn last_clean(&self) -> Option<&Step> {
+        self.steps.iter().take_while(|s| s.degraded.is_none()).last()
+    }
+
+    fn first_degraded(&self) -> Option<&Step> {
+        self.steps.iter().find(|s| s.degraded.is_some())
+    }
+
+    /// Janus's CPU per four-line user and the users per core of Janus, at the last clean step.
+    fn per_user(&self) -> Option<(u64, f64, f64)> {
+        let s = self.last_clean()?;
+        (s.users > 0 && s.janus.cpu > 0.0)
+            .then(|| (s.users, s.janus.cpu / s.users as f64, s.users as f64 / (s.janus.cpu / 100.0)))
+    }
+
+    /// Janus's CPU per user added, from the first step to the last clean one (its own idle
+    /// work left out), when there are two.
+    fn marginal(&self) -> Option<f64> {
+        let (first, last) = (self.steps.first()?, self.last_clean()?);
+        (last.users > first.users).then(|| (last.janus.cpu - first.janus.cpu) / (last.users - first.users) as f64)
+    }
+
+    /// What stopped the ramp.
+    fn limit(&self, max_users: u64) -> String {
+        let Some(d) = self.first_degraded() else {
+            return match self.steps.last() {
+                Some(s) => format!(
+                    "not reached: the ramp ended clean at {} users (its maximum, {max_users}), with Janus at {:.0} % of its core",
+                    s.users, s.janus.cpu
+                ),
+                None => "no step was measured".into(),
+            };
+        };
+        let reason = d.degraded.as_deref().unwrap_or_default();
+        let at = format!("at {} users ({reason})", d.users);
+        if d.janus.cpu >= FULL {
+            format!("Janus's core: {:.0} % of CPU {JANUS_CPU} {at}", d.janus.cpu)
+        } else if d.janus.thread_cpu >= FULL {
+            format!("Janus's busiest thread, `{}`, at {:.0} % of a core {at}", d.janus.thread, d.janus.thread_cpu)
+        } else if d.crew_cpu + d.control.cpu >= FULL {
+            format!(
+                "the crew's core: the crew {:.0} % and control {:.0} % of CPU {CREW_CPU} {at}; Janus was at {:.0} %",
+                d.crew_cpu, d.control.cpu, d.janus.cpu
+            )
+        } else {
+            format!(
+                "no core full {at}: Janus {:.0} % (busiest thread {:.0} %), the crew {:.0} %, control {:.0} %",
+                d.janus.cpu, d.janus.thread_cpu, d.crew_cpu, d.control.cpu
+            )
+        }
+    }
+}
+
+/// A fresh stack, the crew's ramp against it, its steps.
+async fn run(o: &Options, k: u64) -> RunResult {
+    let bus = Bus::start();
+    let events_port = free_port();
+    let janus = Janus::builder()
+        .ice_iface(ICE_IFACE)
+        .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
+        .start();
+    let config = format!(
+        "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: true\n{}  eventSecret: {EVENT_SECRET}\n\
+         logging:\n  level: warn\n{GROUPS}{POSITION}{CREW}",
+        janus.config_yaml(),
+    );
+    // The malloc setting of the packaged unit (packaging/systemd), as the other benchmarks run it.
+    let control = Control::builder()
+        .binary(&o.control)
+        .config(Some(&config))
+        .env("PARTYLINE_BUS", &bus.address)
+        .env("MALLOC_ARENA_MAX", "2")
+        .start()
+        .await;
+    // Rooms exist once control's first reconciliation is through: joins before that fail.
+    // control's certificate is its own self-signed one, as a box's is out of the box.
+    partyline_shared::crypto::install_provider();
+    let http = reqwest::Client::builder().no_proxy().danger_accept_invalid_certs(true).build().expect("client");
+    wait_for("control in step with Janus", Duration::from_secs(30), async || {
+        let response = http.get(control.url("/admin/stats")).bearer_auth(&control.token).send().await.ok()?;
+        let stats: Value = response.json().await.ok()?;
+        (stats["janus"]["state"] == "up").then_some(())
+    })
+    .await;
+    let janus_pid: u32 =
+        std::fs::read_to_string(janus.value("JANUS_PID_FILE")).expect("janus.pid").trim().parse().expect("a pid");
+    pin(janus_pid, JANUS_CPU);
+    pin(control.pid(), CREW_CPU);
+
+    let args: Vec<String> = [
+        "--server",
+        &control.origin,
+        "--position",
+        "crew",
+        "--users",
+        &o.users.to_string(),
+        "--step",
+        &o.step.to_string(),
+        "--max-users",
+        &o.max_users.to_string(),
+        "--step-seconds",
+        &o.step_seconds.to_string(),
+        "--ramp",
+        &o.ramp.to_string(),
+        "--insecure",
+        "--media-address",
+        ICE_ADDRESS,
+        "--watch",
+        &format!("janus={janus_pid}"),
+        "--watch",
+        &format!("control={}", control.pid()),
+        "--json",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    eprintln!("bench_capacity: run {k}: {} {}", o.crew.display(), args.join(" "));
+    let cpus = || (cpu_ticks_of(CREW_CPU), cpu_ticks_of(JANUS_CPU), cpu_ticks(janus_pid));
+    let (cpu0, cpu1, janus_ticks) = cpus();
+    let started = Instant::now();
+    let output = tokio::process::Command::new("taskset")
+        .args(["-c", &CREW_CPU.to_string()])
+        .arg(&o.crew)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run partyline-crew")
+        .wait_with_output() // (not `output()`, which would capture its progress on stderr too)
+        .await
+        .expect("partyline-crew's output");
+    let seconds = started.elapsed().as_secs_f64();
+    let (cpu0_after, cpu1_after, janus_ticks_after) = cpus();
+    let cpu_busy = (busy_percent(cpu0, cpu0_after), busy_percent(cpu1, cpu1_after));
+    // Janus's share of its CPU over the run: /proc's ticks are 1/100 s, /proc/stat's per CPU too.
+    let janus_busy = busy_percent((janus_ticks, cpu1.1), (janus_ticks_after, cpu1_after.1));
+    let parsed: Option<Vec<Value>> = serde_json::from_slice(&output.stdout).ok();
+    let ok = output.status.success() && parsed.is_some();
+    if !ok {
+        let tail = |text: String| {
+            text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        };
+        eprintln!(
+            "bench_capacity: run {k}: partyline-crew {}; its stdout (end):\n{}\ncontrol's log (end):\n{}",
+            output.status,
+            tail(String::from_utf8_lossy(&output.stdout).into_owned()),
+            tail(control.log_text())
+        );
+    }
+    let steps = parsed.unwrap_or_default().iter().map(step_of).collect();
+    drop(control);
+    drop(janus);
+    drop(bus);
+    RunResult { steps, ok, seconds, cpu_busy, janus_busy }
+}
+
+fn print_run(o: &Options, k: u64, r: &RunResult) {
+    println!("### Run {k}\n");
+    println!(
+        "| users (lines) | Janus CPU % (busiest thread %) | Janus RSS MiB | crew CPU % (per line) | control CPU % / RSS MiB | gaps ≥ 10 ms (listeners) | mouth-to-ear ms median / p95 | |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for s in &r.steps {
+        let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
+        println!(
+            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}) | {m2e} | {} |",
+            s.users,
+            s.lines,
+            s.janus.cpu,
+            s.janus.thread,
+            s.janus.thread_cpu,
+            s.janus.rss_mib,
+            s.crew_cpu,
+            s.crew_per_line,
+            s.control.cpu,
+            s.control.rss_mib,
+            s.gaps,
+            s.listeners_with_gaps,
+            s.degraded.as_deref().map_or_else(|| "clean".to_owned(), |d| format!("degraded: {d}"))
+        );
+    }
+    println!();
+    if !r.ok {
+        println!("**The crew failed** (see the log on stderr); the steps above are what it reported.\n");
+    }
+    match r.per_user() {
+        Some((users, per_user, per_core)) => println!(
+            "Last clean step: **{users} users**; Janus {per_user:.2} % of its core per four-line user, \
+             **{per_core:.0} four-line users per core of Janus**."
+        ),
+        None => println!("No clean step."),
+    }
+    if let Some(marginal) = r.marginal() {
+        println!("Janus's CPU per user added, from the first step to the last clean one: {marginal:.2} % of its core.");
+    }
+    println!("Limit: {}.", r.limit(o.max_users));
+    println!(
+        "Over the run ({:.0} s, joins included): CPU {JANUS_CPU} {:.0} % busy, Janus {:.0} % and everything else {:.0} %; \
+         CPU {CREW_CPU} (the crew, control) {:.0} % busy.\n",
+        r.seconds,
+        r.cpu_busy.1,
+        r.janus_busy,
+        (r.cpu_busy.1 - r.janus_busy).max(0.0),
+        r.cpu_busy.0
+    );
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some(f64::midpoint(values[n / 2 - 1], values[n / 2])),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    require_namespace();
+    let o = options();
+    let machine = machine_line();
+    // This driver mostly waits; it stays off Janus's CPU all the same.
+    pin(std::process::id(), CREW_CPU);
+    let mut results = Vec::new();
+    for k in 1..=o.runs {
+        results.push(run(&o, k).await);
+    }
+
+    println!("## Capacity (`bench/capacity`): four-line crew members against Janus on one core\n");
+    println!("{machine}\n");
+    println!(
+        "Janus (every thread) on CPU {JANUS_CPU}; control, `partyline-crew` and this driver on CPU {CREW_CPU}. \
+         Each member: the position `Crew`, four lines (listen and talk on Load 1–4), one AudioBridge participant per \
+         line through control's `/janus` proxy, talking in turns. A ramp from {} users, {} more per step up to {}: \
+         {} s of joins, 10 s of settling and {} s judged per step; it stops at the first degraded step. {} run(s), \
+         each a fresh stack. CPU is % of one core over a step's judged seconds.\n",
+        o.users, o.step, o.max_users, o.ramp, o.step_seconds, o.runs
+    );
+    for (k, r) in (1..).zip(&results) {
+        print_run(&o, k, r);
+    }
+
+    let clean: Vec<(u64, f64, f64)> = results.iter().filter_map(RunResult::per_user).collect();
+    let users = median(clean.iter().map(|c| c.0 as f64).collect());
+    let per_user = median(clean.iter().map(|c| c.1).collect());
+    let per_core = median(clean.iter().map(|c| c.2).collect());
+    let all_ok = results.iter().all(|r| r.ok);
+    let met = per_core.is_some_and(|p| p >= TARGET_PER_CORE);
+    let show = |v: Option<f64>, digits: usize| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"));
+    println!("### Summary: the median of {} run(s)\n", results.len());
+    println!("| figure | target | measured | verdict |");
+    println!("|---|---|---|---|");
+    println!("| users at the last clean step | — | {} | — |", show(users, 0));
+    println!("| Janus CPU per four-line user (% of its core) | — | {} | — |", show(per_user, 2));
+    println!(
+        "| four-line users per core of Janus, clean (no gap ≥ 10 ms for any listener) | ≥ {TARGET_PER_CORE:.0} | {} | {} |",
+        show(per_core, 0),
+        if met { "met" } else { "**missed**" }
+    );
+    println!();
+    for (k, r) in (1..).zip(&results) {
+        println!("- run {k}: limit: {}.", r.limit(o.max_users));
+    }
+    if results.iter().any(|r| r.first_degraded().is_none() && r.ok) {
+        println!(
+            "\nA run that ended clean did not find the ceiling: its users per core are Janus's share at its last step, \
+             extrapolated."
+        );
+    }
+    std::process::exit(if all_ok && met { 0 } else { 1 });
+}
