@@ -174,6 +174,8 @@ struct RunResult {
     steps: Vec<Step>,
     /// Whether the crew ran to its end and its JSON was read.
     ok: bool,
+    /// The crew's exit status when it was not a success (it fails when a join failed).
+    exit: Option<String>,
     seconds: f64,
     /// CPU 0 and CPU 1 busy over the crew's run, in %.
     cpu_busy: (f64, f64),
@@ -321,8 +323,11 @@ async fn run(o: &Options, k: u64) -> RunResult {
     // Janus's share of its CPU over the run: /proc's ticks are 1/100 s, /proc/stat's per CPU too.
     let janus_busy = busy_percent((janus_ticks, cpu1.1), (janus_ticks_after, cpu1_after.1));
     let parsed: Option<Vec<Value>> = serde_json::from_slice(&output.stdout).ok();
-    let ok = output.status.success() && parsed.is_some();
-    if !ok {
+    // The crew exits non-zero when a join failed, which ends a ramp as a degraded step: the run
+    // counts as done when its JSON came.
+    let ok = parsed.is_some();
+    let exit = (!output.status.success()).then(|| output.status.to_string());
+    if !ok || exit.is_some() {
         let tail = |text: String| {
             text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
         };
@@ -337,7 +342,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
     drop(control);
     drop(janus);
     drop(bus);
-    RunResult { steps, ok, seconds, cpu_busy, janus_busy }
+    RunResult { steps, ok, exit, seconds, cpu_busy, janus_busy }
 }
 
 fn print_run(o: &Options, k: u64, r: &RunResult) {
@@ -368,6 +373,8 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
     println!();
     if !r.ok {
         println!("**The crew failed** (see the log on stderr); the steps above are what it reported.\n");
+    } else if let Some(exit) = &r.exit {
+        println!("partyline-crew ended with {exit}: a join failed (see the log on stderr).\n");
     }
     match r.per_user() {
         Some((users, per_user, per_core)) => println!(
