@@ -160,6 +160,20 @@ impl Drop for LineMedia {
     }
 }
 
+/// A frame's duration: the send tick.
+const FRAME_PERIOD: Duration = Duration::from_millis(20);
+
+/// The next send tick of the process: every line sends on the same 20 ms ticks (from one
+/// epoch), so the runtime wakes once per tick for all of them, not once per line.
+fn next_frame_tick() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let elapsed = epoch.elapsed().as_nanos();
+    let period = FRAME_PERIOD.as_nanos();
+    let ticks = u32::try_from(elapsed / period + 1).unwrap_or(u32::MAX);
+    epoch + FRAME_PERIOD * ticks
+}
+
 /// The task's state.
 struct Peer {
     rtc: Rtc,
@@ -182,7 +196,7 @@ struct Peer {
 impl Peer {
     async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut datagram = vec![0u8; 2000];
-        let mut frames = tokio::time::interval(Duration::from_millis(20));
+        let mut frames = tokio::time::interval_at(next_frame_tick().into(), FRAME_PERIOD);
         // A late tick sends its frame at once and the next on time, as a microphone's
         // buffered frames would.
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -196,6 +210,15 @@ impl Peer {
                     return;
                 }
             };
+            // str0m asks to be woken at once after most changes (a packet written or read):
+            // done here, not through the timer, which would cost a wake-up each time.
+            let now = Instant::now();
+            if deadline <= now {
+                if let Err(error) = self.rtc.handle_input(Input::Timeout(now)) {
+                    tracing::debug!(room = %self.room, %error, "str0m's timeout");
+                }
+                continue;
+            }
             let input = tokio::select! {
                 received = self.socket.recv_from(&mut datagram) => match received {
                     Ok((length, source)) => self.receive(source, &datagram[..length]),
