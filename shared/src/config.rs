@@ -203,6 +203,9 @@ pub struct AudioConfig {
     pub default_bitrate: Bitrate,
     /// Rooms' jitter buffer; becomes AudioBridge prebuffering in 20 ms packets.
     pub jitter_buffer_ms: JitterBufferMs,
+    /// The Opus complexity of the mix Janus encodes for each crew line (AudioBridge's
+    /// `quality`): Janus's main cost per participant. Set by control in every crew join.
+    pub opus_complexity: OpusComplexity,
     pub device: DeviceSelection,
     pub channel_names: ChannelNames,
     /// Legacy keys of the original system.
@@ -220,6 +223,7 @@ impl Default for AudioConfig {
             sample_rate: RoomRate::from(SampleRate(48_000)),
             default_bitrate: Bitrate(64),
             jitter_buffer_ms: JitterBufferMs(40),
+            opus_complexity: OpusComplexity(4),
             device: DeviceSelection::default(),
             channel_names: ChannelNames::default(),
             channels: None,
@@ -630,6 +634,10 @@ checked_number!(
 checked_number!(
     /// `crew.maxPendingTokens`: unused tokens at once.
     PendingTokens(u32), |v| (1..=100_000).contains(&v), "1 to 100000 tokens"
+);
+checked_number!(
+    /// Opus's complexity, 1 (cheapest) to 10 (AudioBridge's `quality`).
+    OpusComplexity(u8), |v| (1..=10).contains(&v), "an Opus complexity of 1 to 10"
 );
 checked_number!(
     /// Room jitter buffer in ms.

@@ -51,6 +51,8 @@ struct Options {
     step_seconds: u64,
     ramp: u64,
     runs: u64,
+    /// More of control's `audio:` section (YAML lines), the room settings under test.
+    audio: Vec<String>,
 }
 
 fn options() -> Options {
@@ -63,6 +65,7 @@ fn options() -> Options {
         step_seconds: 60,
         ramp: 10,
         runs: 3,
+        audio: Vec::new(),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -77,9 +80,17 @@ fn options() -> Options {
             "--step-seconds" => o.step_seconds = number(),
             "--ramp" => o.ramp = number(),
             "--runs" => o.runs = number(),
+            // KEY=VALUE,…: e.g. opusComplexity=1,sampleRate=16000.
+            "--audio" => {
+                o.audio = value
+                    .split(',')
+                    .filter(|kv| !kv.is_empty())
+                    .map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1)))
+                    .collect();
+            }
             other => panic!(
                 "unknown argument {other} (--control BIN --crew BIN --users N --step N --max-users N \
-                 --step-seconds S --ramp S --runs N)"
+                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,…)"
             ),
         }
     }
@@ -247,8 +258,9 @@ async fn run(o: &Options, k: u64) -> RunResult {
         .start();
     let config = format!(
         "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: true\n{}  eventSecret: {EVENT_SECRET}\n\
-         logging:\n  level: warn\n{GROUPS}{POSITION}{CREW}",
+         logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
         janus.config_yaml(),
+        if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
     );
     // The malloc setting of the packaged unit (packaging/systemd), as the other benchmarks run it.
     let control = Control::builder()

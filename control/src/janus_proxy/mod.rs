@@ -66,7 +66,9 @@ async fn upgrade(
         ApiError::BadRequest(format!("/janus is a WebSocket (subprotocol {PROTOCOL}): {}", e.body_text()))
     })?;
     // Read per connection, so a config reload takes effect for the next client.
-    let url = state.config.current().janus.ws_url.clone();
+    let config = state.config.current();
+    let url = config.janus.ws_url.clone();
+    let policy = Policy::new(config.audio.opus_complexity.get());
     // Subscribed before the first request can bind the connection: no removal is missed.
     let removals = state.users.subscribe_removals();
     let users = Arc::clone(&state.users);
@@ -74,7 +76,7 @@ async fn upgrade(
         .protocols([PROTOCOL])
         .max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| relay(socket, url, users, removals))
+        .on_upgrade(move |socket| relay(socket, url, users, removals, policy))
         .into_response())
 }
 
@@ -114,7 +116,13 @@ enum End {
 
 /// Connects to Janus and relays until either side closes, the browser sends what a panel
 /// does not, or the crew member is removed.
-async fn relay(mut browser: WebSocket, url: String, users: Arc<Users>, mut removals: broadcast::Receiver<String>) {
+async fn relay(
+    mut browser: WebSocket,
+    url: String,
+    users: Arc<Users>,
+    mut removals: broadcast::Receiver<String>,
+    mut policy: Policy,
+) {
     let janus = match connect(&url).await {
         Ok(janus) => janus,
         Err(e) => {
@@ -126,7 +134,6 @@ async fn relay(mut browser: WebSocket, url: String, users: Arc<Users>, mut remov
     };
     let (mut browser_tx, mut browser_rx) = browser.split();
     let (mut janus_tx, mut janus_rx) = janus.split();
-    let mut policy = Policy::default();
     let silence = tokio::time::sleep(BROWSER_SILENCE);
     tokio::pin!(silence);
     let end = loop {

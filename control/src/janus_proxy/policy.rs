@@ -95,6 +95,10 @@ pub enum Body {
         display: String,
         muted: bool,
         token: String,
+        /// The Opus complexity of the mix Janus encodes for this participant: control's
+        /// (`audio.opusComplexity`), never the page's (a page that sends one is refused).
+        #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+        quality: Option<u8>,
     },
     /// Talk key on or off.
     Configure {
@@ -167,6 +171,8 @@ enum Pending {
 /// One connection's allow list and what it learnt: whose it is, its sessions and handles.
 #[derive(Debug, Default)]
 pub struct Policy {
+    /// What every join is given as its `quality` (None: Janus's default).
+    mix_complexity: Option<u8>,
     bound: Option<Bound>,
     pending: HashMap<String, Pending>,
     /// Session id → its handles, each with the room it joined (`None` before its join).
@@ -174,6 +180,11 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// A connection's policy whose joins ask Janus for mixes of this Opus complexity.
+    pub fn new(mix_complexity: u8) -> Policy {
+        Policy { mix_complexity: Some(mix_complexity), ..Policy::default() }
+    }
+
     /// Whose connection this is, once its first request named a crew member's token.
     pub fn bound(&self) -> Option<&Bound> {
         self.bound.as_ref()
@@ -288,7 +299,7 @@ impl Policy {
         jsep: Option<&Jsep>,
     ) -> Result<(), Refusal> {
         match body {
-            Body::Join { room: wanted, id, display, muted, token: joins_with } => {
+            Body::Join { room: wanted, id, display, muted, token: joins_with, quality } => {
                 if room.is_some() {
                     return refuse("a second join on one handle");
                 }
@@ -313,6 +324,7 @@ impl Policy {
                 }
                 // Others see the name the token was issued to, whatever the page says.
                 display.clone_from(&user.username);
+                *quality = self.mix_complexity;
                 if let Some(handles) = self.sessions.get_mut(&session) {
                     handles.insert(handle, Some(wanted.clone()));
                 }
@@ -469,6 +481,23 @@ mod tests {
                 policy.check(request.to_string().as_bytes(), lookup).unwrap_or_else(|e| panic!("{request}: {e}"));
             assert_eq!(serde_json::from_str::<Value>(&relayed).expect("JSON"), request);
         }
+    }
+
+    /// A join goes on with control's Opus complexity for its mix; a page cannot choose one.
+    #[test]
+    fn a_join_carries_control_s_mix_complexity_and_never_the_page_s() {
+        let (users, _) = alice();
+        let mut policy = connected(&users);
+        policy.mix_complexity = Some(2);
+        let lookup = |t: &str| users.by_token(t);
+        let request = with_offer(message(11, join("talk-listen", true)), SENDRECV);
+        let relayed: Value =
+            serde_json::from_str(&policy.check(request.to_string().as_bytes(), lookup).expect("join")).expect("JSON");
+        assert_eq!(relayed["body"]["quality"], 2, "{relayed}");
+        let mut own = join("listen-only", true);
+        own["quality"] = json!(10);
+        let refused = policy.check(message(12, own).to_string().as_bytes(), lookup).expect_err("a page's quality");
+        assert!(refused.0.contains("not a request"), "{refused:?}");
     }
 
     /// Data-driven: each request, sent on a connected panel, is refused with a reason naming it.
