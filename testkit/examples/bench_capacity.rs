@@ -16,6 +16,7 @@
 //! core of Janus carries clean (its users over Janus's share of its core); the summary is the
 //! median over the runs.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,7 +42,7 @@ const POSITION: &str = "positions:\n  - name: Crew\n    listen: [load-1, load-2,
 /// The whole crew joins from one address within seconds: no token limit may get in its way.
 const CREW: &str = "crew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n";
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Options {
     control: PathBuf,
     crew: PathBuf,
@@ -53,6 +54,8 @@ struct Options {
     runs: u64,
     /// More of control's `audio:` section (YAML lines), the room settings under test.
     audio: Vec<String>,
+    /// A/B: room settings (`KEY=VALUE,…` each) measured one after the other at `users`.
+    ab: Vec<String>,
 }
 
 fn options() -> Options {
@@ -66,6 +69,7 @@ fn options() -> Options {
         ramp: 10,
         runs: 3,
         audio: Vec::new(),
+        ab: Vec::new(),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -81,22 +85,23 @@ fn options() -> Options {
             "--ramp" => o.ramp = number(),
             "--runs" => o.runs = number(),
             // KEY=VALUE,…: e.g. opusComplexity=1,sampleRate=16000.
-            "--audio" => {
-                o.audio = value
-                    .split(',')
-                    .filter(|kv| !kv.is_empty())
-                    .map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1)))
-                    .collect();
-            }
+            "--audio" => o.audio = audio_lines(&value),
+            // SETTING;SETTING;…, each KEY=VALUE,… (empty: control's defaults).
+            "--ab" => o.ab = value.split(';').map(str::to_owned).collect(),
             other => panic!(
                 "unknown argument {other} (--control BIN --crew BIN --users N --step N --max-users N \
-                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,…)"
+                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;…)"
             ),
         }
     }
     assert!(o.control.exists() && o.crew.exists(), "--control and --crew: the release binaries");
     assert!(o.users > 0 && o.step > 0 && o.runs > 0, "--users, --step and --runs must be at least 1");
     o
+}
+
+/// `KEY=VALUE,…` as lines of control's `audio:` section.
+fn audio_lines(setting: &str) -> Vec<String> {
+    setting.split(',').filter(|kv| !kv.is_empty()).map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1))).collect()
 }
 
 /// Pins every thread of `pid` to `cpu`; threads they start later inherit it.
@@ -109,24 +114,33 @@ fn pin(pid: u32, cpu: u32) {
     assert!(status.success(), "taskset -a -pc {cpu} {pid} failed");
 }
 
-/// Busy and total jiffies of one CPU (`/proc/stat`'s `cpuN` line).
-fn cpu_ticks_of(cpu: u32) -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let name = format!("cpu{cpu}");
-    let fields: Vec<u64> = stat
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
-        .map(|l| l.split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect())
-        .unwrap_or_default();
-    let total: u64 = fields.iter().take(8).sum();
-    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-    (total - idle, total)
+/// Every process's CPU ticks now, by pid: utime + stime, and its waited-for children's
+/// (cutime + cstime), so that a build's short-lived compilers count in their parent.
+///
+/// Not `/proc/stat`'s per-CPU lines: in this VM they are sampled at the tick and miss most of
+/// a load of many short wake-ups such as Janus's (they showed its CPU busy at half of what
+/// Janus's own, exact, figures say).
+fn all_ticks() -> HashMap<u32, u64> {
+    let mut ticks = HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<u64> = rest.split_whitespace().skip(1).map(|f| f.parse().unwrap_or(0)).collect();
+        ticks.insert(pid, fields.get(10..14).map_or(0, |f| f.iter().sum()));
+    }
+    ticks
 }
 
-/// Percent busy of each CPU between two readings of [`cpu_ticks_of`].
-fn busy_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
-    let total = after.1.saturating_sub(before.1).max(1);
-    after.0.saturating_sub(before.0) as f64 / total as f64 * 100.0
+/// The CPU, in % of one core over `seconds`, of every process but `excluded` between two
+/// readings of [`all_ticks`] (a process that started meanwhile counts from 0).
+fn others_percent(before: &HashMap<u32, u64>, after: &HashMap<u32, u64>, excluded: &[u32], seconds: f64) -> f64 {
+    let used: u64 = after
+        .iter()
+        .filter(|(pid, _)| !excluded.contains(pid))
+        .map(|(pid, now)| now.saturating_sub(before.get(pid).copied().unwrap_or(0)))
+        .sum();
+    used as f64 / seconds.max(1e-3)
 }
 
 /// One step of the crew's ramp, from its JSON.
@@ -142,6 +156,11 @@ struct Step {
     janus: Proc,
     control: Proc,
     degraded: Option<String>,
+    /// The worst line's everything-but-its-tone against its tone, dB (what the codec adds).
+    noise_db: Option<f64>,
+    /// Packets that never came, and that came after the listeners' jitter buffer, all lines.
+    lost: u64,
+    late: u64,
 }
 
 /// A watched process's figures over a step.
@@ -176,6 +195,14 @@ fn step_of(v: &Value) -> Step {
         janus: process("janus"),
         control: process("control"),
         degraded: v["degraded"].as_str().map(str::to_owned),
+        noise_db: v["per_line"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| Some(l["other_db"].as_f64()? - l["tone_db"].as_f64()?))
+            .max_by(f64::total_cmp),
+        lost: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["lost"].as_u64()).sum(),
+        late: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["late"].as_u64()).sum(),
     }
 }
 
@@ -188,10 +215,11 @@ struct RunResult {
     /// The crew's exit status when it was not a success (it fails when a join failed).
     exit: Option<String>,
     seconds: f64,
-    /// CPU 0 and CPU 1 busy over the crew's run, in %.
-    cpu_busy: (f64, f64),
-    /// Janus's share of CPU 1 over the run, in %.
+    /// Janus's CPU over the crew's run, in % of one core.
     janus_busy: f64,
+    /// Every other process's (not Janus, control, the crew or this driver), anywhere on the
+    /// machine, in % of one core.
+    others_busy: f64,
 }
 
 impl RunResult {
@@ -313,8 +341,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
     .map(|s| (*s).to_owned())
     .collect();
     eprintln!("bench_capacity: run {k}: {} {}", o.crew.display(), args.join(" "));
-    let cpus = || (cpu_ticks_of(CREW_CPU), cpu_ticks_of(JANUS_CPU), cpu_ticks(janus_pid));
-    let (cpu0, cpu1, janus_ticks) = cpus();
+    let (janus_ticks, others) = (cpu_ticks(janus_pid), all_ticks());
     let started = Instant::now();
     let output = tokio::process::Command::new("taskset")
         .args(["-c", &CREW_CPU.to_string()])
@@ -330,10 +357,11 @@ async fn run(o: &Options, k: u64) -> RunResult {
         .await
         .expect("partyline-crew's output");
     let seconds = started.elapsed().as_secs_f64();
-    let (cpu0_after, cpu1_after, janus_ticks_after) = cpus();
-    let cpu_busy = (busy_percent(cpu0, cpu0_after), busy_percent(cpu1, cpu1_after));
-    // Janus's share of its CPU over the run: /proc's ticks are 1/100 s, /proc/stat's per CPU too.
-    let janus_busy = busy_percent((janus_ticks, cpu1.1), (janus_ticks_after, cpu1_after.1));
+    // Ticks are 1/100 s: ticks per second are % of one core. This driver reaped the crew: its
+    // children's ticks are the crew's.
+    let janus_busy = cpu_ticks(janus_pid).saturating_sub(janus_ticks) as f64 / seconds;
+    let excluded = [janus_pid, control.pid(), std::process::id()];
+    let others_busy = others_percent(&others, &all_ticks(), &excluded, seconds);
     let parsed: Option<Vec<Value>> = serde_json::from_slice(&output.stdout).ok();
     // The crew exits non-zero when a join failed, which ends a ramp as a degraded step: the run
     // counts as done when its JSON came.
@@ -350,11 +378,11 @@ async fn run(o: &Options, k: u64) -> RunResult {
             tail(control.log_text())
         );
     }
-    let steps = parsed.unwrap_or_default().iter().map(step_of).collect();
+    let steps: Vec<Step> = parsed.unwrap_or_default().iter().map(step_of).collect();
     drop(control);
     drop(janus);
     drop(bus);
-    RunResult { steps, ok, exit, seconds, cpu_busy, janus_busy }
+    RunResult { steps, ok, exit, seconds, janus_busy, others_busy }
 }
 
 fn print_run(o: &Options, k: u64, r: &RunResult) {
@@ -366,7 +394,7 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
     for s in &r.steps {
         let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
         println!(
-            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}) | {m2e} | {} |",
+            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}; packets lost {}, late {}) | {m2e} | {} |",
             s.users,
             s.lines,
             s.janus.cpu,
@@ -379,6 +407,8 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
             s.control.rss_mib,
             s.gaps,
             s.listeners_with_gaps,
+            s.lost,
+            s.late,
             s.degraded.as_deref().map_or_else(|| "clean".to_owned(), |d| format!("degraded: {d}"))
         );
     }
@@ -400,13 +430,9 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
     }
     println!("Limit: {}.", r.limit(o.max_users));
     println!(
-        "Over the run ({:.0} s, joins included): CPU {JANUS_CPU} {:.0} % busy, Janus {:.0} % and everything else {:.0} %; \
-         CPU {CREW_CPU} (the crew, control) {:.0} % busy.\n",
-        r.seconds,
-        r.cpu_busy.1,
-        r.janus_busy,
-        (r.cpu_busy.1 - r.janus_busy).max(0.0),
-        r.cpu_busy.0
+        "Over the run ({:.0} s, joins included): Janus {:.0} % of its core; every other process on the machine \
+         (not Janus, control or the crew) {:.0} % of one core.\n",
+        r.seconds, r.janus_busy, r.others_busy
     );
 }
 
@@ -420,6 +446,48 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     }
 }
 
+/// The A/B of room settings: one step at `--users` per setting, one after the other.
+async fn ab(o: &Options, machine: &str) {
+    let mut rows = Vec::new();
+    for (k, setting) in (1..).zip(&o.ab) {
+        let one = Options { audio: audio_lines(setting), max_users: o.users, step: 1, ..o.clone() };
+        rows.push((setting, run(&one, k).await));
+    }
+    println!("## Room settings A/B (`bench/capacity --ab`): {} four-line members, Janus on one core\n", o.users);
+    println!("{machine}\n");
+    println!(
+        "Each setting on a fresh stack (control's `audio:` keys), one after the other in this run: {} members \
+         joining over {} s, 10 s of settling, {} s judged. Users per core: the members over Janus's share of its \
+         core (an extrapolation to 100 %). Codec noise: the worst line's everything-but-its-tone against its tone.\n",
+        o.users, o.ramp, o.step_seconds
+    );
+    println!(
+        "| setting | Janus CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | packets lost / late | mouth-to-ear ms median / p95 | codec noise dB | |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (setting, r) in rows {
+        let Some(s) = r.steps.first() else {
+            println!("| `{setting}` | the crew failed (see stderr) | | | | | | | | |");
+            continue;
+        };
+        let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
+        let noise = s.noise_db.map_or_else(|| "-".to_owned(), |n| format!("{n:.1}"));
+        let shown = if setting.is_empty() { "defaults" } else { setting.as_str() };
+        println!(
+            "| `{shown}` | {:.1} | {:.2} | {:.0} | {:.2} | {} ({}) | {} / {} | {m2e} | {noise} | {} |",
+            s.janus.cpu,
+            s.janus.cpu / s.users as f64,
+            s.users as f64 / (s.janus.cpu / 100.0),
+            s.crew_per_line,
+            s.gaps,
+            s.listeners_with_gaps,
+            s.lost,
+            s.late,
+            s.degraded.as_deref().map_or("clean", |_| "degraded")
+        );
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     require_namespace();
@@ -427,6 +495,10 @@ async fn main() {
     let machine = machine_line();
     // This driver mostly waits; it stays off Janus's CPU all the same.
     pin(std::process::id(), CREW_CPU);
+    if !o.ab.is_empty() {
+        ab(&o, &machine).await;
+        return;
+    }
     let mut results = Vec::new();
     for k in 1..=o.runs {
         results.push(run(&o, k).await);
