@@ -42,7 +42,7 @@ const POSITION: &str = "positions:\n  - name: Crew\n    listen: [load-1, load-2,
 /// The whole crew joins from one address within seconds: no token limit may get in its way.
 const CREW: &str = "crew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n";
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Options {
     control: PathBuf,
     crew: PathBuf,
@@ -54,6 +54,8 @@ struct Options {
     runs: u64,
     /// More of control's `audio:` section (YAML lines), the room settings under test.
     audio: Vec<String>,
+    /// A/B: room settings (`KEY=VALUE,…` each) measured one after the other at `users`.
+    ab: Vec<String>,
 }
 
 fn options() -> Options {
@@ -67,6 +69,7 @@ fn options() -> Options {
         ramp: 10,
         runs: 3,
         audio: Vec::new(),
+        ab: Vec::new(),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -82,22 +85,23 @@ fn options() -> Options {
             "--ramp" => o.ramp = number(),
             "--runs" => o.runs = number(),
             // KEY=VALUE,…: e.g. opusComplexity=1,sampleRate=16000.
-            "--audio" => {
-                o.audio = value
-                    .split(',')
-                    .filter(|kv| !kv.is_empty())
-                    .map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1)))
-                    .collect();
-            }
+            "--audio" => o.audio = audio_lines(&value),
+            // SETTING;SETTING;…, each KEY=VALUE,… (empty: control's defaults).
+            "--ab" => o.ab = value.split(';').map(str::to_owned).collect(),
             other => panic!(
                 "unknown argument {other} (--control BIN --crew BIN --users N --step N --max-users N \
-                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,…)"
+                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;…)"
             ),
         }
     }
     assert!(o.control.exists() && o.crew.exists(), "--control and --crew: the release binaries");
     assert!(o.users > 0 && o.step > 0 && o.runs > 0, "--users, --step and --runs must be at least 1");
     o
+}
+
+/// `KEY=VALUE,…` as lines of control's `audio:` section.
+fn audio_lines(setting: &str) -> Vec<String> {
+    setting.split(',').filter(|kv| !kv.is_empty()).map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1))).collect()
 }
 
 /// Pins every thread of `pid` to `cpu`; threads they start later inherit it.
@@ -152,6 +156,11 @@ struct Step {
     janus: Proc,
     control: Proc,
     degraded: Option<String>,
+    /// The worst line's everything-but-its-tone against its tone, dB (what the codec adds).
+    noise_db: Option<f64>,
+    /// Packets that never came, and that came after the listeners' jitter buffer, all lines.
+    lost: u64,
+    late: u64,
 }
 
 /// A watched process's figures over a step.
@@ -186,6 +195,14 @@ fn step_of(v: &Value) -> Step {
         janus: process("janus"),
         control: process("control"),
         degraded: v["degraded"].as_str().map(str::to_owned),
+        noise_db: v["per_line"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| Some(l["other_db"].as_f64()? - l["tone_db"].as_f64()?))
+            .max_by(f64::total_cmp),
+        lost: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["lost"].as_u64()).sum(),
+        late: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["late"].as_u64()).sum(),
     }
 }
 
@@ -361,7 +378,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
             tail(control.log_text())
         );
     }
-    let steps = parsed.unwrap_or_default().iter().map(step_of).collect();
+    let steps: Vec<Step> = parsed.unwrap_or_default().iter().map(step_of).collect();
     drop(control);
     drop(janus);
     drop(bus);
@@ -377,7 +394,7 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
     for s in &r.steps {
         let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
         println!(
-            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}) | {m2e} | {} |",
+            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}; packets lost {}, late {}) | {m2e} | {} |",
             s.users,
             s.lines,
             s.janus.cpu,
@@ -390,6 +407,8 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
             s.control.rss_mib,
             s.gaps,
             s.listeners_with_gaps,
+            s.lost,
+            s.late,
             s.degraded.as_deref().map_or_else(|| "clean".to_owned(), |d| format!("degraded: {d}"))
         );
     }
@@ -427,6 +446,48 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     }
 }
 
+/// The A/B of room settings: one step at `--users` per setting, one after the other.
+async fn ab(o: &Options, machine: &str) {
+    let mut rows = Vec::new();
+    for (k, setting) in (1..).zip(&o.ab) {
+        let one = Options { audio: audio_lines(setting), max_users: o.users, step: 1, ..o.clone() };
+        rows.push((setting, run(&one, k).await));
+    }
+    println!("## Room settings A/B (`bench/capacity --ab`): {} four-line members, Janus on one core\n", o.users);
+    println!("{machine}\n");
+    println!(
+        "Each setting on a fresh stack (control's `audio:` keys), one after the other in this run: {} members \
+         joining over {} s, 10 s of settling, {} s judged. Users per core: the members over Janus's share of its \
+         core (an extrapolation to 100 %). Codec noise: the worst line's everything-but-its-tone against its tone.\n",
+        o.users, o.ramp, o.step_seconds
+    );
+    println!(
+        "| setting | Janus CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | packets lost / late | mouth-to-ear ms median / p95 | codec noise dB | |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (setting, r) in rows {
+        let Some(s) = r.steps.first() else {
+            println!("| `{setting}` | the crew failed (see stderr) | | | | | | | | |");
+            continue;
+        };
+        let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
+        let noise = s.noise_db.map_or_else(|| "-".to_owned(), |n| format!("{n:.1}"));
+        let shown = if setting.is_empty() { "defaults" } else { setting.as_str() };
+        println!(
+            "| `{shown}` | {:.1} | {:.2} | {:.0} | {:.2} | {} ({}) | {} / {} | {m2e} | {noise} | {} |",
+            s.janus.cpu,
+            s.janus.cpu / s.users as f64,
+            s.users as f64 / (s.janus.cpu / 100.0),
+            s.crew_per_line,
+            s.gaps,
+            s.listeners_with_gaps,
+            s.lost,
+            s.late,
+            s.degraded.as_deref().map_or("clean", |_| "degraded")
+        );
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     require_namespace();
@@ -434,6 +495,10 @@ async fn main() {
     let machine = machine_line();
     // This driver mostly waits; it stays off Janus's CPU all the same.
     pin(std::process::id(), CREW_CPU);
+    if !o.ab.is_empty() {
+        ab(&o, &machine).await;
+        return;
+    }
     let mut results = Vec::new();
     for k in 1..=o.runs {
         results.push(run(&o, k).await);
