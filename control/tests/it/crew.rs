@@ -276,17 +276,18 @@ async fn a_crowd_joins_at_once_and_panels_that_vanish_leave_no_ghost() {
     for (identity, token) in &killed {
         becomes_revoked(&stack.janus, identity, token).await;
     }
-    // Those who stayed heard no dropout from the vanishing: at most one short one each in the
-    // minute it took (this box is at its busiest here, and one dropout of one or two packets,
-    // heard by everyone at once, comes from the talker's own timing on a loaded machine: the
-    // same bound as a join's in audio_path), never a lost stretch.
+    // Those who stayed lost no packet and no stretch of audio. Janus 1.1.2's mixer drops one or
+    // two packets' worth of every listener's mix when it removes departed participants (measured
+    // here: one dropout of 16–34 ms per batch removed, heard by everyone at once, no packet lost),
+    // as it does when one joins (audio_path's two-packet bound): the vanished leave in two
+    // batches (the killed at once, the silent a minute later), so at most two such dropouts.
     let heard = crew.heard().await;
     println!("CREW while {VANISH} vanished:\n{}", Report::new(&crew, &heard, gone, Vec::new()).table());
     for person in &heard {
         let (_, _, figures) = &person.lines[0];
         println!("CREW {}: gaps at (ms, length) {:?}", person.name, figures.gap_times);
         assert!(
-            figures.gaps <= 1 && figures.longest_gap_ms <= 40,
+            figures.gaps <= 2 && figures.longest_gap_ms <= 40 && figures.lost == 0,
             "{} heard gaps {:?} (ms into its stream, length) while members vanished",
             person.name,
             figures.gap_times
