@@ -117,10 +117,6 @@ impl ControlApi {
         Ok(ControlApi { origin, http, tls })
     }
 
-    pub fn origin(&self) -> &str {
-        &self.origin
-    }
-
     /// `POST /api/token`: a session's token and lines.
     pub async fn token(&self, username: &str, lines: &Lines, pin: Option<&str>) -> Result<Credentials, ApiError> {
         let body = TokenRequest { username, lines, pin };

@@ -68,10 +68,6 @@ impl Crew {
         Ok(Crew { api, options, voices, onsets: Onsets::default(), people: Vec::new(), joins: Vec::new(), turn: 0 })
     }
 
-    pub fn api(&self) -> &ControlApi {
-        &self.api
-    }
-
     /// The profile of the `n`th member (from 1).
     fn profile(&self, n: usize) -> Profile {
         Profile {

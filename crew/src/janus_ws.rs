@@ -155,10 +155,6 @@ impl JanusSession {
         Ok((session, events))
     }
 
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// A keep-alive every 25 s while the session lives.
     fn keepalive(&self) -> JoinHandle<()> {
         let (outgoing, token, id) = (self.outgoing.clone(), self.token.clone(), self.id);

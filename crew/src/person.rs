@@ -36,16 +36,6 @@ pub enum JoinError {
     NoMedia { room: String },
 }
 
-impl JoinError {
-    /// AudioBridge's error code, when a join was refused (489: not admitted to the room).
-    pub fn janus_code(&self) -> Option<i64> {
-        match self {
-            JoinError::Janus { error, .. } => error.code(),
-            _ => None,
-        }
-    }
-}
-
 /// Who a simulated panel is and what it asks for.
 #[derive(Debug, Clone)]
 pub struct Profile {
@@ -167,11 +157,6 @@ impl Person {
         self.lines.iter().filter(|l| l.talking).map(|l| l.line.room_name.as_str())
     }
 
-    /// Lines Janus kicked or hung up.
-    pub fn ended_lines(&self) -> usize {
-        self.lines.iter().filter(|l| self.is_ended(l.handle)).count()
-    }
-
     fn is_ended(&self, handle: u64) -> bool {
         self.ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&handle)
     }
@@ -185,7 +170,7 @@ impl Person {
             let changes = self
                 .lines
                 .iter_mut()
-                .filter(|l| l.media_talks() && rooms.contains(&l.line.room_name) == on && l.talking != on);
+                .filter(|l| l.line.talk && rooms.contains(&l.line.room_name) == on && l.talking != on);
             let results = join_all(changes.map(|line| async move {
                 line.talking = on;
                 if !on {
@@ -266,12 +251,6 @@ impl Drop for Tasks {
         for task in &self.0 {
             task.abort();
         }
-    }
-}
-
-impl PanelLine {
-    fn media_talks(&self) -> bool {
-        self.line.talk
     }
 }
 
