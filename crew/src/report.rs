@@ -49,6 +49,8 @@ pub struct LineFigures {
     pub lost: u64,
     pub late: u64,
     pub concealed_ms: u64,
+    /// Sound its talkers heard on it: their own voice, which the mix should leave out.
+    pub own_voice_ms: u64,
     pub mouth_to_ear_ms: Option<Summary>,
 }
 
@@ -128,15 +130,25 @@ impl Report {
         let _ = writeln!(out, "gaps >= {GAP_MS} ms: {} ({} listeners)", self.gaps, self.listeners_with_gaps);
         let _ = writeln!(
             out,
-            "{:<16} {:>9} {:>7} {:>8} {:>8} {:>5} {:>8} {:>6} {:>6} {:>10}",
-            "line", "listeners", "bursts", "tone dB", "other dB", "gaps", "longest", "lost", "late", "m2e median"
+            "{:<16} {:>9} {:>7} {:>8} {:>8} {:>5} {:>8} {:>6} {:>6} {:>7} {:>10}",
+            "line",
+            "listeners",
+            "bursts",
+            "tone dB",
+            "other dB",
+            "gaps",
+            "longest",
+            "lost",
+            "late",
+            "own ms",
+            "m2e median"
         );
         let db = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
         for line in &self.per_line {
             let m2e = line.mouth_to_ear_ms.map_or_else(|| "-".to_owned(), |s| format!("{:.0}", s.median));
             let _ = writeln!(
                 out,
-                "{:<16} {:>9} {:>7} {:>8} {:>8} {:>5} {:>8} {:>6} {:>6} {:>10}",
+                "{:<16} {:>9} {:>7} {:>8} {:>8} {:>5} {:>8} {:>6} {:>6} {:>7} {:>10}",
                 line.room,
                 line.listeners,
                 line.bursts,
@@ -146,6 +158,7 @@ impl Report {
                 line.longest_gap_ms,
                 line.lost,
                 line.late,
+                line.own_voice_ms,
                 m2e
             );
         }
@@ -181,6 +194,7 @@ fn line_figures(room: &str, heard: &[PersonHeard]) -> LineFigures {
         lost: total.lost,
         late: total.late,
         concealed_ms: total.concealed_ms,
+        own_voice_ms: total.own_voice_ms,
         mouth_to_ear_ms: Summary::of(total.mouth_to_ear_ms.iter().copied()),
     }
 }

@@ -7,6 +7,9 @@
 //! burst (its first and last 5 ms aside) every quiet window is a dropout; a packet that never
 //! came or came later than the jitter buffer waits is concealed audio. Either, for 10 ms or
 //! more, is a gap.
+//!
+//! A line that talks expects to hear nobody on it (the room's mix leaves its own voice out).
+//! What it hears of itself anyway is counted apart (`own_voice_ms`), never taken for a burst.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -30,6 +33,9 @@ pub const GAP_MS: u32 = 10;
 const EDGE_MS: u64 = 5;
 /// A talker's onset older than this is not the one a listener hears.
 const ONSET_MATCH: Duration = Duration::from_secs(2);
+/// How long after its talk key goes off a line can still hear its own voice: the frames it
+/// sent last are still in the room's jitter buffer.
+const OWN_VOICE_TAIL: Duration = Duration::from_millis(200);
 
 /// The onsets talkers spoke, per room, for listeners to match (one talker per room at a time).
 #[derive(Debug, Clone, Default)]
@@ -65,6 +71,9 @@ pub struct Heard {
     pub concealed_ms: u64,
     /// Dropouts and concealments of 10 ms or more inside bursts.
     pub gaps: u64,
+    /// Milliseconds of sound heard on the line while it talked: its own voice, which the
+    /// room's mix should leave out.
+    pub own_voice_ms: u64,
     pub longest_gap_ms: u64,
     /// Each gap: when it ended (ms of the stream since the ear's first packet) and how long.
     #[serde(skip)]
@@ -100,6 +109,7 @@ impl Heard {
         self.late += other.late;
         self.concealed_ms += other.concealed_ms;
         self.gaps += other.gaps;
+        self.own_voice_ms += other.own_voice_ms;
         self.longest_gap_ms = self.longest_gap_ms.max(other.longest_gap_ms);
         self.gap_times.extend_from_slice(&other.gap_times);
         self.bursts += other.bursts;
@@ -108,6 +118,11 @@ impl Heard {
         self.other_energy += other.other_energy;
         self.judged_samples += other.judged_samples;
     }
+}
+
+/// A 1 ms window is sound: its RMS over [`LOUD`].
+fn is_loud(window: &[f32]) -> bool {
+    (window.iter().map(|s| s * s).sum::<f32>() / window.len() as f32).sqrt() > LOUD
 }
 
 fn db(energy: f64) -> f64 {
@@ -135,6 +150,8 @@ pub struct Ear {
     dropout_ms: u64,
     /// The stream position of the first packet.
     first_ms: u64,
+    talking: bool,
+    stopped_talking: Option<Instant>,
 }
 
 impl Ear {
@@ -159,7 +176,15 @@ impl Ear {
             quiet_windows: QUIET_BEFORE_ONSET,
             dropout_ms: 0,
             first_ms: u64::MAX,
+            talking: false,
+            stopped_talking: None,
         })
+    }
+
+    /// The line's talk key went on or off (as sent, at `at`).
+    pub fn talking(&mut self, on: bool, at: Instant) {
+        self.talking = on;
+        self.stopped_talking = (!on).then_some(at);
     }
 
     /// What was heard so far (taken: the next call starts from nothing).
@@ -194,7 +219,12 @@ impl Ear {
         }
         let Ok(samples) = self.decoder.decode_float(Some(payload), &mut self.pcm[..], false) else { return };
         let frame_start = arrived.checked_sub(Duration::from_millis(20)).unwrap_or(arrived);
-        self.listen(samples, position_ms, frame_start, late);
+        let own_voice = self.talking || self.stopped_talking.is_some_and(|at| arrived < at + OWN_VOICE_TAIL);
+        if own_voice {
+            self.own_voice(samples, position_ms);
+        } else {
+            self.listen(samples, position_ms, frame_start, late);
+        }
     }
 
     /// The decoded samples of one packet starting at stream position `position_ms`.
@@ -202,8 +232,7 @@ impl Ear {
         let pcm = std::mem::take(&mut self.pcm);
         for (w, window) in pcm[..samples].chunks_exact(WINDOW).enumerate() {
             let at_ms = position_ms + w as u64;
-            let energy = window.iter().map(|s| s * s).sum::<f32>() / WINDOW as f32;
-            let loud = energy.sqrt() > LOUD;
+            let loud = is_loud(window);
             if loud && self.quiet_windows >= QUIET_BEFORE_ONSET && at_ms >= self.burst_end_ms {
                 self.onset(at_ms, frame_start + Duration::from_millis(w as u64));
             }
@@ -223,6 +252,18 @@ impl Ear {
             self.measure_tone(&pcm[..samples]);
         }
         self.pcm = pcm;
+    }
+
+    /// The decoded samples of a packet heard while the line talks: any sound is its own
+    /// voice, and no burst is expected.
+    fn own_voice(&mut self, samples: usize, position_ms: u64) {
+        self.end_dropout(position_ms);
+        self.burst_end_ms = self.burst_end_ms.min(position_ms);
+        for window in self.pcm[..samples].chunks_exact(WINDOW) {
+            let loud = is_loud(window);
+            self.heard.own_voice_ms += u64::from(loud);
+            self.quiet_windows = if loud { 0 } else { self.quiet_windows.saturating_add(1) };
+        }
     }
 
     fn inside_burst(&self, at_ms: u64) -> bool {
@@ -332,5 +373,29 @@ mod tests {
         assert_eq!(heard.lost, 2, "{heard:?}");
         assert_eq!(heard.gaps, 1, "{heard:?}");
         assert_eq!(heard.concealed_ms, 20, "{heard:?}");
+    }
+
+    /// One frame of a burst's middle, then quiet: what a talker hears when Janus's mixer
+    /// takes its own frame out of a mix it was not in (its own voice, inverted, 20 ms).
+    fn one_loud_frame(talking: bool) -> Heard {
+        let voice = Voice::encode(line_tone(0)).expect("encode");
+        let mut ear = Ear::new("room", line_tone(0), Onsets::default(), Duration::from_millis(40)).expect("decoder");
+        let started = Instant::now();
+        ear.talking(talking, started);
+        let frames = (0..8).map(|_| &voice.silence).chain([&voice.frames[5]]).chain((0..20).map(|_| &voice.silence));
+        for (seq, frame) in frames.enumerate() {
+            let arrived = started + Duration::from_millis(20 * seq as u64 + 50);
+            ear.packet(seq as u64, (seq * FRAME) as u64, arrived, started, &frame.payload);
+        }
+        ear.take()
+    }
+
+    #[test]
+    fn what_a_talking_line_hears_is_its_own_voice_not_a_burst() {
+        let listening = one_loud_frame(false);
+        assert_eq!((listening.bursts, listening.gaps, listening.own_voice_ms), (1, 1, 0), "{listening:?}");
+        let talking = one_loud_frame(true);
+        assert_eq!((talking.bursts, talking.gaps), (0, 0), "{talking:?}");
+        assert!((15..=30).contains(&talking.own_voice_ms), "{talking:?}");
     }
 }

@@ -288,6 +288,9 @@ impl Peer {
         let Some(voice) = self.voice.clone() else { return };
         if self.position.is_multiple_of(CYCLE_FRAMES) && *self.sending.borrow() != self.talk_wanted {
             let _ = self.sending.send(self.talk_wanted);
+            if let Some(ear) = &mut self.ear {
+                ear.talking(self.talk_wanted, Instant::now());
+            }
         }
         let talking = *self.sending.borrow();
         let frame = if talking { &voice.frames[self.position] } else { &voice.silence };
