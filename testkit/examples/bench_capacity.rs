@@ -19,9 +19,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, machine_line};
+use partyline_testkit::bench::{cpu_ticks, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
 use partyline_testkit::janus::Janus;
@@ -56,6 +57,8 @@ struct Options {
     audio: Vec<String>,
     /// A/B: room settings (`KEY=VALUE,…` each) measured one after the other at `users`.
     ab: Vec<String>,
+    /// Control under a crowd of this many one-line members instead of the ramp.
+    crowd: Option<u64>,
 }
 
 fn options() -> Options {
@@ -70,6 +73,7 @@ fn options() -> Options {
         runs: 3,
         audio: Vec::new(),
         ab: Vec::new(),
+        crowd: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -88,9 +92,10 @@ fn options() -> Options {
             "--audio" => o.audio = audio_lines(&value),
             // SETTING;SETTING;…, each KEY=VALUE,… (empty: control's defaults).
             "--ab" => o.ab = value.split(';').map(str::to_owned).collect(),
+            "--crowd" => o.crowd = Some(number()),
             other => panic!(
                 "unknown argument {other} (--control BIN --crew BIN --users N --step N --max-users N \
-                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;…)"
+                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;… --crowd N)"
             ),
         }
     }
@@ -276,43 +281,79 @@ impl RunResult {
     }
 }
 
+/// Janus, control and their bus, started as a box runs them, Janus alone on its core.
+struct Stack {
+    // Dropped in this order: control before Janus before the bus.
+    control: Control,
+    _janus: Janus,
+    _bus: Bus,
+    janus_pid: u32,
+    /// A client that takes control's self-signed certificate, as a box's is out of the box.
+    http: reqwest::Client,
+}
+
+impl Stack {
+    async fn start(o: &Options) -> Stack {
+        let bus = Bus::start();
+        let events_port = free_port();
+        let janus = Janus::builder()
+            .ice_iface(ICE_IFACE)
+            .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
+            .start();
+        let config = format!(
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: true\n{}  eventSecret: {EVENT_SECRET}\n\
+             logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
+            janus.config_yaml(),
+            if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
+        );
+        // The malloc setting of the packaged unit (packaging/systemd), as the other benchmarks run it.
+        let control = Control::builder()
+            .binary(&o.control)
+            .config(Some(&config))
+            .env("PARTYLINE_BUS", &bus.address)
+            .env("MALLOC_ARENA_MAX", "2")
+            .start()
+            .await;
+        // Rooms exist once control's first reconciliation is through: joins before that fail.
+        // control's certificate is its own self-signed one, as a box's is out of the box.
+        partyline_shared::crypto::install_provider();
+        let http = reqwest::Client::builder().no_proxy().danger_accept_invalid_certs(true).build().expect("client");
+        wait_for("control in step with Janus", Duration::from_secs(30), async || {
+            let response = http.get(control.url("/admin/stats")).bearer_auth(&control.token).send().await.ok()?;
+            let stats: Value = response.json().await.ok()?;
+            (stats["janus"]["state"] == "up").then_some(())
+        })
+        .await;
+        let janus_pid: u32 =
+            std::fs::read_to_string(janus.value("JANUS_PID_FILE")).expect("janus.pid").trim().parse().expect("a pid");
+        pin(janus_pid, JANUS_CPU);
+        pin(control.pid(), CREW_CPU);
+
+        Stack { control, _janus: janus, _bus: bus, janus_pid, http }
+    }
+}
+
+/// Runs `partyline-crew` with `args` on the crew's CPU; its stdout (its progress goes to stderr).
+async fn crew(o: &Options, args: &[String]) -> std::process::Output {
+    tokio::process::Command::new("taskset")
+        .args(["-c", &CREW_CPU.to_string()])
+        .arg(&o.crew)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run partyline-crew")
+        .wait_with_output() // (not `output()`, which would capture its progress on stderr too)
+        .await
+        .expect("partyline-crew's output")
+}
+
 /// A fresh stack, the crew's ramp against it, its steps.
 async fn run(o: &Options, k: u64) -> RunResult {
-    let bus = Bus::start();
-    let events_port = free_port();
-    let janus = Janus::builder()
-        .ice_iface(ICE_IFACE)
-        .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
-        .start();
-    let config = format!(
-        "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: true\n{}  eventSecret: {EVENT_SECRET}\n\
-         logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
-        janus.config_yaml(),
-        if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
-    );
-    // The malloc setting of the packaged unit (packaging/systemd), as the other benchmarks run it.
-    let control = Control::builder()
-        .binary(&o.control)
-        .config(Some(&config))
-        .env("PARTYLINE_BUS", &bus.address)
-        .env("MALLOC_ARENA_MAX", "2")
-        .start()
-        .await;
-    // Rooms exist once control's first reconciliation is through: joins before that fail.
-    // control's certificate is its own self-signed one, as a box's is out of the box.
-    partyline_shared::crypto::install_provider();
-    let http = reqwest::Client::builder().no_proxy().danger_accept_invalid_certs(true).build().expect("client");
-    wait_for("control in step with Janus", Duration::from_secs(30), async || {
-        let response = http.get(control.url("/admin/stats")).bearer_auth(&control.token).send().await.ok()?;
-        let stats: Value = response.json().await.ok()?;
-        (stats["janus"]["state"] == "up").then_some(())
-    })
-    .await;
-    let janus_pid: u32 =
-        std::fs::read_to_string(janus.value("JANUS_PID_FILE")).expect("janus.pid").trim().parse().expect("a pid");
-    pin(janus_pid, JANUS_CPU);
-    pin(control.pid(), CREW_CPU);
-
+    let stack = Stack::start(o).await;
+    let (control, janus_pid) = (&stack.control, stack.janus_pid);
     let args: Vec<String> = [
         "--server",
         &control.origin,
@@ -343,19 +384,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
     eprintln!("bench_capacity: run {k}: {} {}", o.crew.display(), args.join(" "));
     let (janus_ticks, others) = (cpu_ticks(janus_pid), all_ticks());
     let started = Instant::now();
-    let output = tokio::process::Command::new("taskset")
-        .args(["-c", &CREW_CPU.to_string()])
-        .arg(&o.crew)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run partyline-crew")
-        .wait_with_output() // (not `output()`, which would capture its progress on stderr too)
-        .await
-        .expect("partyline-crew's output");
+    let output = crew(o, &args).await;
     let seconds = started.elapsed().as_secs_f64();
     // Ticks are 1/100 s: ticks per second are % of one core. This driver reaped the crew: its
     // children's ticks are the crew's.
@@ -379,10 +408,198 @@ async fn run(o: &Options, k: u64) -> RunResult {
         );
     }
     let steps: Vec<Step> = parsed.unwrap_or_default().iter().map(step_of).collect();
-    drop(control);
-    drop(janus);
-    drop(bus);
+    drop(stack);
     RunResult { steps, ok, exit, seconds, janus_busy, others_busy }
+}
+
+/// The admin's `userJoined`/`userLeft` events, as (event, identity, group), read from its
+/// event stream until it ends.
+async fn admin_events(mut response: reqwest::Response, seen: Arc<Mutex<Vec<(String, String, String)>>>) {
+    let mut buffer = String::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let field = |key: &str| block.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+            let (Some(name @ ("userJoined" | "userLeft")), Some(data)) = (field("event:"), field("data:")) else {
+                continue;
+            };
+            let data: Value = serde_json::from_str(data).unwrap_or_default();
+            let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            let event = (name.to_owned(), text(&data["identity"]), text(&data["groupId"]));
+            seen.lock().unwrap_or_else(PoisonError::into_inner).push(event);
+        }
+    }
+}
+
+/// The crew members in the admin's users list: (identity, state).
+async fn listed_crew(stack: &Stack) -> Option<Vec<(String, String)>> {
+    let control = &stack.control;
+    let request = stack.http.get(control.url("/admin/users?state=all")).bearer_auth(&control.token);
+    let body: Value = request.send().await.ok()?.json().await.ok()?;
+    let users = body["users"].as_array()?;
+    Some(
+        users
+            .iter()
+            .filter(|u| u["kind"] == "crew")
+            .map(|u| (u["identity"].as_str().unwrap_or("").to_owned(), u["state"].as_str().unwrap_or("").to_owned()))
+            .collect(),
+    )
+}
+
+/// How many times `name` came for each (identity, group): the keys seen, and the most times
+/// one came.
+fn tally(events: &[(String, String, String)], name: &str) -> (usize, usize) {
+    let mut count: HashMap<(&str, &str), usize> = HashMap::new();
+    for (_, identity, group) in events.iter().filter(|(n, _, _)| n == name) {
+        *count.entry((identity, group)).or_default() += 1;
+    }
+    (count.len(), count.values().copied().max().unwrap_or(0))
+}
+
+/// Control under a crowd: `n` one-line members (listen and talk on Load 1) joining within
+/// `--ramp` seconds, as panels do (token, event stream, `/janus`, state reports), held 10 s and
+/// left. Prints its section; true when every join was answered and the admin saw each member
+/// join and leave exactly once.
+async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
+    let stack = Stack::start(o).await;
+    let (control, janus_pid) = (&stack.control, stack.janus_pid);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let client = reqwest::Client::builder().no_proxy().danger_accept_invalid_certs(true).build().expect("client");
+    let events = client.get(control.url("/admin/events")).bearer_auth(&control.token).send().await;
+    let reader = tokio::spawn(admin_events(events.expect("the admin's event stream"), seen.clone()));
+    let args: Vec<String> = [
+        "--server",
+        &control.origin,
+        "--listen",
+        "load-1",
+        "--talk",
+        "load-1",
+        "--users",
+        &n.to_string(),
+        "--ramp",
+        &o.ramp.to_string(),
+        "--duration",
+        "10",
+        "--insecure",
+        "--media-address",
+        ICE_ADDRESS,
+        "--json",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    eprintln!("bench_capacity: crowd: {} {}", o.crew.display(), args.join(" "));
+    let (control_ticks, janus_ticks) = (cpu_ticks(control.pid()), cpu_ticks(janus_pid));
+    let started = Instant::now();
+    let run = crew(o, &args);
+    tokio::pin!(run);
+    let mut poll = tokio::time::interval(Duration::from_millis(500));
+    let (mut most_connected, mut all_listed, mut listed_twice, mut joined_ticks) = (0, None, 0, None);
+    let output = loop {
+        tokio::select! {
+            output = &mut run => break output,
+            _ = poll.tick() => {
+                let Some(listed) = listed_crew(&stack).await else { continue };
+                let connected = listed.iter().filter(|(_, state)| state == "connected").count();
+                let unique: std::collections::HashSet<&String> = listed.iter().map(|(identity, _)| identity).collect();
+                listed_twice = listed_twice.max(listed.len() - unique.len());
+                most_connected = most_connected.max(connected);
+                if connected as u64 == n && all_listed.is_none() {
+                    all_listed = Some(started.elapsed());
+                    joined_ticks = Some(cpu_ticks(control.pid()));
+                }
+            }
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let control_busy = cpu_ticks(control.pid()).saturating_sub(control_ticks) as f64 / seconds;
+    let janus_busy = cpu_ticks(janus_pid).saturating_sub(janus_ticks) as f64 / seconds;
+    let joins_busy =
+        joined_ticks.zip(all_listed).map(|(ticks, at)| ticks.saturating_sub(control_ticks) as f64 / at.as_secs_f64());
+    let rss_peak = status_field(control.pid(), "VmHWM:");
+    // The crew has left: every member's leaving reaches the admin too.
+    let left = tokio::time::timeout(Duration::from_secs(30), async {
+        while tally(&seen.lock().unwrap_or_else(PoisonError::into_inner), "userLeft").0 < n as usize {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    reader.abort();
+    let events = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let (joined, most_joins) = tally(&events, "userJoined");
+    let (departed, most_leaves) = tally(&events, "userLeft");
+    let report: Option<Value> = serde_json::from_slice(&output.stdout).ok();
+    if report.is_none() || !output.status.success() {
+        eprintln!(
+            "bench_capacity: crowd: partyline-crew {}; control's log (end):\n{}",
+            output.status,
+            control.log_text()
+        );
+    }
+    let report = report.unwrap_or_default();
+    let joins_failed = report["joins_failed"].as_u64();
+    let summary = |key: &str| {
+        let s = &report[key];
+        if s.is_object() {
+            format!(
+                "{:.0} / {:.0} / {:.0} / {:.0}",
+                s["median"].as_f64().unwrap_or(f64::NAN),
+                s["p95"].as_f64().unwrap_or(f64::NAN),
+                s["p99"].as_f64().unwrap_or(f64::NAN),
+                s["max"].as_f64().unwrap_or(f64::NAN)
+            )
+        } else {
+            "-".to_owned()
+        }
+    };
+    let ok = joins_failed == Some(0)
+        && output.status.success()
+        && most_connected as u64 == n
+        && listed_twice == 0
+        && (joined, most_joins) == (n as usize, 1)
+        && (departed, most_leaves) == (n as usize, 1)
+        && left.is_ok();
+
+    println!("## Control under a crowd (`bench/capacity --crowd`): {n} members joining within {} s\n", o.ramp);
+    println!("{machine}\n");
+    println!(
+        "The stack as above (Janus on CPU {JANUS_CPU}; control and the crew on CPU {CREW_CPU}). {n} one-line members \
+         (listen and talk on Load 1) join within {} s as panels do: `POST /api/token`, the session's event stream kept \
+         open, a Janus session through `/janus`, the join with the token and a WebRTC offer, media, a state report; \
+         then 10 s of talk in turns, then each leaves. Meanwhile the admin's event stream is read and its users list \
+         polled every 500 ms. Times in ms: median / p95 / p99 / max.\n",
+        o.ramp
+    );
+    println!("| figure | measured |");
+    println!("|---|---|");
+    println!(
+        "| joins failed | {} |",
+        joins_failed.map_or_else(|| "the crew failed (see stderr)".to_owned(), |f| f.to_string())
+    );
+    println!("| `POST /api/token` ms | {} |", summary("token_ms"));
+    println!("| join's round trip through `/janus` ms | {} |", summary("join_ms"));
+    println!("| token to media connected ms | {} |", summary("connected_ms"));
+    println!(
+        "| all {n} listed connected after | {} |",
+        all_listed
+            .map_or_else(|| format!("never (at most {most_connected})"), |at| format!("{:.1} s", at.as_secs_f64()))
+    );
+    println!(
+        "| control CPU over the joins (% of one core) | {} |",
+        joins_busy.map_or_else(|| "-".to_owned(), |b| format!("{b:.0}"))
+    );
+    println!("| control CPU over the whole run / its peak RSS | {control_busy:.0} % / {} MiB |", mib(rss_peak));
+    println!("| Janus CPU over the whole run (% of its core) | {janus_busy:.0} |");
+    println!("| admin's list: members listed twice (any poll) | {listed_twice} |");
+    println!("| admin's events: members with `userJoined` / most for one | {joined} / {most_joins} |");
+    println!("| admin's events: members with `userLeft` / most for one | {departed} / {most_leaves} |");
+    println!();
+    println!(
+        "Verdict: {}.",
+        if ok { "every join answered, nothing dropped or duplicated" } else { "**failed** (see above and stderr)" }
+    );
+    ok
 }
 
 fn print_run(o: &Options, k: u64, r: &RunResult) {
@@ -498,6 +715,10 @@ async fn main() {
     if !o.ab.is_empty() {
         ab(&o, &machine).await;
         return;
+    }
+    if let Some(n) = o.crowd {
+        let ok = crowd(&o, n, &machine).await;
+        std::process::exit(i32::from(!ok));
     }
     let mut results = Vec::new();
     for k in 1..=o.runs {
