@@ -59,6 +59,8 @@ struct Options {
     ab: Vec<String>,
     /// Control under a crowd of this many one-line members instead of the ramp.
     crowd: Option<u64>,
+    /// Profile Janus inside the judged seconds of a one-step ramp.
+    profile: bool,
 }
 
 fn options() -> Options {
@@ -74,12 +76,17 @@ fn options() -> Options {
         audio: Vec::new(),
         ab: Vec::new(),
         crowd: None,
+        profile: false,
     };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
-        let value = pair.get(1).cloned().unwrap_or_default();
-        let number = || value.parse::<u64>().unwrap_or_else(|_| panic!("{} takes a number", pair[0]));
-        match pair[0].as_str() {
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "--profile" {
+            o.profile = true;
+            continue;
+        }
+        let value = args.next().unwrap_or_default();
+        let number = || value.parse::<u64>().unwrap_or_else(|_| panic!("{flag} takes a number"));
+        match flag.as_str() {
             "--control" => o.control = value.clone().into(),
             "--crew" => o.crew = value.clone().into(),
             "--users" => o.users = number(),
@@ -95,12 +102,13 @@ fn options() -> Options {
             "--crowd" => o.crowd = Some(number()),
             other => panic!(
                 "unknown argument {other} (--control BIN --crew BIN --users N --step N --max-users N \
-                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;… --crowd N)"
+                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;… --crowd N --profile)"
             ),
         }
     }
     assert!(o.control.exists() && o.crew.exists(), "--control and --crew: the release binaries");
     assert!(o.users > 0 && o.step > 0 && o.runs > 0, "--users, --step and --runs must be at least 1");
+    assert!(!o.profile || o.users >= o.max_users, "--profile samples one step: --users N --max-users N");
     o
 }
 
@@ -225,6 +233,8 @@ struct RunResult {
     /// Every other process's (not Janus, control, the crew or this driver), anywhere on the
     /// machine, in % of one core.
     others_busy: f64,
+    /// Where Janus's CPU went (`--profile`): (thread kind, library, share of its samples).
+    profile: Vec<(String, String, f64)>,
 }
 
 impl RunResult {
@@ -350,6 +360,48 @@ async fn crew(o: &Options, args: &[String]) -> std::process::Output {
         .expect("partyline-crew's output")
 }
 
+/// Where `pid`'s CPU goes over `span`: `perf record` of its every thread (cpu-clock samples, no
+/// call graphs: they cost the sampled process more), as (thread kind, library, % of samples),
+/// the largest first.
+async fn profile(pid: u32, span: Duration) -> Vec<(String, String, f64)> {
+    let data = std::env::temp_dir().join(format!("bench-capacity-{pid}.perf"));
+    let recorded = tokio::process::Command::new("perf")
+        .args(["record", "-q", "-F", "199", "-e", "cpu-clock", "-p", &pid.to_string(), "-o"])
+        .arg(&data)
+        .args(["--", "sleep", &span.as_secs().to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .await;
+    assert!(recorded.is_ok_and(|s| s.success()), "perf record (linux-perf, scripts/deps --bench) failed");
+    let report = Command::new("perf")
+        .args(["report", "--no-children", "--sort", "comm,dso", "--stdio", "-g", "none", "--field-separator=,", "-i"])
+        .arg(&data)
+        .stderr(Stdio::null())
+        .output()
+        .expect("perf report");
+    let _ = std::fs::remove_file(&data);
+    let mut shares: HashMap<(String, String), f64> = HashMap::new();
+    for line in String::from_utf8_lossy(&report.stdout).lines().filter(|l| !l.starts_with('#')) {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [percent, thread, library] = fields[..] else { continue };
+        let Ok(percent) = percent.trim_end_matches('%').parse::<f64>() else { continue };
+        *shares.entry((thread_kind(thread).to_owned(), library.to_owned())).or_default() += percent;
+    }
+    let mut shares: Vec<(String, String, f64)> = shares.into_iter().map(|((k, l), p)| (k, l, p)).collect();
+    shares.sort_by(|a, b| b.2.total_cmp(&a.2));
+    shares
+}
+
+/// A Janus thread's kind, from its name (`mixer ROOM NAME`, `mixer ROOM`, `hloop …`).
+fn thread_kind(name: &str) -> &'static str {
+    match name.split(' ').collect::<Vec<_>>()[..] {
+        ["mixer", _, _, ..] => "a participant's thread (encodes its mix)",
+        ["mixer", _] => "a room's mixer",
+        ["hloop", ..] => "a handle's loop (ICE, DTLS-SRTP, decoding)",
+        _ => "the rest",
+    }
+}
+
 /// A fresh stack, the crew's ramp against it, its steps.
 async fn run(o: &Options, k: u64) -> RunResult {
     let stack = Stack::start(o).await;
@@ -384,7 +436,16 @@ async fn run(o: &Options, k: u64) -> RunResult {
     eprintln!("bench_capacity: run {k}: {} {}", o.crew.display(), args.join(" "));
     let (janus_ticks, others) = (cpu_ticks(janus_pid), all_ticks());
     let started = Instant::now();
-    let output = crew(o, &args).await;
+    let (output, profile) = if o.profile {
+        // Sampled inside the judged seconds of the one step: after the joins and the settling.
+        let profiling = async {
+            tokio::time::sleep(Duration::from_secs(o.ramp + 10 + 5)).await;
+            profile(janus_pid, Duration::from_secs(o.step_seconds.saturating_sub(10).max(5))).await
+        };
+        tokio::join!(crew(o, &args), profiling)
+    } else {
+        (crew(o, &args).await, Vec::new())
+    };
     let seconds = started.elapsed().as_secs_f64();
     // Ticks are 1/100 s: ticks per second are % of one core. This driver reaped the crew: its
     // children's ticks are the crew's.
@@ -409,7 +470,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
     }
     let steps: Vec<Step> = parsed.unwrap_or_default().iter().map(step_of).collect();
     drop(stack);
-    RunResult { steps, ok, exit, seconds, janus_busy, others_busy }
+    RunResult { steps, ok, exit, seconds, janus_busy, others_busy, profile }
 }
 
 /// The admin's `userJoined`/`userLeft` events, as (event, identity, group), read from its
@@ -651,6 +712,19 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
          (not Janus, control or the crew) {:.0} % of one core.\n",
         r.seconds, r.janus_busy, r.others_busy
     );
+    if !r.profile.is_empty() {
+        println!(
+            "Where Janus's CPU went (`perf record -F 199 -e cpu-clock` of its threads inside the judged seconds; \
+             the sampling itself disturbs Janus, so this run's gaps are not a capacity figure): share of its samples \
+             by thread kind and library, down to 1 %.\n"
+        );
+        println!("| thread | library | share % |");
+        println!("|---|---|---|");
+        for (kind, library, share) in r.profile.iter().filter(|p| p.2 >= 1.0) {
+            println!("| {kind} | `{library}` | {share:.1} |");
+        }
+        println!();
+    }
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
