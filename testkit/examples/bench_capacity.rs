@@ -812,6 +812,10 @@ async fn main() {
     for (k, r) in (1..).zip(&results) {
         print_run(&o, k, r);
     }
+    if o.profile {
+        // A profile, not a capacity figure: no summary, and done when one was taken.
+        std::process::exit(i32::from(results.iter().any(|r| r.profile.is_empty())));
+    }
 
     let clean: Vec<(u64, f64, f64)> = results.iter().filter_map(RunResult::per_user).collect();
     let users = median(clean.iter().map(|c| c.0 as f64).collect());
