@@ -51,6 +51,8 @@ pub struct LineFigures {
     pub concealed_ms: u64,
     /// Sound its talkers heard on it: their own voice, which the mix should leave out.
     pub own_voice_ms: u64,
+    /// Its talkers' frames sent 10 ms or more late (the generator's own lateness).
+    pub sent_late: u64,
     pub mouth_to_ear_ms: Option<Summary>,
 }
 
@@ -148,7 +150,7 @@ impl Report {
             let m2e = line.mouth_to_ear_ms.map_or_else(|| "-".to_owned(), |s| format!("{:.0}", s.median));
             let _ = writeln!(
                 out,
-                "{:<16} {:>9} {:>7} {:>8} {:>8} {:>5} {:>8} {:>6} {:>6} {:>7} {:>10}",
+                "{:<16} {:>9} {:>7} {:>8} {:>8} {:>5} {:>8} {:>6} {:>6} {:>7} {:>9} {:>10}",
                 line.room,
                 line.listeners,
                 line.bursts,
@@ -159,6 +161,7 @@ impl Report {
                 line.lost,
                 line.late,
                 line.own_voice_ms,
+                line.sent_late,
                 m2e
             );
         }
@@ -195,6 +198,7 @@ fn line_figures(room: &str, heard: &[PersonHeard]) -> LineFigures {
         late: total.late,
         concealed_ms: total.concealed_ms,
         own_voice_ms: total.own_voice_ms,
+        sent_late: total.sent_late,
         mouth_to_ear_ms: Summary::of(total.mouth_to_ear_ms.iter().copied()),
     }
 }

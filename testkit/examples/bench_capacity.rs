@@ -176,6 +176,8 @@ struct Step {
     late: u64,
     /// What the talkers heard of their own voice, all lines (ms): the mix should leave it out.
     own_voice_ms: u64,
+    /// The crew's talking frames sent 10 ms or more late, all lines (its own lateness).
+    sent_late: u64,
 }
 
 /// A watched process's figures over a step.
@@ -219,6 +221,7 @@ fn step_of(v: &Value) -> Step {
         lost: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["lost"].as_u64()).sum(),
         late: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["late"].as_u64()).sum(),
         own_voice_ms: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["own_voice_ms"].as_u64()).sum(),
+        sent_late: v["per_line"].as_array().into_iter().flatten().filter_map(|l| l["sent_late"].as_u64()).sum(),
     }
 }
 
@@ -675,7 +678,7 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
     for s in &r.steps {
         let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
         println!(
-            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}; packets lost {}, late {}; own voice {} ms) | {m2e} | {} |",
+            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}; packets lost {}, late {}; own voice {} ms; crew frames sent late {}) | {m2e} | {} |",
             s.users,
             s.lines,
             s.janus.cpu,
@@ -691,6 +694,7 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
             s.lost,
             s.late,
             s.own_voice_ms,
+            s.sent_late,
             s.degraded.as_deref().map_or_else(|| "clean".to_owned(), |d| format!("degraded: {d}"))
         );
     }
@@ -757,19 +761,19 @@ async fn ab(o: &Options, machine: &str) {
         o.users, o.ramp, o.step_seconds
     );
     println!(
-        "| setting | Janus CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | packets lost / late | own voice ms | mouth-to-ear ms median / p95 | codec noise dB | |"
+        "| setting | Janus CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | packets lost / late | own voice ms | crew frames sent late | mouth-to-ear ms median / p95 | codec noise dB | |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (setting, r) in rows {
         let Some(s) = r.steps.first() else {
-            println!("| `{setting}` | the crew failed (see stderr) | | | | | | | | | |");
+            println!("| `{setting}` | the crew failed (see stderr) | | | | | | | | | | |");
             continue;
         };
         let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
         let noise = s.noise_db.map_or_else(|| "-".to_owned(), |n| format!("{n:.1}"));
         let shown = if setting.is_empty() { "defaults" } else { setting.as_str() };
         println!(
-            "| `{shown}` | {:.1} | {:.2} | {:.0} | {:.2} | {} ({}) | {} / {} | {} | {m2e} | {noise} | {} |",
+            "| `{shown}` | {:.1} | {:.2} | {:.0} | {:.2} | {} ({}) | {} / {} | {} | {} | {m2e} | {noise} | {} |",
             s.janus.cpu,
             s.janus.cpu / s.users as f64,
             s.users as f64 / (s.janus.cpu / 100.0),
@@ -779,6 +783,7 @@ async fn ab(o: &Options, machine: &str) {
             s.lost,
             s.late,
             s.own_voice_ms,
+            s.sent_late,
             s.degraded.as_deref().map_or("clean", |_| "degraded")
         );
     }

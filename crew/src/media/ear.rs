@@ -74,6 +74,9 @@ pub struct Heard {
     /// Milliseconds of sound heard on the line while it talked: its own voice, which the
     /// room's mix should leave out.
     pub own_voice_ms: u64,
+    /// Frames this line sent while talking 10 ms or more after their tick: the generator's
+    /// own lateness (a late talker's frame can miss the room's mix).
+    pub sent_late: u64,
     pub longest_gap_ms: u64,
     /// Each gap: when it ended (ms of the stream since the ear's first packet) and how long.
     #[serde(skip)]
@@ -110,6 +113,7 @@ impl Heard {
         self.concealed_ms += other.concealed_ms;
         self.gaps += other.gaps;
         self.own_voice_ms += other.own_voice_ms;
+        self.sent_late += other.sent_late;
         self.longest_gap_ms = self.longest_gap_ms.max(other.longest_gap_ms);
         self.gap_times.extend_from_slice(&other.gap_times);
         self.bursts += other.bursts;

@@ -107,6 +107,7 @@ impl Offer {
             position: 0,
             rtp_time: 0,
             talk_wanted: false,
+            sent_late: 0,
             connected: connected_tx,
             sending: sending_tx,
         };
@@ -162,6 +163,9 @@ impl Drop for LineMedia {
 
 /// A frame's duration: the send tick.
 const FRAME_PERIOD: Duration = Duration::from_millis(20);
+/// A talker's frame sent this late is the generator's fault, not the server's: AudioBridge mixes
+/// a talker's queue of two packets (40 ms) as it stands at each tick.
+const LATE_SEND: Duration = Duration::from_millis(10);
 
 /// The next send tick of the process: every line sends on the same 20 ms ticks (from one
 /// epoch), so the runtime wakes once per tick for all of them, not once per line.
@@ -189,6 +193,8 @@ struct Peer {
     position: usize,
     rtp_time: u64,
     talk_wanted: bool,
+    /// Talking frames sent [`LATE_SEND`] or more after their tick since the last report.
+    sent_late: u64,
     connected: watch::Sender<bool>,
     sending: watch::Sender<bool>,
 }
@@ -225,15 +231,17 @@ impl Peer {
                     Err(_) => None,
                 },
                 () = tokio::time::sleep_until(deadline.into()) => Some(Input::Timeout(Instant::now())),
-                _ = frames.tick(), if sends => {
-                    self.send_frame();
+                tick = frames.tick(), if sends => {
+                    self.send_frame(tick.into_std());
                     None
                 }
                 command = commands.recv() => {
                     match command {
                         Some(Command::Talk(on)) => self.talk_wanted = on,
                         Some(Command::Heard(reply)) => {
-                            let _ = reply.send(self.ear.as_mut().map(Ear::take).unwrap_or_default());
+                            let mut heard = self.ear.as_mut().map(Ear::take).unwrap_or_default();
+                            heard.sent_late = std::mem::take(&mut self.sent_late);
+                            let _ = reply.send(heard);
                         }
                         None => return,
                     }
@@ -284,7 +292,7 @@ impl Peer {
 
     /// The next 20 ms: the loop's frame while talking, silence otherwise (a muted talk key
     /// still sends, as a browser's disabled track does).
-    fn send_frame(&mut self) {
+    fn send_frame(&mut self, tick: Instant) {
         let Some(voice) = self.voice.clone() else { return };
         if self.position.is_multiple_of(CYCLE_FRAMES) && *self.sending.borrow() != self.talk_wanted {
             let _ = self.sending.send(self.talk_wanted);
@@ -296,6 +304,9 @@ impl Peer {
         let frame = if talking { &voice.frames[self.position] } else { &voice.silence };
         self.position = (self.position + 1) % voice.frames.len();
         let now = Instant::now();
+        if talking && now.duration_since(tick) >= LATE_SEND {
+            self.sent_late += 1;
+        }
         if let Some(onset) = frame.onset {
             // The frame's samples were "spoken" over the 20 ms before it is sent.
             let spoken = now - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1_000_000 / 48_000);
