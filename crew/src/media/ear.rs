@@ -35,7 +35,7 @@ const EDGE_MS: u64 = 5;
 const ONSET_MATCH: Duration = Duration::from_secs(2);
 /// How long after its talk key goes off a line can still hear its own voice: the frames it
 /// sent last are still in the room's jitter buffer.
-const OWN_VOICE_TAIL: Duration = Duration::from_millis(200);
+pub const OWN_VOICE_TAIL: Duration = Duration::from_millis(200);
 
 /// The onsets talkers spoke, per room, for listeners to match (one talker per room at a time).
 #[derive(Debug, Clone, Default)]
