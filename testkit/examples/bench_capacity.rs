@@ -22,14 +22,13 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, machine_line, mib, status_field};
+use partyline_testkit::bench::{cpu_ticks, janus_for_control, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
 use partyline_testkit::janus::Janus;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
+use partyline_testkit::{ICE_ADDRESS, require_namespace, wait_for};
 use serde_json::Value;
 
-const EVENT_SECRET: &str = "bench-event-secret";
 /// The target: four-line users per core of Janus, clean.
 const TARGET_PER_CORE: f64 = 30.0;
 /// A share of one core from which a process (or thread) counts as having filled it.
@@ -311,15 +310,9 @@ struct Stack {
 impl Stack {
     async fn start(o: &Options) -> Stack {
         let bus = Bus::start();
-        let events_port = free_port();
-        let janus = Janus::builder()
-            .ice_iface(ICE_IFACE)
-            .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
-            .start();
+        let (janus, server) = janus_for_control(true);
         let config = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: true\n{}  eventSecret: {EVENT_SECRET}\n\
-             logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
-            janus.config_yaml(),
+            "{server}logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
             if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
         );
         // The malloc setting of the packaged unit (packaging/systemd), as the other benchmarks run it.

@@ -48,15 +48,9 @@ impl BenchStack {
             pulse.add_card(card, RATE);
         }
         let bus = Bus::start();
-        let events_port = free_port();
-        let janus = Janus::builder()
-            .ice_iface(ICE_IFACE)
-            .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
-            .start();
+        let (janus, server) = janus_for_control(false);
         let config = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\n{}  eventSecret: {EVENT_SECRET}\n\
-             bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n  jitterBufferMs: {bridge_jitter_ms}\nlogging:\n  level: warn\n{sections}",
-            janus.config_yaml(),
+            "{server}bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n  jitterBufferMs: {bridge_jitter_ms}\nlogging:\n  level: warn\n{sections}"
         );
         let (arenas, count) = MALLOC_ARENAS;
         let control = Control::builder().binary(control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address);
@@ -77,6 +71,21 @@ impl BenchStack {
         assert!(status.is_success(), "POST /admin/audio/device: {status} {body}");
         BenchStack { control, bridged, janus, pulse, bus }
     }
+}
+
+/// A private Janus on [`ICE_IFACE`] posting its events to control, and control's `server:` and
+/// `janus:` sections that go with it (loopback, a free events port, HTTPS when `tls`).
+pub fn janus_for_control(tls: bool) -> (Janus, String) {
+    let events_port = free_port();
+    let janus = Janus::builder()
+        .ice_iface(ICE_IFACE)
+        .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
+        .start();
+    let sections = format!(
+        "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: {tls}\n{}  eventSecret: {EVENT_SECRET}\n",
+        janus.config_yaml(),
+    );
+    (janus, sections)
 }
 
 /// A field of `/proc/PID/status` in its unit (kB for `VmRSS:`, `VmHWM:`), 0 when absent.
