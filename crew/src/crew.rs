@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use crate::control_api::{ApiError, ControlApi, Lines};
-use crate::media::ear::OWN_VOICE_TAIL;
 use crate::media::{Heard, Onsets, Voice};
 use crate::person::{JoinError, JoinTimes, Person, Profile, Vanished};
 use crate::tls::TlsCheck;
@@ -132,7 +131,7 @@ impl Crew {
     }
 
     /// Who talks where in this turn: line `j`'s talker is member `(turn + j) mod n` among the
-    /// `n` who can talk on it. Keys go off everywhere, and 200 ms later the new ones go on.
+    /// `n` who can talk on it. Keys go off everywhere before any goes on.
     async fn next_turn(&mut self) {
         let rooms = self.rooms();
         let mut wanted: Vec<HashSet<String>> = vec![HashSet::new(); self.people.len()];
@@ -150,12 +149,7 @@ impl Crew {
             .zip(&wanted)
             .map(|(p, w)| p.talking_rooms().filter(|r| w.contains(*r)).map(str::to_owned).collect())
             .collect();
-        for (k, phase) in [offs, wanted].into_iter().enumerate() {
-            if k == 1 {
-                // What the rooms still hold of the talkers who stopped is theirs to hear (their
-                // own voice if Janus leaks it), not the next talkers' first burst.
-                tokio::time::sleep(OWN_VOICE_TAIL).await;
-            }
+        for phase in [offs, wanted] {
             let results = join_all(self.people.iter_mut().zip(&phase).map(|(p, rooms)| p.talk_only(rooms))).await;
             for error in results.into_iter().filter_map(Result::err) {
                 tracing::warn!(%error, "a talk key did not reach Janus");

@@ -281,8 +281,11 @@ async fn a_crowd_joins_at_once_and_panels_that_vanish_leave_no_ghost() {
     // frame (measured here: one dropout of 16–34 ms per removal, heard by every listener at
     // once, no packet lost), and takes that frame out of the talker's own mix although it was
     // never in it: the talker hears 20 ms of its own voice. The killed leave at once, each
-    // silent one when its own connection's minute runs out: at most 1 + VANISH/2 removals.
+    // silent one when its own connection's minute runs out: at most 1 + VANISH/2 removals. On a
+    // busy machine the same mixer also misses a talker's late frame now and then, vanishing or
+    // not (BENCHMARKS.md, "What limits one core of Janus"): one more per 10 s is allowed.
     let removals = 1 + VANISH as u64 / 2;
+    let dropouts = removals + gone.as_secs() / 10;
     let heard = crew.heard().await;
     println!("CREW while {VANISH} vanished:\n{}", Report::new(&crew, &heard, gone, Vec::new()).table());
     for person in &heard {
@@ -292,12 +295,12 @@ async fn a_crowd_joins_at_once_and_panels_that_vanish_leave_no_ghost() {
     for person in &heard {
         let (_, _, figures) = &person.lines[0];
         assert!(
-            figures.gaps <= removals && figures.longest_gap_ms <= 40 && figures.lost == 0,
+            figures.gaps <= dropouts && figures.longest_gap_ms <= 40 && figures.lost == 0,
             "{} heard gaps {:?} (ms into its stream, length) while members vanished",
             person.name,
             figures.gap_times
         );
-        assert!(figures.own_voice_ms <= removals * 30, "{} heard itself: {figures:?}", person.name);
+        assert!(figures.own_voice_ms <= dropouts * 30, "{} heard itself: {figures:?}", person.name);
     }
     drop(frozen);
 }

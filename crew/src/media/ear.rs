@@ -35,7 +35,7 @@ const EDGE_MS: u64 = 5;
 const ONSET_MATCH: Duration = Duration::from_secs(2);
 /// How long after its talk key goes off a line can still hear its own voice: the frames it
 /// sent last are still in the room's jitter buffer.
-pub const OWN_VOICE_TAIL: Duration = Duration::from_millis(200);
+const OWN_VOICE_TAIL: Duration = Duration::from_millis(200);
 
 /// The onsets talkers spoke, per room, for listeners to match (one talker per room at a time).
 #[derive(Debug, Clone, Default)]
@@ -49,6 +49,12 @@ impl Onsets {
         while onsets.len() > 16 {
             onsets.pop_front();
         }
+    }
+
+    /// Whether anyone spoke an onset in `room` after `at`: another talker has the line.
+    fn spoken_since(&self, room: &str, at: Instant) -> bool {
+        let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        rooms.get(room).and_then(|onsets| onsets.back()).is_some_and(|last| *last > at)
     }
 
     /// The latest onset spoken in `room` at or before `heard` (within 2 s).
@@ -223,7 +229,12 @@ impl Ear {
         }
         let Ok(samples) = self.decoder.decode_float(Some(payload), &mut self.pcm[..], false) else { return };
         let frame_start = arrived.checked_sub(Duration::from_millis(20)).unwrap_or(arrived);
-        let own_voice = self.talking || self.stopped_talking.is_some_and(|at| arrived < at + OWN_VOICE_TAIL);
+        // After its key goes off a line may still hear its own last frames, until another
+        // talker has spoken on it: what comes then is theirs.
+        let own_voice = self.talking
+            || self
+                .stopped_talking
+                .is_some_and(|at| arrived < at + OWN_VOICE_TAIL && !self.onsets.spoken_since(&self.room, at));
         if own_voice {
             self.own_voice(samples, position_ms);
         } else {
