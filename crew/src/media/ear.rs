@@ -393,10 +393,15 @@ mod tests {
     /// One frame of a burst's middle, then quiet: what a talker hears when Janus's mixer
     /// takes its own frame out of a mix it was not in (its own voice, inverted, 20 ms).
     fn one_loud_frame(talking: bool) -> Heard {
+        one_loud_frame_after(|ear, _, started| ear.talking(talking, started))
+    }
+
+    fn one_loud_frame_after(key: impl FnOnce(&mut Ear, &Onsets, Instant)) -> Heard {
         let voice = Voice::encode(line_tone(0)).expect("encode");
-        let mut ear = Ear::new("room", line_tone(0), Onsets::default(), Duration::from_millis(40)).expect("decoder");
+        let onsets = Onsets::default();
+        let mut ear = Ear::new("room", line_tone(0), onsets.clone(), Duration::from_millis(40)).expect("decoder");
         let started = Instant::now();
-        ear.talking(talking, started);
+        key(&mut ear, &onsets, started);
         let frames = (0..8).map(|_| &voice.silence).chain([&voice.frames[5]]).chain((0..20).map(|_| &voice.silence));
         for (seq, frame) in frames.enumerate() {
             let arrived = started + Duration::from_millis(20 * seq as u64 + 50);
@@ -412,5 +417,22 @@ mod tests {
         let talking = one_loud_frame(true);
         assert_eq!((talking.bursts, talking.gaps), (0, 0), "{talking:?}");
         assert!((15..=30).contains(&talking.own_voice_ms), "{talking:?}");
+    }
+
+    #[test]
+    fn a_stopped_talker_s_tail_is_its_own_voice_until_another_talker_speaks() {
+        // The key goes off 100 ms in: the loud frame comes 110 ms later, inside the tail.
+        let stopped = |ear: &mut Ear, _: &Onsets, at: Instant| {
+            ear.talking(true, at);
+            ear.talking(false, at + Duration::from_millis(100));
+        };
+        let alone = one_loud_frame_after(stopped);
+        assert_eq!((alone.bursts, alone.gaps), (0, 0), "{alone:?}");
+        assert!(alone.own_voice_ms > 0, "{alone:?}");
+        let handed_over = one_loud_frame_after(|ear, onsets, at| {
+            stopped(ear, onsets, at);
+            onsets.spoken("room", at + Duration::from_millis(101));
+        });
+        assert_eq!((handed_over.bursts, handed_over.own_voice_ms), (1, 0), "{handed_over:?}");
     }
 }
