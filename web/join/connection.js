@@ -2,7 +2,9 @@
 // one AudioBridge handle per line, each joined to its line's room, all sharing one microphone.
 // Single use: a token is good for one session, so a reconnect makes a new Connection with a new
 // token. The lines join in parallel. A line the admin takes away (kicked from its room) ends
-// alone: the other lines go on; once every line is kicked, the session was.
+// alone: the other lines go on; once every line is kicked, the session was. The admin's
+// disconnect reaches the page twice, by Janus's kick event and by the proxy closing the
+// WebSocket with its own code; whichever comes first ends the panel as kicked, never rejoining.
 
 import Janus from '/vendor/janus.js';
 
@@ -13,15 +15,32 @@ const JOIN_TIMEOUT_MS = 20_000;
 export const ICE_GRACE_MS = 5_000;
 /** Janus's answer once the admin removed our token. */
 const UNAUTHORIZED = /unauthorized request/i;
+/** The proxy's close code for a crew member the admin disconnected (control's janus_proxy). */
+const CLOSE_DISCONNECTED = 4001;
 
 let janusReady = null;
+
+/**
+ * janus.js's WebSocket, which shows its close code to the Connection that opened it (janus.js
+ * reports every close as "Lost connection"). janus.js opens it inside `new Janus()`, so the
+ * Connection being made sets `onSocket` around that call.
+ */
+class SignallingSocket extends WebSocket {
+  static onSocket = null;
+
+  constructor(url, protocols) {
+    super(url, protocols);
+    SignallingSocket.onSocket?.(this);
+  }
+}
 
 const noop = () => {};
 const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onLineEnded: noop };
 
 export function initJanus() {
   janusReady ??= new Promise((resolve, reject) => {
-    Janus.init({ debug: ['warn', 'error'], callback: resolve });
+    const dependencies = Janus.useDefaultDependencies({ WebSocket: SignallingSocket });
+    Janus.init({ debug: ['warn', 'error'], callback: resolve, dependencies });
     if (!Janus.isWebrtcSupported()) reject(new Error('This browser cannot do WebRTC.'));
   });
   return janusReady;
@@ -57,6 +76,7 @@ export class Connection {
     this.links = new Map(); // groupId → LineLink
     this.closed = false;
     this.settle = null;
+    this.closeCode = null; // the WebSocket's, once the server closed it
   }
 
   /** Resolves once every line is joined with media flowing; rejects on any failure before that. */
@@ -64,6 +84,8 @@ export class Connection {
     return new Promise((resolve, reject) => {
       this.settle = { resolve, reject };
       this.timer = setTimeout(() => this.fail(new Error('Joining took too long.')), JOIN_TIMEOUT_MS);
+      // Listening before janus.js does: the code is known when janus.js reports the close.
+      SignallingSocket.onSocket = (socket) => socket.addEventListener('close', (event) => (this.closeCode = event.code));
       this.janus = new Janus({
         server: this.credentials.url,
         token: this.credentials.token,
@@ -77,6 +99,7 @@ export class Connection {
         },
         error: (error) => this.fail(new Error(String(error))),
       });
+      SignallingSocket.onSocket = null;
     });
   }
 
@@ -117,9 +140,9 @@ export class Connection {
   fail(error) {
     if (this.closed) return;
     // Once the admin removed our token, every request answers "Unauthorized": that is a kick
-    // whose event we did not see.
+    // whose event we did not see; so is the proxy's close for a disconnect.
     const joined = [...this.links.values()].some((link) => link.joined);
-    if (joined && UNAUTHORIZED.test(error.message)) {
+    if (this.closeCode === CLOSE_DISCONNECTED || (joined && UNAUTHORIZED.test(error.message))) {
       this.kicked();
       return;
     }

@@ -173,6 +173,40 @@ describe('join page', { timeout: 120_000 }, () => {
     await Promise.all([cleo.close(), dan.close()]);
   });
 
+  check("a disconnect whose close overtakes Janus's kick event still ends the page as kicked, for good", async () => {
+    // The admin's request reaches Janus and the proxy by different connections, so the proxy's
+    // close may reach the page before Janus's kick event. Here it always does: once the request
+    // is sent, nothing from the server reaches the page but the close.
+    let holdBack = false;
+    const prepare = (context) =>
+      context.routeWebSocket(/\/janus$/, (ws) => {
+        const server = ws.connectToServer();
+        server.onMessage((message) => holdBack || ws.send(message));
+      });
+    const fay = await Person.open(browser, control.origin, 'Fay', { prepare });
+    people.push(fay);
+    await fay.join('foyer');
+    await fay.waitState('connected');
+    const fayUser = await waitFor('Fay connected', async () => {
+      const u = await control.user('Fay');
+      return u?.state === 'connected' && u;
+    });
+
+    holdBack = true;
+    const t0 = performance.now();
+    const { status, body } = await control.admin('DELETE', `/users/${encodeURIComponent(fayUser.identity)}`);
+    assert.equal(status, 200, JSON.stringify(body));
+    await fay.waitState('kicked', 5000);
+    report(`disconnect known by the close alone → Fay's page kicked after ${since(t0)} ms`);
+    assert.equal(await fay.page.locator('#status-text').textContent(), 'Disconnected by the admin');
+    assert.ok(await fay.page.locator('#rejoin').isVisible(), '"Join again" is offered');
+    // Kicked is where the page stops: it asked for no new token, so control knows no Fay.
+    assert.equal(fay.token.participantIdentity, fayUser.identity, 'no token asked for after the kick');
+    assert.equal(await control.user('Fay'), undefined);
+    assert.deepEqual(fay.errors, []);
+    await fay.close();
+  });
+
   check('leaving with the Leave button removes the user within 3 s', async () => {
     const eve = await person('Eve');
     await eve.join('foyer');

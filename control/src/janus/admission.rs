@@ -8,7 +8,7 @@ use partyline_shared::slugify;
 
 use super::{Janus, rooms};
 use crate::secrets::{SecretValue, random_hex};
-use crate::users::{Line, User};
+use crate::users::{Ending, Line, User};
 
 impl Janus {
     /// Issues one token for `username` on `lines` and registers the user as pending; each
@@ -51,7 +51,7 @@ impl Janus {
         for (line, at) in user.lines.iter().zip(&sessions) {
             let token = vec![user.token.expose().to_owned()];
             if let Err(e) = self.allow(at, &line.group_id, AllowedAction::Add, token).await {
-                self.users.remove(&user.identity);
+                self.users.remove(&user.identity, Ending::Ended);
                 self.revoke(&user).await;
                 return Err(e);
             }

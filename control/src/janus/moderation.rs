@@ -6,7 +6,7 @@ use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusError, cod
 use partyline_shared::sync::lock;
 
 use super::{Janus, card_identity, rooms};
-use crate::users::{User, UserKind};
+use crate::users::{Ending, User, UserKind};
 
 /// A user disconnected by the admin.
 #[derive(Debug)]
@@ -41,9 +41,12 @@ impl Janus {
         if user.kind == UserKind::Server {
             return Err(DisconnectError::ServerUser(identity.to_owned()));
         }
-        let told = self.kick_and_revoke(&user).await;
-        self.users.remove(identity);
+        // Out of the registry before Janus is told: the kick's own leave event then finds no one
+        // to record as "left" (which would let the panel resume), and the proxy closes the
+        // member's connections as disconnected, not ended.
+        self.users.remove(identity, Ending::Disconnected);
         self.users.forget_resume(&user.token);
+        let told = self.kick_and_revoke(&user).await;
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::warn!(identity, username = user.username, group = groups.join(","), by, why, "user disconnected");
         let revoked = match told {

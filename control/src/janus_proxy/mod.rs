@@ -9,7 +9,9 @@
 //! upgrade must come from this origin (a page elsewhere cannot open it with a visitor's token),
 //! and the connection closes when its crew member is removed from the registry (disconnected by
 //! the admin, expired, its groups deleted): Janus then ends every session opened through it
-//! (its WebSocket transport destroys a closed connection's sessions).
+//! (its WebSocket transport destroys a closed connection's sessions). An admin's disconnect
+//! closes with a code of its own ([`CLOSE_DISCONNECTED`]): the panel must not rejoin by itself,
+//! and Janus's kick event, which says the same, may arrive after the close.
 
 mod policy;
 
@@ -28,7 +30,7 @@ use tokio_tungstenite::tungstenite::{self as ts, client::IntoClientRequest, http
 
 use crate::api::ApiError;
 use crate::state::AppState;
-use crate::users::Users;
+use crate::users::{Ending, Removal, Users};
 use policy::{Policy, Refusal};
 
 /// The WebSocket subprotocol of Janus's API; Janus refuses connections without it.
@@ -46,6 +48,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const CLOSE_UNAVAILABLE: u16 = 1011;
 /// Close code "policy violation" (RFC 6455 §7.4.1), sent for a request the proxy refuses.
 const CLOSE_POLICY: u16 = 1008;
+/// Close code (private use, RFC 6455 §7.4.2) for a crew member the admin disconnected: its
+/// panel shows "Disconnected by the admin" and does not rejoin. The join page holds the same
+/// number.
+pub const CLOSE_DISCONNECTED: u16 = 4001;
 /// A close frame's reason is at most 123 bytes (RFC 6455 §5.5).
 const MAX_REASON: usize = 123;
 /// A browser that sends nothing for this long is gone: a panel sends a keep-alive every 25 s
@@ -109,7 +115,7 @@ enum End {
     /// The browser sent what the panel never sends.
     Refused(Refusal),
     /// The connection's crew member was removed from the registry.
-    Removed,
+    Removed(Ending),
     /// The browser sent nothing for [`BROWSER_SILENCE`].
     Silent,
 }
@@ -120,7 +126,7 @@ async fn relay(
     mut browser: WebSocket,
     url: String,
     users: Arc<Users>,
-    mut removals: broadcast::Receiver<String>,
+    mut removals: broadcast::Receiver<Removal>,
     mut policy: Policy,
 ) {
     let janus = match connect(&url).await {
@@ -172,13 +178,15 @@ async fn relay(
             removed = removals.recv() => {
                 let Some(bound) = policy.bound() else { continue };
                 let gone = match removed {
-                    Ok(identity) => identity == bound.identity,
-                    Err(RecvError::Lagged(_)) => users.get(&bound.identity).is_none(),
+                    Ok(removal) => (removal.identity == bound.identity).then_some(removal.ending),
+                    // Why is lost with the message: the panel may rejoin, and a disconnected
+                    // member's new token is refused if it was banned.
+                    Err(RecvError::Lagged(_)) => users.get(&bound.identity).is_none().then_some(Ending::Ended),
                     // The registry outlives every connection (this one holds it).
-                    Err(RecvError::Closed) => true,
+                    Err(RecvError::Closed) => Some(Ending::Ended),
                 };
-                if gone {
-                    break End::Removed;
+                if let Some(ending) = gone {
+                    break End::Removed(ending);
                 }
             }
         }
@@ -218,11 +226,13 @@ async fn relay(
             let _ = browser_tx.send(close(CLOSE_POLICY, "nothing received for a minute")).await;
             None
         }
-        End::Removed => {
-            tracing::info!(identity, username, "WebSocket proxy: the session ended; connection closed");
-            let _ = browser_tx
-                .send(close(CLOSE_POLICY, "the session ended (disconnected, expired, or its lines gone)"))
-                .await;
+        End::Removed(ending) => {
+            tracing::info!(identity, username, ?ending, "WebSocket proxy: the session ended; connection closed");
+            let frame = match ending {
+                Ending::Disconnected => close(CLOSE_DISCONNECTED, "the session ended: disconnected by the admin"),
+                Ending::Ended => close(CLOSE_POLICY, "the session ended (left, expired, or its lines gone)"),
+            };
+            let _ = browser_tx.send(frame).await;
             None
         }
     };

@@ -641,7 +641,7 @@ mod tests {
         assert!(policy.check(unknown.as_bytes(), |t| users.by_token(t)).is_err());
         let mut policy = connected(&users);
         assert_eq!(policy.bound().map(|b| b.identity.as_str()), Some("alice-1"));
-        users.remove(&alice.identity);
+        users.remove(&alice.identity, crate::users::Ending::Disconnected);
         let join = message(11, join("talk-listen", true)).to_string();
         assert!(policy.check(join.as_bytes(), |t| users.by_token(t)).expect_err("ended").0.contains("no crew member"));
     }

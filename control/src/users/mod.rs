@@ -52,14 +52,33 @@ pub struct Users {
     /// Crew sessions that ended by leaving their rooms, for [`Users::resume`]: (token, panel
     /// key, groups muted by the admin, when).
     ended: Mutex<Vec<Ended>>,
-    /// The identities of crew members removed, as they are: the `/janus` proxy closes their
-    /// connections (and so Janus ends their sessions).
+    /// The crew members removed, as they are: the `/janus` proxy closes their connections
+    /// (and so Janus ends their sessions).
     removed: Removals,
+}
+
+/// A crew member removed from the registry, as its `/janus` connection is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Removal {
+    pub identity: String,
+    pub ending: Ending,
+}
+
+/// Why a crew member's session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// It left, its token expired unused, its groups were deleted or its admission failed: a
+    /// panel still there may join again by itself.
+    Ended,
+    /// The admin disconnected it (or took its last line): its panel must say so and stay out.
+    /// Janus's kick event says the same, but on another connection than the admin's request,
+    /// so the proxy's close may overtake it.
+    Disconnected,
 }
 
 /// Where removals of crew members are announced.
 #[derive(Debug)]
-struct Removals(tokio::sync::broadcast::Sender<String>);
+struct Removals(tokio::sync::broadcast::Sender<Removal>);
 
 impl Default for Removals {
     fn default() -> Self {
@@ -217,7 +236,7 @@ impl Users {
                 users.crew_changed();
                 drop(users);
                 if let Some(user) = &gone {
-                    self.announce_removed(user);
+                    self.announce_removed(user, Ending::Ended);
                     self.keep_for_resume(user);
                 }
                 gone
@@ -247,13 +266,13 @@ impl Users {
         });
     }
 
-    /// Removes a user (disconnect by the admin, group gone); the caller logs why.
-    pub fn remove(&self, identity: &str) -> Option<User> {
+    /// Removes a user (disconnected by the admin, or its admission failed); the caller logs why.
+    pub fn remove(&self, identity: &str, ending: Ending) -> Option<User> {
         let mut users = self.lock();
         let gone = users.remove(identity);
         if let Some(user) = &gone {
             self.publish_left(user, user.lines.iter(), "removed");
-            self.announce_removed(user);
+            self.announce_removed(user, ending);
         }
         if gone.as_ref().is_some_and(|u| u.kind == UserKind::Crew) {
             users.crew_changed();
@@ -273,16 +292,16 @@ impl Users {
         }
     }
 
-    /// The identities of crew members removed from now on (whatever the reason: left, expired,
-    /// disconnected, their groups gone).
-    pub fn subscribe_removals(&self) -> tokio::sync::broadcast::Receiver<String> {
+    /// The crew members removed from now on, whatever the reason (left, expired, disconnected,
+    /// their groups gone).
+    pub fn subscribe_removals(&self) -> tokio::sync::broadcast::Receiver<Removal> {
         self.removed.0.subscribe()
     }
 
-    fn announce_removed(&self, user: &User) {
+    fn announce_removed(&self, user: &User, ending: Ending) {
         if user.kind == UserKind::Crew {
             // No listener (no proxy connection) is not an error.
-            let _ = self.removed.0.send(user.identity.clone());
+            let _ = self.removed.0.send(Removal { identity: user.identity.clone(), ending });
         }
     }
 
@@ -348,7 +367,7 @@ impl Users {
         let last = user.lines.is_empty();
         let now = if last { users.remove(identity)? } else { user.clone() };
         if last {
-            self.announce_removed(&now);
+            self.announce_removed(&now, Ending::Disconnected);
         }
         if now.kind == UserKind::Crew {
             users.crew_changed();
@@ -445,6 +464,28 @@ mod tests {
         );
     }
 
+    /// The proxy closes a disconnected member's connection so that its panel stays out; a
+    /// member that left or lost its last group may come back by itself.
+    #[test]
+    fn removals_say_whether_the_admin_disconnected_the_member() {
+        let users = Users::default();
+        let mut removals = users.subscribe_removals();
+        let mut next = || removals.try_recv().map(|r| (r.identity, r.ending)).expect("a removal");
+        on_stage(&users, "al-1", "Al", "t1");
+        assert!(users.joined("stage", "al-1"));
+        assert!(users.left("stage", "al-1", "left the room").is_some());
+        assert_eq!(next(), ("al-1".to_owned(), Ending::Ended));
+        on_stage(&users, "bo-2", "Bo", "t2");
+        assert!(users.remove("bo-2", Ending::Disconnected).is_some());
+        assert_eq!(next(), ("bo-2".to_owned(), Ending::Disconnected));
+        on_stage(&users, "cy-3", "Cy", "t3");
+        assert!(users.remove_line("cy-3", "stage").is_some_and(|(_, _, last)| last));
+        assert_eq!(next(), ("cy-3".to_owned(), Ending::Disconnected), "its last line taken");
+        on_stage(&users, "di-4", "Di", "t4");
+        assert_eq!(users.take_outside(&[]).len(), 1);
+        assert_eq!(next(), ("di-4".to_owned(), Ending::Ended), "its groups deleted");
+    }
+
     #[test]
     fn a_panel_that_left_takes_its_key_and_mutes_into_its_next_session_with_both_secrets() {
         let users = Users::default();
@@ -466,7 +507,7 @@ mod tests {
         assert_eq!(users.resume("t2", "key-t2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("key-t2"));
         assert!(users.resume("t2", "key-t2").is_none(), "once");
         on_stage(&users, "cy-3", "Cy", "t3");
-        assert!(users.remove("cy-3").is_some());
+        assert!(users.remove("cy-3", Ending::Disconnected).is_some());
         assert!(users.resume("t3", "key-t3").is_none(), "a disconnect by the admin is not resumed");
         on_stage(&users, "di-4", "Di", "t4");
         assert!(users.joined("stage", "di-4"));
@@ -537,7 +578,7 @@ mod tests {
         let counts = (again.active_connections(), again.total_connections());
         assert_eq!(counts, (1, 1), "Alice, connected, counts among the connections since start");
         assert!(again.take_expired(UNUSED_TOKEN_LIFETIME).is_empty(), "a fresh token is not expired");
-        assert!(again.remove("bob-2").is_some());
+        assert!(again.remove("bob-2", Ending::Disconnected).is_some());
         assert_eq!(crew(&Users::restore(dir.path(), EventBus::default())), crew(&again));
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::{Line, User, UserKind, UserState, Users};
+use super::{Ending, Line, User, UserKind, UserState, Users};
 
 impl Users {
     /// Removes and returns the pending users whose token is older than `lifetime`.
@@ -17,7 +17,7 @@ impl Users {
             .map(|u| u.identity.clone())
             .collect();
         let expired: Vec<User> = expired.iter().filter_map(|id| users.remove(id)).collect();
-        expired.iter().for_each(|user| self.announce_removed(user));
+        expired.iter().for_each(|user| self.announce_removed(user, Ending::Ended));
         if !expired.is_empty() {
             users.crew_changed();
         }
@@ -53,7 +53,7 @@ impl Users {
         let gone: Vec<User> = gone.iter().filter_map(|id| users.remove(id)).collect();
         for user in &gone {
             self.publish_left(user, user.lines.iter(), "removed");
-            self.announce_removed(user);
+            self.announce_removed(user, Ending::Ended);
         }
         if gone.iter().any(|u| u.kind == UserKind::Crew) {
             users.crew_changed();
