@@ -98,6 +98,8 @@ pub enum AudioBridgeRequest {
         id: String,
         display: String,
         token: String,
+        /// [`LOCAL_GROUP`] for every participant but a trunk's ([`TRUNK_GROUP`]).
+        group: String,
         bitrate: u32,
         muted: bool,
         prebuffer: u32,
@@ -189,6 +191,13 @@ pub const TALK_WINDOW_PACKETS: u32 = 10;
 /// participant to be talking (`audio_level_average`; −40 dBov).
 pub const TALK_LEVEL_DBOV: u32 = 40;
 
+/// The participant group (AudioBridge `groups`, 1.1.2+) of everyone joining a room on its own
+/// node: crew, the card. A room's mix forwarded to another node is this group's only, so what
+/// came from there is never sent back.
+pub const LOCAL_GROUP: &str = "local";
+/// The participant group of the trunks: the mixes of the same group's rooms on other nodes.
+pub const TRUNK_GROUP: &str = "trunk";
+
 /// A room as partyline creates it: one per group, id = group id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RoomSpec {
@@ -213,9 +222,13 @@ pub struct RoomSpec {
     pub audio_level_average: u32,
     /// Rooms live in Janus's memory only; partyline recreates them from the config.
     pub permanent: bool,
-    /// Admits bridged's plain-RTP participants (`bridge.transport: rtp`). Crew clients cannot
-    /// use it: control's `/janus` proxy refuses any request that asks for plain RTP.
+    /// Admits bridged's plain-RTP participants (`bridge.transport: rtp`) and the trunks from
+    /// other nodes. Crew clients cannot use it: control's `/janus` proxy refuses any request
+    /// that asks for plain RTP.
     pub allow_rtp_participants: bool,
+    /// The participant groups, [`LOCAL_GROUP`] and [`TRUNK_GROUP`]; with groups, every join
+    /// must name one (Janus refuses a join without).
+    pub groups: Vec<String>,
 }
 
 /// Any answer of the core or admin API.
@@ -551,6 +564,7 @@ mod tests {
                     id: "server-foh".into(),
                     display: "FOH".into(),
                     token: "mine".into(),
+                    group: LOCAL_GROUP.into(),
                     bitrate: 64_000,
                     muted: false,
                     prebuffer: 2,
@@ -563,7 +577,7 @@ mod tests {
             serde_json::to_value(&join).expect("json"),
             json!({"janus": "message", "transaction": "t3", "token": "mine",
                    "body": {"request": "join", "room": "r", "id": "server-foh", "display": "FOH", "token": "mine",
-                            "bitrate": 64_000, "muted": false, "prebuffer": 2},
+                            "group": "local", "bitrate": 64_000, "muted": false, "prebuffer": 2},
                    "jsep": {"type": "offer", "sdp": "v=0\r\n"}})
         );
         let plain = AudioBridgeRequest::Join {
@@ -571,6 +585,7 @@ mod tests {
             id: "card:r".into(),
             display: "A".into(),
             token: "mine".into(),
+            group: LOCAL_GROUP.into(),
             bitrate: 64_000,
             muted: false,
             prebuffer: 2,
@@ -610,11 +625,12 @@ mod tests {
             audio_level_average: 40,
             permanent: false,
             allow_rtp_participants: true,
+            groups: vec![LOCAL_GROUP.into(), TRUNK_GROUP.into()],
         };
         let create = serde_json::to_value(AudioBridgeRequest::Create { spec, allowed: vec![] }).expect("json");
         assert_eq!(
-            (&create["request"], &create["room"], &create["allowed"]),
-            (&json!("create"), &json!("r"), &json!([]))
+            (&create["request"], &create["room"], &create["allowed"], &create["groups"]),
+            (&json!("create"), &json!("r"), &json!([]), &json!(["local", "trunk"]))
         );
     }
 

@@ -345,7 +345,7 @@ impl Probe {
     /// answers `ack`; the participant is in the room once `listparticipants` shows it.
     pub async fn join(&self, room: &str, id: &str, display: &str) -> Answer {
         let body = json!({"request": "join", "room": room, "id": id, "display": display, "muted": true,
-                          "token": self.token});
+                          "token": self.token, "group": partyline_shared::janus::LOCAL_GROUP});
         self.call(&format!("/{}/{}", self.session, self.handle), json!({"janus": "message", "body": body})).await
     }
 

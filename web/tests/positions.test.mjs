@@ -127,7 +127,7 @@ describe('admin UI: positions, join links, users\' lines', { timeout: 180_000 },
     for (const line of issued.lines) {
       const handle = await janus.request(path, { janus: 'attach', plugin: 'janus.plugin.audiobridge' }, issued.token);
       assert.equal(handle.janus, 'success', JSON.stringify(handle));
-      const join = { request: 'join', room: line.roomName, id: issued.participantIdentity, display: username, muted: true, token: issued.token };
+      const join = { request: 'join', room: line.roomName, id: issued.participantIdentity, display: username, muted: true, token: issued.token, group: 'local' };
       const sent = await janus.request(`${path}/${handle.data.id}`, { janus: 'message', body: join }, issued.token);
       assert.ok(['ack', 'success'].includes(sent.janus), JSON.stringify(sent));
     }

@@ -5,7 +5,7 @@
 use anyhow::{Context as _, anyhow};
 use partyline_shared::bridge::PlanGroup;
 use partyline_shared::janus::client::Session;
-use partyline_shared::janus::{AudioBridgeRequest, JanusError, Jsep, JsepType, RtpPeer, SessionEvent};
+use partyline_shared::janus::{AudioBridgeRequest, JanusError, Jsep, JsepType, LOCAL_GROUP, RtpPeer, SessionEvent};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -81,6 +81,7 @@ pub async fn join(
         id: group.identity.clone(),
         display: group.display.clone(),
         token: group.token.clone(),
+        group: LOCAL_GROUP.to_owned(),
         bitrate: group.bitrate_kbps * 1000,
         muted: false,
         prebuffer,

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use partyline_shared::Config;
-use partyline_shared::janus::{RoomListing, RoomSpec, TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS, prebuffer_packets};
+use partyline_shared::janus::{
+    LOCAL_GROUP, RoomListing, RoomSpec, TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS, TRUNK_GROUP, prebuffer_packets,
+};
 
 /// The rooms the config asks for, one per group.
 pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSpec> {
@@ -30,6 +32,7 @@ pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSp
                 // bridged's group participants (`bridge.transport: rtp`); crew clients cannot
                 // ask for plain RTP through the `/janus` proxy.
                 allow_rtp_participants: true,
+                groups: vec![LOCAL_GROUP.to_owned(), TRUNK_GROUP.to_owned()],
             }
         })
         .collect()

@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use partyline_shared::janus::LOCAL_GROUP;
 use serde::{Deserialize, Serialize};
 
 use crate::secrets::SecretValue;
@@ -99,6 +100,9 @@ pub enum Body {
         /// (`audio.opusComplexity`), never the page's (a page that sends one is refused).
         #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
         quality: Option<u8>,
+        /// Always the room's `local` group (a page's own is refused: a trunk's is for nodes).
+        #[serde(default, skip_deserializing)]
+        group: &'static str,
     },
     /// Talk key on or off.
     Configure {
@@ -299,7 +303,7 @@ impl Policy {
         jsep: Option<&Jsep>,
     ) -> Result<(), Refusal> {
         match body {
-            Body::Join { room: wanted, id, display, muted, token: joins_with, quality } => {
+            Body::Join { room: wanted, id, display, muted, token: joins_with, quality, group } => {
                 if room.is_some() {
                     return refuse("a second join on one handle");
                 }
@@ -325,6 +329,7 @@ impl Policy {
                 // Others see the name the token was issued to, whatever the page says.
                 display.clone_from(&user.username);
                 *quality = self.mix_complexity;
+                *group = LOCAL_GROUP;
                 if let Some(handles) = self.sessions.get_mut(&session) {
                     handles.insert(handle, Some(wanted.clone()));
                 }
@@ -455,7 +460,8 @@ mod tests {
         request
     }
 
-    /// Everything a panel sends passes, and goes on as the same JSON.
+    /// Everything a panel sends passes, and goes on as the same JSON (a join in the room's
+    /// `local` group).
     #[test]
     fn what_a_panel_sends_is_relayed_as_it_is() {
         let (users, _) = alice();
@@ -479,13 +485,19 @@ mod tests {
         for request in panel {
             let relayed =
                 policy.check(request.to_string().as_bytes(), lookup).unwrap_or_else(|e| panic!("{request}: {e}"));
-            assert_eq!(serde_json::from_str::<Value>(&relayed).expect("JSON"), request);
+            let mut expected = request.clone();
+            if expected["body"]["request"] == "join" {
+                expected["body"]["group"] = json!("local");
+            }
+            assert_eq!(serde_json::from_str::<Value>(&relayed).expect("JSON"), expected);
         }
     }
 
-    /// A join goes on with control's Opus complexity for its mix; a page cannot choose one.
+    /// A join goes on with control's Opus complexity for its mix and in the room's `local`
+    /// group; a page can choose neither (a trunk's group would put it in what other nodes hear
+    /// of this room, and out of what this room forwards).
     #[test]
-    fn a_join_carries_control_s_mix_complexity_and_never_the_page_s() {
+    fn a_join_carries_control_s_mix_complexity_and_group_never_the_page_s() {
         let (users, _) = alice();
         let mut policy = connected(&users);
         policy.mix_complexity = Some(2);
@@ -493,11 +505,13 @@ mod tests {
         let request = with_offer(message(11, join("talk-listen", true)), SENDRECV);
         let relayed: Value =
             serde_json::from_str(&policy.check(request.to_string().as_bytes(), lookup).expect("join")).expect("JSON");
-        assert_eq!(relayed["body"]["quality"], 2, "{relayed}");
-        let mut own = join("listen-only", true);
-        own["quality"] = json!(10);
-        let refused = policy.check(message(12, own).to_string().as_bytes(), lookup).expect_err("a page's quality");
-        assert!(refused.0.contains("not a request"), "{refused:?}");
+        assert_eq!((&relayed["body"]["quality"], &relayed["body"]["group"]), (&json!(2), &json!("local")), "{relayed}");
+        for (field, value) in [("quality", json!(10)), ("group", json!("trunk")), ("group", json!("local"))] {
+            let mut own = join("listen-only", true);
+            own[field] = value;
+            let refused = policy.check(message(12, own).to_string().as_bytes(), lookup).expect_err("a page's own");
+            assert!(refused.0.contains("not a request"), "{field}: {refused:?}");
+        }
     }
 
     /// Data-driven: each request, sent on a connected panel, is refused with a reason naming it.

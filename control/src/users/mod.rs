@@ -23,11 +23,14 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 mod locked;
+mod removals;
 mod resume;
 mod store;
 mod sweeps;
 mod user;
 
+use removals::Removals;
+pub use removals::{Ending, Removal};
 use resume::Ended;
 pub use user::{Line, User, UserKind, UserState, UserView};
 
@@ -55,37 +58,6 @@ pub struct Users {
     /// The crew members removed, as they are: the `/janus` proxy closes their connections
     /// (and so Janus ends their sessions).
     removed: Removals,
-}
-
-/// A crew member removed from the registry, as its `/janus` connection is told.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Removal {
-    pub identity: String,
-    pub ending: Ending,
-}
-
-/// Why a crew member's session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
-    /// It left, its token expired unused, its groups were deleted or its admission failed: a
-    /// panel still there may join again by itself.
-    Ended,
-    /// The admin disconnected it (or took its last line): its panel must say so and stay out.
-    /// Janus's kick event says the same, but on another connection than the admin's request,
-    /// so the proxy's close may overtake it.
-    Disconnected,
-}
-
-/// Where removals of crew members are announced.
-#[derive(Debug)]
-struct Removals(tokio::sync::broadcast::Sender<Removal>);
-
-impl Default for Removals {
-    fn default() -> Self {
-        // A burst larger than this makes a listener lag, and a lagging listener checks its
-        // crew member in the registry instead.
-        Removals(tokio::sync::broadcast::channel(1024).0)
-    }
 }
 
 impl Users {
@@ -289,19 +261,6 @@ impl Users {
                 group_id: line.group_id.clone(),
                 why: why.to_owned(),
             });
-        }
-    }
-
-    /// The crew members removed from now on, whatever the reason (left, expired, disconnected,
-    /// their groups gone).
-    pub fn subscribe_removals(&self) -> tokio::sync::broadcast::Receiver<Removal> {
-        self.removed.0.subscribe()
-    }
-
-    fn announce_removed(&self, user: &User, ending: Ending) {
-        if user.kind == UserKind::Crew {
-            // No listener (no proxy connection) is not an error.
-            let _ = self.removed.0.send(Removal { identity: user.identity.clone(), ending });
         }
     }
 
