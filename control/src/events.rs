@@ -51,6 +51,11 @@ pub enum LiveEvent {
     BridgeState { state: BridgeViewState, message: String },
     /// The link to Janus changed state (`message`: why it is down, empty when up).
     JanusState { state: JanusState, message: String },
+    /// One Janus node of the pool changed state (`message`: why it is down, empty when up).
+    NodeState { node: String, state: JanusState, message: String },
+    /// A crew member's session left a node that was lost or removed: its panel joins again
+    /// by itself on a live node.
+    SessionMoved { identity: String, username: String, node: String },
     /// A warning or an error of control's log.
     Log { level: String, message: String, source: String },
 }
@@ -67,6 +72,8 @@ impl LiveEvent {
             LiveEvent::ConfigChanged { .. } => "configChanged",
             LiveEvent::BridgeState { .. } => "bridgeState",
             LiveEvent::JanusState { .. } => "janusState",
+            LiveEvent::NodeState { .. } => "nodeState",
+            LiveEvent::SessionMoved { .. } => "sessionMoved",
             LiveEvent::Log { .. } => "log",
         }
     }

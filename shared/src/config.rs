@@ -178,6 +178,88 @@ pub struct JanusConfig {
     /// `PARTYLINE_JANUS_EVENT_SECRET` and the state directory win.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_secret: Option<Secret>,
+    /// A pool of Janus nodes; empty: one node, `local`, at `url`, `adminUrl` and `wsUrl`
+    /// (which a pool does not use). The first node is the one beside partyline-bridged: the
+    /// card's participants join there, and it holds every group's room.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<JanusNode>,
+}
+
+/// Participants (one per line of a panel) a node carries when its config gives no capacity:
+/// one core of Janus 1.1.2 at the default room settings (BENCHMARKS.md, "Capacity").
+pub const DEFAULT_NODE_CAPACITY: u32 = 64;
+
+/// `janus.nodes[]`: one Janus of the pool (its secrets are the pool's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JanusNode {
+    /// Its name in placements, stats and logs: lowercase letters, digits and `-`.
+    pub name: String,
+    pub url: String,
+    pub admin_url: String,
+    pub ws_url: String,
+    /// Where the node is (a building, a truck): a position or a join may ask for a site.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
+    /// Participants it carries; sessions are placed by load against it.
+    #[serde(default = "default_node_capacity")]
+    pub capacity: u32,
+}
+
+fn default_node_capacity() -> u32 {
+    DEFAULT_NODE_CAPACITY
+}
+
+impl JanusConfig {
+    /// The pool: `nodes`, or the one node at `url`, `adminUrl` and `wsUrl`.
+    pub fn pool(&self) -> Vec<JanusNode> {
+        if !self.nodes.is_empty() {
+            return self.nodes.clone();
+        }
+        vec![JanusNode {
+            name: "local".into(),
+            url: self.url.clone(),
+            admin_url: self.admin_url.clone(),
+            ws_url: self.ws_url.clone(),
+            site: None,
+            capacity: DEFAULT_NODE_CAPACITY,
+        }]
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let pool = self.pool();
+        for (index, node) in pool.iter().enumerate() {
+            let at = |field: &str| {
+                if self.nodes.is_empty() { format!("janus.{field}") } else { format!("janus.nodes[{index}].{field}") }
+            };
+            let valid_name = !node.name.is_empty()
+                && node.name.len() <= 32
+                && node.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if !valid_name {
+                return Err(ConfigError::new(at("name"), format!("{:?}: 1 to 32 of a-z, 0-9 and -", node.name)));
+            }
+            if pool[..index].iter().any(|n| n.name == node.name) {
+                return Err(ConfigError::new(at("name"), format!("{:?} names two nodes", node.name)));
+            }
+            for (field, url, schemes) in [
+                ("url", &node.url, ["http://", "https://"]),
+                ("adminUrl", &node.admin_url, ["http://", "https://"]),
+                ("wsUrl", &node.ws_url, ["ws://", "wss://"]),
+            ] {
+                if !schemes.iter().any(|s| url.starts_with(s)) {
+                    let expected = schemes.join(" or ");
+                    return Err(ConfigError::new(at(field), format!("{url:?} does not start with {expected}")));
+                }
+            }
+            if node.capacity == 0 {
+                return Err(ConfigError::new(at("capacity"), "at least 1 participant"));
+            }
+            if node.site.as_deref().is_some_and(|site| site.trim().is_empty()) {
+                return Err(ConfigError::new(at("site"), "empty: give a name or leave it out"));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for JanusConfig {
@@ -189,6 +271,7 @@ impl Default for JanusConfig {
             admin_secret: None,
             room_admin_key: None,
             event_secret: None,
+            nodes: Vec::new(),
         }
     }
 }
@@ -865,16 +948,7 @@ impl Config {
         if !self.server.events_listen.ip().is_loopback() {
             return Err(ConfigError::new("server.eventsListen", "must be a loopback address (127.0.0.1 or ::1)"));
         }
-        for (path, url, schemes) in [
-            ("janus.url", &self.janus.url, ["http://", "https://"]),
-            ("janus.adminUrl", &self.janus.admin_url, ["http://", "https://"]),
-            ("janus.wsUrl", &self.janus.ws_url, ["ws://", "wss://"]),
-        ] {
-            if !schemes.iter().any(|s| url.starts_with(s)) {
-                return Err(ConfigError::new(path, format!("{url:?} does not start with {}", schemes.join(" or "))));
-            }
-        }
-        Ok(())
+        self.janus.validate()
     }
 
     /// The bitrate a group's room uses, in kbit/s.
@@ -1034,6 +1108,44 @@ mod tests {
             output_channel: None,
         });
         assert_eq!(config.validate().expect_err("dangling").path, "server_audio_users[0].group");
+    }
+
+    /// Without `nodes`, the pool is one node at the three URLs (today's files work unchanged);
+    /// with them, each node is checked and named in the error by its index.
+    #[test]
+    fn janus_nodes_make_the_pool_and_each_bad_one_is_named() {
+        let one = Config::from_yaml("janus:\n  url: http://10.0.0.1:8088/janus\n").expect("parses");
+        let pool = one.janus.pool();
+        assert_eq!(pool.len(), 1);
+        assert_eq!((pool[0].name.as_str(), pool[0].url.as_str()), ("local", "http://10.0.0.1:8088/janus"));
+        assert_eq!(pool[0].capacity, DEFAULT_NODE_CAPACITY);
+        let node = |name: &str, extra: &str| {
+            format!(
+                "    - name: {name}\n      url: http://{name}:8088/janus\n      adminUrl: http://{name}:7088/admin\n      wsUrl: ws://{name}:8188\n{extra}"
+            )
+        };
+        let two =
+            format!("janus:\n  nodes:\n{}{}", node("a", ""), node("b", "      site: truck\n      capacity: 100\n"));
+        let pool = Config::from_yaml(&two).expect("parses").janus.pool();
+        let names: Vec<(&str, Option<&str>, u32)> =
+            pool.iter().map(|n| (n.name.as_str(), n.site.as_deref(), n.capacity)).collect();
+        assert_eq!(names, [("a", None, DEFAULT_NODE_CAPACITY), ("b", Some("truck"), 100)]);
+        for (yaml, path, says) in [
+            (format!("janus:\n  nodes:\n{}{}", node("a", ""), node("a", "")), "janus.nodes[1].name", "names two nodes"),
+            (format!("janus:\n  nodes:\n{}", node("A", "")), "janus.nodes[0].name", "a-z"),
+            (
+                format!("janus:\n  nodes:\n{}", node("a", "      capacity: 0\n")),
+                "janus.nodes[0].capacity",
+                "at least 1",
+            ),
+            (format!("janus:\n  nodes:\n{}", node("a", "      site: ' '\n")), "janus.nodes[0].site", "empty"),
+            (two.replace("ws://b", "http://b"), "janus.nodes[1].wsUrl", "ws:// or wss://"),
+            ("janus:\n  adminUrl: 127.0.0.1:7088\n".to_owned(), "janus.adminUrl", "http:// or https://"),
+        ] {
+            let err = Config::from_yaml(&yaml).expect("parses").validate().expect_err(path);
+            assert_eq!(err.path, path, "{yaml}");
+            assert!(err.message.contains(says), "{path}: {}", err.message);
+        }
     }
 
     #[test]

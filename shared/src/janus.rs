@@ -106,6 +106,39 @@ pub enum AudioBridgeRequest {
         #[serde(skip_serializing_if = "Option::is_none")]
         rtp: Option<RtpPeer>,
     },
+    /// Joins `room` as a trunk: a plain-RTP participant in [`TRUNK_GROUP`] that only sends
+    /// (`rtp: {}`: Janus answers with its own address and sends it nothing), carrying the mix
+    /// of the same room's replica on another node.
+    #[serde(rename = "join")]
+    JoinTrunk {
+        room: String,
+        id: String,
+        display: String,
+        token: String,
+        group: String,
+        muted: bool,
+        rtp: serde_json::Map<String, Value>,
+    },
+    /// Forwards `group`'s mix of `room` as Opus RTP to `host:port` (room secret and, with
+    /// `lock_rtp_forward`, the admin key); `always_on` keeps it going through silence.
+    #[serde(rename = "rtp_forward")]
+    RtpForward {
+        room: String,
+        secret: String,
+        admin_key: String,
+        group: String,
+        host: String,
+        port: u16,
+        codec: String,
+        always_on: bool,
+    },
+    #[serde(rename = "stop_rtp_forward")]
+    StopRtpForward {
+        room: String,
+        secret: String,
+        admin_key: String,
+        stream_id: u64,
+    },
     /// Changes a joined participant's display name (asynchronous, as `join`; the room's other
     /// participants get an event with the new name).
     Configure {
@@ -405,6 +438,9 @@ pub struct AudioBridgeReply {
     /// `joined` of a plain-RTP participant: where Janus receives its packets.
     #[serde(default)]
     pub rtp: Option<RtpPeer>,
+    /// `rtp_forward`: the new forwarder's id.
+    #[serde(default)]
+    pub stream_id: Option<u64>,
 }
 
 impl AudioBridgeReply {

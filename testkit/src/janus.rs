@@ -34,6 +34,8 @@ pub struct Builder {
     event_url: Option<String>,
     event_pass: String,
     ice_iface: Option<String>,
+    /// The admin secret and AudioBridge admin key (else the instance makes its own).
+    secrets: Option<(String, String)>,
 }
 
 impl Builder {
@@ -50,9 +52,19 @@ impl Builder {
         self
     }
 
+    /// The secrets of `other`: a node of the same pool (control has one set for all).
+    pub fn secrets_of(mut self, other: &Janus) -> Builder {
+        self.secrets = Some((other.admin_secret().to_owned(), other.room_admin_key().to_owned()));
+        self
+    }
+
     pub fn start(self) -> Janus {
+        let fixed: Vec<(&str, String)> = match &self.secrets {
+            Some((secret, key)) => vec![("--admin-secret", secret.clone()), ("--room-admin-key", key.clone())],
+            None => Vec::new(),
+        };
         let mut janus = Janus { dir: tempfile::tempdir().expect("dir"), options: self, values: HashMap::new() };
-        janus.run_start(&[]);
+        janus.run_start(&fixed);
         janus
     }
 }
@@ -130,6 +142,17 @@ impl Janus {
     /// The event handler's password (what control's `janus.eventSecret` must be).
     pub fn event_pass(&self) -> &str {
         &self.options.event_pass
+    }
+
+    /// One entry of `janus.nodes` for this instance, named `name`, carrying `capacity`
+    /// participants (YAML list item, indented for `janus:`).
+    pub fn node_yaml(&self, name: &str, capacity: u32) -> String {
+        format!(
+            "    - name: {name}\n      url: {}\n      adminUrl: {}\n      wsUrl: {}\n      capacity: {capacity}\n",
+            self.url(),
+            self.admin_url(),
+            self.ws_url()
+        )
     }
 
     /// The `janus:` section of a control config pointing at this instance.

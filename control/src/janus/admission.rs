@@ -6,7 +6,12 @@ use partyline_shared::janus::client::Session;
 use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusError, codes};
 use partyline_shared::slugify;
 
+use partyline_shared::janus::RoomSpec;
+use partyline_shared::sync::lock;
+
+use super::node::Node;
 use super::{Janus, rooms};
+use crate::events::JanusState;
 use crate::secrets::{SecretValue, random_hex};
 use crate::users::{Ending, Line, User};
 
@@ -37,26 +42,58 @@ impl Janus {
             // Muted again as it joins (`on_event`).
             line.muted_by_admin = resumed.as_ref().is_some_and(|r| r.muted.contains(&line.group_id));
         }
-        // Connected first: a node that (re)connects registers the registry's tokens itself.
-        let mut sessions = Vec::with_capacity(lines.len());
-        for line in &lines {
-            sessions.push(self.session_of(&line.group_id).await?);
-        }
-        self.register_token(&token).await?;
+        // Placed on a live node; one that fails here is marked down and the next is tried.
+        let mut avoid = Vec::new();
+        let (node, at) = loop {
+            let node = self.place(lines.len(), &avoid).ok_or_else(|| JanusError::Unreachable {
+                url: "every Janus node".into(),
+                reason: "none is up".into(),
+            })?;
+            match self.prepare_node(&node, &lines, &token).await {
+                Ok(at) => break (node, at),
+                Err(e) if matches!(e, JanusError::Unreachable { .. }) && self.pool().len() > avoid.len() + 1 => {
+                    // Down now, not at the next pass: its members move, and nobody else lands there.
+                    self.mark_node(&node, JanusState::Down, Some(&e));
+                    self.reconcile_soon();
+                    avoid.push(node.name.clone());
+                }
+                Err(e) => return Err(e),
+            }
+        };
         // Registered before its rooms admit it, so that a room created meanwhile lists it.
         let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
+        let user = self.users.place(&user.identity, &node.name).unwrap_or(user);
         if resumed.is_some() {
             tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
         }
-        for (line, at) in user.lines.iter().zip(&sessions) {
+        for line in &user.lines {
             let token = vec![user.token.expose().to_owned()];
-            if let Err(e) = self.allow(at, &line.group_id, AllowedAction::Add, token).await {
+            if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Add, token).await {
                 self.users.remove(&user.identity, Ending::Ended);
                 self.revoke(&user).await;
                 return Err(e);
             }
         }
         Ok(user)
+    }
+
+    /// Readies `node` for a session on `lines` with `token`: connected (a node that connects
+    /// registers its users' tokens itself), each line's room there, the token registered.
+    async fn prepare_node(&self, node: &Node, lines: &[Line], token: &str) -> Result<Session, JanusError> {
+        let at = self.connect(node).await?;
+        let config = self.config.current();
+        let missing: Vec<RoomSpec> = self
+            .desired_rooms(&config)?
+            .into_iter()
+            .filter(|spec| {
+                lines.iter().any(|l| l.group_id == spec.room) && !lock(&node.created).contains_key(&spec.room)
+            })
+            .collect();
+        for spec in &missing {
+            self.create_room(node, &at, spec, false).await?;
+        }
+        node.add_token(&self.node_config(node)?, self.admin_secret()?, token).await?;
+        Ok(at)
     }
 
     /// Adds tokens to (or removes them from) `room`'s admission list. A room that does not
@@ -79,28 +116,21 @@ impl Janus {
         }
     }
 
-    /// Lets `token` open sessions on every node.
-    pub(super) async fn register_token(&self, token: &str) -> Result<(), JanusError> {
-        let config = self.config.current();
-        for node in self.nodes() {
-            node.add_token(&config, self.admin_secret()?, token).await?;
-        }
-        Ok(())
+    /// Lets `token` open sessions on `node`.
+    pub(super) async fn register_token(&self, node: &Node, token: &str) -> Result<(), JanusError> {
+        node.add_token(&self.node_config(node)?, self.admin_secret()?, token).await
     }
 
-    /// Revokes `token` on every node.
-    pub(super) async fn revoke_token(&self, token: &str) -> Result<(), JanusError> {
-        let config = self.config.current();
-        for node in self.nodes() {
-            node.remove_token(&config, self.admin_secret()?, token).await?;
-        }
-        Ok(())
+    /// Revokes `user`'s token on its node.
+    pub(super) async fn revoke_token(&self, user: &User) -> Result<(), JanusError> {
+        let node = self.node_for(user);
+        node.remove_token(&self.node_config(&node)?, self.admin_secret()?, user.token.expose()).await
     }
 
     /// Revokes a user's token and takes it off its room's admission list; a failure is logged
     /// (the token dies with Janus's memory anyway, and a revoked token is refused everywhere).
     pub(super) async fn revoke(&self, user: &User) {
-        if let Err(e) = self.revoke_token(user.token.expose()).await {
+        if let Err(e) = self.revoke_token(user).await {
             tracing::warn!(identity = user.identity, error = %e, "cannot revoke the token");
         }
         self.unlist(user).await;
@@ -111,7 +141,7 @@ impl Janus {
     pub(super) async fn unlist(&self, user: &User) {
         for line in &user.lines {
             // Only over a session that is up: a reconnect recreates the rooms from the registry.
-            let Some(at) = self.node_of(&line.group_id).session_if_up().await else { continue };
+            let Some(at) = self.node_for(user).session_if_up().await else { continue };
             let token = vec![user.token.expose().to_owned()];
             if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Remove, token).await {
                 tracing::debug!(identity = user.identity, error = %e, "cannot take the token off its room's list");

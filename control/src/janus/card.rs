@@ -44,7 +44,7 @@ impl Janus {
         // One failure must not spare the others: each leftover blocks its own room.
         for participant in self.card_participants(&config)? {
             let identity = &participant.identity;
-            let kicked = match self.session_of(&participant.group).await {
+            let kicked = match self.connect(&self.home()).await {
                 Ok(at) => self.kick(&at, &participant.group, identity).await,
                 Err(e) => Err(e),
             };
@@ -107,8 +107,9 @@ impl Janus {
             let CardParticipant { identity, token, display, group, .. } = participant;
             // The identity is the group's: a registered participant is in its room's list.
             if self.users.upsert_server(&identity, &display, &group, &token) {
-                self.register_token(&token).await?;
-                let at = self.session_of(&group).await?;
+                let home = self.home();
+                self.register_token(&home, &token).await?;
+                let at = self.connect(&home).await?;
                 self.allow(&at, &group, AllowedAction::Add, vec![token]).await?;
             }
             identities.push(identity);
@@ -145,7 +146,7 @@ impl Janus {
         drop(admitting);
         for (gone, _) in due {
             // Normally gone already: bridged left with its token during the grace.
-            let kicked = match self.session_of(gone.first_group()).await {
+            let kicked = match self.connect(&self.home()).await {
                 Ok(at) => self.kick(&at, gone.first_group(), &gone.identity).await,
                 Err(e) => Err(e),
             };

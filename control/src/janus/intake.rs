@@ -3,12 +3,16 @@
 
 use partyline_shared::janus::JanusEvent;
 
+use super::legs::is_trunk;
 use super::{Janus, card_identity};
 
 impl Janus {
     /// Acts on one event of Janus's event handler.
     pub async fn on_event(&self, event: JanusEvent) {
         match event {
+            // control's own: checked against the legs it made by the reconciliation pass.
+            JanusEvent::Joined { id, .. } | JanusEvent::Left { id, .. } | JanusEvent::Talking { id, .. }
+                if is_trunk(&id) => {}
             JanusEvent::Joined { room, id, .. } => {
                 if !self.users.joined(&room, &id) {
                     self.kick_stranger(&room, &id).await;

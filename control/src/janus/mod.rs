@@ -10,14 +10,17 @@
 //! By job: `reconcile` (the pass, rooms from groups with `rooms`), `admission` (tokens and the
 //! rooms' admission lists), `moderation` (disconnects, mutes, kicks), `card` (the card's
 //! participants), `intake` (Janus's events), `node` (one Janus: its session and the rooms
-//! created there). Every request about a room goes to [`Janus::node_of`] that room and every
-//! token to all [`Janus::nodes`]: the seam a pool of Janus nodes plugs into (one node today).
+//! created there), `pool` (the nodes from the config, and where a session is placed), `legs`
+//! (a group's rooms on several nodes joined by trunk legs). A user's requests go to the node
+//! it is placed on ([`Janus::node_for`]); the card's to the pool's first node.
 
 mod admission;
 mod card;
 mod intake;
+mod legs;
 mod moderation;
 mod node;
+mod pool;
 mod reconcile;
 mod rooms;
 
@@ -34,6 +37,7 @@ use tokio::sync::Notify;
 pub use card::card_identity;
 pub use moderation::{DisconnectError, Disconnected};
 pub use partyline_shared::janus::JanusError;
+pub use pool::NodeStatus;
 
 use crate::config::ConfigManager;
 use crate::events::{EventBus, JanusState};
@@ -63,13 +67,14 @@ pub struct JanusStatus {
     /// Participants in those rooms.
     pub participants: usize,
     pub last_error: Option<String>,
+    /// The pool's nodes, the first beside bridged.
+    pub nodes: Vec<NodeStatus>,
 }
 
 #[derive(Debug)]
 pub struct Janus {
-    /// The Janus node every room is on (a pool of nodes plugs in at [`Janus::nodes`] and
-    /// [`Janus::node_of`]).
-    node: Node,
+    /// The pool, in the config's order: the first holds every group's room and the card.
+    nodes: Mutex<Vec<Arc<Node>>>,
     config: Arc<ConfigManager>,
     secrets: JanusSecrets,
     status: Mutex<JanusStatus>,
@@ -104,7 +109,7 @@ impl Janus {
             JanusState::Unconfigured
         };
         Ok(Arc::new(Janus {
-            node: Node::new()?,
+            nodes: Mutex::new(Vec::new()),
             config,
             secrets,
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
@@ -119,7 +124,8 @@ impl Janus {
     }
 
     pub fn status(&self) -> JanusStatus {
-        JanusStatus { version: self.node.version(), ..lock(&self.status).clone() }
+        let version = self.pool().first().and_then(|home| home.version());
+        JanusStatus { version, nodes: self.node_statuses(), ..lock(&self.status).clone() }
     }
 
     /// The event handler's password, if one is configured.
@@ -132,25 +138,31 @@ impl Janus {
         self.wake.notify_one();
     }
 
-    /// Every node of the pool: one today.
-    fn nodes(&self) -> impl Iterator<Item = &Node> {
-        std::iter::once(&self.node)
-    }
-
-    /// The node that hosts `room`: where its participants join and where it is moderated. One
-    /// node today; a pool places rooms here.
-    fn node_of(&self, _room: &str) -> &Node {
-        &self.node
-    }
-
-    /// The session on `node`, connecting (and registering every user's token) when needed.
+    /// The session on `node`, connecting (and registering its users' tokens) when needed.
     async fn connect(&self, node: &Node) -> Result<Session, JanusError> {
-        node.session(&self.config.current(), self.admin_secret()?, || self.users.tokens()).await
+        let at = self.node_config(node)?;
+        let tokens = || self.users.list().into_iter().filter(|u| self.placed_on(u, node)).map(|u| u.token).collect();
+        node.session(&at, self.admin_secret()?, tokens).await
     }
 
-    /// The session on the node that hosts `room`.
-    async fn session_of(&self, room: &str) -> Result<Session, JanusError> {
-        self.connect(self.node_of(room)).await
+    /// The session on the node `user` is placed on.
+    async fn session_for(&self, user: &User) -> Result<Session, JanusError> {
+        self.connect(&self.node_for(user)).await
+    }
+
+    /// The session on the node participant `identity` is placed on (the first node for one
+    /// the registry does not know).
+    async fn session_of_participant(&self, identity: &str) -> Result<Session, JanusError> {
+        match self.users.get(identity) {
+            Some(user) => self.session_for(&user).await,
+            None => self.connect(&self.home()).await,
+        }
+    }
+
+    fn room_admin_key(&self) -> Result<&str, JanusError> {
+        self.secrets.room_admin_key.as_ref().map(|s| s.expose()).ok_or(JanusError::NotConfigured(
+            "the AudioBridge admin key is not configured (PARTYLINE_JANUS_ROOM_ADMIN_KEY, janus-room-admin-key, janus.roomAdminKey)",
+        ))
     }
 
     fn admin_secret(&self) -> Result<&str, JanusError> {

@@ -5,6 +5,7 @@ use partyline_shared::janus::client::Session;
 use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusError, codes};
 use partyline_shared::sync::lock;
 
+use super::node::Node;
 use super::{Janus, card_identity, rooms};
 use crate::users::{Ending, User, UserKind};
 
@@ -66,10 +67,10 @@ impl Janus {
     /// Kicks `user` from the rooms it joined and revokes its token.
     async fn kick_and_revoke(&self, user: &User) -> Result<(), JanusError> {
         for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
-            let at = self.session_of(&line.group_id).await?;
+            let at = self.session_for(user).await?;
             self.kick(&at, &line.group_id, &user.identity).await?;
         }
-        self.revoke_token(user.token.expose()).await
+        self.revoke_token(user).await
     }
 
     /// Kicks and revokes the users disconnected while Janus could not be told (a token Janus
@@ -78,7 +79,7 @@ impl Janus {
         let due = std::mem::take(&mut *lock(&self.revoke_later));
         for user in due {
             for line in user.lines.iter().filter(|l| l.joined_at.is_some()) {
-                let kicked = match self.session_of(&line.group_id).await {
+                let kicked = match self.session_for(&user).await {
                     Ok(at) => self.kick(&at, &line.group_id, &user.identity).await,
                     Err(e) => Err(e),
                 };
@@ -108,7 +109,7 @@ impl Janus {
             let why = format!("line {group} removed by the admin");
             return self.disconnect(identity, &why, by).await.map(|gone| gone.user);
         }
-        let at = self.session_of(group).await?;
+        let at = self.session_for(&user).await?;
         let token = vec![user.token.expose().to_owned()];
         self.allow(&at, group, AllowedAction::Remove, token).await?;
         self.kick(&at, group, identity).await?;
@@ -130,7 +131,7 @@ impl Janus {
             .line(group)
             .ok_or_else(|| DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() })?;
         if line.joined_at.is_some() && (muted || user.kind == UserKind::Server) {
-            let at = self.session_of(group).await?;
+            let at = self.session_for(&user).await?;
             self.set_participant_muted(&at, group, identity, muted).await?;
         }
         let now = self
@@ -145,7 +146,7 @@ impl Janus {
     /// Mutes `identity` in `room` (a participant gone meanwhile is not an error): what a forced
     /// talk-off does at the room, whatever the panel does.
     pub async fn mute_participant(&self, room: &str, identity: &str) -> Result<(), JanusError> {
-        let at = self.session_of(room).await?;
+        let at = self.session_of_participant(identity).await?;
         self.set_participant_muted(&at, room, identity, true).await
     }
 
@@ -176,16 +177,19 @@ impl Janus {
         if self.config.current().group(group).is_none() {
             return Err(DisconnectError::NoSuchGroup(group.to_owned()));
         }
-        let at = self.session_of(group).await?;
-        let (room, secret) = (group.to_owned(), rooms::room_secret(self.admin_secret()?, group));
-        let request = if muted {
-            AudioBridgeRequest::MuteRoom { room, secret }
-        } else {
-            AudioBridgeRequest::UnmuteRoom { room, secret }
-        };
-        match at.audiobridge(request).await {
-            Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => return Err(e.into()),
-            _ => {}
+        // On every node holding the line: a trunk carries no one from a muted room.
+        for node in self.replicas(group) {
+            let at = self.connect(&node).await?;
+            let (room, secret) = (group.to_owned(), rooms::room_secret(self.admin_secret()?, group));
+            let request = if muted {
+                AudioBridgeRequest::MuteRoom { room, secret }
+            } else {
+                AudioBridgeRequest::UnmuteRoom { room, secret }
+            };
+            match at.audiobridge(request).await {
+                Err(e) if e.plugin_code() != Some(codes::NO_SUCH_ROOM) => return Err(e.into()),
+                _ => {}
+            }
         }
         let mut rooms = lock(&self.muted_rooms);
         if muted {
@@ -207,22 +211,43 @@ impl Janus {
     /// holder joining under an identity other than the one issued with it. The room admits only
     /// tokens issued for it, so this is someone with a valid token trying to pass for another.
     pub(super) async fn kick_stranger(&self, room: &str, id: &str) {
-        if id == card_identity(room) {
-            let leaving = lock(&self.leaving).iter().any(|(u, _)| u.identity == id);
-            if leaving || self.users.get(id).is_some_and(|u| u.kind == UserKind::Server) {
-                // The card's participant of a group that lost its server audio users: bridged
-                // leaves by itself. Only in its own room: `card:B` anywhere else is a stranger.
-                return;
-            }
+        if id == card_identity(room) && self.card_may_be(id) {
+            return;
         }
-        tracing::warn!(room, identity = id, "a participant joined under an identity not issued for this room: kicked");
-        let kicked = match self.session_of(room).await {
+        // Janus's event does not say which node: each holding the room is told.
+        for node in self.replicas(room) {
+            self.kick_stranger_at(&node, room, id).await;
+        }
+    }
+
+    /// [`Self::kick_stranger`] on one node, where `listparticipants` found it.
+    pub(super) async fn kick_stranger_at(&self, node: &Node, room: &str, id: &str) {
+        if id == card_identity(room) && self.card_may_be(id) {
+            return;
+        }
+        let kicked = match self.connect(node).await {
             Ok(at) => self.kick(&at, room, id).await,
             Err(e) => Err(e),
         };
-        if let Err(e) = kicked {
-            tracing::warn!(room, identity = id, error = %e, "cannot kick a participant under a foreign identity");
+        match kicked {
+            Ok(true) => tracing::warn!(
+                room,
+                node = node.name,
+                identity = id,
+                "a participant joined under an identity not issued for this room: kicked"
+            ),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(room, identity = id, error = %e, "cannot kick a participant under a foreign identity");
+            }
         }
+    }
+
+    /// Whether the card's participant `id` may be in its room: a server audio user's, or one
+    /// leaving (bridged leaves by itself; only in its own room: `card:B` elsewhere is a stranger).
+    fn card_may_be(&self, id: &str) -> bool {
+        let leaving = lock(&self.leaving).iter().any(|(u, _)| u.identity == id);
+        leaving || self.users.get(id).is_some_and(|u| u.kind == UserKind::Server)
     }
 
     /// Kicks `identity` out of `room` with the room's secret; whether it was there. A

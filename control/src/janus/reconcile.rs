@@ -2,6 +2,7 @@
 //! checked against the registry (strangers kicked, missed leaves caught), stale tokens revoked;
 //! run at start, on config events, on wake-ups and every [`POLL`](super::POLL).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use partyline_shared::Config;
@@ -11,6 +12,7 @@ use partyline_shared::sync::lock;
 use time::OffsetDateTime;
 use tokio::sync::broadcast::error::TryRecvError;
 
+use super::legs::{is_trunk, trunk_identity};
 use super::node::Node;
 use super::{Janus, MIN_PASS_INTERVAL, POLL, RETRY, rooms};
 use crate::events::{JanusState, LiveEvent};
@@ -61,10 +63,8 @@ impl Janus {
         if let Err(e) = &result
             && e.loses_session()
         {
-            // One node today: a session Janus no longer knows means it restarted.
-            for node in self.nodes() {
-                node.lose_session().await;
-            }
+            // The first node no longer knows our session: it restarted.
+            self.home().lose_session().await;
         }
         result
     }
@@ -74,13 +74,36 @@ impl Janus {
         self.revoke_the_disconnected().await;
         self.drop_users_of_gone_groups().await;
         self.expire_unused_tokens().await;
-        for node in self.nodes() {
-            let here: Vec<RoomSpec> =
-                desired.iter().filter(|spec| std::ptr::eq(self.node_of(&spec.room), node)).cloned().collect();
-            self.reconcile_rooms(node, &here).await?;
+        // The first node's failure is Janus's (as with one node); another's moves its users.
+        let pool = self.pool();
+        let mut placement = Vec::with_capacity(pool.len());
+        for (index, node) in pool.iter().enumerate() {
+            let replicas: Vec<RoomSpec> = desired
+                .iter()
+                .filter(|spec| self.replicas(&spec.room).iter().any(|n| Arc::ptr_eq(n, node)))
+                .cloned()
+                .collect();
+            match self.reconcile_rooms(node, &replicas).await {
+                Ok(()) => {
+                    self.mark_node(node, JanusState::Up, None);
+                    placement.push((Arc::clone(node), replicas.iter().map(|s| s.room.clone()).collect::<Vec<_>>()));
+                }
+                Err(e) if index == 0 => {
+                    self.mark_node(node, JanusState::Down, Some(&e));
+                    return Err(e);
+                }
+                Err(e) => {
+                    if e.loses_session() {
+                        node.lose_session().await;
+                    }
+                    self.mark_node(node, JanusState::Down, Some(&e));
+                }
+            }
         }
+        self.move_off_lost_nodes(&pool).await;
+        self.reconcile_legs(&placement).await;
         self.sync_server_users().await?;
-        let participants = self.reconcile_participants(&desired).await?;
+        let participants = self.reconcile_participants(&placement).await?;
         let mut status = lock(&self.status);
         status.rooms = desired.len();
         status.participants = participants;
@@ -93,16 +116,52 @@ impl Janus {
         Ok(())
     }
 
+    /// Records a node's state, logging and publishing a change.
+    pub(super) fn mark_node(&self, node: &Node, state: JanusState, error: Option<&JanusError>) {
+        if !node.set_state(state) {
+            return;
+        }
+        let message = error.map(ToString::to_string).unwrap_or_default();
+        match state {
+            JanusState::Down => tracing::warn!(node = node.name, error = message, "Janus node down"),
+            _ => tracing::info!(node = node.name, "Janus node up"),
+        }
+        self.events.publish(&LiveEvent::NodeState { node: node.name.clone(), state, message });
+    }
+
+    /// The crew placed on a node that is down or no longer in the pool leave the registry with
+    /// their panel keys kept: the proxy closes their connections and each panel joins again
+    /// by itself, placed on a live node with the same lines, name and key.
+    async fn move_off_lost_nodes(&self, pool: &[Arc<Node>]) {
+        for user in self.users.list() {
+            let Some(name) = user.node.as_deref() else { continue };
+            let lost = pool.iter().find(|n| n.name == name).is_none_or(|n| n.state() == JanusState::Down);
+            if lost && self.users.move_off(&user.identity).is_some() {
+                tracing::warn!(
+                    identity = user.identity,
+                    username = user.username,
+                    node = name,
+                    "session moved off a lost Janus node"
+                );
+                self.events.publish(&LiveEvent::SessionMoved {
+                    identity: user.identity.clone(),
+                    username: user.username.clone(),
+                    node: name.to_owned(),
+                });
+            }
+        }
+    }
+
     /// Creates, recreates and destroys `node`'s rooms so that they are `desired`.
     async fn reconcile_rooms(&self, node: &Node, desired: &[RoomSpec]) -> Result<(), JanusError> {
         let at = self.connect(node).await?;
         let reply = at.audiobridge(AudioBridgeRequest::List).await?;
         let plan = rooms::plan(desired, &reply.list, &mut lock(&node.created));
         for room in &plan.destroy {
-            self.destroy_room(&at, room).await?;
+            self.destroy_room(node, &at, room).await?;
         }
         for spec in plan.recreate.iter().chain(&plan.create) {
-            self.create_room(&at, spec, plan.recreate.contains(spec)).await?;
+            self.create_room(node, &at, spec, plan.recreate.contains(spec)).await?;
         }
         Ok(())
     }
@@ -124,22 +183,28 @@ impl Janus {
         status.last_error = Some(message);
     }
 
-    fn desired_rooms(&self, config: &Config) -> Result<Vec<RoomSpec>, JanusError> {
-        let admin_key = self.secrets.room_admin_key.as_ref().ok_or(JanusError::NotConfigured(
-            "the AudioBridge admin key is not configured (PARTYLINE_JANUS_ROOM_ADMIN_KEY, janus-room-admin-key, janus.roomAdminKey)",
-        ))?;
-        Ok(rooms::desired(config, admin_key.expose(), self.admin_secret()?))
+    pub(super) fn desired_rooms(&self, config: &Config) -> Result<Vec<RoomSpec>, JanusError> {
+        Ok(rooms::desired(config, self.room_admin_key()?, self.admin_secret()?))
     }
 
-    async fn create_room(&self, at: &Session, spec: &RoomSpec, replace: bool) -> Result<(), JanusError> {
+    pub(super) async fn create_room(
+        &self,
+        node: &Node,
+        at: &Session,
+        spec: &RoomSpec,
+        replace: bool,
+    ) -> Result<(), JanusError> {
         if replace {
-            self.destroy_room(at, &spec.room).await?;
+            self.destroy_room(node, at, &spec.room).await?;
         }
-        let allowed = self.users.tokens_of_room(&spec.room);
+        // control's own token too: the trunks from other nodes join with it.
+        let mut allowed = self.users.tokens_of_room(&spec.room);
+        allowed.push(node.own_token.clone());
         let create = AudioBridgeRequest::Create { spec: spec.clone(), allowed: allowed.clone() };
         match at.audiobridge(create).await {
             Ok(_) => tracing::info!(
                 room = spec.room,
+                node = node.name,
                 bitrate = spec.default_bitrate,
                 prebuffering = spec.default_prebuffering,
                 admitted = allowed.len(),
@@ -157,43 +222,56 @@ impl Janus {
             let secret = rooms::room_secret(self.admin_secret()?, &spec.room);
             at.audiobridge(AudioBridgeRequest::MuteRoom { room: spec.room.clone(), secret }).await?;
         }
-        lock(&self.node_of(&spec.room).created).insert(spec.room.clone(), spec.clone());
+        node.forget_legs_of(&spec.room);
+        lock(&node.created).insert(spec.room.clone(), spec.clone());
         Ok(())
     }
 
-    async fn destroy_room(&self, at: &Session, room: &str) -> Result<(), JanusError> {
+    async fn destroy_room(&self, node: &Node, at: &Session, room: &str) -> Result<(), JanusError> {
         let secret = rooms::room_secret(self.admin_secret()?, room);
         let body = AudioBridgeRequest::Destroy { room: room.to_owned(), secret, permanent: false };
         match at.audiobridge(body).await {
-            Ok(_) => tracing::info!(room, "room destroyed"),
+            Ok(_) => tracing::info!(room, node = node.name, "room destroyed"),
             Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => {}
             Err(e) => return Err(e),
         }
-        lock(&self.node_of(room).created).remove(room);
+        node.forget_legs_of(room);
+        lock(&node.created).remove(room);
         Ok(())
     }
 
-    /// Marks who is in each room from `listparticipants` (catching missed events) and
-    /// returns how many participants there are in all.
-    async fn reconcile_participants(&self, rooms: &[RoomSpec]) -> Result<usize, JanusError> {
+    /// Marks who is in each room from `listparticipants` on every node holding it (catching
+    /// missed events) and returns how many participants there are in all, trunks left out.
+    async fn reconcile_participants(&self, placement: &[(Arc<Node>, Vec<String>)]) -> Result<usize, JanusError> {
         let mut total = 0;
-        for spec in rooms {
-            let asked = OffsetDateTime::now_utc();
-            let body = AudioBridgeRequest::ListParticipants { room: spec.room.clone() };
-            let at = self.session_of(&spec.room).await?;
-            let reply: AudioBridgeReply = match at.audiobridge(body).await {
-                Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => continue,
-                other => other?,
-            };
-            let present: Vec<String> = reply.participants.into_iter().map(|p| p.id).collect();
-            total += present.len();
-            for id in &present {
-                if !self.users.joined(&spec.room, id) {
-                    self.kick_stranger(&spec.room, id).await;
+        let mut present: HashMap<&str, (Vec<String>, OffsetDateTime)> = HashMap::new();
+        for (node, rooms) in placement {
+            let at = self.connect(node).await?;
+            for room in rooms {
+                let asked = OffsetDateTime::now_utc();
+                let body = AudioBridgeRequest::ListParticipants { room: room.clone() };
+                let reply: AudioBridgeReply = match at.audiobridge(body).await {
+                    Err(e) if e.plugin_code() == Some(codes::NO_SUCH_ROOM) => continue,
+                    other => other?,
+                };
+                let ids: Vec<String> = reply.participants.into_iter().map(|p| p.id).collect();
+                for id in &ids {
+                    let trunk = is_trunk(id)
+                        && lock(&node.trunks).keys().any(|(r, from)| r == room && trunk_identity(from) == *id);
+                    if !trunk && !self.users.joined(room, id) {
+                        self.kick_stranger_at(node, room, id).await;
+                    }
                 }
+                let ids: Vec<String> = ids.into_iter().filter(|id| !is_trunk(id)).collect();
+                total += ids.len();
+                let entry = present.entry(room.as_str()).or_insert_with(|| (Vec::new(), asked));
+                entry.0.extend(ids);
+                entry.1 = entry.1.min(asked);
             }
-            for id in self.users.missing_from(&spec.room, &present, asked) {
-                if let Some(user) = self.users.left(&spec.room, &id, "no longer in the room") {
+        }
+        for (room, (ids, asked)) in present {
+            for id in self.users.missing_from(room, &ids, asked) {
+                if let Some(user) = self.users.left(room, &id, "no longer in the room") {
                     self.revoke(&user).await;
                 }
             }

@@ -52,6 +52,9 @@ const CLOSE_POLICY: u16 = 1008;
 /// panel shows "Disconnected by the admin" and does not rejoin. The join page holds the same
 /// number.
 pub const CLOSE_DISCONNECTED: u16 = 4001;
+/// Close code "service restart" (RFC 6455 §7.4.1), sent when the member's Janus node was lost
+/// or removed: the panel joins again at once and is placed on a live node.
+const CLOSE_MOVED: u16 = 1012;
 /// A close frame's reason is at most 123 bytes (RFC 6455 §5.5).
 const MAX_REASON: usize = 123;
 /// A browser that sends nothing for this long is gone: a panel sends a keep-alive every 25 s
@@ -73,7 +76,7 @@ async fn upgrade(
     })?;
     // Read per connection, so a config reload takes effect for the next client.
     let config = state.config.current();
-    let url = config.janus.ws_url.clone();
+    let janus = Arc::clone(&state.janus);
     let policy = Policy::new(config.audio.opus_complexity.get());
     // Subscribed before the first request can bind the connection: no removal is missed.
     let removals = state.users.subscribe_removals();
@@ -82,7 +85,7 @@ async fn upgrade(
         .protocols([PROTOCOL])
         .max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| relay(socket, url, users, removals, policy))
+        .on_upgrade(move |socket| relay(socket, janus, users, removals, policy))
         .into_response())
 }
 
@@ -121,28 +124,87 @@ enum End {
 }
 
 /// Connects to Janus and relays until either side closes, the browser sends what a panel
-/// does not, or the crew member is removed.
+/// does not, or the crew member is removed. The first request names the crew member, and so
+/// the Janus node its session is placed on: only then is Janus connected.
 async fn relay(
-    mut browser: WebSocket,
-    url: String,
+    browser: WebSocket,
+    janus: Arc<crate::janus::Janus>,
     users: Arc<Users>,
-    mut removals: broadcast::Receiver<Removal>,
+    removals: broadcast::Receiver<Removal>,
     mut policy: Policy,
 ) {
-    let janus = match connect(&url).await {
-        Ok(janus) => janus,
-        Err(e) => {
-            tracing::warn!(url, error = %e, "WebSocket proxy: cannot reach Janus");
-            let reason = "cannot reach the media server (Janus)";
-            let _ = browser.send(close(CLOSE_UNAVAILABLE, reason)).await;
-            return;
+    let (mut browser_tx, mut browser_rx) = browser.split();
+    let (end, janus_tx) = match first_request(&mut browser_rx, &users, &mut policy).await {
+        Err(end) => (end, None),
+        Ok(request) => {
+            let url = janus.ws_url_for(policy.bound().map(|b| b.identity.as_str()));
+            match connect(&url).await {
+                Ok(upstream) => {
+                    let (mut janus_tx, janus_rx) = upstream.split();
+                    let end = if janus_tx.send(ts::Message::text(request)).await.is_err() {
+                        End::Janus(None)
+                    } else {
+                        let sides =
+                            Sides { browser_tx: &mut browser_tx, browser_rx, janus_tx: &mut janus_tx, janus_rx };
+                        relay_until_end(sides, &users, removals, &mut policy).await
+                    };
+                    (end, Some(janus_tx))
+                }
+                Err(e) => {
+                    tracing::warn!(url, error = %e, "WebSocket proxy: cannot reach Janus");
+                    let _ = browser_tx.send(close(CLOSE_UNAVAILABLE, "cannot reach the media server (Janus)")).await;
+                    return;
+                }
+            }
         }
     };
-    let (mut browser_tx, mut browser_rx) = browser.split();
-    let (mut janus_tx, mut janus_rx) = janus.split();
+    let to_janus = finish(end, &policy, &mut browser_tx).await;
+    if let (Some(mut janus_tx), Some(frame)) = (janus_tx, to_janus) {
+        let _ = janus_tx.send(ts::Message::Close(frame)).await;
+    }
+}
+
+/// The browser's first request, checked (it binds the connection to a crew member).
+async fn first_request(browser_rx: &mut BrowserRx, users: &Users, policy: &mut Policy) -> Result<String, End> {
+    let first = async {
+        loop {
+            match browser_rx.next().await {
+                Some(Ok(ws::Message::Text(text))) => {
+                    return policy.check(text.as_bytes(), |t| users.by_token(t)).map_err(End::Refused);
+                }
+                Some(Ok(ws::Message::Binary(_))) => return Err(End::Refused(Refusal("a binary frame".into()))),
+                Some(Ok(ws::Message::Close(frame))) => return Err(End::Browser(frame)),
+                Some(Ok(ws::Message::Ping(_) | ws::Message::Pong(_))) => {}
+                Some(Err(_)) | None => return Err(End::Browser(None)),
+            }
+        }
+    };
+    tokio::time::timeout(BROWSER_SILENCE, first).await.unwrap_or(Err(End::Silent))
+}
+
+type BrowserRx = futures_util::stream::SplitStream<WebSocket>;
+type BrowserTx = futures_util::stream::SplitSink<WebSocket, ws::Message>;
+type JanusTx = futures_util::stream::SplitSink<Upstream, ts::Message>;
+
+/// The two connections a relay joins.
+struct Sides<'a> {
+    browser_tx: &'a mut BrowserTx,
+    browser_rx: BrowserRx,
+    janus_tx: &'a mut JanusTx,
+    janus_rx: futures_util::stream::SplitStream<Upstream>,
+}
+
+/// Relays both ways until one of the ends of [`End`].
+async fn relay_until_end(
+    sides: Sides<'_>,
+    users: &Users,
+    mut removals: broadcast::Receiver<Removal>,
+    policy: &mut Policy,
+) -> End {
+    let Sides { browser_tx, mut browser_rx, janus_tx, mut janus_rx } = sides;
     let silence = tokio::time::sleep(BROWSER_SILENCE);
     tokio::pin!(silence);
-    let end = loop {
+    loop {
         tokio::select! {
             message = browser_rx.next() => {
                 silence.as_mut().reset(tokio::time::Instant::now() + BROWSER_SILENCE);
@@ -190,7 +252,12 @@ async fn relay(
                 }
             }
         }
-    };
+    }
+}
+
+/// Tells the browser why the relay ended (and the log, where that is news); what to tell Janus,
+/// if anything.
+async fn finish(end: End, policy: &Policy, browser_tx: &mut BrowserTx) -> Option<Option<ts::protocol::CloseFrame>> {
     let (identity, username) = policy.bound().map_or(("", ""), |b| (b.identity.as_str(), b.username.as_str()));
     // Janus ends the sessions of a connection that closes (its transport is gone).
     let to_janus = match end {
@@ -204,7 +271,7 @@ async fn relay(
                 browser_frame,
             );
             let _ = browser_tx.send(ws::Message::Close(Some(frame))).await;
-            return;
+            return None;
         }
         End::Refused(Refusal(why)) => {
             let why = bounded(&why);
@@ -231,12 +298,13 @@ async fn relay(
             let frame = match ending {
                 Ending::Disconnected => close(CLOSE_DISCONNECTED, "the session ended: disconnected by the admin"),
                 Ending::Ended => close(CLOSE_POLICY, "the session ended (left, expired, or its lines gone)"),
+                Ending::Moved => close(CLOSE_MOVED, "the media server node was lost: join again"),
             };
             let _ = browser_tx.send(frame).await;
             None
         }
     };
-    let _ = janus_tx.send(ts::Message::Close(to_janus)).await;
+    Some(to_janus)
 }
 
 fn close(code: u16, reason: &str) -> ws::Message {

@@ -328,8 +328,7 @@ impl Policy {
                 }
                 // Others see the name the token was issued to, whatever the page says.
                 display.clone_from(&user.username);
-                *quality = self.mix_complexity;
-                *group = LOCAL_GROUP;
+                (*quality, *group) = (self.mix_complexity, LOCAL_GROUP);
                 if let Some(handles) = self.sessions.get_mut(&session) {
                     handles.insert(handle, Some(wanted.clone()));
                 }

@@ -113,6 +113,19 @@ impl Users {
         self.insert(User { panel_key: Some(panel_key), address, ..user })
     }
 
+    /// Records the Janus node a crew member's session is placed on (before its token is
+    /// handed out: its panel's `/janus` connection goes there).
+    pub fn place(&self, identity: &str, node: &str) -> Option<User> {
+        let mut users = self.lock();
+        let user = users.get_mut(identity)?;
+        user.node = Some(node.to_owned());
+        let placed = user.clone();
+        if placed.kind == UserKind::Crew {
+            users.crew_changed();
+        }
+        Some(placed)
+    }
+
     /// Registers (or updates) a server audio user; true if it was not registered as such.
     pub fn upsert_server(&self, identity: &str, name: &str, group_id: &str, token: &str) -> bool {
         let mut users = self.lock();

@@ -16,6 +16,9 @@ pub enum Ending {
     /// It left, its token expired unused, its groups were deleted or its admission failed: a
     /// panel still there may join again by itself.
     Ended,
+    /// Its Janus node was lost or removed: its panel joins again at once, on another node,
+    /// with its panel key.
+    Moved,
     /// The admin disconnected it (or took its last line): its panel must say so and stay out.
     /// Janus's kick event says the same, but on another connection than the admin's request,
     /// so the proxy's close may overtake it.
@@ -35,6 +38,13 @@ impl Default for Removals {
 }
 
 impl Users {
+    /// Takes a crew member off a lost node: removed, its panel key kept for the panel's rejoin.
+    pub fn move_off(&self, identity: &str) -> Option<User> {
+        let user = self.remove(identity, Ending::Moved)?;
+        self.keep_for_resume(&user);
+        Some(user)
+    }
+
     /// The crew members removed from now on, whatever the reason (left, expired, disconnected,
     /// their groups gone).
     pub fn subscribe_removals(&self) -> tokio::sync::broadcast::Receiver<Removal> {

@@ -58,6 +58,9 @@ pub struct CrewRecord {
     /// The client address it asked for its token from (absent in files written before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<std::net::IpAddr>,
+    /// The Janus node it is placed on (absent: the pool's first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
@@ -258,6 +261,7 @@ mod tests {
             token: SecretValue::new("secret-token".into()),
             panel_key: None,
             address: None,
+            node: None,
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),

@@ -89,6 +89,9 @@ pub struct User {
     pub state: UserState,
     /// The client address a crew member asked for its token from (what an address ban names).
     pub address: Option<IpAddr>,
+    /// The Janus node its session is placed on (every line there); `None`: the pool's first,
+    /// where server audio users always are.
+    pub node: Option<String>,
     /// When the token was issued: monotonic, for its lifetime…
     pub(super) issued: Instant,
     /// …and wall clock, for the file (an `Instant` does not survive the process).
@@ -111,6 +114,8 @@ pub struct UserView {
     pub state: UserState,
     /// A crew member's client address, as it asked for its token (behind a NAT, the NAT's).
     pub address: Option<String>,
+    /// The Janus node its lines are on.
+    pub node: Option<String>,
     /// RFC 3339; null while pending.
     pub connected_at: Option<String>,
     /// RFC 3339: the last transition.
@@ -139,6 +144,7 @@ impl User {
             kind: self.kind,
             state: self.state,
             address: self.address.map(|a| a.to_string()),
+            node: self.node.clone(),
             connected_at: self.connected_at.map(format),
             last_activity: format(self.last_activity),
         }
@@ -156,6 +162,7 @@ impl User {
             kind,
             state: UserState::Pending,
             address: None,
+            node: None,
             issued: Instant::now(),
             issued_at: now,
             connected_at: None,
@@ -200,6 +207,7 @@ impl User {
             token: self.token.clone(),
             panel_key: self.panel_key.clone(),
             address: self.address,
+            node: self.node.clone(),
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
             connected_at_unix_ns: self.connected_at.map(unix_ns),
@@ -240,6 +248,7 @@ impl User {
             kind: UserKind::Crew,
             state: record.state,
             address: record.address,
+            node: record.node,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             issued_at,
             connected_at,

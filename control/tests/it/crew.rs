@@ -33,7 +33,8 @@ const GROUPS: &str = "  - name: Stage\n  - name: FOH\n";
 /// A two-line position: both lines heard and talked on.
 const DECK: &str = "positions:\n  - name: Deck\n    listen: [stage, foh]\n    talk: [stage, foh]\n";
 
-fn options(control: &Control, lines: Lines) -> Options {
+/// A crew's options against `control`, its members on `lines`.
+pub(crate) fn options(control: &Control, lines: Lines) -> Options {
     Options {
         server: control.origin.clone(),
         tls: TlsCheck::Insecure,

@@ -38,6 +38,8 @@ mod openapi;
 mod panel;
 mod persistence;
 #[cfg(feature = "services")]
+mod pool;
+#[cfg(feature = "services")]
 mod proxy;
 mod reload;
 #[cfg(feature = "services")]

@@ -20,7 +20,7 @@ use crate::janus::Stack;
 use crate::support::{Control, LOOPBACK_PLAIN, wait_for};
 use partyline_testkit::janus::{Janus, Probe};
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub(crate) type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 const SOON: Duration = Duration::from_secs(10);
 const GROUPS: &str = "  - name: Stage Left\n  - name: FOH\n";
@@ -40,7 +40,7 @@ async fn open_proxy(control: &Control, origin: Option<&str>) -> Socket {
 }
 
 /// The next message other than ping/pong, within 10 s.
-async fn next(socket: &mut Socket) -> Message {
+pub(crate) async fn next(socket: &mut Socket) -> Message {
     let read = async {
         loop {
             match socket.next().await {
@@ -62,16 +62,16 @@ fn assert_closed_for_janus(message: &Message) {
 
 /// A crew member speaking Janus's protocol through `/janus` in raw JSON, one request per frame:
 /// what a panel's janus.js sends, or whatever someone going around the panel sends.
-struct RawPanel {
-    socket: Socket,
+pub(crate) struct RawPanel {
+    pub socket: Socket,
     token: String,
     next_transaction: u64,
-    session: u64,
+    pub session: u64,
 }
 
 impl RawPanel {
     /// Connected with a session under `token`.
-    async fn open(control: &Control, token: &str) -> RawPanel {
+    pub(crate) async fn open(control: &Control, token: &str) -> RawPanel {
         let socket = open_proxy(control, None).await;
         let mut panel = RawPanel { socket, token: token.to_owned(), next_transaction: 0, session: 0 };
         let created = panel.call(json!({"janus": "create"})).await;
@@ -94,7 +94,7 @@ impl RawPanel {
 
     /// Sends `request` and returns Janus's answer to it: the first message of its transaction
     /// that is not an `ack` (a keep-alive's answer is its `ack`).
-    async fn call(&mut self, request: Value) -> Value {
+    pub(crate) async fn call(&mut self, request: Value) -> Value {
         let keepalive = request["janus"] == "keepalive";
         let (transaction, request) = self.complete(request);
         self.send_text(request.to_string()).await;
@@ -113,7 +113,7 @@ impl RawPanel {
     }
 
     /// A handle on the AudioBridge.
-    async fn attach(&mut self, identity: &str) -> u64 {
+    pub(crate) async fn attach(&mut self, identity: &str) -> u64 {
         let attached =
             self.call(json!({"janus": "attach", "plugin": "janus.plugin.audiobridge", "opaque_id": identity})).await;
         assert_eq!(attached["janus"], "success", "{attached}");
@@ -135,7 +135,7 @@ impl RawPanel {
     }
 
     /// Joins `room` and checks Janus says so.
-    async fn joined(&mut self, handle: u64, room: &str, identity: &str, muted: bool) {
+    pub(crate) async fn joined(&mut self, handle: u64, room: &str, identity: &str, muted: bool) {
         let answer = self.call(self.join(handle, room, identity, muted)).await;
         assert_eq!(answer["plugindata"]["data"]["audiobridge"], "joined", "{answer}");
     }
@@ -249,8 +249,11 @@ async fn the_proxy_relays_a_panel_and_closes_with_a_reason_when_janus_is_gone() 
     stack.janus.stop();
     assert_closed_for_janus(&next(&mut panel.socket).await);
 
-    // And a new connection while Janus is down is closed at once, with the reason and a log line.
+    // And a new connection while Janus is down is closed at its first request (which names
+    // the crew member, and so the node to relay to), with the reason and a log line.
     let mut socket = open_proxy(control, None).await;
+    let create = json!({"janus": "create", "transaction": "c", "token": token});
+    socket.send(Message::text(create.to_string())).await.expect("sent");
     assert_closed_for_janus(&next(&mut socket).await);
     assert!(matches!(socket.next().await, None | Some(Err(tungstenite::Error::ConnectionClosed))));
     wait_for("the warn log", Duration::from_secs(5), async || {

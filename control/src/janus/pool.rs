@@ -1,0 +1,171 @@
+//! The pool of Janus nodes: the nodes the config names (one, `local`, when it names none), the
+//! node each session is placed on, and which nodes hold a group's room. The first node is the
+//! one beside bridged: it holds every group's room and the card's participants. Another node
+//! holds a group's room while someone placed there has that line.
+
+use std::sync::Arc;
+
+use partyline_shared::config::JanusNode;
+use partyline_shared::janus::JanusError;
+use partyline_shared::sync::lock;
+use serde::Serialize;
+
+use super::Janus;
+use super::node::Node;
+use crate::events::JanusState;
+use crate::users::User;
+
+/// A node as `/admin/stats` shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    pub name: String,
+    pub site: Option<String>,
+    pub state: JanusState,
+    pub version: Option<String>,
+    /// Users (crew sessions, server audio users) placed here.
+    pub sessions: usize,
+    /// Their lines: the participants they make here.
+    pub participants: usize,
+    pub capacity: u32,
+    /// Groups whose room is here and on other nodes, joined by trunk legs.
+    pub cascaded: Vec<String>,
+}
+
+impl Janus {
+    /// The nodes, in the config's order.
+    pub(super) fn pool(&self) -> Vec<Arc<Node>> {
+        self.sync_pool();
+        lock(&self.nodes).clone()
+    }
+
+    /// The first node: the card's, and every group's room.
+    pub(super) fn home(&self) -> Arc<Node> {
+        self.pool().swap_remove(0)
+    }
+
+    /// Makes the nodes be the config's (by name): a new name gets a node, a removed one's node
+    /// is dropped (its users move at the next pass: they are placed on no node of the pool).
+    fn sync_pool(&self) {
+        let wanted = self.config.current().janus.pool();
+        let mut nodes = lock(&self.nodes);
+        if nodes.iter().map(|n| n.name.as_str()).eq(wanted.iter().map(|n| n.name.as_str())) {
+            return;
+        }
+        let mut next = Vec::with_capacity(wanted.len());
+        for at in &wanted {
+            match nodes.iter().find(|n| n.name == at.name) {
+                Some(node) => next.push(Arc::clone(node)),
+                None => match Node::new(&at.name) {
+                    Ok(node) => {
+                        tracing::info!(node = at.name, url = at.url, capacity = at.capacity, "Janus node added");
+                        next.push(Arc::new(node));
+                    }
+                    Err(e) => tracing::error!(node = at.name, error = %e, "cannot set up a Janus node"),
+                },
+            }
+        }
+        for gone in nodes.iter().filter(|n| !wanted.iter().any(|w| w.name == n.name)) {
+            tracing::warn!(node = gone.name, "Janus node removed from the config: its sessions move");
+        }
+        *nodes = next;
+    }
+
+    /// `node`'s entry in the config.
+    pub(super) fn node_config(&self, node: &Node) -> Result<JanusNode, JanusError> {
+        self.config
+            .current()
+            .janus
+            .pool()
+            .into_iter()
+            .find(|n| n.name == node.name)
+            .ok_or_else(|| JanusError::Unreachable { url: node.name.clone(), reason: "no longer in the config".into() })
+    }
+
+    /// The node `user` is placed on: its own, or the first (server audio users, users stored
+    /// before placements, users of a node removed meanwhile until they move).
+    pub(super) fn node_for(&self, user: &User) -> Arc<Node> {
+        let pool = self.pool();
+        let placed = user.node.as_deref().and_then(|name| pool.iter().find(|n| n.name == name));
+        placed.map_or_else(|| Arc::clone(&pool[0]), Arc::clone)
+    }
+
+    /// The WebSocket URL of the node crew member `identity` is placed on (the first node's for
+    /// one the registry does not know: Janus refuses its token there anyway).
+    pub fn ws_url_for(&self, identity: Option<&str>) -> String {
+        let node = identity.and_then(|id| self.users.get(id)).map_or_else(|| self.home(), |u| self.node_for(&u));
+        let pool = self.config.current().janus.pool();
+        pool.iter().find(|n| n.name == node.name).unwrap_or(&pool[0]).ws_url.clone()
+    }
+
+    /// Whether `user` is placed on `node`.
+    pub(super) fn placed_on(&self, user: &User, node: &Node) -> bool {
+        self.node_for(user).name == node.name
+    }
+
+    /// The nodes that hold `room`: the first, and each where a user placed there has the line.
+    pub(super) fn replicas(&self, room: &str) -> Vec<Arc<Node>> {
+        let users = self.users.list();
+        let pool = self.pool();
+        pool.iter()
+            .enumerate()
+            .filter(|(index, node)| *index == 0 || users.iter().any(|u| u.has_line(room) && self.placed_on(u, node)))
+            .map(|(_, node)| Arc::clone(node))
+            .collect()
+    }
+
+    /// Where a new session of `lines` participants goes: the live node with the most room left
+    /// against its capacity (the first on a tie). A node never reached yet counts as live; with
+    /// none live, the first node (whose failure is Janus's, as with one node), unless avoided.
+    pub(super) fn place(&self, lines: usize, avoid: &[String]) -> Option<Arc<Node>> {
+        let home = self.home();
+        let fallback = (!avoid.contains(&home.name)).then_some(home);
+        self.place_on_live(lines, avoid).or(fallback)
+    }
+
+    fn place_on_live(&self, lines: usize, avoid: &[String]) -> Option<Arc<Node>> {
+        let config = self.config.current().janus.pool();
+        let users = self.users.list();
+        let mut best: Option<(f64, Arc<Node>)> = None;
+        for node in self.pool() {
+            if node.state() == JanusState::Down || avoid.contains(&node.name) {
+                continue;
+            }
+            let Some(at) = config.iter().find(|n| n.name == node.name) else { continue };
+            let load: usize = users.iter().filter(|u| self.placed_on(u, &node)).map(|u| u.lines.len()).sum();
+            let after = (load + lines) as f64 / f64::from(at.capacity);
+            if best.as_ref().is_none_or(|(least, _)| after < *least) {
+                best = Some((after, node));
+            }
+        }
+        best.map(|(_, node)| node)
+    }
+
+    pub(super) fn node_statuses(&self) -> Vec<NodeStatus> {
+        let config = self.config.current();
+        let users = self.users.list();
+        let cascaded: Vec<String> =
+            config.groups.iter().map(|g| g.id()).filter(|room| self.replicas(room).len() > 1).collect();
+        self.pool()
+            .iter()
+            .map(|node| {
+                let at = config.janus.pool().into_iter().find(|n| n.name == node.name);
+                let here: Vec<&User> = users.iter().filter(|u| self.placed_on(u, node)).collect();
+                NodeStatus {
+                    name: node.name.clone(),
+                    site: at.as_ref().and_then(|a| a.site.clone()),
+                    state: node.state(),
+                    version: node.version(),
+                    sessions: here.len(),
+                    participants: here.iter().map(|u| u.lines.len()).sum(),
+                    capacity: at.map_or(0, |a| a.capacity),
+                    cascaded: cascaded
+                        .iter()
+                        .filter(|room| self.replicas(room).iter().any(|n| n.name == node.name))
+                        .cloned()
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
