@@ -92,7 +92,8 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         input_device: device.input_device_id.clone().unwrap_or_default(),
         output_device: device.output_device_id.clone().unwrap_or_default(),
         device_sample_rate: device.sample_rate.get(),
-        janus_url: config.janus.url.clone(),
+        // The pool's first node: the one beside bridged, which holds every group's room.
+        janus_url: config.janus.pool().swap_remove(0).url,
         transport: config.bridge.transport,
         ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
         jitter_buffer_ms: config.bridge.jitter_buffer_ms.get(),

@@ -117,6 +117,8 @@ pub enum AudioBridgeRequest {
         token: String,
         group: String,
         muted: bool,
+        /// Packets Janus holds before mixing the trunk (its own, not the room's).
+        prebuffer: u32,
         rtp: serde_json::Map<String, Value>,
     },
     /// Forwards `group`'s mix of `room` as Opus RTP to `host:port` (room secret and, with

@@ -27,6 +27,7 @@ export function init() {
     janusRooms: $('janus-rooms'),
     janusParticipants: $('janus-participants'),
     janusError: $('janus-error'),
+    nodes: $('nodes-rows'),
     bridgeState: $('bridge-state'),
     bridgeGeneration: $('bridge-generation'),
     bridgeMessage: $('bridge-message'),
@@ -92,6 +93,23 @@ function render(stats) {
   setText(ui.janusRooms, janus.rooms ?? '—');
   setText(ui.janusParticipants, janus.participants ?? '—');
   setText(ui.janusError, janus.lastError || '—');
+  // The pool's nodes (one, `local`, unless the config lists several), the first beside bridged.
+  syncKeyed(ui.nodes, janus.nodes ?? [], {
+    key: (n) => n.name,
+    create: () => h('tr', {},
+      h('td', { class: 'n-name', dataset: { label: 'Node' } }),
+      h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge n-state' })),
+      h('td', { class: 'n-sessions num', dataset: { label: 'Sessions' } }),
+      h('td', { class: 'n-load num', dataset: { label: 'Participants / capacity' } }),
+      h('td', { class: 'n-cascaded', dataset: { label: 'Cascaded groups' } })),
+    update: (row, n) => {
+      setText(row.querySelector('.n-name'), n.site ? `${n.name} (${n.site})` : n.name);
+      badge(row.querySelector('.n-state'), n.state, { up: 'ok', down: 'bad' });
+      setText(row.querySelector('.n-sessions'), n.sessions);
+      setText(row.querySelector('.n-load'), `${n.participants} / ${n.capacity}`);
+      setText(row.querySelector('.n-cascaded'), n.cascaded.length ? n.cascaded.join(', ') : '—');
+    },
+  });
 
   const bridge = stats.bridge ?? {};
   badge(ui.bridgeState, bridge.state, { running: 'ok', idle: 'ok', degraded: 'warn', unconfigured: 'warn', error: 'bad', unreachable: 'bad', absent: 'bad' });

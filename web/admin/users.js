@@ -141,7 +141,8 @@ function updateRow(row, user) {
   setAttr(time, 'datetime', since);
   setAttr(time, 'title', dateTime(since));
   setText(row.querySelector('.u-identity'), user.identity);
-  setText(row.querySelector('.u-address'), user.address ? `from ${user.address}` : '');
+  const where = [user.address ? `from ${user.address}` : '', user.node ? `on node ${user.node}` : ''];
+  setText(row.querySelector('.u-address'), where.filter(Boolean).join(', '));
   const button = row.querySelector('.cell-actions button');
   setAttr(button, 'aria-label', `Disconnect ${user.username}`);
   // A server audio user is bridged by the sound card: remove it in the Groups tab instead.

@@ -133,6 +133,12 @@ describe('crew panel and the sound card', { timeout: 180_000 }, () => {
       const level = async () => Number.parseFloat(await desk.locator('.b-level').textContent());
       await waitFor(`${DESK.name}'s input level shown above -20 dBFS`, async () => (await level()) > -20, { timeout: 10_000, interval: 100 });
       report(`admin Stats: ${X} joined as ${DESK.name}; ${DESK.name}'s input ${await desk.locator('.b-level').textContent()}, output ${await desk.locator('.b-output').textContent()}`);
+      // The pool of one Janus node, up, holding the card's line among its participants.
+      const node = page.locator('#nodes-rows tr');
+      await node.locator('.n-state', { hasText: 'up' }).waitFor({ timeout: 10_000 });
+      assert.equal(await node.count(), 1);
+      assert.equal(await node.locator('.n-name').textContent(), 'local');
+      assert.match(await node.locator('.n-load').textContent(), /^\d+ \/ 64$/);
     } finally {
       await page.close();
     }

@@ -92,7 +92,7 @@ impl Janus {
         for spec in &missing {
             self.create_room(node, &at, spec, false).await?;
         }
-        node.add_token(&self.node_config(node)?, self.admin_secret()?, token).await?;
+        node.add_token(self.admin_secret()?, token).await?;
         Ok(at)
     }
 
@@ -118,13 +118,13 @@ impl Janus {
 
     /// Lets `token` open sessions on `node`.
     pub(super) async fn register_token(&self, node: &Node, token: &str) -> Result<(), JanusError> {
-        node.add_token(&self.node_config(node)?, self.admin_secret()?, token).await
+        node.add_token(self.admin_secret()?, token).await
     }
 
     /// Revokes `user`'s token on its node.
     pub(super) async fn revoke_token(&self, user: &User) -> Result<(), JanusError> {
         let node = self.node_for(user);
-        node.remove_token(&self.node_config(&node)?, self.admin_secret()?, user.token.expose()).await
+        node.remove_token(self.admin_secret()?, user.token.expose()).await
     }
 
     /// Revokes a user's token and takes it off its room's admission list; a failure is logged

@@ -75,6 +75,8 @@ pub struct JanusStatus {
 pub struct Janus {
     /// The pool, in the config's order: the first holds every group's room and the card.
     nodes: Mutex<Vec<Arc<Node>>>,
+    /// Nodes removed from the config, drained by the next pass.
+    draining: Mutex<Vec<Arc<Node>>>,
     config: Arc<ConfigManager>,
     secrets: JanusSecrets,
     status: Mutex<JanusStatus>,
@@ -110,6 +112,7 @@ impl Janus {
         };
         Ok(Arc::new(Janus {
             nodes: Mutex::new(Vec::new()),
+            draining: Mutex::new(Vec::new()),
             config,
             secrets,
             status: Mutex::new(JanusStatus { state, ..JanusStatus::default() }),
@@ -140,9 +143,8 @@ impl Janus {
 
     /// The session on `node`, connecting (and registering its users' tokens) when needed.
     async fn connect(&self, node: &Node) -> Result<Session, JanusError> {
-        let at = self.node_config(node)?;
         let tokens = || self.users.list().into_iter().filter(|u| self.placed_on(u, node)).map(|u| u.token).collect();
-        node.session(&at, self.admin_secret()?, tokens).await
+        node.session(self.admin_secret()?, tokens).await
     }
 
     /// The session on the node `user` is placed on.

@@ -37,6 +37,8 @@ pub(super) struct Forward {
 #[derive(Debug)]
 pub(super) struct Node {
     pub name: String,
+    /// Its entry of the config as last seen (kept once removed, to drain it).
+    pub at: Mutex<JanusNode>,
     http: Client,
     /// control's own stored token, for its sessions; rooms admit it too (the trunks join with it).
     pub own_token: String,
@@ -54,9 +56,10 @@ pub(super) struct Node {
 }
 
 impl Node {
-    pub fn new(name: &str) -> std::io::Result<Node> {
+    pub fn new(at: &JanusNode) -> std::io::Result<Node> {
         Ok(Node {
-            name: name.to_owned(),
+            name: at.name.clone(),
+            at: Mutex::new(at.clone()),
             http: Client::new(REQUEST_TIMEOUT).map_err(std::io::Error::other)?,
             own_token: random_hex(32)?,
             session: tokio::sync::Mutex::new(None),
@@ -73,10 +76,10 @@ impl Node {
     /// (those of the users placed here) added again.
     pub async fn session(
         &self,
-        at: &JanusNode,
         admin_secret: &str,
         tokens: impl FnOnce() -> Vec<SecretValue>,
     ) -> Result<Session, JanusError> {
+        let at = self.config();
         let mut session = self.session.lock().await;
         let (api, admin) = (&at.url, &at.admin_url);
         if let Some(at) = session.as_ref().filter(|at| at.url() == api.trim_end_matches('/')) {
@@ -96,9 +99,14 @@ impl Node {
         Ok(opened)
     }
 
+    /// Its entry of the config (as last seen, for a node removed since).
+    pub fn config(&self) -> JanusNode {
+        lock(&self.at).clone()
+    }
+
     /// A session of its own on this node (a trunk's: a handle is in one room at a time).
-    pub async fn open_session(&self, at: &JanusNode) -> Result<Session, JanusError> {
-        self.http.open(&at.url, &self.own_token).await
+    pub async fn open_session(&self) -> Result<Session, JanusError> {
+        self.http.open(&self.config().url, &self.own_token).await
     }
 
     /// The session if one is up, without connecting.
@@ -133,6 +141,15 @@ impl Node {
         }
     }
 
+    /// Forgets every leg here, ending the trunks' sessions.
+    pub fn forget_legs_of_all(&self) {
+        let rooms: Vec<String> = lock(&self.trunks).keys().map(|(room, _)| room.clone()).collect();
+        for room in rooms {
+            self.forget_legs_of(&room);
+        }
+        lock(&self.forwards).clear();
+    }
+
     pub fn version(&self) -> Option<String> {
         lock(&self.version).clone()
     }
@@ -153,12 +170,12 @@ impl Node {
     }
 
     /// Lets `token` open sessions here.
-    pub async fn add_token(&self, at: &JanusNode, admin_secret: &str, token: &str) -> Result<(), JanusError> {
-        self.http.add_token(&at.admin_url, admin_secret, token).await
+    pub async fn add_token(&self, admin_secret: &str, token: &str) -> Result<(), JanusError> {
+        self.http.add_token(&self.config().admin_url, admin_secret, token).await
     }
 
     /// Revokes `token` here (one Janus does not know is not an error).
-    pub async fn remove_token(&self, at: &JanusNode, admin_secret: &str, token: &str) -> Result<(), JanusError> {
-        self.http.remove_token(&at.admin_url, admin_secret, token).await
+    pub async fn remove_token(&self, admin_secret: &str, token: &str) -> Result<(), JanusError> {
+        self.http.remove_token(&self.config().admin_url, admin_secret, token).await
     }
 }

@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use partyline_shared::config::JanusNode;
-use partyline_shared::janus::JanusError;
 use partyline_shared::sync::lock;
 use serde::Serialize;
 
@@ -44,19 +42,22 @@ impl Janus {
         self.pool().swap_remove(0)
     }
 
-    /// Makes the nodes be the config's (by name): a new name gets a node, a removed one's node
-    /// is dropped (its users move at the next pass: they are placed on no node of the pool).
+    /// Makes the nodes be the config's (by name): a new name gets a node, a changed entry is
+    /// taken, and a removed node is drained by the next pass ([`Janus::drain_removed_nodes`]).
     fn sync_pool(&self) {
         let wanted = self.config.current().janus.pool();
         let mut nodes = lock(&self.nodes);
-        if nodes.iter().map(|n| n.name.as_str()).eq(wanted.iter().map(|n| n.name.as_str())) {
+        if nodes.len() == wanted.len() && nodes.iter().zip(&wanted).all(|(node, at)| *lock(&node.at) == *at) {
             return;
         }
         let mut next = Vec::with_capacity(wanted.len());
         for at in &wanted {
             match nodes.iter().find(|n| n.name == at.name) {
-                Some(node) => next.push(Arc::clone(node)),
-                None => match Node::new(&at.name) {
+                Some(node) => {
+                    *lock(&node.at) = at.clone();
+                    next.push(Arc::clone(node));
+                }
+                None => match Node::new(at) {
                     Ok(node) => {
                         tracing::info!(node = at.name, url = at.url, capacity = at.capacity, "Janus node added");
                         next.push(Arc::new(node));
@@ -65,21 +66,34 @@ impl Janus {
                 },
             }
         }
-        for gone in nodes.iter().filter(|n| !wanted.iter().any(|w| w.name == n.name)) {
-            tracing::warn!(node = gone.name, "Janus node removed from the config: its sessions move");
-        }
+        let removed: Vec<Arc<Node>> =
+            nodes.iter().filter(|n| !wanted.iter().any(|w| w.name == n.name)).cloned().collect();
         *nodes = next;
+        drop(nodes);
+        for gone in removed {
+            tracing::warn!(node = gone.name, "Janus node removed from the config: its sessions move");
+            lock(&self.draining).push(gone);
+        }
     }
 
-    /// `node`'s entry in the config.
-    pub(super) fn node_config(&self, node: &Node) -> Result<JanusNode, JanusError> {
-        self.config
-            .current()
-            .janus
-            .pool()
-            .into_iter()
-            .find(|n| n.name == node.name)
-            .ok_or_else(|| JanusError::Unreachable { url: node.name.clone(), reason: "no longer in the config".into() })
+    /// Drains the nodes removed from the config once their members have moved: their rooms are
+    /// destroyed (which ends the legs' forwarders there), their trunks' sessions ended. A node
+    /// that cannot be reached has nothing left to drain.
+    pub(super) async fn drain_removed_nodes(&self) {
+        let draining = std::mem::take(&mut *lock(&self.draining));
+        for node in draining {
+            let rooms: Vec<String> = lock(&node.created).keys().cloned().collect();
+            if let Ok(at) = self.connect(&node).await {
+                for room in &rooms {
+                    if let Err(e) = self.destroy_room(&node, &at, room).await {
+                        tracing::warn!(node = node.name, room, error = %e, "cannot destroy a drained node's room");
+                    }
+                }
+                let _ = at.destroy().await;
+            }
+            node.forget_legs_of_all();
+            tracing::info!(node = node.name, rooms = rooms.len(), "Janus node drained");
+        }
     }
 
     /// The node `user` is placed on: its own, or the first (server audio users, users stored

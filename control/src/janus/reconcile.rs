@@ -101,6 +101,7 @@ impl Janus {
             }
         }
         self.move_off_lost_nodes(&pool).await;
+        self.drain_removed_nodes().await;
         self.reconcile_legs(&placement).await;
         self.sync_server_users().await?;
         let participants = self.reconcile_participants(&placement).await?;
@@ -227,7 +228,7 @@ impl Janus {
         Ok(())
     }
 
-    async fn destroy_room(&self, node: &Node, at: &Session, room: &str) -> Result<(), JanusError> {
+    pub(super) async fn destroy_room(&self, node: &Node, at: &Session, room: &str) -> Result<(), JanusError> {
         let secret = rooms::room_secret(self.admin_secret()?, room);
         let body = AudioBridgeRequest::Destroy { room: room.to_owned(), secret, permanent: false };
         match at.audiobridge(body).await {
