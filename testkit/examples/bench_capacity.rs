@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, janus_for_control, machine_line, mib, status_field};
+use partyline_testkit::bench::{cpu_ticks, crew_output, janus_for_control, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
 use partyline_testkit::janus::Janus;
@@ -344,19 +344,8 @@ impl Stack {
 
 /// Runs `partyline-crew` with `args` on the crew's CPU; its stdout (its progress goes to stderr).
 async fn crew(o: &Options, args: &[String]) -> std::process::Output {
-    tokio::process::Command::new("taskset")
-        .args(["-c", &CREW_CPU.to_string()])
-        .arg(&o.crew)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run partyline-crew")
-        .wait_with_output() // (not `output()`, which would capture its progress on stderr too)
+    crew_output(tokio::process::Command::new("taskset").args(["-c", &CREW_CPU.to_string()]).arg(&o.crew).args(args))
         .await
-        .expect("partyline-crew's output")
 }
 
 /// Where `pid`'s CPU goes over `span`: `perf record` of its every thread (cpu-clock samples, no

@@ -144,3 +144,18 @@ pub fn machine_line() -> String {
 pub fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
 }
+
+/// Runs `command` (a `partyline-crew`) to its end: its stdout (the report), its progress left
+/// on stderr; killed should the caller give up on it.
+pub async fn crew_output(command: &mut tokio::process::Command) -> std::process::Output {
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run partyline-crew")
+        .wait_with_output() // (not `output()`, which would capture its progress on stderr too)
+        .await
+        .expect("partyline-crew's output")
+}
