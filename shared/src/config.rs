@@ -466,6 +466,9 @@ pub struct Position {
     /// Asked of a crew member joining this position (stored hashed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pin: Option<PinHash>,
+    /// The site (`janus.nodes[].site`) whose nodes its sessions are placed on while one is up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
 }
 
 /// One line of a panel: a group, heard and/or talked to.
@@ -948,7 +951,18 @@ impl Config {
         if !self.server.events_listen.ip().is_loopback() {
             return Err(ConfigError::new("server.eventsListen", "must be a loopback address (127.0.0.1 or ::1)"));
         }
-        self.janus.validate()
+        self.janus.validate()?;
+        for (index, position) in self.positions.iter().enumerate() {
+            if let Some(site) = &position.site
+                && !self.janus.pool().iter().any(|n| n.site.as_ref() == Some(site))
+            {
+                return Err(ConfigError::new(
+                    format!("positions[{index}].site"),
+                    format!("{site:?}: no Janus node has this site"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The bitrate a group's room uses, in kbit/s.
@@ -1141,6 +1155,11 @@ mod tests {
             (format!("janus:\n  nodes:\n{}", node("a", "      site: ' '\n")), "janus.nodes[0].site", "empty"),
             (two.replace("ws://b", "http://b"), "janus.nodes[1].wsUrl", "ws:// or wss://"),
             ("janus:\n  adminUrl: 127.0.0.1:7088\n".to_owned(), "janus.adminUrl", "http:// or https://"),
+            (
+                format!("{two}groups:\n  - name: G\npositions:\n  - name: P\n    listen: [g]\n    site: moon\n"),
+                "positions[0].site",
+                "no Janus node has this site",
+            ),
         ] {
             let err = Config::from_yaml(&yaml).expect("parses").validate().expect_err(path);
             assert_eq!(err.path, path, "{yaml}");

@@ -55,6 +55,8 @@ pub struct PositionView {
     /// Without a PIN of its own: its groups whose PINs joining it asks for (its PIN would stand
     /// for theirs).
     pub group_pins: Vec<String>,
+    /// The site its sessions are placed at, if any.
+    pub site: Option<String>,
 }
 
 impl PositionView {
@@ -68,6 +70,7 @@ impl PositionView {
             lines: position.lines().iter().map(|l| LineView::of(config, &l.group, l.listen, l.talk)).collect(),
             pin: position.pin.is_some() || !group_pins.is_empty(),
             group_pins,
+            site: position.site.clone(),
         }
     }
 }
@@ -125,11 +128,16 @@ pub struct PositionBody {
     #[schema(value_type = Option<String>, example = "2468")]
     #[serde(default, deserialize_with = "present")]
     pub pin: Option<Option<String>>,
+    /// The site whose Janus nodes its sessions go to while one is up (`janus.nodes[].site`);
+    /// `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    pub site: Option<Option<String>>,
 }
 
 impl PositionBody {
     async fn fields(self) -> Result<PositionFields, ApiError> {
-        Ok(PositionFields { name: self.name, listen: self.listen, talk: self.talk, pin: hash_pin(self.pin).await? })
+        let pin = hash_pin(self.pin).await?;
+        Ok(PositionFields { name: self.name, listen: self.listen, talk: self.talk, pin, site: self.site })
     }
 }
 

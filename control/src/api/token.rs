@@ -48,6 +48,10 @@ pub struct TokenRequest {
     /// leaving its rooms less than 2 minutes ago, or has not ended yet; otherwise it gets a new one.
     #[serde(default)]
     pub resume: Option<ResumeRequest>,
+    /// The site (`janus.nodes[].site`) whose nodes to be placed on while one is up (a
+    /// position's own site otherwise).
+    #[serde(default)]
+    pub site: Option<String>,
 }
 
 /// A rejoining panel's previous secrets.
@@ -119,9 +123,14 @@ pub async fn token(
         return Err(ApiError::Denied { code: "banned", message: format!("refused by the admin until {}", ban.until) });
     }
     let (lines, pins) = requested_lines(&config, &body)?;
+    let site = requested_site(&config, &body)?;
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
-    let user = state.janus.issue_token(&username, lines, resume, client).await.map_err(|e| unavailable(&e))?;
+    let user = state
+        .janus
+        .issue_token(&username, lines, resume, client, site.as_deref())
+        .await
+        .map_err(|e| unavailable(&e))?;
     Ok(Json(token_response(&state, &config, &user, &headers)))
 }
 
@@ -148,6 +157,18 @@ fn check_limits(state: &AppState, config: &Config, client: IpAddr) -> Result<(),
         });
     }
     Ok(())
+}
+
+/// The site a request asks to be placed at: its own, or its position's; one no node has is a
+/// 400 naming the sites there are.
+fn requested_site(config: &Config, body: &TokenRequest) -> Result<Option<String>, ApiError> {
+    let position = body.position.as_deref().and_then(|id| config.position(id)).and_then(|(_, p)| p.site.clone());
+    let Some(site) = body.site.clone().or(position) else { return Ok(None) };
+    let sites: Vec<String> = config.janus.pool().into_iter().filter_map(|n| n.site).collect();
+    if !sites.contains(&site) {
+        return Err(ApiError::BadRequest(format!("site: no Janus node is at {site:?} (sites: {sites:?})")));
+    }
+    Ok(Some(site))
 }
 
 /// A PIN guarding a group or position a request asks for.

@@ -122,6 +122,8 @@ pub struct PositionFields {
     pub talk: Option<Vec<String>>,
     /// `Some(None)` removes the PIN.
     pub pin: Patch<Option<PinHash>>,
+    /// `Some(None)` removes the site.
+    pub site: Patch<Option<String>>,
 }
 
 fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
@@ -151,6 +153,7 @@ pub fn create_position(config: &mut Config, fields: PositionFields) -> Result<Po
         listen: fields.listen.unwrap_or_default(),
         talk: fields.talk.unwrap_or_default(),
         pin: fields.pin.flatten(),
+        site: fields.site.flatten(),
     };
     check_position_lines(config, &position)?;
     config.positions.push(position.clone());
@@ -170,6 +173,9 @@ pub fn update_position(config: &mut Config, id: &str, fields: PositionFields) ->
     position.talk = fields.talk.unwrap_or(position.talk);
     if let Some(pin) = fields.pin {
         position.pin = pin;
+    }
+    if let Some(site) = fields.site {
+        position.site = site;
     }
     check_position_lines(config, &position)?;
     config.positions[index] = position.clone();
@@ -361,7 +367,7 @@ mod tests {
 
     fn position(name: &str, listen: &[&str], talk: &[&str]) -> PositionFields {
         let ids = |l: &[&str]| Some(l.iter().map(|s| (*s).to_owned()).collect());
-        PositionFields { name: Some(name.into()), listen: ids(listen), talk: ids(talk), pin: None }
+        PositionFields { name: Some(name.into()), listen: ids(listen), talk: ids(talk), pin: None, site: None }
     }
 
     #[test]

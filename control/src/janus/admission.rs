@@ -16,8 +16,8 @@ use crate::secrets::{SecretValue, random_hex};
 use crate::users::{Ending, Line, User};
 
 impl Janus {
-    /// Issues one token for `username` on `lines` and registers the user as pending; each
-    /// line's room admits the token. Nothing stays registered unless Janus took it all. A panel
+    /// Issues one token for `username` on `lines` and registers the user as pending, placed
+    /// on a node (at `site` while one is up there); each line's room admits the token. Nothing stays registered unless Janus took it all. A panel
     /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
     /// admin's mutes of its lines, when [`Users::resume`] allows.
     pub async fn issue_token(
@@ -26,6 +26,7 @@ impl Janus {
         mut lines: Vec<Line>,
         resume: Option<(&str, &str)>,
         address: std::net::IpAddr,
+        site: Option<&str>,
     ) -> Result<User, JanusError> {
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let base = match slugify(username) {
@@ -45,7 +46,7 @@ impl Janus {
         // Placed on a live node; one that fails here is marked down and the next is tried.
         let mut avoid = Vec::new();
         let (node, at) = loop {
-            let node = self.place(lines.len(), &avoid).ok_or_else(|| JanusError::Unreachable {
+            let node = self.place(lines.len(), &avoid, site).ok_or_else(|| JanusError::Unreachable {
                 url: "every Janus node".into(),
                 reason: "none is up".into(),
             })?;

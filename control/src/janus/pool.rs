@@ -108,8 +108,7 @@ impl Janus {
     /// one the registry does not know: Janus refuses its token there anyway).
     pub fn ws_url_for(&self, identity: Option<&str>) -> String {
         let node = identity.and_then(|id| self.users.get(id)).map_or_else(|| self.home(), |u| self.node_for(&u));
-        let pool = self.config.current().janus.pool();
-        pool.iter().find(|n| n.name == node.name).unwrap_or(&pool[0]).ws_url.clone()
+        node.config().ws_url
     }
 
     /// Whether `user` is placed on `node`.
@@ -129,23 +128,27 @@ impl Janus {
     }
 
     /// Where a new session of `lines` participants goes: the live node with the most room left
-    /// against its capacity (the first on a tie). A node never reached yet counts as live; with
-    /// none live, the first node (whose failure is Janus's, as with one node), unless avoided.
-    pub(super) fn place(&self, lines: usize, avoid: &[String]) -> Option<Arc<Node>> {
+    /// against its capacity (the first on a tie), at `site` while one is up there. A node never
+    /// reached yet counts as live; with none live, the first node (whose failure is Janus's, as
+    /// with one node), unless avoided.
+    pub(super) fn place(&self, lines: usize, avoid: &[String], site: Option<&str>) -> Option<Arc<Node>> {
         let home = self.home();
         let fallback = (!avoid.contains(&home.name)).then_some(home);
-        self.place_on_live(lines, avoid).or(fallback)
+        let at_site = site.and_then(|site| self.place_on_live(lines, avoid, Some(site)));
+        at_site.or_else(|| self.place_on_live(lines, avoid, None)).or(fallback)
     }
 
-    fn place_on_live(&self, lines: usize, avoid: &[String]) -> Option<Arc<Node>> {
-        let config = self.config.current().janus.pool();
+    fn place_on_live(&self, lines: usize, avoid: &[String], site: Option<&str>) -> Option<Arc<Node>> {
         let users = self.users.list();
         let mut best: Option<(f64, Arc<Node>)> = None;
         for node in self.pool() {
             if node.state() == JanusState::Down || avoid.contains(&node.name) {
                 continue;
             }
-            let Some(at) = config.iter().find(|n| n.name == node.name) else { continue };
+            let at = node.config();
+            if site.is_some() && at.site.as_deref() != site {
+                continue;
+            }
             let load: usize = users.iter().filter(|u| self.placed_on(u, &node)).map(|u| u.lines.len()).sum();
             let after = (load + lines) as f64 / f64::from(at.capacity);
             if best.as_ref().is_none_or(|(least, _)| after < *least) {
@@ -163,16 +166,16 @@ impl Janus {
         self.pool()
             .iter()
             .map(|node| {
-                let at = config.janus.pool().into_iter().find(|n| n.name == node.name);
+                let at = node.config();
                 let here: Vec<&User> = users.iter().filter(|u| self.placed_on(u, node)).collect();
                 NodeStatus {
                     name: node.name.clone(),
-                    site: at.as_ref().and_then(|a| a.site.clone()),
+                    site: at.site,
                     state: node.state(),
                     version: node.version(),
                     sessions: here.len(),
                     participants: here.iter().map(|u| u.lines.len()).sum(),
-                    capacity: at.map_or(0, |a| a.capacity),
+                    capacity: at.capacity,
                     cascaded: cascaded
                         .iter()
                         .filter(|room| self.replicas(room).iter().any(|n| n.name == node.name))

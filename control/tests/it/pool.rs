@@ -283,3 +283,41 @@ async fn a_node_removed_from_the_config_is_drained_and_one_added_takes_the_next_
     assert_eq!(status, StatusCode::OK, "{bo}");
     assert_eq!(node_of(control, bo["participantIdentity"].as_str().expect("id")).await.as_deref(), Some("b"));
 }
+
+/// A join or a position may ask for a site: its sessions go to that site's nodes while one is
+/// up, whatever the load elsewhere; a site no node has is a 400 naming the sites there are.
+#[tokio::test]
+async fn a_site_asked_by_a_join_or_a_position_places_the_session_there() {
+    require_namespace();
+    let pool = Pool::start(&[100, 1], "  - name: Stage\n").await;
+    let control = &pool.control;
+    // b at the site "truck", and a position there (a's room to spare would win otherwise).
+    let with_site = pool.config(&[0, 1]).replace("      capacity: 1\n", "      capacity: 1\n      site: truck\n");
+    let config = format!(
+        "{with_site}positions:\n  - name: Truck Desk\n    listen: [stage]\n    talk: [stage]\n    site: truck\n"
+    );
+    std::fs::write(control.config_path(), config).expect("config written");
+    wait_for("b at the site truck", SLOW, async || (nodes(control).await[1]["site"] == "truck").then_some(())).await;
+
+    let placed = async |body: Value| {
+        let (status, answer) = control.post_json("/token", body).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        node_of(control, answer["participantIdentity"].as_str().expect("id")).await
+    };
+    assert_eq!(placed(json!({"username": "Ann", "groupId": "stage"})).await.as_deref(), Some("a"), "by load");
+    assert_eq!(placed(json!({"username": "Bo", "groupId": "stage", "site": "truck"})).await.as_deref(), Some("b"));
+    assert_eq!(
+        placed(json!({"username": "Cy", "position": "truck-desk"})).await.as_deref(),
+        Some("b"),
+        "the position's"
+    );
+    let (status, refused) =
+        control.post_json("/token", json!({"username": "Di", "groupId": "stage", "site": "moon"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["error"].as_str().is_some_and(|e| e.contains("moon") && e.contains("truck")), "{refused}");
+
+    // The site's node down: the session goes where one is up rather than nowhere.
+    pool.nodes[1].kill();
+    let elsewhere = placed(json!({"username": "Ed", "groupId": "stage", "site": "truck"})).await;
+    assert_eq!(elsewhere.as_deref(), Some("a"));
+}
