@@ -549,6 +549,22 @@ mod tests {
             ),
             ("listing rooms", message(11, json!({"request": "list"})).to_string(), "not a request"),
             (
+                "a forwarder (a cascade's leg)",
+                message(11, json!({"request": "rtp_forward", "room": "talk-listen", "host": "192.0.2.1", "port": 9}))
+                    .to_string(),
+                "not a request",
+            ),
+            (
+                "a trunk's join",
+                message(
+                    11,
+                    json!({"request": "join", "room": "talk-listen", "id": "trunk:b", "display": "Alice",
+                "muted": false, "token": TOKEN, "group": "trunk", "rtp": {}}),
+                )
+                .to_string(),
+                "not a request",
+            ),
+            (
                 "listing a room",
                 message(11, json!({"request": "listparticipants", "room": "x"})).to_string(),
                 "not a request",
