@@ -17,7 +17,8 @@ use crate::users::{Ending, Line, User};
 
 impl Janus {
     /// Issues one token for `username` on `lines` and registers the user as pending, placed
-    /// on a node (at `site` while one is up there); each line's room admits the token. Nothing stays registered unless Janus took it all. A panel
+    /// on a node (at `site` while one is up there); each line's room admits the token. Nothing
+    /// stays registered unless Janus took it all. A panel
     /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
     /// admin's mutes of its lines, when [`Users::resume`] allows.
     pub async fn issue_token(
@@ -43,27 +44,37 @@ impl Janus {
             // Muted again as it joins (`on_event`).
             line.muted_by_admin = resumed.as_ref().is_some_and(|r| r.muted.contains(&line.group_id));
         }
-        // Placed on a live node; one that fails here is marked down and the next is tried.
+        // Registered, and placed, before its node is readied: the pass then holds its rooms on
+        // that node (it would destroy a replica nobody placed there needs), and a room created
+        // meanwhile lists its token. A node that fails here is marked down and the next is tried.
+        let no_node = || JanusError::Unreachable { url: "every Janus node".into(), reason: "none is up".into() };
         let mut avoid = Vec::new();
-        let (node, at) = loop {
-            let node = self.place(lines.len(), &avoid, site).ok_or_else(|| JanusError::Unreachable {
-                url: "every Janus node".into(),
-                reason: "none is up".into(),
-            })?;
-            match self.prepare_node(&node, &lines, &token).await {
-                Ok(at) => break (node, at),
+        let mut node = self.place(lines.len(), &avoid, site).ok_or_else(no_node)?;
+        let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
+        let at = loop {
+            self.users.place(&user.identity, &node.name);
+            match self.prepare_node(&node, &user.lines, user.token.expose()).await {
+                Ok(at) => break at,
                 Err(e) if matches!(e, JanusError::Unreachable { .. }) && self.pool().len() > avoid.len() + 1 => {
-                    // Down now, not at the next pass: its members move, and nobody else lands there.
+                    avoid.push(node.name.clone());
+                    let Some(next) = self.place(user.lines.len(), &avoid, site) else {
+                        self.users.remove(&user.identity, Ending::Ended);
+                        return Err(no_node());
+                    };
+                    // Off that node first, then it is down (not at the next pass): its members
+                    // move, and nobody else lands there.
+                    self.users.place(&user.identity, &next.name);
                     self.mark_node(&node, JanusState::Down, Some(&e));
                     self.reconcile_soon();
-                    avoid.push(node.name.clone());
+                    node = next;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.users.remove(&user.identity, Ending::Ended);
+                    return Err(e);
+                }
             }
         };
-        // Registered before its rooms admit it, so that a room created meanwhile lists it.
-        let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
-        let user = self.users.place(&user.identity, &node.name).unwrap_or(user);
+        let user = self.users.get(&user.identity).unwrap_or(user);
         if resumed.is_some() {
             tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
         }
