@@ -49,6 +49,16 @@ struct TokenRequest<'a> {
     lines: &'a Lines,
     #[serde(skip_serializing_if = "Option::is_none")]
     pin: Option<&'a str>,
+    /// A panel joining again: its previous token and panel key, which it keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resume: Option<Resume<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Resume<'a> {
+    token: &'a str,
+    panel_key: &'a str,
 }
 
 /// One line of the token's answer.
@@ -68,6 +78,8 @@ pub struct Line {
 pub struct Credentials {
     pub token: String,
     pub participant_identity: String,
+    /// The panel's remote control key (kept by a panel that joins again).
+    pub panel_key: String,
     pub lines: Vec<Line>,
 }
 
@@ -119,7 +131,20 @@ impl ControlApi {
 
     /// `POST /api/token`: a session's token and lines.
     pub async fn token(&self, username: &str, lines: &Lines, pin: Option<&str>) -> Result<Credentials, ApiError> {
-        let body = TokenRequest { username, lines, pin };
+        self.token_again(username, lines, pin, None).await
+    }
+
+    /// [`Self::token`] for a panel joining again, as the page does after its connection was
+    /// lost: with `previous` credentials, whose panel key it keeps.
+    pub async fn token_again(
+        &self,
+        username: &str,
+        lines: &Lines,
+        pin: Option<&str>,
+        previous: Option<&Credentials>,
+    ) -> Result<Credentials, ApiError> {
+        let resume = previous.map(|p| Resume { token: &p.token, panel_key: &p.panel_key });
+        let body = TokenRequest { username, lines, pin, resume };
         let response = self.post("/api/token", &body).await?;
         response.json().await.map_err(|source| ApiError::Http { path: "/api/token", source })
     }

@@ -77,7 +77,37 @@ impl Crew {
             media_address: self.options.media_address,
             jitter_buffer: self.options.jitter_buffer,
             rooms_override: None,
+            previous: None,
         }
+    }
+
+    /// Members whose connection closed for anything but the admin's disconnect (4001) join
+    /// again at once, as the page does: a new token resuming the old one's panel key, its
+    /// lines joined and media connected. Returns each one's name and time to media connected.
+    pub async fn rejoin_lost(&mut self) -> Vec<(String, Result<Duration, Arc<JoinError>>)> {
+        let lost: Vec<usize> = (0..self.people.len())
+            .filter(|&i| self.people[i].lost().is_some_and(|why| !why.starts_with("4001")))
+            .collect();
+        let rejoins = lost.iter().map(|&i| {
+            let person = &self.people[i];
+            let profile =
+                Profile { name: person.name.clone(), previous: Some(person.credentials.clone()), ..self.profile(0) };
+            let (api, voices, onsets) = (self.api.clone(), self.voices.clone(), self.onsets.clone());
+            async move { Person::join(&api, &profile, &voices, &onsets).await }
+        });
+        let results = join_all(rejoins).await;
+        let mut times = Vec::new();
+        for (i, result) in lost.into_iter().zip(results) {
+            let name = self.people[i].name.clone();
+            match result {
+                Ok(person) => {
+                    times.push((name, Ok(person.times.connected)));
+                    self.people[i] = person;
+                }
+                Err(error) => times.push((name, Err(Arc::new(error)))),
+            }
+        }
+        times
     }
 
     /// Joins `count` more members, their starts spread evenly over `over`; returns how many

@@ -247,6 +247,11 @@ impl JanusSession {
         Ok(answer)
     }
 
+    /// Why the connection closed (close code and reason), once it has.
+    pub fn closed(&self) -> Option<String> {
+        lock(&self.closed).clone()
+    }
+
     /// Stops talking to Janus without a word, as a phone that drops off the network: no
     /// keep-alive, nothing read or written, the connection left open; the session is left to
     /// control's and Janus's timeouts. Holds on until the session is dropped.

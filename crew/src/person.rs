@@ -48,6 +48,9 @@ pub struct Profile {
     /// A join with other lines than the token's (`rooms_override`): what a hostile page would
     /// try; the proxy or the room must refuse it.
     pub rooms_override: Option<Vec<String>>,
+    /// A panel joining again after its connection was lost: its previous session's
+    /// credentials, whose panel key it keeps.
+    pub previous: Option<Credentials>,
 }
 
 /// How long the steps of a join took.
@@ -94,8 +97,11 @@ impl Person {
         onsets: &Onsets,
     ) -> Result<Person, JoinError> {
         let started = Instant::now();
-        let credentials =
-            api.token(&profile.name, &profile.lines, profile.pin.as_deref()).await.map_err(JoinError::Token)?;
+        let previous = profile.previous.as_ref();
+        let credentials = api
+            .token_again(&profile.name, &profile.lines, profile.pin.as_deref(), previous)
+            .await
+            .map_err(JoinError::Token)?;
         let token_time = started.elapsed();
         let events = {
             let (api, token) = (api.clone(), credentials.token.clone());
@@ -145,6 +151,11 @@ impl Person {
 
     pub fn identity(&self) -> &str {
         &self.credentials.participant_identity
+    }
+
+    /// Why its Janus connection closed, if it did (close code and reason).
+    pub fn lost(&self) -> Option<String> {
+        self.janus.closed()
     }
 
     /// The rooms this panel may talk in.

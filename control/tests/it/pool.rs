@@ -321,3 +321,68 @@ async fn a_site_asked_by_a_join_or_a_position_places_the_session_there() {
     let elsewhere = placed(json!({"username": "Ed", "groupId": "stage", "site": "truck"})).await;
     assert_eq!(elsewhere.as_deref(), Some("a"));
 }
+
+/// A node killed while its members talk: they join again by themselves on the live node (as
+/// the page does), with their panel keys, and everyone hears everyone again; the members on
+/// the live node hear no gap meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_while_its_members_talk_they_are_back_on_the_live_node_with_audio_both_ways() {
+    require_namespace();
+    let pool = Pool::start(&[2, 2], "  - name: Stage\n").await;
+    let control = &pool.control;
+    let stage = Lines::Groups { listen: vec!["stage".into()], talk: vec!["stage".into()] };
+    let mut crew = Crew::new(options(control, stage)).expect("a crew");
+    assert_eq!(crew.add(4, Duration::from_secs(1)).await, 4, "{:?}\n{}", crew.joins, control.log_text());
+    let mut on_b = Vec::new();
+    for person in &crew.people {
+        if node_of(control, person.identity()).await.as_deref() == Some("b") {
+            on_b.push((person.name.clone(), person.credentials.panel_key.clone()));
+        }
+    }
+    assert_eq!(on_b.len(), 2, "two of the four on b");
+    crew.talk_for(Duration::from_secs(6)).await;
+    crew.heard().await;
+
+    // b dies mid-turn; its members notice (their connections close) and join again.
+    let killed = Instant::now();
+    pool.nodes[1].kill();
+    wait_for("b's members told", SLOW, async || {
+        (crew.people.iter().filter(|p| p.lost().is_some()).count() == 2).then_some(())
+    })
+    .await;
+    let during = crew.heard().await;
+    let back = crew.rejoin_lost().await;
+    println!("POOL node killed while talking: back after {:?} (kill → media connected {:?})", killed.elapsed(), back);
+    for (name, result) in &back {
+        assert!(result.is_ok(), "{name} could not join again: {result:?}\n{}", control.log_text());
+    }
+    for person in during.iter().filter(|p| !on_b.iter().any(|(name, _)| *name == p.name)) {
+        let (_, _, figures) = &person.lines[0];
+        assert_eq!(figures.gaps, 0, "{} (on a) heard a gap while b died: {figures:?}", person.name);
+    }
+    for person in &crew.people {
+        assert_eq!(node_of(control, person.identity()).await.as_deref(), Some("a"), "{} on a", person.name);
+        if let Some((_, key)) = on_b.iter().find(|(name, _)| *name == person.name) {
+            assert_eq!(&person.credentials.panel_key, key, "{} kept its panel key", person.name);
+        }
+    }
+
+    // Everyone hears everyone again: four turns, each member a listener three times.
+    crew.heard().await;
+    crew.talk_for(Duration::from_secs(12)).await;
+    let heard = crew.heard().await;
+    crew.silence().await;
+    let sent = f64::from(partyline_crew::media::voice::TONE_LEVEL);
+    for person in &heard {
+        let (_, _, figures) = &person.lines[0];
+        println!(
+            "POOL after the move, {}: {} bursts, tone {:.1?} dBFS",
+            person.name,
+            figures.bursts,
+            figures.tone_db()
+        );
+        assert!(figures.bursts >= 12, "{} heard {} bursts after the move: {figures:?}", person.name, figures.bursts);
+        let tone = figures.tone_db().expect("judged");
+        assert!((tone - sent).abs() < 1.0, "{} hears the talkers at {tone:.1} dBFS", person.name);
+    }
+}
