@@ -189,7 +189,8 @@ pub struct JanusConfig {
 /// one core of Janus 1.1.2 at the default room settings (BENCHMARKS.md, "Capacity").
 pub const DEFAULT_NODE_CAPACITY: u32 = 64;
 
-/// `janus.nodes[]`: one Janus of the pool (its secrets are the pool's).
+/// `janus.nodes[]`: one Janus of the pool. Its Janus admin secret and AudioBridge admin key are
+/// the pool's unless it names its own (a node another team runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JanusNode {
@@ -204,6 +205,12 @@ pub struct JanusNode {
     /// Participants it carries; sessions are placed by load against it.
     #[serde(default = "default_node_capacity")]
     pub capacity: u32,
+    /// Its Janus admin API secret, when not the pool's (`janus.adminSecret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_secret: Option<Secret>,
+    /// Its AudioBridge `admin_key`, when not the pool's (`janus.roomAdminKey`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room_admin_key: Option<Secret>,
 }
 
 fn default_node_capacity() -> u32 {
@@ -223,6 +230,8 @@ impl JanusConfig {
             ws_url: self.ws_url.clone(),
             site: None,
             capacity: DEFAULT_NODE_CAPACITY,
+            admin_secret: None,
+            room_admin_key: None,
         }]
     }
 
@@ -997,6 +1006,10 @@ impl Config {
         hide(&mut shown.janus.admin_secret);
         hide(&mut shown.janus.room_admin_key);
         hide(&mut shown.janus.event_secret);
+        for node in &mut shown.janus.nodes {
+            hide(&mut node.admin_secret);
+            hide(&mut node.room_admin_key);
+        }
         let pins = shown.groups.iter_mut().map(|g| &mut g.pin).chain(shown.positions.iter_mut().map(|p| &mut p.pin));
         for pin in pins.flatten() {
             pin.0 = REDACTED.into();

@@ -71,7 +71,7 @@ impl Pool {
         let events = format!("http://127.0.0.1:{events_port}/api/internal/janus-events");
         let builder = || Janus::builder().events(&events, EVENT_SECRET).ice_iface(ICE_IFACE);
         let first = builder().start();
-        let mut nodes: Vec<Janus> = (1..capacities.len()).map(|_| builder().secrets_of(&first).start()).collect();
+        let mut nodes: Vec<Janus> = (1..capacities.len()).map(|_| builder().start()).collect();
         nodes.insert(0, first);
         let items: String =
             nodes.iter().zip(capacities).enumerate().map(|(i, (n, &c))| n.node_yaml(&format!("n{i}"), c)).collect();

@@ -34,8 +34,6 @@ pub struct Builder {
     event_url: Option<String>,
     event_pass: String,
     ice_iface: Option<String>,
-    /// The admin secret and AudioBridge admin key (else the instance makes its own).
-    secrets: Option<(String, String)>,
 }
 
 impl Builder {
@@ -52,19 +50,10 @@ impl Builder {
         self
     }
 
-    /// The secrets of `other`: a node of the same pool (control has one set for all).
-    pub fn secrets_of(mut self, other: &Janus) -> Builder {
-        self.secrets = Some((other.admin_secret().to_owned(), other.room_admin_key().to_owned()));
-        self
-    }
-
+    /// Starts it with secrets of its own.
     pub fn start(self) -> Janus {
-        let fixed: Vec<(&str, String)> = match &self.secrets {
-            Some((secret, key)) => vec![("--admin-secret", secret.clone()), ("--room-admin-key", key.clone())],
-            None => Vec::new(),
-        };
         let mut janus = Janus { dir: tempfile::tempdir().expect("dir"), options: self, values: HashMap::new() };
-        janus.run_start(&fixed);
+        janus.run_start(&[]);
         janus
     }
 }
@@ -145,13 +134,16 @@ impl Janus {
     }
 
     /// One entry of `janus.nodes` for this instance, named `name`, carrying `capacity`
-    /// participants (YAML list item, indented for `janus:`).
+    /// participants, with its own secrets (YAML list item, indented for `janus:`).
     pub fn node_yaml(&self, name: &str, capacity: u32) -> String {
         format!(
-            "    - name: {name}\n      url: {}\n      adminUrl: {}\n      wsUrl: {}\n      capacity: {capacity}\n",
+            "    - name: {name}\n      url: {}\n      adminUrl: {}\n      wsUrl: {}\n      capacity: {capacity}\n      \
+             adminSecret: {}\n      roomAdminKey: {}\n",
             self.url(),
             self.admin_url(),
-            self.ws_url()
+            self.ws_url(),
+            self.admin_secret(),
+            self.room_admin_key()
         )
     }
 

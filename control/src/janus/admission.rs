@@ -95,7 +95,7 @@ impl Janus {
         let at = self.connect(node).await?;
         let config = self.config.current();
         let missing: Vec<RoomSpec> = self
-            .desired_rooms(&config)?
+            .desired_rooms_on(node, &config)?
             .into_iter()
             .filter(|spec| {
                 lines.iter().any(|l| l.group_id == spec.room) && !lock(&node.created).contains_key(&spec.room)
@@ -104,7 +104,7 @@ impl Janus {
         for spec in &missing {
             self.create_room(node, &at, spec, false).await?;
         }
-        node.add_token(self.admin_secret()?, token).await?;
+        node.add_token(&self.admin_secret_of(node)?, token).await?;
         Ok(at)
     }
 
@@ -130,13 +130,13 @@ impl Janus {
 
     /// Lets `token` open sessions on `node`.
     pub(super) async fn register_token(&self, node: &Node, token: &str) -> Result<(), JanusError> {
-        node.add_token(self.admin_secret()?, token).await
+        node.add_token(&self.admin_secret_of(node)?, token).await
     }
 
     /// Revokes `user`'s token on its node.
     pub(super) async fn revoke_token(&self, user: &User) -> Result<(), JanusError> {
         let node = self.node_for(user);
-        node.remove_token(self.admin_secret()?, user.token.expose()).await
+        node.remove_token(&self.admin_secret_of(&node)?, user.token.expose()).await
     }
 
     /// Revokes a user's token and takes it off its room's admission list; a failure is logged

@@ -83,9 +83,9 @@ impl Janus {
         }
         let at = self.connect(from).await?;
         if let Some(stale) = forward {
-            self.stop_forward(&at, room, stale.stream_id).await?;
+            self.stop_forward(from, &at, room, stale.stream_id).await?;
         }
-        let forward = self.forward(&at, room, &trunk).await?;
+        let forward = self.forward(from, &at, room, &trunk).await?;
         tracing::info!(room, from = from.name, to = to.name, port = trunk.port, "trunk leg made");
         lock(&from.forwards).insert(key, forward);
         Ok(())
@@ -129,11 +129,11 @@ impl Janus {
         result
     }
 
-    async fn forward(&self, at: &Session, room: &str, trunk: &Trunk) -> Result<Forward, JanusError> {
+    async fn forward(&self, from: &Node, at: &Session, room: &str, trunk: &Trunk) -> Result<Forward, JanusError> {
         let request = AudioBridgeRequest::RtpForward {
             room: room.to_owned(),
             secret: rooms::room_secret(self.admin_secret()?, room),
-            admin_key: self.room_admin_key()?.to_owned(),
+            admin_key: self.room_admin_key_of(from)?,
             group: LOCAL_GROUP.to_owned(),
             host: trunk.ip.clone(),
             port: trunk.port,
@@ -145,11 +145,11 @@ impl Janus {
         Ok(Forward { stream_id, ip: trunk.ip.clone(), port: trunk.port })
     }
 
-    async fn stop_forward(&self, at: &Session, room: &str, stream_id: u64) -> Result<(), JanusError> {
+    async fn stop_forward(&self, from: &Node, at: &Session, room: &str, stream_id: u64) -> Result<(), JanusError> {
         let request = AudioBridgeRequest::StopRtpForward {
             room: room.to_owned(),
             secret: rooms::room_secret(self.admin_secret()?, room),
-            admin_key: self.room_admin_key()?.to_owned(),
+            admin_key: self.room_admin_key_of(from)?,
             stream_id,
         };
         match at.audiobridge(request).await {
@@ -193,7 +193,7 @@ impl Janus {
         }
         let Ok(at) = self.connect(from).await else { return };
         for ((room, _), forward) in unwanted {
-            if let Err(e) = self.stop_forward(&at, &room, forward.stream_id).await {
+            if let Err(e) = self.stop_forward(from, &at, &room, forward.stream_id).await {
                 tracing::warn!(room, node = from.name, error = %e, "cannot stop a forwarder");
             }
         }

@@ -144,7 +144,7 @@ impl Janus {
     /// The session on `node`, connecting (and registering its users' tokens) when needed.
     async fn connect(&self, node: &Node) -> Result<Session, JanusError> {
         let tokens = || self.users.list().into_iter().filter(|u| self.placed_on(u, node)).map(|u| u.token).collect();
-        node.session(self.admin_secret()?, tokens).await
+        node.session(&self.admin_secret_of(node)?, tokens).await
     }
 
     /// The session on the node `user` is placed on.
@@ -167,6 +167,24 @@ impl Janus {
         ))
     }
 
+    /// `node`'s Janus admin secret: its own (`janus.nodes[].adminSecret`) or the pool's.
+    fn admin_secret_of(&self, node: &Node) -> Result<String, JanusError> {
+        match &lock(&node.at).admin_secret {
+            Some(own) => Ok(own.0.clone()),
+            None => self.admin_secret().map(str::to_owned),
+        }
+    }
+
+    /// `node`'s AudioBridge admin key: its own (`janus.nodes[].roomAdminKey`) or the pool's.
+    fn room_admin_key_of(&self, node: &Node) -> Result<String, JanusError> {
+        match &lock(&node.at).room_admin_key {
+            Some(own) => Ok(own.0.clone()),
+            None => self.room_admin_key().map(str::to_owned),
+        }
+    }
+
+    /// The pool's Janus admin secret, which also derives the rooms' secrets on every node
+    /// (control sets them when it creates a room).
     fn admin_secret(&self) -> Result<&str, JanusError> {
         self.secrets.admin_secret.as_ref().map(|s| s.expose()).ok_or(JanusError::NotConfigured(
             "the Janus admin secret is not configured (PARTYLINE_JANUS_ADMIN_SECRET, janus-admin-secret, janus.adminSecret)",

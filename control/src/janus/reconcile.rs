@@ -78,15 +78,10 @@ impl Janus {
         let pool = self.pool();
         let mut placement = Vec::with_capacity(pool.len());
         for (index, node) in pool.iter().enumerate() {
-            let replicas: Vec<RoomSpec> = desired
-                .iter()
-                .filter(|spec| self.replicas(&spec.room).iter().any(|n| Arc::ptr_eq(n, node)))
-                .cloned()
-                .collect();
-            match self.reconcile_rooms(node, &replicas).await {
-                Ok(()) => {
+            match self.reconcile_node(node, config).await {
+                Ok(rooms) => {
                     self.mark_node(node, JanusState::Up, None);
-                    placement.push((Arc::clone(node), replicas.iter().map(|s| s.room.clone()).collect::<Vec<_>>()));
+                    placement.push((Arc::clone(node), rooms));
                 }
                 Err(e) if index == 0 => {
                     self.mark_node(node, JanusState::Down, Some(&e));
@@ -184,8 +179,24 @@ impl Janus {
         status.last_error = Some(message);
     }
 
+    /// The rooms `node` holds made as desired; their names.
+    async fn reconcile_node(&self, node: &Node, config: &Config) -> Result<Vec<String>, JanusError> {
+        let replicas: Vec<RoomSpec> = self
+            .desired_rooms_on(node, config)?
+            .into_iter()
+            .filter(|spec| self.replicas(&spec.room).iter().any(|n| std::ptr::eq(n.as_ref(), node)))
+            .collect();
+        self.reconcile_rooms(node, &replicas).await?;
+        Ok(replicas.into_iter().map(|spec| spec.room).collect())
+    }
+
     pub(super) fn desired_rooms(&self, config: &Config) -> Result<Vec<RoomSpec>, JanusError> {
         Ok(rooms::desired(config, self.room_admin_key()?, self.admin_secret()?))
+    }
+
+    /// The rooms as created on `node`: with its own AudioBridge admin key.
+    pub(super) fn desired_rooms_on(&self, node: &Node, config: &Config) -> Result<Vec<RoomSpec>, JanusError> {
+        Ok(rooms::desired(config, &self.room_admin_key_of(node)?, self.admin_secret()?))
     }
 
     pub(super) async fn create_room(

@@ -167,7 +167,10 @@ async fn audio_settings_device_and_channel_names() {
 #[tokio::test]
 async fn config_is_shown_with_secrets_redacted() {
     let yaml = format!(
-        "{}  adminToken: in-file-secret\njanus:\n  adminSecret: janus-secret\ngroups:\n  - name: X\n\
+        "{}  adminToken: in-file-secret\njanus:\n  adminSecret: janus-secret\n  nodes:\n    - name: truck\n\
+         \x20     url: http://127.0.0.1:1/janus\n      adminUrl: http://127.0.0.1:1/admin\n\
+         \x20     wsUrl: ws://127.0.0.1:1\n      adminSecret: node-secret\n      roomAdminKey: node-key\n\
+         groups:\n  - name: X\n\
          server_audio_users:\n  - name: FOH\n    group: x\n    input_channel: 2\n    output_channel: null\n",
         crate::support::LOOPBACK_PLAIN
     );
@@ -175,8 +178,11 @@ async fn config_is_shown_with_secrets_redacted() {
     let (status, body) = control.get_json("/admin/config").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let text = body.to_string();
-    assert!(!text.contains("in-file-secret") && !text.contains("janus-secret"), "{text}");
+    for secret in ["in-file-secret", "janus-secret", "node-secret", "node-key"] {
+        assert!(!text.contains(secret), "{secret} shown: {text}");
+    }
     assert_eq!(body["janus"]["adminSecret"], "********");
+    assert_eq!(body["janus"]["nodes"][0]["roomAdminKey"], "********");
     assert_eq!(body["audio"]["sampleRate"], 48000);
     // The file's snake_case keys of the server audio users do not leak into the API.
     assert!(!text.contains("server_audio_users") && !text.contains("input_channel"), "{text}");

@@ -2,8 +2,8 @@
 //! connection relayed to its own node, and a group with members on two nodes made one line by
 //! trunk legs (each node's `local` mix forwarded to a trunk participant on the other).
 //!
-//! Needs root and the network namespace of `scripts/netns-run`; the nodes are two Janus
-//! processes on loopback here, each posting its events to control.
+//! Needs root and the network namespace of `scripts/netns-run`; the nodes are Janus processes
+//! on loopback here, each with its own secrets, each posting its events to control.
 
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,8 @@ impl Pool {
         let events = format!("http://127.0.0.1:{events_port}/api/internal/janus-events");
         let builder = || Janus::builder().events(&events, event_pass).ice_iface(ICE_IFACE);
         let first = builder().start();
-        let mut janus: Vec<Janus> = (1..capacities.len()).map(|_| builder().secrets_of(&first).start()).collect();
+        // Each node with secrets of its own (in its `janus.nodes` entry); the pool's are the first's.
+        let mut janus: Vec<Janus> = (1..capacities.len()).map(|_| builder().start()).collect();
         janus.insert(0, first);
         let template = format!(
             "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {event_pass}\n  nodes:\n{{nodes}}audio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
