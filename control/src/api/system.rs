@@ -164,7 +164,8 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
 pub enum HealthStatus {
     /// Everything configured carries audio.
     Ok,
-    /// Audio flows, but some server audio users are not in their rooms.
+    /// Audio flows, but some server audio users are not in their rooms, or a Janus node other
+    /// than the first is down (its crew moved to the others).
     Degraded,
     /// No audio: Janus is down, or the sound card's bridge is gone while server audio users
     /// are configured (answered with 503 and the API's error body, never in a `Health`).
@@ -186,8 +187,17 @@ pub struct Health {
     pub janus: JanusState,
     /// partyline-bridged, as in `/admin/stats`.
     pub bridge: BridgeViewState,
+    /// Each Janus node of the pool and its state (one, `local`, without `janus.nodes`).
+    pub nodes: Vec<NodeHealth>,
     /// What keeps the service `degraded`; empty when `ok`.
     pub problems: Vec<String>,
+}
+
+/// A Janus node as `/health` shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodeHealth {
+    pub name: String,
+    pub state: JanusState,
 }
 
 /// Health of the service, for load balancers and monitoring: 200 with the states while
@@ -200,7 +210,12 @@ pub struct Health {
 pub async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     let (janus, bridge) = (state.janus.status(), state.bridge.view());
     let has_server_users = !state.config.current().server_audio_users.is_empty();
-    let (status, problems) = judge_health(janus.state, bridge.state, has_server_users);
+    let nodes: Vec<NodeHealth> =
+        janus.nodes.into_iter().map(|node| NodeHealth { name: node.name, state: node.state }).collect();
+    // The first node's state is Janus's; another's loss only moves its crew.
+    let lost: Vec<&str> =
+        nodes.iter().skip(1).filter(|n| n.state == JanusState::Down).map(|n| n.name.as_str()).collect();
+    let (status, problems) = judge_health(janus.state, bridge.state, has_server_users, &lost);
     if status == HealthStatus::Unavailable {
         return Err(ApiError::Unavailable(format!("partyline cannot carry audio: {}", problems.join("; "))));
     }
@@ -212,18 +227,29 @@ pub async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiEr
         control: "up",
         janus: janus.state,
         bridge: bridge.state,
+        nodes,
         problems,
     }))
 }
 
-/// The verdict of `/health` from Janus's and bridged's states. bridged matters only while
-/// server audio users are configured: without them the crew talks through Janus alone.
-fn judge_health(janus: JanusState, bridge: BridgeViewState, has_server_users: bool) -> (HealthStatus, Vec<String>) {
+/// The verdict of `/health` from Janus's and bridged's states and the pool's `lost` nodes
+/// (down, other than the first). bridged matters only while server audio users are
+/// configured: without them the crew talks through Janus alone.
+fn judge_health(
+    janus: JanusState,
+    bridge: BridgeViewState,
+    has_server_users: bool,
+    lost: &[&str],
+) -> (HealthStatus, Vec<String>) {
     let mut problems = Vec::new();
     let mut status = HealthStatus::Ok;
     if janus != JanusState::Up {
         problems.push(format!("the media server (Janus) is {janus}: no group carries audio"));
         status = HealthStatus::Unavailable;
+    }
+    for node in lost {
+        problems.push(format!("Janus node {node} is down: its crew were moved to the live nodes"));
+        status = status.max(HealthStatus::Degraded);
     }
     if has_server_users {
         match bridge {
@@ -251,25 +277,29 @@ pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
 mod tests {
     use super::*;
 
-    /// (Janus, bridged, server users configured) → verdict. Data-driven: add a row per case.
-    const CASES: &[(JanusState, BridgeViewState, bool, HealthStatus)] = &[
-        (JanusState::Up, BridgeViewState::Running, true, HealthStatus::Ok),
-        (JanusState::Up, BridgeViewState::Absent, false, HealthStatus::Ok),
-        (JanusState::Up, BridgeViewState::Idle, true, HealthStatus::Ok),
-        (JanusState::Up, BridgeViewState::Degraded, true, HealthStatus::Degraded),
-        (JanusState::Up, BridgeViewState::Absent, true, HealthStatus::Unavailable),
-        (JanusState::Up, BridgeViewState::Unreachable, true, HealthStatus::Unavailable),
-        (JanusState::Up, BridgeViewState::Error, true, HealthStatus::Unavailable),
-        (JanusState::Down, BridgeViewState::Running, true, HealthStatus::Unavailable),
-        (JanusState::Down, BridgeViewState::Degraded, true, HealthStatus::Unavailable),
-        (JanusState::Unconfigured, BridgeViewState::Absent, false, HealthStatus::Unavailable),
-        (JanusState::Unknown, BridgeViewState::Running, false, HealthStatus::Unavailable),
+    /// (Janus, bridged, server users configured, a node other than the first down) → verdict. Data-driven: add a row per case.
+    const CASES: &[(JanusState, BridgeViewState, bool, bool, HealthStatus)] = &[
+        (JanusState::Up, BridgeViewState::Running, true, false, HealthStatus::Ok),
+        (JanusState::Up, BridgeViewState::Absent, false, false, HealthStatus::Ok),
+        (JanusState::Up, BridgeViewState::Idle, true, false, HealthStatus::Ok),
+        (JanusState::Up, BridgeViewState::Degraded, true, false, HealthStatus::Degraded),
+        (JanusState::Up, BridgeViewState::Absent, true, false, HealthStatus::Unavailable),
+        (JanusState::Up, BridgeViewState::Unreachable, true, false, HealthStatus::Unavailable),
+        (JanusState::Up, BridgeViewState::Error, true, false, HealthStatus::Unavailable),
+        (JanusState::Down, BridgeViewState::Running, true, false, HealthStatus::Unavailable),
+        (JanusState::Down, BridgeViewState::Degraded, true, false, HealthStatus::Unavailable),
+        (JanusState::Unconfigured, BridgeViewState::Absent, false, false, HealthStatus::Unavailable),
+        (JanusState::Unknown, BridgeViewState::Running, false, false, HealthStatus::Unavailable),
+        (JanusState::Up, BridgeViewState::Running, true, true, HealthStatus::Degraded),
+        (JanusState::Up, BridgeViewState::Absent, true, true, HealthStatus::Unavailable),
+        (JanusState::Down, BridgeViewState::Running, true, true, HealthStatus::Unavailable),
     ];
 
     #[test]
     fn health_verdicts() {
-        for &(janus, bridge, server_users, expected) in CASES {
-            let (status, problems) = judge_health(janus, bridge, server_users);
+        for &(janus, bridge, server_users, node_lost, expected) in CASES {
+            let lost: &[&str] = if node_lost { &["truck"] } else { &[] };
+            let (status, problems) = judge_health(janus, bridge, server_users, lost);
             assert_eq!(status, expected, "{janus}/{bridge}/{server_users}: {problems:?}");
             assert_eq!(problems.is_empty(), expected == HealthStatus::Ok, "{janus}/{bridge}: {problems:?}");
         }

@@ -232,6 +232,13 @@ async fn a_node_killed_under_a_panel_sends_it_back_to_a_live_node_with_its_panel
     })
     .await;
     assert_eq!((nodes[0]["sessions"].as_u64(), nodes[1]["sessions"].as_u64()), (Some(1), Some(0)), "{nodes:?}");
+    // Audio still flows (200), degraded by the lost node.
+    let (status, health) = control.get_json("/health").await;
+    assert_eq!(
+        (status, &health["status"], &health["nodes"][1]),
+        (StatusCode::OK, &json!("degraded"), &json!({"name": "b", "state": "down"}))
+    );
+    assert!(health["problems"][0].as_str().is_some_and(|p| p.contains("Janus node b is down")), "{health}");
     wait_for("the move logged", SLOW, async || {
         control.log_text().lines().any(|l| l.contains("WARN") && l.contains("Janus node down")).then_some(())
     })
