@@ -1,13 +1,17 @@
 // The session's event stream (Server-Sent Events, `/api/session/events`): calls, the admin's
-// hold on a line, and the remote control's commands, each handed to its line. Optional: a
+// hold on a line, and the remote control's commands, each handed to its line; and `moved`, when
+// the session's media server node went away (the page joins again at once). Optional: a
 // control without it answers 404, and the panel then has no calls.
 
 import { showCallButtons } from '/join/calls.js';
 import { applyCommand, reportState } from '/join/remote.js';
 import { lineById, session } from '/join/session.js';
 
-/** Reads the session's event stream while `token` is the session's; reopens it when it drops. */
-export async function followEvents(token) {
+/**
+ * Reads the session's event stream while `token` is the session's; reopens it when it drops.
+ * `onMoved(from)`: the session's Janus node `from` was lost or removed.
+ */
+export async function followEvents(token, onMoved) {
   session.events?.abort();
   const abort = new AbortController();
   session.events = abort;
@@ -30,7 +34,7 @@ export async function followEvents(token) {
       if (!response.ok || !response.body) throw new Error(`events: ${response.status}`);
       session.callAvailable = true;
       showCallButtons();
-      const reading = readEvents(response.body, abort.signal);
+      const reading = readEvents(response.body, abort.signal, onMoved);
       reportState();
       await reading;
     } catch {
@@ -41,7 +45,7 @@ export async function followEvents(token) {
   }
 }
 
-async function readEvents(body, signal) {
+async function readEvents(body, signal, onMoved) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   signal.addEventListener('abort', () => reader.cancel().catch(() => {}), { once: true });
   let buffer = '';
@@ -59,16 +63,20 @@ async function readEvents(body, signal) {
         if (field.startsWith('event:')) event = field.slice(6).trim();
         else if (field.startsWith('data:')) data.push(field.slice(5).replace(/^ /, ''));
       }
-      if (data.length) onServerEvent(event, data.join('\n'));
+      if (data.length) onServerEvent(event, data.join('\n'), onMoved);
     }
   }
 }
 
-function onServerEvent(event, data) {
+function onServerEvent(event, data, onMoved) {
   let body;
   try {
     body = JSON.parse(data);
   } catch {
+    return;
+  }
+  if (event === 'moved') {
+    onMoved(body.from);
     return;
   }
   const line = lineById(body.groupId);

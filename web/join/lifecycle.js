@@ -93,7 +93,7 @@ const connectionEvents = {
     session.attempt = 0;
     showMessage(null);
     setState('connected', connectedText());
-    if (session.token?.token) followEvents(session.token.token);
+    if (session.token?.token) followEvents(session.token.token, onMoved);
   },
   onLost(reason) {
     scheduleReconnect(reason);
@@ -128,6 +128,12 @@ const connectionEvents = {
     if (root.dataset.state === 'connected') setState('connected', connectedText());
   },
 };
+
+/** The session's media server node went away: every line joins again at once, elsewhere. */
+function onMoved(from) {
+  if (session.connection?.closed !== false) return; // the connection's close came first
+  scheduleReconnect(`The media server${from ? ` ${from}` : ''} was lost: moving every line to another.`);
+}
 
 function onJoinFailed(error) {
   session.connection?.close();

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, Sse};
 use futures_util::Stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
@@ -18,7 +18,7 @@ use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
 use crate::calls::Call;
 use crate::events::LiveEvent;
 use crate::panels::{AdminState, LineReport, Push};
-use crate::users::{Line, User};
+use crate::users::{Ending, Line, Removal, User};
 
 /// A call on one line of the caller's panel.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -66,7 +66,9 @@ pub struct SessionQuery {
 /// session's lines; `event: admin` with an [`AdminState`] per line at once and whenever the
 /// admin mutes or releases it; `event: command` with a [`Command`] of its remote control (or
 /// of control: a talk forced off, a remote talk released), which the panel applies and then
-/// reports with `POST /session/state`. Ends when the session does.
+/// reports with `POST /session/state`; `event: moved` with a [`Moved`] when the session's Janus
+/// node was lost or removed (the panel joins again at once, resuming). Ends when the session
+/// does.
 #[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
     responses((status = 200, description = "The stream of `call`, `admin` and `command` events", body = Call, content_type = "text/event-stream"),
         (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
@@ -78,6 +80,7 @@ pub async fn session_events(
     state.panels.prune(|identity| state.users.get(identity).is_none());
     let backlog = user.lines.iter().map(|line| Push::Admin(admin_state(&state, line))).collect();
     let session = Session {
+        removals: state.users.subscribe_removals(),
         calls: state.calls.subscribe(),
         pushes: state.panels.subscribe_pushes(),
         backlog,
@@ -85,6 +88,7 @@ pub async fn session_events(
         token: query.token,
         state,
         opened: false,
+        ended: false,
     };
     Ok(sse::from_source(session))
 }
@@ -98,8 +102,19 @@ pub(super) fn admin_state(state: &AppState, line: &Line) -> AdminState {
     }
 }
 
+/// Why a panel's session ended under it: its Janus node went away. Its panel joins again at
+/// once (`POST /token` with `resume`), and is placed on a live node with the same panel key.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Moved {
+    /// The node lost or removed.
+    #[schema(example = "truck")]
+    pub from: Option<String>,
+}
+
 /// One panel's session stream: what it waits on.
 struct Session {
+    removals: broadcast::Receiver<Removal>,
     calls: broadcast::Receiver<Call>,
     pushes: broadcast::Receiver<(String, Push)>,
     /// Sent first: the admin's state of every line.
@@ -109,6 +124,8 @@ struct Session {
     state: AppState,
     /// Counted as open (for the remote control) from its first event on.
     opened: bool,
+    /// The session was removed: nothing more to send.
+    ended: bool,
 }
 
 impl EventSource for Session {
@@ -129,11 +146,23 @@ impl Session {
             // The guard lives in the panels' count until the stream is dropped.
             self.state.panels.open_stream(&self.identity);
         }
+        if self.ended {
+            return None;
+        }
         loop {
             if let Some(push) = self.backlog.pop_front() {
                 return Some(push_event(&push));
             }
             tokio::select! {
+                removal = self.removals.recv() => match removal {
+                    Ok(removal) if removal.identity == self.identity => {
+                        self.ended = true;
+                        return (removal.ending == Ending::Moved)
+                            .then(|| json_event("moved", &Moved { from: removal.node }));
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return None,
+                },
                 call = self.calls.recv() => match call {
                     Ok(call) => {
                         // The session's lines as they are now; a session that ended ends its stream.

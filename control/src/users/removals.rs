@@ -8,6 +8,8 @@ use super::{User, UserKind, Users};
 pub struct Removal {
     pub identity: String,
     pub ending: Ending,
+    /// The Janus node it was on.
+    pub node: Option<String>,
 }
 
 /// Why a crew member's session ended.
@@ -54,7 +56,8 @@ impl Users {
     pub(super) fn announce_removed(&self, user: &User, ending: Ending) {
         if user.kind == UserKind::Crew {
             // No listener (no proxy connection) is not an error.
-            let _ = self.removed.0.send(Removal { identity: user.identity.clone(), ending });
+            let removal = Removal { identity: user.identity.clone(), ending, node: user.node.clone() };
+            let _ = self.removed.0.send(removal);
         }
     }
 }

@@ -204,8 +204,12 @@ async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
 }
 
 #[cfg(feature = "services")]
-/// Reads `call` events from the session stream of `token` into a channel.
-async fn listen_for_calls(control: &Control, token: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+/// Reads the `name` events (their data) from the session stream of `token` into a channel.
+pub(crate) async fn session_events(
+    control: &Control,
+    token: &str,
+    name: &'static str,
+) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
     let response = control
         .request(reqwest::Method::GET, &format!("/session/events?token={token}"))
         .send()
@@ -220,8 +224,8 @@ async fn listen_for_calls(control: &Control, token: &str) -> tokio::sync::mpsc::
             text.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = text.find("\n\n") {
                 let event: String = text.drain(..end + 2).collect();
-                // The stream also carries the admin's state of each line and remote commands.
-                if !event.lines().any(|l| l == "event: call") {
+                // The stream also carries other events: the admin's state of each line, commands…
+                if !event.lines().any(|l| l.strip_prefix("event: ") == Some(name)) {
                     continue;
                 }
                 if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
@@ -252,9 +256,9 @@ async fn a_call_reaches_every_panel_on_the_line_and_no_other() {
     let (bob, _) = issue("Bob", json!({ "listen": ["stage-left", "backstage"], "talk": ["stage-left"] })).await;
     let (cid, _) = issue("Cid", json!({ "groupId": "backstage" })).await;
     let (mut to_ann, mut to_bob, mut to_cid) = (
-        listen_for_calls(control, &ann).await,
-        listen_for_calls(control, &bob).await,
-        listen_for_calls(control, &cid).await,
+        session_events(control, &ann, "call").await,
+        session_events(control, &bob, "call").await,
+        session_events(control, &cid, "call").await,
     );
 
     let t0 = std::time::Instant::now();

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::crew::options;
+use crate::panel::session_events;
 use crate::proxy::{RawPanel, next};
 use crate::support::Control;
 
@@ -196,8 +197,10 @@ async fn a_node_killed_under_a_panel_sends_it_back_to_a_live_node_with_its_panel
     })
     .await;
 
-    // b dies. Ann's panel is told at once (its relayed connection ends), control marks b down
-    // and moves her; her panel's next token, resuming, lands on a with the same key.
+    // b dies. Ann's panel is told at once (its relayed connection ends; its session stream says
+    // `moved`), control marks b down and moves her; her panel's next token, resuming, lands on a
+    // with the same key.
+    let mut moved = session_events(control, &token, "moved").await;
     let killed = Instant::now();
     pool.nodes[1].kill();
     let frame = loop {
@@ -209,6 +212,8 @@ async fn a_node_killed_under_a_panel_sends_it_back_to_a_live_node_with_its_panel
     let told = killed.elapsed();
     let code = frame.as_ref().map(|f| u16::from(f.code));
     assert!(matches!(code, Some(1011 | 1012)), "a close the panel rejoins after: {frame:?}");
+    let event = tokio::time::timeout(SLOW, moved.recv()).await.expect("`moved` within 20 s");
+    assert_eq!(event, Some(json!({"from": "b"})), "the session stream names the node lost");
     let resume = json!({"username": "Ann", "groupId": "stage", "resume": {"token": token, "panelKey": key}});
     let again = wait_for("a token on a live node", SLOW, async || {
         let (status, again) = control.post_json("/token", resume.clone()).await;
