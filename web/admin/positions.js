@@ -1,5 +1,6 @@
 // Positions tab: the prepared panels (`/positions`: a name, the groups heard and talked to, an
-// optional PIN), one form to create or edit them (a row of Listen/Talk checkboxes per group),
+// optional PIN, a site when the Janus nodes have sites), one form to create or edit them (a row
+// of Listen/Talk checkboxes per group, the site among those of `/stats`' nodes),
 // delete with confirmation; and the join links of every position and group, each with its QR
 // code (/common/qr.js) and a copy button.
 //
@@ -18,6 +19,8 @@ const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 let positions = [];
+/** The sites of the Janus nodes (`janus.nodes[].site` in `/stats`). */
+let sites = [];
 /** The position being edited in the form (its id when the edit started), or null: create. */
 let editing = null;
 
@@ -37,6 +40,8 @@ export function init(context) {
     pinLabel: $('position-pin-label'),
     pinRemove: $('position-pin-remove'),
     pinRemoveLabel: $('position-pin-remove-label'),
+    siteField: $('position-site-field'),
+    site: $('position-site'),
     error: $('position-error'),
     submit: $('position-submit'),
     cancel: $('position-cancel'),
@@ -67,8 +72,9 @@ export function reset() {
 
 export async function refresh() {
   try {
-    const [body] = await Promise.all([get('/positions'), groups.fetchGroups()]);
+    const [body, stats] = await Promise.all([get('/positions'), get('/stats'), groups.fetchGroups()]);
     positions = body.positions;
+    sites = [...new Set((stats.janus?.nodes ?? []).map((node) => node.site).filter(Boolean))].sort();
     showError(ui.listError, null);
   } catch (error) {
     showError(ui.listError, `Could not load the positions: ${error.message}`);
@@ -82,11 +88,13 @@ function render() {
   ui.empty.hidden = positions.length > 0;
   ui.rows.closest('.table-box').hidden = positions.length === 0;
   renderPicker();
+  renderSites();
   // The position being edited changed on the server (a group renamed, say): while the admin
   // is not using the form, it follows.
   const edited = positions.find((p) => p.id === editing);
   if (edited && canSync(ui.form)) {
     ui.name.value = edited.name;
+    ui.site.value = edited.site ?? '';
     setPicked(edited);
     showMode();
   }
@@ -101,7 +109,8 @@ function createRow(position) {
   const remove = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(position.id) }, 'Delete');
   return h('tr', {},
     h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'position-name' }), h('code', { class: 'position-id muted' })),
-    h('td', { dataset: { label: 'Lines' } }, h('ul', { class: 'line-list position-lines' })),
+    h('td', { dataset: { label: 'Lines' } }, h('ul', { class: 'line-list position-lines' }),
+      h('span', { class: 'badge position-site', hidden: true })),
     h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'position-pin' })),
     h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)));
 }
@@ -119,6 +128,9 @@ function updateRow(row, position) {
       setAttr(li, 'data-talk', String(line.talk));
     },
   });
+  const site = row.querySelector('.position-site');
+  site.hidden = !position.site;
+  setText(site, position.site ? `site: ${position.site}` : '');
   groups.pinBadge(row.querySelector('.position-pin'), position.pin);
   // The buttons act on the id the row shows now (a rename gives a new row).
   const [edit, remove] = row.querySelectorAll('.row-actions button');
@@ -158,6 +170,21 @@ function renderPicker() {
   });
   ui.noGroups.hidden = list.length > 0;
   countLines();
+}
+
+/**
+ * The site choices: "Any node" and the nodes' sites, plus a site a position still names that no
+ * node has any more (so that its form shows it). Hidden while there is nothing to choose.
+ */
+function renderSites() {
+  const named = positions.map((p) => p.site).filter((s) => s && !sites.includes(s));
+  const choices = [...sites, ...new Set(named)];
+  syncKeyed(ui.site, [{ id: '', name: 'Any node' }, ...choices.map((s) => ({ id: s, name: s }))], {
+    key: (choice) => choice.id,
+    create: (choice) => h('option', { value: choice.id }),
+    update: (option, choice) => setText(option, choice.name),
+  });
+  ui.siteField.hidden = choices.length === 0;
 }
 
 function picked() {
@@ -204,6 +231,7 @@ function startEdit(id) {
   editing = id;
   resetForm();
   ui.name.value = position.name;
+  ui.site.value = position.site ?? '';
   setPicked(position);
   showMode();
   ui.form.scrollIntoView?.({ block: 'nearest' });
@@ -233,6 +261,7 @@ async function onSubmit(event) {
   }
   // Too few or too many lines: the API says so, in its own words, next to the form.
   const body = { name, ...picked() };
+  if (!ui.siteField.hidden) body.site = ui.site.value || null;
   if (editing && ui.pinRemove.checked && !ui.pinRemoveLabel.hidden) body.pin = null;
   else if (pin !== '') body.pin = pin;
   const id = editing;

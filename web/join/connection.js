@@ -17,6 +17,11 @@ export const ICE_GRACE_MS = 5_000;
 const UNAUTHORIZED = /unauthorized request/i;
 /** The proxy's close code for a crew member the admin disconnected (control's janus_proxy). */
 const CLOSE_DISCONNECTED = 4001;
+/**
+ * The proxy's close codes for a media server gone under the session: its Janus went away
+ * (1011), or control moved the session off a lost or removed node (1012).
+ */
+const CLOSE_MEDIA_SERVER_LOST = new Set([1011, 1012]);
 
 let janusReady = null;
 
@@ -148,6 +153,7 @@ export class Connection {
     }
     this.close();
     if (this.settle) this.settle.reject(error);
+    else if (CLOSE_MEDIA_SERVER_LOST.has(this.closeCode)) this.events.onLost('The media server was lost: joining again.');
     else this.events.onLost(error.message);
   }
 

@@ -132,7 +132,7 @@ const connectionEvents = {
 /** The session's media server node went away: every line joins again at once, elsewhere. */
 function onMoved(from) {
   if (session.connection?.closed !== false) return; // the connection's close came first
-  scheduleReconnect(`The media server${from ? ` ${from}` : ''} was lost: moving every line to another.`);
+  scheduleReconnect(`The media server${from ? ` ${from}` : ''} was lost: joining again.`);
 }
 
 function onJoinFailed(error) {
