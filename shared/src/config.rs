@@ -50,7 +50,9 @@ pub struct Config {
 #[serde(from = "ServerFile", rename_all = "camelCase")]
 pub struct ServerConfig {
     pub listen: SocketAddr,
-    /// Plain-HTTP loopback listener for Janus's event handler posts (must be loopback).
+    /// Plain-HTTP listener for Janus's event handler posts: loopback, or a private address
+    /// (RFC 1918, IPv6 unique or link local) where the Janus nodes of a pool on other hosts
+    /// reach it.
     pub events_listen: SocketAddr,
     pub tls: Tls,
     /// Admin token; `PARTYLINE_ADMIN_TOKEN` and the state directory's `admin-token` file win.
@@ -957,8 +959,11 @@ impl Config {
         {
             return Err(ConfigError::new("server.tls", "give both `cert` and `key`, or neither"));
         }
-        if !self.server.events_listen.ip().is_loopback() {
-            return Err(ConfigError::new("server.eventsListen", "must be a loopback address (127.0.0.1 or ::1)"));
+        if !is_private(self.server.events_listen.ip()) {
+            return Err(ConfigError::new(
+                "server.eventsListen",
+                "must be a loopback or private address (127.0.0.1, 10.x, 172.16-31.x, 192.168.x, fc00::/7, fe80::/10)",
+            ));
         }
         self.janus.validate()?;
         for (index, position) in self.positions.iter().enumerate() {
@@ -1015,6 +1020,14 @@ impl Config {
             pin.0 = REDACTED.into();
         }
         shown
+    }
+}
+
+/// Loopback, or an address no one outside the venue's own networks can send to.
+fn is_private(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
+        std::net::IpAddr::V6(v6) => v6.is_loopback() || v6.is_unique_local() || v6.is_unicast_link_local(),
     }
 }
 
@@ -1153,6 +1166,8 @@ mod tests {
         };
         let two =
             format!("janus:\n  nodes:\n{}{}", node("a", ""), node("b", "      site: truck\n      capacity: 100\n"));
+        let two_hosts = Config::from_yaml(&format!("{two}server:\n  eventsListen: 10.1.0.1:7089\n")).expect("parses");
+        assert_eq!(two_hosts.validate(), Ok(()), "events from nodes on a private network");
         let pool = Config::from_yaml(&two).expect("parses").janus.pool();
         let names: Vec<(&str, Option<&str>, u32)> =
             pool.iter().map(|n| (n.name.as_str(), n.site.as_deref(), n.capacity)).collect();
@@ -1168,6 +1183,8 @@ mod tests {
             (format!("janus:\n  nodes:\n{}", node("a", "      site: ' '\n")), "janus.nodes[0].site", "empty"),
             (two.replace("ws://b", "http://b"), "janus.nodes[1].wsUrl", "ws:// or wss://"),
             ("janus:\n  adminUrl: 127.0.0.1:7088\n".to_owned(), "janus.adminUrl", "http:// or https://"),
+            ("server:\n  eventsListen: 0.0.0.0:7089\n".to_owned(), "server.eventsListen", "loopback or private"),
+            ("server:\n  eventsListen: 203.0.113.5:7089\n".to_owned(), "server.eventsListen", "loopback or private"),
             (
                 format!("{two}groups:\n  - name: G\npositions:\n  - name: P\n    listen: [g]\n    site: moon\n"),
                 "positions[0].site",

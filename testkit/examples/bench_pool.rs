@@ -1,6 +1,7 @@
 //! The pool benchmark (`bench/pool`, BENCHMARKS.md "Pool"): RELEASE partyline-control and
-//! partyline-crew against Janus nodes on this host, each a process of its own posting its
-//! events to control, inside the namespace of `scripts/netns-run`.
+//! partyline-crew against Janus nodes on this host, each in a network namespace of its own
+//! linked by a veth pair to the namespace of `scripts/netns-run` (where control and the crew
+//! are), posting its events to control.
 //!
 //! - Mouth-to-ear, one node against a cascade: two crew members on one group, talking in
 //!   turns, first with both on one node, then one on each of two nodes (every burst crosses
@@ -21,7 +22,7 @@ use futures_util::StreamExt;
 use partyline_testkit::bench::{crew_output, machine_line};
 use partyline_testkit::control::Control;
 use partyline_testkit::janus::Janus;
-use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
+use partyline_testkit::{ICE_ADDRESS, free_port, require_namespace, wait_for};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -68,15 +69,16 @@ struct Pool {
 impl Pool {
     async fn start(o: &Options, capacities: &[u32]) -> Pool {
         let events_port = free_port();
-        let events = format!("http://127.0.0.1:{events_port}/api/internal/janus-events");
-        let builder = || Janus::builder().events(&events, EVENT_SECRET).ice_iface(ICE_IFACE);
-        let first = builder().start();
-        let mut nodes: Vec<Janus> = (1..capacities.len()).map(|_| builder().start()).collect();
-        nodes.insert(0, first);
+        // Each node in a namespace of its own, as on a host of its own, posting its events to
+        // control on this namespace's private address.
+        let events = format!("http://{ICE_ADDRESS}:{events_port}/api/internal/janus-events");
+        let nodes: Vec<Janus> = (0..capacities.len())
+            .map(|_| Janus::builder().events(&events, EVENT_SECRET).own_namespace().start())
+            .collect();
         let items: String =
             nodes.iter().zip(capacities).enumerate().map(|(i, (n, &c))| n.node_yaml(&format!("n{i}"), c)).collect();
         let config = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {EVENT_SECRET}\n  nodes:\n{items}logging:\n  level: warn\naudio:\n  jitterBufferMs: 40\ngroups:\n  - name: Stage\ncrew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n",
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {EVENT_SECRET}\n  nodes:\n{items}logging:\n  level: warn\naudio:\n  jitterBufferMs: 40\ngroups:\n  - name: Stage\ncrew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n",
             nodes[0].admin_secret(),
             nodes[0].room_admin_key(),
         );

@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
+use crate::netns::{NODE_IFACE, NODE_PREFIX, NodeNet};
+
 /// Basic-auth user of the event handler's posts in tests.
 pub const EVENT_USER: &str = "janus";
 
@@ -34,6 +36,7 @@ pub struct Builder {
     event_url: Option<String>,
     event_pass: String,
     ice_iface: Option<String>,
+    own_namespace: bool,
 }
 
 impl Builder {
@@ -50,9 +53,17 @@ impl Builder {
         self
     }
 
+    /// In a network namespace of its own ([`NodeNet`]), as a node of a pool on a host of its
+    /// own: its APIs, ICE and plain RTP on its link's address.
+    pub fn own_namespace(mut self) -> Builder {
+        self.own_namespace = true;
+        self
+    }
+
     /// Starts it with secrets of its own.
     pub fn start(self) -> Janus {
-        let mut janus = Janus { dir: tempfile::tempdir().expect("dir"), options: self, values: HashMap::new() };
+        let net = self.own_namespace.then(NodeNet::create);
+        let mut janus = Janus { dir: tempfile::tempdir().expect("dir"), options: self, values: HashMap::new(), net };
         janus.run_start(&[]);
         janus
     }
@@ -64,6 +75,8 @@ pub struct Janus {
     dir: tempfile::TempDir,
     options: Builder,
     values: HashMap<String, String>,
+    /// Its namespace, when it has one: removed after Janus stopped (fields drop after `drop`).
+    net: Option<NodeNet>,
 }
 
 impl Janus {
@@ -90,7 +103,10 @@ impl Janus {
         if let Some(url) = &self.options.event_url {
             command.args(["--event-url", url, "--event-user", EVENT_USER, "--event-pass", &self.options.event_pass]);
         }
-        if let Some(iface) = &self.options.ice_iface {
+        if let Some(net) = &self.net {
+            command.args(["--netns", &net.name, "--bind", &net.address, "--allow", NODE_PREFIX]);
+            command.args(["--ice-iface", NODE_IFACE]);
+        } else if let Some(iface) = &self.options.ice_iface {
             command.args(["--ice-iface", iface]);
         }
         let output = command.output().expect("run janus-instance");

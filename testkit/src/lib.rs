@@ -12,6 +12,7 @@ pub mod card;
 pub mod control;
 pub mod dbus;
 pub mod janus;
+pub mod netns;
 pub mod pipewire;
 pub mod plan;
 pub mod pulse;

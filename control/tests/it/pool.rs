@@ -2,15 +2,18 @@
 //! connection relayed to its own node, and a group with members on two nodes made one line by
 //! trunk legs (each node's `local` mix forwarded to a trunk participant on the other).
 //!
-//! Needs root and the network namespace of `scripts/netns-run`; the nodes are Janus processes
-//! on loopback here, each with its own secrets, each posting its events to control.
+//! Needs root and the network namespace of `scripts/netns-run`. Each node is a Janus in a
+//! network namespace of its own, as on a host of its own (`partyline_testkit::netns`), with
+//! secrets of its own, linked to this namespace by a veth pair: control and the crew reach it
+//! on its private address, it posts its events to control there, and its trunk legs to the
+//! other nodes pass through this namespace.
 
 use std::time::{Duration, Instant};
 
 use partyline_crew::Crew;
 use partyline_crew::control_api::Lines;
 use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::{ICE_IFACE, free_port, require_namespace, wait_for};
+use partyline_testkit::{ICE_ADDRESS, free_port, require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -39,14 +42,15 @@ impl Pool {
     async fn start(capacities: &[u32], groups: &str) -> Pool {
         let events_port = free_port();
         let event_pass = "test-event-secret";
-        let events = format!("http://127.0.0.1:{events_port}/api/internal/janus-events");
-        let builder = || Janus::builder().events(&events, event_pass).ice_iface(ICE_IFACE);
-        let first = builder().start();
-        // Each node with secrets of its own (in its `janus.nodes` entry); the pool's are the first's.
-        let mut janus: Vec<Janus> = (1..capacities.len()).map(|_| builder().start()).collect();
-        janus.insert(0, first);
+        // control's events listener on this namespace's private address, which every node reaches.
+        let events = format!("http://{ICE_ADDRESS}:{events_port}/api/internal/janus-events");
+        // Each node in a namespace of its own, with secrets of its own (in its `janus.nodes`
+        // entry); the pool's are the first's.
+        let janus: Vec<Janus> = (0..capacities.len())
+            .map(|_| Janus::builder().events(&events, event_pass).own_namespace().start())
+            .collect();
         let template = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {event_pass}\n  nodes:\n{{nodes}}audio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {event_pass}\n  nodes:\n{{nodes}}audio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
             janus[0].admin_secret(),
             janus[0].room_admin_key(),
         );
