@@ -419,6 +419,11 @@ pub struct Group {
     /// Asked of a crew member joining this group (stored hashed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pin: Option<PinHash>,
+    /// A program line (the show's sound): the crew only listen to it, and their panels dim it
+    /// while someone talks to them (`crew.programDimDb`); its sources are the card's inputs
+    /// (server audio users).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub program: bool,
     /// Legacy keys of the original system.
     #[serde(default, skip_serializing)]
     id: Option<IgnoredAny>,
@@ -430,7 +435,15 @@ pub struct Group {
 
 impl Group {
     pub fn new(name: impl Into<String>, audio_bitrate: Option<Bitrate>) -> Self {
-        Self { name: name.into(), audio_bitrate, pin: None, id: None, description: None, channels: None }
+        Self {
+            name: name.into(),
+            audio_bitrate,
+            pin: None,
+            program: false,
+            id: None,
+            description: None,
+            channels: None,
+        }
     }
 
     /// The group's id: the slug of its name (also its Janus room id).
@@ -595,6 +608,9 @@ pub struct CrewConfig {
     /// Tokens issued and not used yet, from everyone together: past this, new ones wait until
     /// some are used or expire (10 minutes after their issue).
     pub max_pending_tokens: PendingTokens,
+    /// How far a panel dims its program lines while someone talks on its other lines or its
+    /// user talks: -60 to 0 dB (0: no dimming).
+    pub program_dim_db: i32,
 }
 
 impl Default for CrewConfig {
@@ -603,6 +619,7 @@ impl Default for CrewConfig {
             max_remote_talk_seconds: RemoteTalkSeconds(30),
             tokens_per_minute: TokenRate(120),
             max_pending_tokens: PendingTokens(200),
+            program_dim_db: -14,
         }
     }
 }
@@ -966,6 +983,13 @@ impl Config {
             ));
         }
         self.janus.validate()?;
+        if !(-60..=0).contains(&self.crew.program_dim_db) {
+            return Err(ConfigError::new("crew.programDimDb", "-60 to 0 dB (0: no dimming)"));
+        }
+        for (i, position) in self.positions.iter().enumerate() {
+            self.check_program_talk(&position.talk)
+                .map_err(|(field, message)| ConfigError::new(format!("positions[{i}].{field}"), message))?;
+        }
         for (index, position) in self.positions.iter().enumerate() {
             if let Some(site) = &position.site
                 && !self.janus.pool().iter().any(|n| n.site.as_ref() == Some(site))
@@ -997,6 +1021,22 @@ impl Config {
     /// The index and entry of the server audio user with this id.
     pub fn server_audio_user(&self, id: &str) -> Option<(usize, &ServerAudioUser)> {
         self.server_audio_users.iter().enumerate().find(|(_, u)| u.id() == id)
+    }
+
+    /// Whether group `id` is a program line.
+    pub fn is_program(&self, id: &str) -> bool {
+        self.group(id).is_some_and(|(_, group)| group.program)
+    }
+
+    /// A crew panel's `talk` list may not hold a program line: the crew only listen to one.
+    /// The error names the list item (`talk[1]`) and why, as [`check_lines`] does.
+    pub fn check_program_talk(&self, talk: &[String]) -> Result<(), (String, String)> {
+        match talk.iter().position(|group| self.is_program(group)) {
+            Some(j) => {
+                Err((format!("talk[{j}]"), format!("{:?} is a program line: the crew only listen to it", talk[j])))
+            }
+            None => Ok(()),
+        }
     }
 
     /// The same config with every secret replaced by [`REDACTED`], for display.
@@ -1148,6 +1188,21 @@ mod tests {
             output_channel: None,
         });
         assert_eq!(config.validate().expect_err("dangling").path, "server_audio_users[0].group");
+    }
+
+    #[test]
+    fn a_program_line_is_listen_only_for_positions_and_its_dim_is_checked() {
+        let yaml = "groups:\n  - name: Show\n    program: true\n  - name: Stage\npositions:\n  - name: Desk\n    listen: [show, stage]\n    talk: [stage]\n";
+        let config = Config::from_yaml(yaml).expect("parses");
+        assert_eq!(config.validate(), Ok(()));
+        assert!(config.is_program("show") && !config.is_program("stage"));
+        assert_eq!(config.crew.program_dim_db, -14, "the default dim");
+        let talks = Config::from_yaml(&yaml.replace("talk: [stage]", "talk: [stage, show]")).expect("parses");
+        let err = talks.validate().expect_err("a position talking on a program line");
+        assert_eq!(err.path, "positions[0].talk[1]");
+        assert!(err.message.contains("program line"), "{}", err.message);
+        let loud = Config::from_yaml(&format!("{yaml}crew:\n  programDimDb: 6\n")).expect("parses");
+        assert_eq!(loud.validate().expect_err("a dim above 0").path, "crew.programDimDb");
     }
 
     /// Without `nodes`, the pool is one node at the three URLs (today's files work unchanged);

@@ -215,7 +215,8 @@ async fn main() {
     println!("## Pool (`bench/pool`): Janus nodes behind one control\n");
     println!("{machine}\n");
     println!(
-        "Janus nodes as processes on this host (loopback between them), each posting its events to control; \
+        "Janus nodes as processes on this host, each in a network namespace of its own linked by a veth pair \
+         to control's, each posting its events to control; \
          two crew members on one group talking in turns for {} s per case, {} run(s), each a fresh stack.\n",
         o.seconds, o.runs
     );

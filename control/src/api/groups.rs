@@ -29,6 +29,9 @@ pub struct GroupView {
     pub follows_default_bitrate: bool,
     /// Whether joining it asks for a PIN.
     pub pin: bool,
+    /// A program line: the crew only listen to it; their panels dim it while someone talks to
+    /// them.
+    pub program: bool,
     /// The admin muted the whole line (`POST /admin/groups/{id}/mute`).
     pub muted: bool,
 }
@@ -41,6 +44,7 @@ impl GroupView {
             audio_bitrate: group.audio_bitrate.unwrap_or(default_bitrate).get(),
             follows_default_bitrate: group.audio_bitrate.is_none(),
             pin: group.pin.is_some(),
+            program: group.program,
             muted: false,
         }
     }
@@ -77,6 +81,9 @@ pub struct CreateGroup {
     #[schema(example = "2468")]
     #[serde(default)]
     pub pin: Option<String>,
+    /// A program line (the show's sound): the crew only listen to it.
+    #[serde(default)]
+    pub program: bool,
 }
 
 /// Changes to a group; absent fields keep their value. A new name gives a new id.
@@ -93,6 +100,9 @@ pub struct UpdateGroup {
     #[schema(value_type = Option<String>, example = "2468")]
     #[serde(default, deserialize_with = "present")]
     pub pin: Option<Option<String>>,
+    /// A program line or not; refused while a position talks on it.
+    #[serde(default)]
+    pub program: Option<bool>,
 }
 
 /// List the groups.
@@ -124,8 +134,9 @@ pub async fn create(
     let group = state
         .config
         .update(what, move |c| {
-            config::create_group(c, &body.name, body.audio_bitrate, pin)
-                .map(|g| GroupView::of(&g, c.audio.default_bitrate))
+            let group = config::create_group(c, &body.name, body.audio_bitrate, pin)?;
+            let group = config::set_program(c, &group.id(), body.program)?;
+            Ok(GroupView::of(&group, c.audio.default_bitrate))
         })
         .await?;
     Ok((StatusCode::CREATED, Json(GroupChanged { message: format!("Group {:?} created", group.name), group })))
@@ -147,8 +158,11 @@ pub async fn update(
     let group = state
         .config
         .update(what, move |c| {
-            config::update_group(c, &id, body.name.as_deref(), body.audio_bitrate, pin)
-                .map(|g| GroupView::of(&g, c.audio.default_bitrate))
+            let mut group = config::update_group(c, &id, body.name.as_deref(), body.audio_bitrate, pin)?;
+            if let Some(program) = body.program {
+                group = config::set_program(c, &group.id(), program)?;
+            }
+            Ok(GroupView::of(&group, c.audio.default_bitrate))
         })
         .await?;
     if group.id != old_id {

@@ -26,12 +26,14 @@ pub struct LineView {
     pub listen: bool,
     /// Has a talk key.
     pub talk: bool,
+    /// A program line (the show's sound): listen only, dimmed while someone talks to the panel.
+    pub program: bool,
 }
 
 impl LineView {
     pub(crate) fn of(config: &Config, group_id: &str, listen: bool, talk: bool) -> Self {
         let name = config.group(group_id).map_or_else(|| group_id.to_owned(), |(_, g)| g.name.clone());
-        Self { group_id: group_id.to_owned(), name, listen, talk }
+        Self { group_id: group_id.to_owned(), name, listen, talk, program: config.is_program(group_id) }
     }
 }
 

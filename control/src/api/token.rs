@@ -94,6 +94,10 @@ pub struct TokenResponse {
     /// The SHA-256 of this origin's TLS certificate (`AB:CD:…`), which a control surface pins
     /// (a self-signed certificate cannot be checked otherwise); null without TLS.
     pub certificate_sha256: Option<String>,
+    /// How far the panel dims its program lines while someone talks on its other lines or its
+    /// user talks (`crew.programDimDb`; 0: not at all).
+    #[schema(example = -14)]
+    pub program_dim_db: i32,
 }
 
 /// Get a token for a panel of lines.
@@ -187,7 +191,9 @@ fn requested_lines(config: &Config, body: &TokenRequest) -> Result<(Vec<Line>, V
             let (_, found) =
                 config.group(group).ok_or_else(|| ApiError::NotFound(format!("no group has id {group:?}")))?;
             let pins = found.pin.clone().map(|pin| PinGuard { what: format!("group {group:?}"), pin });
-            Ok((vec![Line::both(group.clone())], pins.into_iter().collect()))
+            // A program line's link gives what the crew may do there: listen.
+            let line = if found.program { Line::new(group.clone(), true, false) } else { Line::both(group.clone()) };
+            Ok((vec![line], pins.into_iter().collect()))
         }
         (None, Some(id), false) => {
             let (_, position) =
@@ -204,6 +210,7 @@ fn requested_lines(config: &Config, body: &TokenRequest) -> Result<(Vec<Line>, V
         (None, None, true) => {
             let (listen, talk) = (body.listen.clone().unwrap_or_default(), body.talk.clone().unwrap_or_default());
             check_lines(&listen, &talk, |g| config.group(g).is_some())
+                .and_then(|()| config.check_program_talk(&talk))
                 .map_err(|(field, message)| ApiError::BadRequest(format!("{field}: {message}")))?;
             let lines = lines_of(&listen, &talk);
             let pins = group_pins(config, &lines);
@@ -273,6 +280,7 @@ fn token_response(state: &AppState, config: &Config, user: &User, headers: &Head
         panel_key,
         lines,
         certificate_sha256: state.certificate_sha256.clone(),
+        program_dim_db: config.crew.program_dim_db,
     }
 }
 

@@ -207,6 +207,8 @@ pub struct PublicGroup {
     pub name: String,
     /// Whether joining it asks for a PIN.
     pub pin: bool,
+    /// A program line: joined to listen only.
+    pub program: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -218,12 +220,15 @@ pub struct PublicGroupList {
 #[utoipa::path(get, path = "/groups", tag = "users", responses((status = 200, body = PublicGroupList)))]
 pub async fn groups(State(state): State<AppState>) -> Json<PublicGroupList> {
     let config = state.config.current();
-    let groups =
-        config.groups.iter().map(|g| PublicGroup { id: g.id(), name: g.name.clone(), pin: g.pin.is_some() }).collect();
+    let groups = config
+        .groups
+        .iter()
+        .map(|g| PublicGroup { id: g.id(), name: g.name.clone(), pin: g.pin.is_some(), program: g.program })
+        .collect();
     Json(PublicGroupList { groups })
 }
 
-/// Janus's event handler posts (a JSON array of events), on the loopback-only internal
+/// Janus's event handler posts (a JSON array of events), on the internal events
 /// listener, with HTTP basic auth `janus:<event secret>`.
 #[utoipa::path(post, path = "/internal/janus-events", tag = "internal",
     request_body(content = Vec<Object>, description = "Events of Janus's sample event handler"),

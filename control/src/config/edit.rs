@@ -92,6 +92,22 @@ pub fn update_group(
     Ok(config.groups[index].clone())
 }
 
+/// Makes a group a program line (the crew only listen to it) or a line like any other; refused
+/// while a position talks on it.
+pub fn set_program(config: &mut Config, id: &str, program: bool) -> Result<Group, EditError> {
+    let (index, _) = config.group(id).ok_or_else(|| not_found("group", id))?;
+    let talking: Vec<&str> =
+        config.positions.iter().filter(|p| p.talk.iter().any(|g| g == id)).map(|p| p.name.as_str()).collect();
+    if program && !talking.is_empty() {
+        return Err(EditError::Conflict(format!(
+            "group {id:?} is a talk line of positions: {}; a program line is listen only: change them first",
+            talking.join(", ")
+        )));
+    }
+    config.groups[index].program = program;
+    Ok(config.groups[index].clone())
+}
+
 /// Removes a group, unless server audio users send into it or positions hold it.
 pub fn delete_group(config: &mut Config, id: &str) -> Result<Group, EditError> {
     let (index, _) = config.group(id).ok_or_else(|| not_found("group", id))?;
@@ -136,7 +152,9 @@ fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> 
 }
 
 fn check_position_lines(config: &Config, position: &Position) -> Result<(), EditError> {
-    check_lines(&position.listen, &position.talk, |g| config.group(g).is_some()).map_err(|(field, message)| {
+    let checked = check_lines(&position.listen, &position.talk, |g| config.group(g).is_some())
+        .and_then(|()| config.check_program_talk(&position.talk));
+    checked.map_err(|(field, message)| {
         // The list named, and the entry when the fault is one entry's (`talk[1]: …`).
         let list = if field.starts_with("talk") { "talk" } else { "listen" };
         let message = if field == list { message } else { format!("{field}: {message}") };

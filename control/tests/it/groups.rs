@@ -99,3 +99,38 @@ async fn delete_removes_and_unknown_ids_are_404() {
     let (status, body) = control.delete("/admin/groups/gone-soon").await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
 }
+
+/// A program line: the crew only listen to it. No position talks on it, no ad-hoc panel asks to
+/// talk on it, and a group a position talks on does not become one; the join page's list and
+/// the file say what it is.
+#[tokio::test]
+async fn a_program_line_is_listen_only_for_the_crew() {
+    let control = Control::start().await;
+    let (status, show) = control.post_json("/admin/groups", json!({ "name": "Show", "program": true })).await;
+    assert_eq!((status, &show["group"]["program"]), (StatusCode::CREATED, &json!(true)), "{show}");
+    assert_eq!(control.post_json("/admin/groups", json!({ "name": "Stage" })).await.0, StatusCode::CREATED);
+    assert!(parse_config(&control.config_text()).is_program("show"), "program: true in the file");
+    let (_, public) = control.get_json("/groups").await;
+    assert_eq!(public["groups"][0]["program"], json!(true), "{public}");
+
+    let talks = json!({ "name": "Desk", "listen": ["show", "stage"], "talk": ["stage", "show"] });
+    let (status, refused) = control.post_json("/admin/positions", talks).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(
+        refused["error"].as_str().is_some_and(|e| e.contains("talk[1]") && e.contains("program line")),
+        "{refused}"
+    );
+    let listens = json!({ "name": "Desk", "listen": ["show", "stage"], "talk": ["stage"] });
+    assert_eq!(control.post_json("/admin/positions", listens).await.0, StatusCode::CREATED);
+
+    let (status, refused) = control.put_json("/admin/groups/stage", json!({ "program": true })).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert!(refused["error"].as_str().is_some_and(|e| e.contains("Desk")), "names the position: {refused}");
+    assert!(!parse_config(&control.config_text()).is_program("stage"), "nothing changed on disk");
+
+    // A token asking to talk on it is refused before anything is registered.
+    let ad_hoc = json!({ "username": "Ann", "listen": ["show"], "talk": ["show"] });
+    let (status, refused) = control.post_json("/token", ad_hoc).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["error"].as_str().is_some_and(|e| e.contains("program line")), "{refused}");
+}

@@ -403,3 +403,36 @@ async fn a_node_killed_while_its_members_talk_they_are_back_on_the_live_node_wit
         assert!((tone - sent).abs() < 1.0, "{} hears the talkers at {tone:.1} dBFS", person.name);
     }
 }
+
+/// Mouth-to-ear of two members talking in turns, both on one node, then one on each of two
+/// nodes, in the same run: a cascade adds the receiving node's mix and the trunk's prebuffer
+/// (2 to 3 packets, and up to a tick: BENCHMARKS.md, "Pool"), never more than 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mouth_to_ear_across_two_nodes_against_one_node_in_the_same_run() {
+    require_namespace();
+    let mut medians = Vec::new();
+    for (case, capacities) in [("one node", &[64][..]), ("two nodes", &[1, 1][..])] {
+        let pool = Pool::start(capacities, "  - name: Stage\n").await;
+        let control = &pool.control;
+        let stage = Lines::Groups { listen: vec!["stage".into()], talk: vec!["stage".into()] };
+        let mut crew = Crew::new(options(control, stage)).expect("a crew");
+        assert_eq!(crew.add(2, Duration::from_secs(1)).await, 2, "{:?}\n{}", crew.joins, control.log_text());
+        let mut placed = Vec::new();
+        for person in &crew.people {
+            placed.push(node_of(control, person.identity()).await.unwrap_or_default());
+        }
+        assert_eq!(placed.len() - usize::from(placed[0] == placed[1]), capacities.len(), "{case}: {placed:?}");
+        crew.talk_for(Duration::from_secs(2)).await;
+        crew.heard().await;
+        crew.talk_for(Duration::from_secs(8)).await;
+        let heard = crew.heard().await;
+        let report = partyline_crew::Report::new(&crew, &heard, Duration::from_secs(8), Vec::new());
+        println!("POOL mouth-to-ear, {case}:\n{}", report.table());
+        let line = &report.per_line[0];
+        assert!(line.bursts >= 6, "{case}: {} bursts heard", line.bursts);
+        medians.push(line.mouth_to_ear_ms.as_ref().expect("mouth-to-ear measured").median);
+    }
+    let added = medians[1] - medians[0];
+    println!("POOL a cascade adds {added:.0} ms to the median mouth-to-ear ({medians:?})");
+    assert!(added <= 100.0, "a cascade adds {added:.0} ms: {medians:?}");
+}
