@@ -54,6 +54,9 @@ pub struct LineReport {
     /// Who talks on it.
     #[serde(default)]
     pub talkers: Vec<String>,
+    /// A program line the panel dims now (someone talks to it).
+    #[serde(default)]
+    pub dimmed: bool,
 }
 
 /// Something control sends a panel on its session stream.
@@ -271,7 +274,15 @@ mod tests {
     use super::*;
 
     fn line(talk: TalkState) -> LineReport {
-        LineReport { group_id: "stage".into(), listen: true, volume: 80, talk, active: false, talkers: vec![] }
+        LineReport {
+            group_id: "stage".into(),
+            listen: true,
+            volume: 80,
+            talk,
+            active: false,
+            talkers: vec![],
+            dimmed: false,
+        }
     }
 
     #[tokio::test]

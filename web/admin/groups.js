@@ -36,6 +36,7 @@ export function init(context) {
     name: $('group-create-name'),
     bitrate: $('group-create-bitrate'),
     pin: $('group-create-pin'),
+    program: $('group-create-program'),
     error: $('group-create-error'),
     submit: $('group-create-submit'),
   };
@@ -84,10 +85,11 @@ function render() {
 
 /**
  * A body from a form: the name trimmed, the bitrate a number or `null` when empty, the PIN
- * when one was typed (`null` when `removePin` is checked; absent otherwise: unchanged).
+ * when one was typed (`null` when `removePin` is checked; absent otherwise: unchanged), and
+ * whether it is a program line.
  */
-function groupBody(nameInput, bitrateInput, pinInput, removePin) {
-  const body = { name: nameInput.value.trim() };
+function groupBody(nameInput, bitrateInput, pinInput, programInput, removePin) {
+  const body = { name: nameInput.value.trim(), program: programInput.checked };
   const bitrate = bitrateInput.value.trim();
   body.audioBitrate = bitrate === '' ? null : Number(bitrate);
   const pin = pinInput.value.trim();
@@ -108,7 +110,7 @@ function localCheck(body) {
 
 async function onCreate(event) {
   event.preventDefault();
-  const body = groupBody(ui.name, ui.bitrate, ui.pin);
+  const body = groupBody(ui.name, ui.bitrate, ui.pin, ui.program);
   const problem = localCheck(body);
   if (problem) {
     showError(ui.error, problem);
@@ -154,7 +156,8 @@ function updateRow(row, group) {
     const remove = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete');
     const mute = h('button', { class: 'secondary small-button group-mute', type: 'button', onclick: () => onMute(row) }, 'Mute line');
     row.replaceChildren(
-      h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'group-name' })),
+      h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'group-name' }),
+        ' ', h('span', { class: 'badge group-program', hidden: true }, 'Program')),
       h('td', { dataset: { label: 'Id' } }, h('code', { class: 'group-id' })),
       h('td', { class: 'group-bitrate', dataset: { label: 'Bitrate' } }),
       h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'group-pin' })),
@@ -162,6 +165,7 @@ function updateRow(row, group) {
     );
   }
   setText(row.querySelector('.group-name'), group.name);
+  row.querySelector('.group-program').hidden = !group.program;
   setText(row.querySelector('.group-id'), group.id);
   setText(row.querySelector('.group-bitrate'), bitrateText(group));
   pinBadge(row.querySelector('.group-pin'), group.pin);
@@ -201,6 +205,7 @@ function startEdit(row) {
     id: `${id}-pin`, type: 'password', inputmode: 'numeric', maxlength: 12, autocomplete: 'new-password',
     placeholder: group.pin ? 'unchanged' : 'none',
   });
+  const program = h('input', { id: `${id}-program`, type: 'checkbox', checked: group.program });
   const removePin = group.pin ? h('input', { id: `${id}-pin-remove`, type: 'checkbox' }) : null;
   removePin?.addEventListener('change', () => {
     pin.disabled = removePin.checked;
@@ -215,13 +220,14 @@ function startEdit(row) {
       h('div', { class: 'field' }, h('label', { for: name.id }, 'Name'), name),
       h('div', { class: 'field' }, h('label', { for: bitrate.id }, 'Bitrate (kbit/s, optional)'), bitrate),
       h('div', { class: 'field' }, h('label', { for: pin.id }, group.pin ? 'New PIN (4–12 digits)' : 'PIN (4–12 digits, optional)'), pin,
-        removePin && h('label', { class: 'toggle toggle-inline pin-remove', for: removePin.id }, removePin, h('span', {}, 'Remove the PIN')))),
+        removePin && h('label', { class: 'toggle toggle-inline pin-remove', for: removePin.id }, removePin, h('span', {}, 'Remove the PIN'))),
+      h('div', { class: 'field' }, h('label', { class: 'toggle toggle-inline', for: program.id }, program, h('span', {}, 'Program line')))),
     error,
     h('div', { class: 'actions' }, cancel, save),
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
-    const body = groupBody(name, bitrate, pin, removePin);
+    const body = groupBody(name, bitrate, pin, program, removePin);
     const problem = localCheck(body);
     if (problem) return showError(error, problem);
     const ok = await submitting(save, error, () => put(`/groups/${seg(group.id)}`, body));

@@ -162,10 +162,14 @@ function renderPicker() {
         h('label', { class: 'line-pick-box', for: talk.id }, talk, h('span', { class: 'line-pick-label' }, 'Talk')));
     },
     update: (row, group) => {
-      setText(row.querySelector('.line-pick-name'), group.name);
+      setText(row.querySelector('.line-pick-name'), group.program ? `${group.name} (program)` : group.name);
       for (const input of row.querySelectorAll('input')) {
         setAttr(input, 'aria-label', `${input.name === 'listen' ? 'Listen to' : 'Talk to'} ${group.name}`);
       }
+      // A program line is listen only: the API would refuse a talk key on it.
+      const talk = row.querySelector('input[name="talk"]');
+      talk.disabled = group.program === true;
+      if (talk.disabled) talk.checked = false;
     },
   });
   ui.noGroups.hidden = list.length > 0;

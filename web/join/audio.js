@@ -89,6 +89,7 @@ export class LineOutput {
     this.gain = null;
     this.meter = new Meter();
     this.level = 1;
+    this.dim = 1;
   }
 
   /** Plays `stream` (a MediaStream with the room's audio), or nothing when null. */
@@ -100,7 +101,7 @@ export class LineOutput {
     this.element.play().catch(() => {});
     this.source = ctx.createMediaStreamSource(stream);
     this.gain = ctx.createGain();
-    this.gain.gain.value = this.level;
+    this.gain.gain.value = this.level * this.dim;
     this.source.connect(this.gain);
     this.gain.connect(ctx.destination);
     this.meter.tap(this.gain);
@@ -117,6 +118,22 @@ export class LineOutput {
   /** Sets the gain (0..1), with a 10 ms ramp: no click. */
   setLevel(level) {
     this.level = level;
-    if (this.gain) this.gain.gain.setTargetAtTime(level, this.gain.context.currentTime, 0.01);
+    this.ramp(0.01);
+  }
+
+  /**
+   * Dims by `db` (0: not at all) on top of the gain: down with a 10 ms ramp, back up with a
+   * 150 ms one (a ducker's release), never a click.
+   */
+  setDim(db) {
+    const dim = 10 ** (db / 20);
+    if (dim === this.dim) return;
+    const rising = dim > this.dim;
+    this.dim = dim;
+    this.ramp(rising ? 0.15 : 0.01);
+  }
+
+  ramp(timeConstant) {
+    if (this.gain) this.gain.gain.setTargetAtTime(this.level * this.dim, this.gain.context.currentTime, timeConstant);
   }
 }

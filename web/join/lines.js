@@ -57,6 +57,9 @@ class Line {
     this.q('[data-action="call"]').setAttribute('aria-label', `Call ${name}`);
     this.el.classList.toggle('talk-only', !info.listen);
     this.el.classList.toggle('listen-only', !info.talk);
+    if (info.program) this.el.dataset.program = 'true';
+    else delete this.el.dataset.program;
+    this.q('.line-program').hidden = !info.program;
     if (info.talk) this.el.dataset.talk = this.talk;
     else delete this.el.dataset.talk;
     this.applyListen();
@@ -175,6 +178,7 @@ class Line {
       talk: this.info.talk ? this.talk : 'off',
       active: this.el.dataset.active === 'true',
       talkers: this.el.dataset.talkers ? this.el.dataset.talkers.split(',') : [],
+      dimmed: this.el.dataset.dimmed === 'true',
     };
   }
 
@@ -213,9 +217,19 @@ class Line {
 
   meter() {
     const db = this.output.meter.read();
+    this.heardDb = db;
     if (db === null) delete this.el.dataset.levelIn;
     else this.el.dataset.levelIn = db.toFixed(1);
     drawMeter(this.q('.line-meter'), null, db);
+  }
+
+  /** A program line dimmed by `db` (0: not dimmed); a change is reported to control. */
+  setDimmed(db) {
+    this.output.setDim(db);
+    const dimmed = String(db < 0);
+    if (this.el.dataset.dimmed === dimmed) return;
+    this.el.dataset.dimmed = dimmed;
+    reportState();
   }
 
   /** No connection: no audio, nobody on it. Listen, volume and a latched talk stay. */
@@ -265,6 +279,7 @@ export function linesOf(answer) {
       roomName: line.roomName ?? line.groupId,
       listen: line.listen !== false,
       talk: line.talk !== false,
+      program: line.program === true,
     }));
   }
   const id = answer.roomName;

@@ -14,6 +14,7 @@
 //   events.js      the session's event stream: calls, the admin's holds, remote commands
 //   remote.js      remote control: applying its commands, reporting the panel's state
 //   microphone.js  the microphone and the meters' clock
+//   program.js     program lines dimmed while someone is heard on another line
 //   wake-lock.js   the screen kept on while connected
 //   lifecycle.js   the page's state machine: joining, connected, reconnecting, ended
 //   form.js        the join form
@@ -38,6 +39,11 @@
 //     data-talk-refused="muted|line-muted"   the last press of its talk key was refused
 //     data-released="surface-silent|admin"   the talk key was let go by control: its remote
 //                                            control's surface went silent, or the admin
+//     data-program="true"                    a program line (the show's sound; listen only);
+//                                            absent on other lines
+//     data-dimmed="true|false"               a program line dimmed (by the token's
+//                                            programDimDb) while another line is heard or the
+//                                            user talks; absent on other lines
 //   <html data-remote-applied="N">           commands of the remote control applied so far
 //   and controls with data-action="listen|talk|volume|call"; the line's stream plays (muted:
 //   the sound goes through the page's WebAudio gain) in the card's <audio class="line-audio">.

@@ -5,6 +5,7 @@
 import { METER_INTERVAL_MS, Meter, audioContext, drawMeter } from '/join/audio.js';
 import { microphoneProblem } from '/join/connection.js';
 import { showMicMuted } from '/join/keys.js';
+import { dimProgramLines } from '/join/program.js';
 import { session } from '/join/session.js';
 import { root, ui } from '/join/ui.js';
 
@@ -39,7 +40,7 @@ export function closeMicrophone() {
   drawMeter(ui.meterOut, null, null);
 }
 
-/** Every METER_INTERVAL_MS: the microphone's meter, then each line's. */
+/** Every METER_INTERVAL_MS: the microphone's meter, then each line's, then the program dim. */
 export function startMeters() {
   setInterval(() => {
     const mic = micMeter.read();
@@ -47,5 +48,6 @@ export function startMeters() {
     else root.dataset.levelOut = mic.toFixed(1);
     if (mic !== null) drawMeter(ui.meterOut, null, mic);
     for (const line of session.lines) line.meter();
+    dimProgramLines();
   }, METER_INTERVAL_MS);
 }

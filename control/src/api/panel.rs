@@ -59,6 +59,10 @@ pub struct RemoteLine {
     pub muted_by_admin: bool,
     /// The admin muted the whole line: every talk on it is refused.
     pub line_muted: bool,
+    /// A program line (the show's sound): listen only.
+    pub program: bool,
+    /// A program line the panel dims now, while someone talks to it.
+    pub dimmed: bool,
 }
 
 /// A panel, as a control surface sees it.
@@ -96,6 +100,8 @@ fn panel_view(state: &AppState, user: &User) -> RemotePanel {
                 call: state.calls.is_calling(&line.group_id),
                 muted_by_admin: line.muted_by_admin,
                 line_muted: state.janus.line_muted(&line.group_id),
+                program: config.is_program(&line.group_id),
+                dimmed: report.is_some_and(|r| r.dimmed),
             }
         })
         .collect();

@@ -71,6 +71,7 @@ export function variableDefinitions(panel) {
 		defs[`talk_${id}`] = { name: `${line.name}: talk key (off, momentary, latched, remote)` }
 		defs[`volume_${id}`] = { name: `${line.name}: volume (0\u2013100)` }
 		defs[`name_${id}`] = { name: `${line.name}: the line\u2019s name` }
+		if (line.program) defs[`dimmed_${id}`] = { name: `${line.name}: program line dimmed now (true, false)` }
 	}
 	return defs
 }
@@ -84,6 +85,7 @@ export function variableValues(client) {
 		values[`talk_${id}`] = line.talk
 		values[`volume_${id}`] = line.volume
 		values[`name_${id}`] = line.name
+		if (line.program) values[`dimmed_${id}`] = line.dimmed
 	}
 	return values
 }
