@@ -493,6 +493,9 @@ pub struct Position {
     /// The site (`janus.nodes[].site`) whose nodes its sessions are placed on while one is up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<String>,
+    /// The panel has an announce key: one press talks on every one of its talk lines.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub announce: bool,
 }
 
 /// One line of a panel: a group, heard and/or talked to.
@@ -511,6 +514,15 @@ impl Position {
 
     pub fn lines(&self) -> Vec<LineSpec> {
         lines_of(&self.listen, &self.talk)
+    }
+
+    /// An announce key talks on the position's talk lines: it needs one. The error names the
+    /// field and why, as [`check_lines`] does.
+    pub fn check_announce(&self) -> Result<(), (String, String)> {
+        if self.announce && self.talk.is_empty() {
+            return Err(("announce".into(), "the position talks on no line: nothing to announce on".into()));
+        }
+        Ok(())
     }
 }
 
@@ -988,6 +1000,7 @@ impl Config {
         }
         for (i, position) in self.positions.iter().enumerate() {
             self.check_program_talk(&position.talk)
+                .and_then(|()| position.check_announce())
                 .map_err(|(field, message)| ConfigError::new(format!("positions[{i}].{field}"), message))?;
         }
         for (index, position) in self.positions.iter().enumerate() {
@@ -1203,6 +1216,17 @@ mod tests {
         assert!(err.message.contains("program line"), "{}", err.message);
         let loud = Config::from_yaml(&format!("{yaml}crew:\n  programDimDb: 6\n")).expect("parses");
         assert_eq!(loud.validate().expect_err("a dim above 0").path, "crew.programDimDb");
+    }
+
+    #[test]
+    fn an_announce_key_needs_a_talk_line() {
+        let yaml = "groups:\n  - name: Stage\npositions:\n  - name: Desk\n    listen: [stage]\n    announce: true\n";
+        let err = Config::from_yaml(yaml).expect("parses").validate().expect_err("nothing to announce on");
+        assert_eq!((err.path.as_str(), err.message.contains("talks on no line")), ("positions[0].announce", true));
+        let config = Config::from_yaml(&yaml.replace("listen: [stage]", "talk: [stage]")).expect("parses");
+        assert_eq!(config.validate(), Ok(()));
+        assert!(config.positions[0].announce);
+        assert!(crate::yaml::to_string(&config).is_ok_and(|text| text.contains("announce: true")));
     }
 
     /// Without `nodes`, the pool is one node at the three URLs (today's files work unchanged);

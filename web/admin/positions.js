@@ -42,6 +42,7 @@ export function init(context) {
     pinRemoveLabel: $('position-pin-remove-label'),
     siteField: $('position-site-field'),
     site: $('position-site'),
+    announce: $('position-announce'),
     error: $('position-error'),
     submit: $('position-submit'),
     cancel: $('position-cancel'),
@@ -95,6 +96,7 @@ function render() {
   if (edited && canSync(ui.form)) {
     ui.name.value = edited.name;
     ui.site.value = edited.site ?? '';
+    ui.announce.checked = edited.announce;
     setPicked(edited);
     showMode();
   }
@@ -110,7 +112,8 @@ function createRow(position) {
   return h('tr', {},
     h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'position-name' }), h('code', { class: 'position-id muted' })),
     h('td', { dataset: { label: 'Lines' } }, h('ul', { class: 'line-list position-lines' }),
-      h('span', { class: 'badge position-site', hidden: true })),
+      h('span', { class: 'badge position-site', hidden: true }),
+      ' ', h('span', { class: 'badge position-announce', hidden: true }, 'Announce')),
     h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'position-pin' })),
     h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)));
 }
@@ -131,6 +134,7 @@ function updateRow(row, position) {
   const site = row.querySelector('.position-site');
   site.hidden = !position.site;
   setText(site, position.site ? `site: ${position.site}` : '');
+  row.querySelector('.position-announce').hidden = !position.announce;
   groups.pinBadge(row.querySelector('.position-pin'), position.pin);
   // The buttons act on the id the row shows now (a rename gives a new row).
   const [edit, remove] = row.querySelectorAll('.row-actions button');
@@ -236,6 +240,7 @@ function startEdit(id) {
   resetForm();
   ui.name.value = position.name;
   ui.site.value = position.site ?? '';
+  ui.announce.checked = position.announce;
   setPicked(position);
   showMode();
   ui.form.scrollIntoView?.({ block: 'nearest' });
@@ -264,7 +269,7 @@ async function onSubmit(event) {
     return;
   }
   // Too few or too many lines: the API says so, in its own words, next to the form.
-  const body = { name, ...picked() };
+  const body = { name, ...picked(), announce: ui.announce.checked };
   if (!ui.siteField.hidden) body.site = ui.site.value || null;
   if (editing && ui.pinRemove.checked && !ui.pinRemoveLabel.hidden) body.pin = null;
   else if (pin !== '') body.pin = pin;

@@ -5,7 +5,7 @@
 import { HttpError, api } from '/join/api.js';
 import { Connection, KickedError, initJanus } from '/join/connection.js';
 import { followEvents } from '/join/events.js';
-import { releaseHeld, showMicMuted } from '/join/keys.js';
+import { releaseHeld, showAnnounce, showMicMuted } from '/join/keys.js';
 import { linesOf, setLines } from '/join/lines.js';
 import { closeMicrophone, openMicrophone } from '/join/microphone.js';
 import { showRemote } from '/join/remote.js';
@@ -71,6 +71,7 @@ export async function join() {
     session.token = answer;
     setLines(linesOf(answer));
     showRemote();
+    showAnnounce();
     if (session.lines.some((line) => line.canTalk)) await openMicrophone();
     const talking = new Set(session.lines.filter((line) => line.talk === 'latched').map((line) => line.groupId));
     const connection = new Connection(
@@ -197,6 +198,7 @@ export function leave() {
   session.ended.clear();
   session.token = null;
   showRemote();
+  showAnnounce();
   showMessage(null);
   setState('idle', 'Not connected');
   ui.username.focus();

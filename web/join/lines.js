@@ -4,7 +4,7 @@
 
 import { LineOutput, drawMeter, volumeGain } from '/join/audio.js';
 import { sendCall, showCallButtons } from '/join/calls.js';
-import { pressTalk, releaseTalk, showMicMuted } from '/join/keys.js';
+import { pressTalk, releaseTalk, showAnnounce, showMicMuted } from '/join/keys.js';
 import { reportState } from '/join/remote.js';
 import { groupsById, session } from '/join/session.js';
 import { loadLineSettings, saveLineSettings } from '/join/settings.js';
@@ -80,6 +80,7 @@ class Line {
       delete this.el.dataset.admin;
       delete this.el.dataset.talkRefused;
     }
+    showAnnounce();
     const message = this.q('.line-admin');
     message.textContent = this.admin === 'muted'
       ? `Muted by the admin on ${this.info.name}: your talk key works again once released.`
@@ -166,6 +167,7 @@ class Line {
     }[state] ?? 'hold or tap to latch';
     session.connection?.setTalking(this.groupId, state !== 'off');
     showMicMuted();
+    showAnnounce();
     reportState();
   }
 

@@ -44,6 +44,9 @@
 //     data-dimmed="true|false"               a program line dimmed (by the token's
 //                                            programDimDb) while another line is heard or the
 //                                            user talks; absent on other lines
+//   <button id="announce" data-action="announce" data-talk="off|momentary|latched|remote">
+//                                            the announce key (shown when the token gives one):
+//                                            on while every talk line the admin does not hold talks
 //   <html data-remote-applied="N">           commands of the remote control applied so far
 //   and controls with data-action="listen|talk|volume|call"; the line's stream plays (muted:
 //   the sound goes through the page's WebAudio gain) in the card's <audio class="line-audio">.

@@ -24,6 +24,8 @@ export const ui = {
   status: $('status-text'),
   message: $('call-message'),
   lines: $('lines'),
+  announce: $('announce'),
+  announceHint: $('announce-hint'),
   template: $('line-template'),
   meterOut: $('meter-out'),
   leave: $('leave'),

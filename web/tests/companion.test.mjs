@@ -391,6 +391,40 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     await ann.close();
   });
 
+  check('Announce on a panel with the key: press holds every talk line past the server\'s limit, release lets them go, toggle latches; its feedback and presets', async () => {
+    const { status, body } = await control.admin('POST', '/positions', { name: 'Desk', listen: [X, Y], talk: [X, Y], announce: true });
+    assert.equal(status, 201, JSON.stringify(body));
+    const dana = await open('a', 'Dana', '/?position=desk');
+    const c = client({ url: dana.token.panelUrl, certificateSha256: dana.token.certificateSha256 });
+    await until(c, 'connected', () => connected(c));
+    assert.equal(c.panel.announce, true);
+    const { presets } = presetDefinitions(c.panel, 'partyline');
+    assert.deepEqual([presets.announce?.name, presets.announce_latch?.name], ['Announce (hold)', 'Announce (latch)']);
+    assert.equal(presetDefinitions({ ...c.panel, announce: false }, 'partyline').presets.announce, undefined);
+
+    const pressed = await c.announcePress();
+    assert.deepEqual(pressed.lines.map((l) => l.talk), ['remote', 'remote'], JSON.stringify(pressed));
+    assert.ok(feedbackValue(c, 'announcing', {}, true), 'the Announcing feedback');
+    const held = performance.now();
+    while (performance.now() - held < MAX_REMOTE_TALK_S * 1000 + 500) {
+      assert.deepEqual([(await dana.lineState(X)).talk, (await dana.lineState(Y)).talk], ['remote', 'remote'], `held after ${since(held)} ms`);
+      await dana.page.waitForTimeout(250);
+    }
+    await c.announceRelease();
+    await dana.waitLine(X, 'talk', 'off');
+    await dana.waitLine(Y, 'talk', 'off');
+    await until(c, 'the Announcing feedback off', () => !feedbackValue(c, 'announcing', {}, true));
+    assert.equal(c.holdTimer, null, 'nothing keeps a talk on after the release');
+
+    assert.equal((await c.announce('toggle')).announcing, true);
+    await dana.waitLine(X, 'talk', 'latched');
+    await dana.waitLine(Y, 'talk', 'latched');
+    assert.equal((await c.announce('toggle')).announcing, false);
+    await dana.waitLine(Y, 'talk', 'off');
+    await c.stop();
+    await dana.close();
+  });
+
   check('the presets, drawn as they show a panel (companion-keys.png)', async () => {
     const ann = await open('a', 'Ann', `/?groups=${X},${Y}`);
     const ben = await open('b', 'Ben', `/?groups=${X}`);

@@ -59,6 +59,8 @@ pub struct PositionView {
     pub group_pins: Vec<String>,
     /// The site its sessions are placed at, if any.
     pub site: Option<String>,
+    /// The panel has an announce key (talks on every talk line at once).
+    pub announce: bool,
 }
 
 impl PositionView {
@@ -73,6 +75,7 @@ impl PositionView {
             pin: position.pin.is_some() || !group_pins.is_empty(),
             group_pins,
             site: position.site.clone(),
+            announce: position.announce,
         }
     }
 }
@@ -134,12 +137,22 @@ pub struct PositionBody {
     /// `null` removes it.
     #[serde(default, deserialize_with = "present")]
     pub site: Option<Option<String>>,
+    /// An announce key on the panel: one press talks on every talk line (needs one).
+    #[serde(default)]
+    pub announce: Option<bool>,
 }
 
 impl PositionBody {
     async fn fields(self) -> Result<PositionFields, ApiError> {
         let pin = hash_pin(self.pin).await?;
-        Ok(PositionFields { name: self.name, listen: self.listen, talk: self.talk, pin, site: self.site })
+        Ok(PositionFields {
+            name: self.name,
+            listen: self.listen,
+            talk: self.talk,
+            pin,
+            site: self.site,
+            announce: self.announce,
+        })
     }
 }
 

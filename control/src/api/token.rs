@@ -98,6 +98,9 @@ pub struct TokenResponse {
     /// user talks (`crew.programDimDb`; 0: not at all).
     #[schema(example = -14)]
     pub program_dim_db: i32,
+    /// The panel has an announce key: one press talks on every talk line (the position's
+    /// `announce`).
+    pub announce: bool,
 }
 
 /// Get a token for a panel of lines.
@@ -128,11 +131,12 @@ pub async fn token(
     }
     let (lines, pins) = requested_lines(&config, &body)?;
     let site = requested_site(&config, &body)?;
+    let announce = body.position.as_deref().and_then(|id| config.position(id)).is_some_and(|(_, p)| p.announce);
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
     let user = state
         .janus
-        .issue_token(&username, lines, resume, client, site.as_deref())
+        .issue_token(&username, lines, resume, client, site.as_deref(), announce)
         .await
         .map_err(|e| unavailable(&e))?;
     Ok(Json(token_response(&state, &config, &user, &headers)))
@@ -281,6 +285,7 @@ fn token_response(state: &AppState, config: &Config, user: &User, headers: &Head
         lines,
         certificate_sha256: state.certificate_sha256.clone(),
         program_dim_db: config.crew.program_dim_db,
+        announce: user.announce,
     }
 }
 

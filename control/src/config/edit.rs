@@ -140,6 +140,7 @@ pub struct PositionFields {
     pub pin: Patch<Option<PinHash>>,
     /// `Some(None)` removes the site.
     pub site: Patch<Option<String>>,
+    pub announce: Option<bool>,
 }
 
 fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
@@ -153,8 +154,12 @@ fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> 
 
 fn check_position_lines(config: &Config, position: &Position) -> Result<(), EditError> {
     let checked = check_lines(&position.listen, &position.talk, |g| config.group(g).is_some())
-        .and_then(|()| config.check_program_talk(&position.talk));
+        .and_then(|()| config.check_program_talk(&position.talk))
+        .and_then(|()| position.check_announce());
     checked.map_err(|(field, message)| {
+        if field == "announce" {
+            return EditError::Invalid { field: "announce", message };
+        }
         // The list named, and the entry when the fault is one entry's (`talk[1]: …`).
         let list = if field.starts_with("talk") { "talk" } else { "listen" };
         let message = if field == list { message } else { format!("{field}: {message}") };
@@ -172,6 +177,7 @@ pub fn create_position(config: &mut Config, fields: PositionFields) -> Result<Po
         talk: fields.talk.unwrap_or_default(),
         pin: fields.pin.flatten(),
         site: fields.site.flatten(),
+        announce: fields.announce.unwrap_or_default(),
     };
     check_position_lines(config, &position)?;
     config.positions.push(position.clone());
@@ -195,6 +201,7 @@ pub fn update_position(config: &mut Config, id: &str, fields: PositionFields) ->
     if let Some(site) = fields.site {
         position.site = site;
     }
+    position.announce = fields.announce.unwrap_or(position.announce);
     check_position_lines(config, &position)?;
     config.positions[index] = position.clone();
     Ok(position)
@@ -385,7 +392,14 @@ mod tests {
 
     fn position(name: &str, listen: &[&str], talk: &[&str]) -> PositionFields {
         let ids = |l: &[&str]| Some(l.iter().map(|s| (*s).to_owned()).collect());
-        PositionFields { name: Some(name.into()), listen: ids(listen), talk: ids(talk), pin: None, site: None }
+        PositionFields {
+            name: Some(name.into()),
+            listen: ids(listen),
+            talk: ids(talk),
+            pin: None,
+            site: None,
+            announce: None,
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@ impl Janus {
         resume: Option<(&str, &str)>,
         address: std::net::IpAddr,
         site: Option<&str>,
+        announce: bool,
     ) -> Result<User, JanusError> {
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let base = match slugify(username) {
@@ -51,6 +52,9 @@ impl Janus {
         let mut avoid = Vec::new();
         let mut node = self.place(lines.len(), &avoid, site).ok_or_else(no_node)?;
         let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
+        if announce {
+            self.users.give_announce(&user.identity);
+        }
         let at = loop {
             self.users.place(&user.identity, &node.name);
             match self.prepare_node(&node, &user.lines, user.token.expose()).await {

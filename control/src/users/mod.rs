@@ -113,6 +113,15 @@ impl Users {
         self.insert(User { panel_key: Some(panel_key), address, ..user })
     }
 
+    /// Gives a crew member's panel its announce key (its position has one).
+    pub fn give_announce(&self, identity: &str) {
+        let mut users = self.lock();
+        if let Some(user) = users.get_mut(identity) {
+            user.announce = true;
+            users.crew_changed();
+        }
+    }
+
     /// Records the Janus node a crew member's session is placed on (before its token is
     /// handed out: its panel's `/janus` connection goes there).
     pub fn place(&self, identity: &str, node: &str) -> Option<User> {

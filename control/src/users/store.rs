@@ -61,6 +61,9 @@ pub struct CrewRecord {
     /// The Janus node it is placed on (absent: the pool's first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Its panel has an announce key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub announce: bool,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
@@ -262,6 +265,7 @@ mod tests {
             panel_key: None,
             address: None,
             node: None,
+            announce: false,
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),

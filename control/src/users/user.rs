@@ -92,6 +92,8 @@ pub struct User {
     /// The Janus node its session is placed on (every line there); `None`: the pool's first,
     /// where server audio users always are.
     pub node: Option<String>,
+    /// Its panel has an announce key (its position's `announce`).
+    pub announce: bool,
     /// When the token was issued: monotonic, for its lifetime…
     pub(super) issued: Instant,
     /// …and wall clock, for the file (an `Instant` does not survive the process).
@@ -163,6 +165,7 @@ impl User {
             state: UserState::Pending,
             address: None,
             node: None,
+            announce: false,
             issued: Instant::now(),
             issued_at: now,
             connected_at: None,
@@ -208,6 +211,7 @@ impl User {
             panel_key: self.panel_key.clone(),
             address: self.address,
             node: self.node.clone(),
+            announce: self.announce,
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
             connected_at_unix_ns: self.connected_at.map(unix_ns),
@@ -249,6 +253,7 @@ impl User {
             state: record.state,
             address: record.address,
             node: record.node,
+            announce: record.announce,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             issued_at,
             connected_at,

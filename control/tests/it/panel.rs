@@ -58,6 +58,7 @@ async fn positions_crud_and_the_rules_they_share_with_groups() {
         (json!({ "name": "STAGE manager", "listen": ["foh"] }), 409, "stage-manager"),
         (json!({ "name": "X", "listen": ["foh"], "pin": "12" }), 400, "pin"),
         (json!({ "name": "X", "listen": ["foh"], "id": "x" }), 400, "id"),
+        (json!({ "name": "X", "listen": ["foh"], "announce": true }), 400, "announce"),
     ] {
         let (got, error) = control.post_json("/admin/positions", body.clone()).await;
         assert_eq!(got.as_u16(), status, "{body}: {error}");
@@ -72,6 +73,11 @@ async fn positions_crud_and_the_rules_they_share_with_groups() {
     let (status, error) = control.delete("/admin/groups/backstage").await;
     assert_eq!(status, StatusCode::CONFLICT, "{error}");
     assert!(error["error"].as_str().is_some_and(|e| e.contains("Stage Manager")), "names the position: {error}");
+
+    // An announce key: in the view and the file.
+    let (status, updated) = control.put_json("/admin/positions/stage-manager", json!({ "announce": true })).await;
+    assert_eq!((status, &updated["position"]["announce"]), (StatusCode::OK, &json!(true)), "{updated}");
+    assert!(control.config_text().contains("announce: true"), "{}", control.config_text());
 
     // The panel's open list, and the file: no id, the PIN only as a hash.
     let (status, updated) = control.put_json("/admin/positions/stage-manager", json!({ "pin": "2468" })).await;

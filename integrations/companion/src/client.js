@@ -211,6 +211,42 @@ export class PartylineClient extends EventEmitter {
 		return this.#command(groupId, 'talk', { state })
 	}
 
+	/**
+	 * Holds the panel's announce key (a panel that has one): every talk line the admin does not
+	 * hold goes `on`, kept as `talkPress` keeps a line, until `announceRelease`. Resolves with the
+	 * panel.
+	 */
+	async announcePress() {
+		const before = new Set(this.panel?.lines.filter((l) => l.talk !== 'off').map((l) => l.groupId))
+		const panel = await this.#announce('on')
+		// Released: the lines this press turned on (a latch found on stays as it is).
+		this.announceHeld = panel.lines.filter((l) => l.talk === 'remote' && !before.has(l.groupId)).map((l) => l.groupId)
+		for (const group of this.announceHeld) this.held.set(group, true)
+		this.#holdCheck()
+		return panel
+	}
+
+	/** Lets go of the lines `announcePress` turned on. */
+	async announceRelease() {
+		const held = this.announceHeld ?? []
+		this.announceHeld = null
+		for (const group of held) this.held.delete(group)
+		this.#holdCheck()
+		await Promise.all(held.map((group) => this.#command(group, 'talk', { state: 'off' })))
+		return this.panel
+	}
+
+	/** `on`, `off` or `toggle` of the announce key (`toggle`: a latch, or all off when all talk). */
+	announce(state) {
+		return this.#announce(state)
+	}
+
+	async #announce(state) {
+		const panel = await this.#request('POST', '/announce', { state })
+		this.#takePanel(panel)
+		return panel
+	}
+
 	/** `on`, `off` or `toggle` of the line's listen switch. */
 	listen(groupId, state) {
 		return this.#command(groupId, 'listen', { state })

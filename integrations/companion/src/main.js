@@ -133,28 +133,38 @@ export default class PartylineInstance extends InstanceBase {
 				this.log('warn', `${event.actionId} on ${event.options.line}: ${error.message}`)
 			}
 		}
+		/** @type {ActionField} How a talk or announce key is worked: held (press, release) or latched. */
+		const mode = {
+			type: 'dropdown',
+			id: 'mode',
+			label: 'Mode',
+			default: 'toggle',
+			choices: [
+				{ id: 'press', label: 'Press (hold until Release)' },
+				{ id: 'release', label: 'Release' },
+				{ id: 'toggle', label: 'Toggle (latch)' },
+			],
+		}
 		this.setActionDefinitions({
 			talk: {
 				name: 'Talk',
 				description: 'Press (held until release), release, or toggle (latch) the line\u2019s talk key',
-				options: [
-					line,
-					{
-						type: 'dropdown',
-						id: 'mode',
-						label: 'Mode',
-						default: 'toggle',
-						choices: [
-							{ id: 'press', label: 'Press (hold until Release)' },
-							{ id: 'release', label: 'Release' },
-							{ id: 'toggle', label: 'Toggle (latch)' },
-						],
-					},
-				],
+				options: [line, mode],
 				callback: run((client, o) => {
 					if (o.mode === 'press') return client.talkPress(o.line)
 					if (o.mode === 'release') return client.talkRelease(o.line)
 					return client.talk(o.line, 'toggle')
+				}),
+			},
+			announce: {
+				name: 'Announce',
+				description:
+					'Press (held until release), release, or toggle (latch) the panel\u2019s announce key: every talk line at once',
+				options: [mode],
+				callback: run((client, o) => {
+					if (o.mode === 'press') return client.announcePress()
+					if (o.mode === 'release') return client.announceRelease()
+					return client.announce('toggle')
 				}),
 			},
 			listen: {
@@ -196,6 +206,7 @@ export default class PartylineInstance extends InstanceBase {
 				[line, { type: 'dropdown', id: 'state', label: 'State', default: 'on', choices: TALK_STATES }],
 				COLOURS.talk,
 			),
+			announcing: flag('Announcing', 'Every talk line of the panel talks (its announce key is on)', [], COLOURS.talk),
 			active: flag('Line active', 'Someone is talking on the line', [line], COLOURS.active, COLOURS.black),
 			listening: flag('Listening', 'The line\u2019s listen switch is on', [line], COLOURS.listen),
 			calling: flag('Call', 'The line is being called (flashes)', [line], COLOURS.call),

@@ -53,6 +53,9 @@ export const listening = (client, groupId) => client.line(groupId)?.listen === t
 /** The line is being called, in the flash's on phase (`blinkOn`). */
 export const callFlashing = (client, groupId, blinkOn) => blinkOn && client.calling(groupId)
 
+/** The panel's announce is on: every talk line the admin does not hold talks. */
+export const announcing = (client) => client.panel?.announcing === true
+
 /** The stream is open and the panel connected. */
 export const connected = (client) => client.connected
 
@@ -91,7 +94,7 @@ export function variableValues(client) {
 }
 
 /**
- * The presets: a status key, then per line its name with who talks, talk (hold), talk (latch),
+ * The presets: a status key (and the announce keys, on a panel with one), then per line its name with who talks, talk (hold), talk (latch),
  * listen, volume down and up, and call. `label` is the connection's label in Companion (the
  * prefix of its variables). Returns `{ structure, presets }` for setPresetDefinitions; each
  * preset's `grid` is its place in the layout (row, column).
@@ -109,8 +112,32 @@ export function presetDefinitions(panel, label) {
 			feedbacks: [{ feedbackId: 'connected', options: {}, style: { bgcolor: COLOURS.ok } }],
 		},
 	}
+	if (panel?.announce) {
+		const on = [{ feedbackId: 'announcing', options: {}, style: { bgcolor: COLOURS.talk } }]
+		presets.announce = {
+			type: 'simple',
+			name: 'Announce (hold)',
+			grid: [0, 1],
+			style: key('ANNOUNCE', COLOURS.white, COLOURS.idle),
+			steps: [
+				{
+					down: [{ actionId: 'announce', options: { mode: 'press' } }],
+					up: [{ actionId: 'announce', options: { mode: 'release' } }],
+				},
+			],
+			feedbacks: on,
+		}
+		presets.announce_latch = {
+			type: 'simple',
+			name: 'Announce (latch)',
+			grid: [0, 2],
+			style: key('ANNOUNCE\\nlatch', COLOURS.white, COLOURS.idle, '14'),
+			steps: [{ down: [{ actionId: 'announce', options: { mode: 'toggle' } }], up: [] }],
+			feedbacks: on,
+		}
+	}
 	/** @type {Section[]} */
-	const sections = [{ id: 'panel', name: 'Panel', definitions: ['status'] }]
+	const sections = [{ id: 'panel', name: 'Panel', definitions: Object.keys(presets) }]
 	for (const [row, line] of (panel?.lines ?? []).entries()) {
 		const g = line.groupId
 		const id = varId(g)
@@ -207,6 +234,8 @@ export function feedbackValue(client, feedbackId, options, blinkOn) {
 			return listening(client, options.line)
 		case 'calling':
 			return callFlashing(client, options.line, blinkOn)
+		case 'announcing':
+			return announcing(client)
 		case 'connected':
 			return connected(client)
 		default:

@@ -9,7 +9,7 @@
 //! (`crate::panels`).
 
 use std::convert::Infallible;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -22,8 +22,10 @@ use utoipa::ToSchema;
 use super::sse::{self, EventSource, json_event};
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::calls::Call;
-use crate::panels::{Command, CommandError, Push, Switch, TalkState};
+use crate::panels::{Command, CommandError, Switch, TalkState};
 use crate::users::{Line, User};
+
+pub mod talk;
 
 /// The default volume of a line whose panel has not reported yet (the panel's own default).
 const DEFAULT_VOLUME: u8 = 80;
@@ -76,13 +78,17 @@ pub struct RemotePanel {
     pub online: bool,
     /// How long a talk held on by a surface outlives the surface's last request.
     pub max_remote_talk_seconds: u32,
+    /// The panel has an announce key (`POST /panel/{key}/announce`).
+    pub announce: bool,
+    /// Its announce is on: every talk line the admin does not hold talks.
+    pub announcing: bool,
     pub lines: Vec<RemoteLine>,
 }
 
 fn panel_view(state: &AppState, user: &User) -> RemotePanel {
     let config = state.config.current();
     let reported = state.panels.reported(&user.identity);
-    let lines = user
+    let lines: Vec<RemoteLine> = user
         .lines
         .iter()
         .map(|line| {
@@ -105,11 +111,15 @@ fn panel_view(state: &AppState, user: &User) -> RemotePanel {
             }
         })
         .collect();
+    let talking = |group: &str| lines.iter().any(|l| l.group_id == group && l.talk != TalkState::Off);
+    let announced: Vec<bool> = talk::announce_lines(state, user).map(|l| talking(&l.group_id)).collect();
     RemotePanel {
         username: user.username.clone(),
         identity: user.identity.clone(),
         online: state.panels.online(&user.identity),
         max_remote_talk_seconds: config.crew.max_remote_talk_seconds.get(),
+        announce: user.announce,
+        announcing: !announced.is_empty() && announced.iter().all(|&on| on),
         lines,
     }
 }
@@ -170,88 +180,6 @@ pub async fn panel(
 ) -> Result<Json<RemotePanel>, ApiError> {
     let user = panel_of(&state, &key)?;
     Ok(Json(panel_view(&state, &user)))
-}
-
-/// Work a line's talk key, as if pressed on the panel. `on` holds it (released after
-/// `crew.maxRemoteTalkSeconds` without a request from the surface; a key already on stays as it
-/// is), `toggle` latches it or lets it go, `off` lets it go. Answers once the panel applied it.
-#[utoipa::path(post, path = "/panel/{key}/lines/{group}/talk", operation_id = "panel_talk", tag = "panel", request_body = SwitchRequest,
-    params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
-    responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
-        (status = 400, body = ErrorBody),
-        (status = 404, description = "Unknown key or line", body = ErrorBody),
-        (status = 409, description = "Refused: `muted_by_admin`, `line_muted`, `cannot_talk` (a listen-only line), `panel_offline`", body = ErrorBody),
-        (status = 504, description = "The panel did not apply it in time (`panel_not_responding`)", body = ErrorBody)))]
-pub async fn talk(
-    State(state): State<AppState>,
-    ApiPath((key, group)): ApiPath<(String, String)>,
-    ApiJson(body): ApiJson<SwitchRequest>,
-) -> Result<Json<RemoteLine>, ApiError> {
-    let user = panel_of(&state, &key)?;
-    let line = line_of(&user, &group)?;
-    if !line.talk {
-        let message = format!("the line {group:?} has no talk key on this panel");
-        return Err(ApiError::Refused { code: "cannot_talk", message });
-    }
-    let current = state.panels.reported(&user.identity).into_iter().find(|r| r.group_id == group).map(|r| r.talk);
-    let turns_on = match body.state {
-        Switch::On => true,
-        Switch::Off => false,
-        Switch::Toggle => current.unwrap_or_default() == TalkState::Off,
-    };
-    if turns_on {
-        refuse_talk(&state, line)?;
-    }
-    apply(&state, &user, Command { talk: Some(body.state), ..Command::new(&group) }).await?;
-    let answer = remote_line(&state, &user, &group)?;
-    if answer.talk == TalkState::Remote && state.panels.hold(&user.identity, &group) {
-        tokio::spawn(release_when_silent(state.clone(), user.identity.clone(), group));
-    }
-    Ok(answer)
-}
-
-/// Why a talk on `line` is refused, if it is.
-pub(super) fn refuse_talk(state: &AppState, line: &Line) -> Result<(), ApiError> {
-    if line.muted_by_admin {
-        let message = format!("muted by the admin on {:?}: talk refused until the admin releases it", line.group_id);
-        return Err(ApiError::Refused { code: "muted_by_admin", message });
-    }
-    if state.janus.line_muted(&line.group_id) {
-        let message = format!("the admin muted the line {:?}: talk refused until the admin releases it", line.group_id);
-        return Err(ApiError::Refused { code: "line_muted", message });
-    }
-    Ok(())
-}
-
-/// Lets a talk held on by a surface go once the surface has been silent for
-/// `crew.maxRemoteTalkSeconds`: the panel is told (it shows why) and the participant is
-/// muted in the room whatever the panel does, so a crashed surface cannot leave a live mic.
-async fn release_when_silent(state: AppState, identity: String, group: String) {
-    loop {
-        let max = Duration::from_secs(state.config.current().crew.max_remote_talk_seconds.get().into());
-        let heard = state.panels.surface_last_heard(&identity).unwrap_or_else(Instant::now);
-        tokio::time::sleep_until((heard + max).into()).await;
-        let held = state.panels.reported(&identity).iter().any(|r| r.group_id == group && r.talk == TalkState::Remote);
-        if !held || state.users.get(&identity).is_none() {
-            break;
-        }
-        if state.panels.surface_last_heard(&identity).is_some_and(|at| at.elapsed() < max) {
-            continue;
-        }
-        tracing::warn!(
-            identity,
-            group,
-            seconds = max.as_secs(),
-            "remote talk released: the control surface went silent"
-        );
-        let command = Command { talk: Some(Switch::Off), reason: Some("surface-silent"), ..Command::new(&group) };
-        state.panels.push(&identity, Push::Command(command));
-        if let Err(e) = state.janus.mute_participant(&group, &identity).await {
-            tracing::warn!(identity, group, error = %e, "cannot mute a released remote talk in its room");
-        }
-        break;
-    }
-    state.panels.unhold(&identity, &group);
 }
 
 /// Switch a line's listen, as if pressed on the panel.
