@@ -1,9 +1,10 @@
 // Positions, join links and the users' lines in the admin UI (/admin), in a real browser against
 // the real partyline-control and a real Janus (harness.mjs):
 //
-// - the Positions tab: create, edit the lines, delete, each checked in the YAML on disk; the
-//   API's 400 (no line) and 409 (name taken) next to the form, word for word; a group renamed
-//   shows in the position; deleting a group a position holds shows the 409 naming it;
+// - the Positions tab: create, edit the lines and the announce key, delete, each checked in the
+//   YAML on disk; the API's 400 (no line) and 409 (name taken) next to the form, word for word;
+//   a group renamed shows in the position; deleting a group a position holds shows the 409
+//   naming it;
 // - join links: each QR code, screenshotted, decodes (jsQR, a devDependency) to the link shown
 //   next to it; the position's link opens the panel preset to that position, and joins;
 // - PINs (positions and groups): shown as "PIN set", never in clear in the page or the YAML;
@@ -181,18 +182,22 @@ describe('admin UI: positions, join links, users\' lines', { timeout: 180_000 },
     await row.waitFor();
     assert.match(await row.textContent(), /Stage Manager.*stage-manager.*Stage Left listen · talk.*Backstage listen only/);
     assert.deepEqual((await yamlPositions())['Stage Manager'], { listen: ['stage-left', 'backstage'], talk: ['stage-left'], pin: null });
+    assert.doesNotMatch(await yamlSection('positions'), /announce/, 'no announce key unless asked');
     assert.equal(await page.locator('#position-name').inputValue(), '', 'the form is emptied after a create');
     assert.equal(await page.locator('#position-line-rows input:checked').count(), 0);
 
-    // Edit the lines: Backstage off, FOH talk only.
+    // Edit the lines: Backstage off, FOH talk only; and an announce key.
     await row.getByRole('button', { name: 'Edit Stage Manager' }).click();
     assert.equal(await page.locator('#position-form-title').textContent(), 'Edit “Stage Manager”');
     assert.equal(await page.locator('#position-name').inputValue(), 'Stage Manager');
     assert.equal(await page.locator('#position-listen-backstage').isChecked(), true, 'the form shows the lines');
     await page.locator('#position-listen-backstage').uncheck();
     await page.locator('#position-talk-foh').check();
+    await page.locator('#position-announce').check();
     await page.locator('#position-submit').click();
     await waitFor('the row to show the new lines', async () => /FOH talk only/.test(await row.textContent()));
+    assert.equal(await row.locator('.position-announce').isVisible(), true, 'the row\'s Announce badge');
+    assert.match(await yamlSection('positions'), /announce: true/);
     assert.doesNotMatch(await row.textContent(), /Backstage/);
     assert.deepEqual((await yamlPositions())['Stage Manager'], { listen: ['stage-left'], talk: ['stage-left', 'foh'], pin: null });
     assert.equal(await page.locator('#position-form-title').textContent(), 'New position', 'back to a create form');
