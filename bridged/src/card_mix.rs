@@ -20,6 +20,7 @@ use partyline_shared::sync::lock;
 
 use crate::encoders::{Encoders, Frame};
 use crate::feed::Feed;
+use crate::ifb::Duckers;
 use crate::jitter::{Glitches, Jitter};
 use crate::levels::Meter;
 use crate::mix::{CHANNELS, Limiter, Routing};
@@ -55,6 +56,8 @@ pub struct BlockMixer {
     remote: Vec<Vec<f32>>,
     sends: Vec<Vec<f32>>,
     limiter: Limiter<CHANNELS>,
+    /// The IFB outputs' dips, kept across matrix swaps.
+    duckers: Duckers,
     input_meter: Meter,
     output_meter: Meter,
     /// When the queues' glitches were last reported.
@@ -81,6 +84,7 @@ impl BlockMixer {
             remote: Vec::new(),
             sends: Vec::new(),
             limiter: Limiter::new(rate),
+            duckers: Duckers::new(rate),
             input_meter: Meter::new(period),
             output_meter: Meter::new(period),
             reported: std::time::Instant::now(),
@@ -102,7 +106,7 @@ impl BlockMixer {
             lock(&feed.remote).pull(remote);
         }
         self.output.resize(self.input.len(), 0.0);
-        matrix.routing.mix(&self.input, &self.remote, &mut self.output, &mut self.sends);
+        matrix.routing.mix(&self.input, &self.remote, &mut self.output, &mut self.sends, &mut self.duckers);
         self.limiter.run(&mut self.output);
         for (send, feed) in self.sends.iter_mut().zip(&matrix.feeds) {
             if let Some(talking) = feed.send(send, &mut self.frames) {

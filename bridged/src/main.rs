@@ -13,6 +13,7 @@ mod elements;
 mod encoders;
 mod feed;
 mod gstreamer_card;
+mod ifb;
 mod jitter;
 mod levels;
 mod logbus;

@@ -9,8 +9,14 @@
 //! sum less the user's own input (N−1 mixing, as a hardware matrix does it): one sum per group and
 //! a subtraction per user, not a sum per user. Every output and every send goes through a
 //! [`Limiter`]: a sum that would clip is turned down, never wrapped.
+//!
+//! An IFB user's output plays its program (a card input, or a group's sound: the room's mix
+//! and the group's inputs) instead, dipped by its [`Ducker`](crate::ifb::Ducker) while the
+//! interrupt group talks, and that talk (the group's sound less the user's own input) over it.
 
-use partyline_shared::bridge::Plan;
+use partyline_shared::bridge::{Plan, PlanIfb};
+
+use crate::ifb::Duckers;
 
 /// The card's channels, each way.
 pub const CHANNELS: usize = partyline_shared::config::CHANNELS;
@@ -26,7 +32,7 @@ const SIGN: u32 = 1 << 31;
 const UNITY: f32 = 0.9999;
 
 /// One server audio user's place in the matrix.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Route {
     /// The output channel the user's mix plays on.
     output: Option<usize>,
@@ -34,11 +40,29 @@ struct Route {
     group: usize,
     /// The user's own input channel: in its group's sum, and taken out of what it hears.
     input: usize,
+    /// `Some`: the output is an IFB.
+    ifb: Option<IfbRoute>,
+}
+
+/// An IFB output's sources (groups as indexes into the plan's groups).
+#[derive(Debug, Clone, PartialEq)]
+struct IfbRoute {
+    program: Source,
+    interrupt: usize,
+    /// The program's gain while interrupted (0: cut).
+    dim: f32,
+}
+
+/// Where an IFB's program comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Input(usize),
+    Group(usize),
 }
 
 /// The matrix of one plan: built once per plan and swapped whole between two blocks, so a
 /// block is mixed entirely by the old routing or entirely by the new one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Routing {
     routes: Vec<Route>,
     /// Per group (the plan's order): the input channels of its server users.
@@ -64,6 +88,7 @@ impl Routing {
                     output: user.output_channel.map(usize::from),
                     group: group_of(&user.room)?,
                     input: usize::from(user.input_channel),
+                    ifb: user.ifb.as_ref().and_then(|ifb| ifb_route(ifb, group_of)),
                 })
             })
             .collect();
@@ -83,7 +108,14 @@ impl Routing {
     /// An output's own input is taken back out of its group's sum: in floating point that
     /// leaves at most a rounding of the sum, some 140 dB under the loudest input, where a
     /// 24-bit card's own noise is.
-    pub fn mix(&self, input: &[f32], remote: &[Vec<f32>], output: &mut [f32], sends: &mut [Vec<f32>]) {
+    pub fn mix(
+        &self,
+        input: &[f32],
+        remote: &[Vec<f32>],
+        output: &mut [f32],
+        sends: &mut [Vec<f32>],
+        duckers: &mut Duckers,
+    ) {
         output.fill(0.0);
         for (group, channels) in self.sends.iter().enumerate() {
             let gains = gains(channels);
@@ -93,13 +125,43 @@ impl Routing {
         }
         for route in &self.routes {
             let Some(out) = route.output else { continue };
-            let frames = input.chunks_exact(CHANNELS).zip(output.chunks_exact_mut(CHANNELS));
-            let group = remote[route.group].iter().zip(&sends[route.group]);
-            for ((frame, played), (remote, sum)) in frames.zip(group) {
-                played[out] += remote + (sum - frame[route.input]);
+            let sound = |group: usize, i: usize, frame: &[f32]| {
+                let own = if group == route.group { frame[route.input] } else { 0.0 };
+                remote[group][i] + (sends[group][i] - own)
+            };
+            let frames = input.chunks_exact(CHANNELS).zip(output.chunks_exact_mut(CHANNELS)).enumerate();
+            match &route.ifb {
+                None => {
+                    for (i, (frame, played)) in frames {
+                        played[out] += sound(route.group, i, frame);
+                    }
+                }
+                Some(ifb) => {
+                    let interrupt = input.chunks_exact(CHANNELS).enumerate().map(|(i, f)| sound(ifb.interrupt, i, f));
+                    duckers.listen(out, interrupt);
+                    for (i, (frame, played)) in frames {
+                        let program = match ifb.program {
+                            Source::Input(channel) => frame[channel],
+                            Source::Group(group) => sound(group, i, frame),
+                        };
+                        played[out] += program * duckers.next_gain(out, ifb.dim) + sound(ifb.interrupt, i, frame);
+                    }
+                }
             }
         }
     }
+}
+
+/// An IFB's route, its groups looked up by `group_of` (`None` for a group not in the plan,
+/// which a valid plan never has).
+fn ifb_route(ifb: &PlanIfb, group_of: impl Fn(&str) -> Option<usize>) -> Option<IfbRoute> {
+    let program = match ifb.program_channel {
+        Some(channel) => Source::Input(usize::from(channel)),
+        None => Source::Group(group_of(&ifb.program_room)?),
+    };
+    #[allow(clippy::cast_precision_loss, reason = "a dip of -60..0 dB")]
+    let dim = ifb.dim_db.map_or(0.0, |db| 10f32.powf(db as f32 / 20.0));
+    Some(IfbRoute { program, interrupt: group_of(&ifb.interrupt_room)?, dim })
 }
 
 /// `channels` as a gain per input channel (how many times each is in it): a sum over
@@ -173,7 +235,7 @@ mod tests {
     use super::*;
 
     fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
-        PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output }
+        PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output, ifb: None }
     }
 
     fn plan(rooms: &[&str], users: Vec<PlanUser>) -> Plan {
@@ -186,7 +248,7 @@ mod tests {
         let remote: Vec<Vec<f32>> = remote.iter().map(|r| vec![*r]).collect();
         let mut output = [0.0; CHANNELS];
         let mut sends = vec![Vec::new(); routing.groups()];
-        routing.mix(&inputs, &remote, &mut output, &mut sends);
+        routing.mix(&inputs, &remote, &mut output, &mut sends, &mut Duckers::new(48_000));
         (output, sends.into_iter().map(|s| s[0]).collect())
     }
 
@@ -250,6 +312,52 @@ mod tests {
         }
     }
 
+    /// The presenter P (input 0, output 2, group X) has an IFB interrupted by group D, whose
+    /// server user speaks on input 3; S sends input 4 into the group Show. Each case holds its
+    /// signals for 20 ms; what output 2 plays at the end (the dip has settled).
+    #[test]
+    fn an_ifb_plays_its_program_dipped_under_the_interrupt_s_talk() {
+        let ifb = |program_channel: Option<u8>, program_room: &str, interrupt: &str, dim_db| {
+            let ifb = PlanIfb {
+                program_channel,
+                program_room: program_room.into(),
+                interrupt_room: interrupt.into(),
+                dim_db,
+            };
+            let presenter = PlanUser { ifb: Some(ifb), ..user("p", "x", 0, Some(2)) };
+            let users = vec![presenter, user("dir", "d", 3, Some(3)), user("s", "show", 4, None)];
+            Routing::new(&plan(&["x", "d", "show"], users))
+        };
+        let from_input = ifb(Some(1), "", "d", Some(-20));
+        let from_show = ifb(None, "show", "d", Some(-20));
+        // (what, routing, inputs 0, 1, 3, 4, rooms X, D, Show, output 2)
+        #[allow(clippy::type_complexity, reason = "a table of cases")]
+        let cases: [(&str, &Routing, [f32; 4], [f32; 3], f32); 7] = [
+            ("nobody talks on D: the program alone", &from_input, [0.3, 0.2, 0.0, 0.0], [0.0; 3], 0.2),
+            ("D's card input talks: -20 dB under it", &from_input, [0.3, 0.2, 0.1, 0.0], [0.0; 3], 0.02 + 0.1),
+            ("D's crew talks: the same", &from_input, [0.3, 0.2, 0.0, 0.0], [0.0, 0.1, 0.0], 0.02 + 0.1),
+            ("X's own sound is never on an IFB", &from_input, [0.3, 0.2, 0.0, 0.0], [0.5, 0.0, 0.0], 0.2),
+            ("the program from Show: its room and inputs", &from_show, [0.0, 0.0, 0.0, 0.2], [0.0, 0.0, 0.05], 0.25),
+            ("Show dipped under D", &from_show, [0.0, 0.0, 0.1, 0.2], [0.0, 0.0, 0.05], 0.025 + 0.1),
+            ("cut: D alone", &ifb(Some(1), "", "d", None), [0.3, 0.2, 0.1, 0.0], [0.0; 3], 0.1),
+        ];
+        let frames = 960;
+        for (what, routing, [own, program, director, show], rooms, expected) in cases {
+            let frame = [own, program, 0.0, director, show, 0.0, 0.0, 0.0];
+            let input: Vec<f32> = frame.iter().copied().cycle().take(frames * CHANNELS).collect();
+            let remote: Vec<Vec<f32>> = rooms.iter().map(|r| vec![*r; frames]).collect();
+            let mut output = vec![0.0; frames * CHANNELS];
+            let mut sends = vec![Vec::new(); 3];
+            routing.mix(&input, &remote, &mut output, &mut sends, &mut Duckers::new(48_000));
+            let played = output[(frames - 1) * CHANNELS + 2];
+            assert!((played - expected).abs() < 1e-5, "{what}: {played}, not {expected}");
+        }
+        // The presenter whose own group interrupts: its own input stays out of what it hears.
+        let own_group = ifb(Some(1), "", "x", Some(-20));
+        let (outputs, _) = mix_one(&own_group, [0.3, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], &[0.0, 0.0, 0.0]);
+        assert!((outputs[2] - 0.2).abs() < 1e-6, "its own voice interrupted it: {}", outputs[2]);
+    }
+
     #[test]
     fn eight_groups_of_one_each_hear_their_own_room_only() {
         let rooms: Vec<String> = (0..8).map(|k| format!("g{k}")).collect();
@@ -282,7 +390,7 @@ mod tests {
         }
         let mut output = vec![0.0; frames * CHANNELS];
         let mut sends = vec![Vec::new()];
-        routing.mix(&input, &[vec![0.0; frames]], &mut output, &mut sends);
+        routing.mix(&input, &[vec![0.0; frames]], &mut output, &mut sends, &mut Duckers::new(rate));
         let wrapped = output.iter().skip(2).step_by(CHANNELS).filter(|s| **s > 1.0).count();
         assert!(wrapped > 1_000, "the test must sum above full scale ({wrapped} samples)");
         Limiter::<CHANNELS>::new(rate).run(&mut output);

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use partyline_shared::bridge::{Plan, PlanGroup};
+use partyline_shared::bridge::{Plan, PlanGroup, PlanIfb};
 use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate};
 
 /// Checks every rule of `plan`; the error names the field (`users[1].input_channel: …`). The
@@ -56,11 +56,45 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
             return Err(format!("{}: {:?} is used twice", field("name"), user.name));
         }
         with_users.insert(user.room.as_str());
+        if let Some(ifb) = &user.ifb {
+            validate_ifb(ifb, user.output_channel.is_some(), &rooms).map_err(|e| format!("{}{e}", field("ifb")))?;
+            with_users.extend(heard_rooms(ifb));
+        }
     }
     if let Some((i, group)) = plan.groups.iter().enumerate().find(|(_, g)| !with_users.contains(g.room.as_str())) {
-        return Err(format!("groups[{i}].room: {:?} has no server audio user", group.room));
+        return Err(format!("groups[{i}].room: {:?} has no server audio user and no IFB hears it", group.room));
     }
     Ok(())
+}
+
+/// An IFB's rules; the error starts with the key under `ifb` it is about.
+fn validate_ifb(ifb: &PlanIfb, has_output: bool, rooms: &HashSet<&str>) -> Result<(), String> {
+    if !has_output {
+        return Err(": an IFB needs the user's output channel".to_owned());
+    }
+    match (ifb.program_channel, ifb.program_room.as_str()) {
+        (Some(channel), "") => {
+            Channel::try_from(channel).map_err(|e| format!(".program_channel: {e}"))?;
+        }
+        (None, room) if rooms.contains(room) && room != ifb.interrupt_room => {}
+        (None, room) => {
+            return Err(format!(".program_room: {room:?} is none of the plan's groups but the interrupt's"));
+        }
+        (Some(_), _) => return Err(".program_room: set beside program_channel".to_owned()),
+    }
+    if !rooms.contains(ifb.interrupt_room.as_str()) {
+        return Err(format!(".interrupt_room: {:?} is none of the plan's groups", ifb.interrupt_room));
+    }
+    match ifb.dim_db {
+        Some(db) if !(-60..=0).contains(&db) => Err(format!(".dim_db: {db} is not -60..=0")),
+        _ => Ok(()),
+    }
+}
+
+/// The rooms an IFB hears: its interrupt's and its program's, if a group.
+pub fn heard_rooms(ifb: &PlanIfb) -> impl Iterator<Item = &str> {
+    let program = Some(ifb.program_room.as_str()).filter(|room| !room.is_empty());
+    std::iter::once(ifb.interrupt_room.as_str()).chain(program)
 }
 
 /// What applying `new` over `old` must do.
@@ -115,7 +149,7 @@ mod tests {
     use super::*;
 
     fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
-        PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output }
+        PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output, ifb: None }
     }
 
     fn group(room: &str) -> PlanGroup {
@@ -146,7 +180,7 @@ mod tests {
     fn rules_name_the_field() {
         let one = || plan(&["x"], vec![user("a", "x", 0, Some(0))]);
         let with_group = |g: PlanGroup| Plan { groups: vec![g], ..one() };
-        let cases: Vec<(Plan, &str)> = vec![
+        let mut cases: Vec<(Plan, &str)> = vec![
             (Plan { device_sample_rate: 0, ..one() }, "device_sample_rate"),
             (plan(&["x"], vec![user("a", "x", 8, Some(0))]), "users[0].input_channel"),
             (plan(&["x"], vec![user("a", "x", 0, Some(8))]), "users[0].output_channel"),
@@ -161,10 +195,28 @@ mod tests {
             (Plan { janus_url: String::new(), ..one() }, "janus_url"),
             (Plan { ice_addresses: vec!["nope".into()], ..one() }, "ice_addresses[0]"),
         ];
+        let ifb = |output, ifb: PlanIfb| {
+            let presenter = PlanUser { ifb: Some(ifb), ..user("p", "x", 0, output) };
+            plan(&["x", "show", "d"], vec![presenter])
+        };
+        let from_input = || PlanIfb { program_channel: Some(1), interrupt_room: "d".into(), ..PlanIfb::default() };
+        let from_show = || PlanIfb { program_room: "show".into(), interrupt_room: "d".into(), ..PlanIfb::default() };
+        cases.extend([
+            (ifb(None, from_input()), "users[0].ifb:"),
+            (ifb(Some(2), PlanIfb { program_channel: Some(8), ..from_input() }), "users[0].ifb.program_channel"),
+            (ifb(Some(2), PlanIfb { program_room: "show".into(), ..from_input() }), "users[0].ifb.program_room"),
+            (ifb(Some(2), PlanIfb { program_room: "nowhere".into(), ..from_show() }), "users[0].ifb.program_room"),
+            (ifb(Some(2), PlanIfb { interrupt_room: "show".into(), ..from_show() }), "users[0].ifb.program_room"),
+            (ifb(Some(2), PlanIfb { interrupt_room: "nowhere".into(), ..from_input() }), "users[0].ifb.interrupt_room"),
+            (ifb(Some(2), PlanIfb { dim_db: Some(-61), ..from_input() }), "users[0].ifb.dim_db"),
+            // A group nobody sends into and no IFB hears.
+            (ifb(Some(2), PlanIfb { dim_db: Some(-20), ..from_input() }), "groups[1].room"),
+        ]);
         for (plan, field) in cases {
             let error = validate(&plan).expect_err(field);
             assert!(error.starts_with(field), "{error:?} should name {field}");
         }
+        validate(&ifb(Some(2), from_show())).expect("an IFB hearing the groups it needs");
         validate(&plan(&["x"], vec![user("a", "x", 7, None), user("b", "x", 0, Some(7))])).expect("valid");
         validate(&Plan { device_sample_rate: 48_000, ..Plan::default() }).expect("an empty plan is valid");
     }

@@ -16,7 +16,7 @@ use partyline_testkit::pulse::PulseServer;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn user(name: &str) -> PlanUser {
-    PlanUser { name: name.into(), room: "stage-left".into(), input_channel: 0, output_channel: Some(1) }
+    PlanUser { name: name.into(), room: "stage-left".into(), input_channel: 0, output_channel: Some(1), ifb: None }
 }
 
 fn group(room: &str) -> PlanGroup {
@@ -180,7 +180,7 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     // Name, type, signature and result of each member (busctl's columns widen with the longest).
     let members: Vec<Vec<&str>> = text.lines().map(|line| line.split_whitespace().take(4).collect()).collect();
     for member in [
-        [".Apply", "method", "(ssussasua(ssssu)a(ssyay))", "t"],
+        [".Apply", "method", "(ssussasua(ssssu)a(ssyaya(ayssai)))", "t"],
         [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts))"],
         [".Generation", "property", "t", ""],
         [".State", "property", "s", ""],

@@ -14,9 +14,9 @@ use futures_util::StreamExt;
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
 use partyline_shared::bridge::{
-    BUS_NAME, BranchStatus, BridgeProxy, BusChoice, ParticipantStatus, Plan, PlanGroup, PlanUser, Status,
+    BUS_NAME, BranchStatus, BridgeProxy, BusChoice, ParticipantStatus, Plan, PlanGroup, PlanIfb, PlanUser, Status,
 };
-use partyline_shared::config::Channel;
+use partyline_shared::config::{Channel, Ifb, IfbDim, IfbProgram};
 use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::Notify;
@@ -86,6 +86,7 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
             room: user.group.clone(),
             input_channel: user.input_channel.get(),
             output_channel: user.output_channel.map(Channel::get),
+            ifb: user.ifb.as_ref().map(plan_ifb),
         })
         .collect();
     Ok(Plan {
@@ -100,6 +101,19 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         groups,
         users,
     })
+}
+
+/// An IFB as bridged takes it: the program's source and the dip spelled out.
+fn plan_ifb(ifb: &Ifb) -> PlanIfb {
+    let (program_channel, program_room) = match &ifb.program {
+        IfbProgram::Input(channel) => (Some(channel.get()), String::new()),
+        IfbProgram::Group(group) => (None, group.clone()),
+    };
+    let dim_db = match ifb.dim_db {
+        IfbDim::Db(db) => Some(db),
+        IfbDim::Cut => None,
+    };
+    PlanIfb { program_channel, program_room, interrupt_room: ifb.interrupt.clone(), dim_db }
 }
 
 #[derive(Debug)]

@@ -85,6 +85,25 @@ pub struct PlanUser {
     /// beside a byte (`(by)`) would carry a meaningless channel when the flag is off, and a
     /// sentinel (-1 in an `i`) is a number every reader must remember to test first.
     pub output_channel: Option<u8>,
+    /// The output is an IFB (a presenter's earpiece) instead of the group minus the user; at
+    /// most one (an array of at most one struct on the bus, as for `output_channel`).
+    pub ifb: Option<PlanIfb>,
+}
+
+/// An IFB output: it plays the program; while the interrupt group talks, the program dips and
+/// the talk is mixed in. The program is a card input or a group of the plan, never both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PlanIfb {
+    /// The program from this card input channel (0..=7); `None`: from `program_room`.
+    pub program_channel: Option<u8>,
+    /// The program from this group of the plan (its room's mix and its users' inputs); empty
+    /// when `program_channel` is set.
+    pub program_room: String,
+    /// The group whose talk interrupts the program: its room's mix and its users' inputs, less
+    /// the IFB user's own input.
+    pub interrupt_room: String,
+    /// The program's level while interrupted, in dB (-60..=0); `None`: cut.
+    pub dim_db: Option<i32>,
 }
 
 /// bridged's state as a whole; a string on the bus.
@@ -292,9 +311,11 @@ mod tests {
 
     #[test]
     fn signatures_are_typed() {
-        assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyay)");
+        // An IFB: an optional program channel, two rooms, an optional dip.
+        assert_eq!(PlanIfb::SIGNATURE.to_string(), "(ayssai)");
+        assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyaya(ayssai))");
         assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
-        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyay))");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai)))");
         assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts))");
     }
 

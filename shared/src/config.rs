@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::slug::slugify;
 
+mod ifb;
+pub use ifb::{DEFAULT_IFB_DIM_DB, Ifb, IfbDim, IfbProgram, MIN_IFB_DIM_DB};
+
 /// The longest name (group, server audio user, channel) the system accepts, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
 /// Channels on each side of the sound card.
@@ -463,12 +466,45 @@ pub struct ServerAudioUser {
     pub input_channel: Channel,
     #[serde(default)]
     pub output_channel: Option<Channel>,
+    /// The output is an IFB: it plays a program that the interrupt group's talk dips ([`Ifb`]),
+    /// instead of the user's group minus itself. Needs an output channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifb: Option<Ifb>,
 }
 
 impl ServerAudioUser {
     /// The id used in URLs (`/admin/server-users/:id`): the slug of the name.
     pub fn id(&self) -> String {
         slugify(&self.name)
+    }
+
+    /// The groups this user's output hears beside its own: its IFB's interrupt and program.
+    pub fn heard_groups(&self) -> impl Iterator<Item = &str> {
+        let ifb = self.ifb.as_ref();
+        let program = ifb.and_then(|ifb| match &ifb.program {
+            IfbProgram::Group(group) => Some(group.as_str()),
+            IfbProgram::Input(_) => None,
+        });
+        ifb.map(|ifb| ifb.interrupt.as_str()).into_iter().chain(program)
+    }
+
+    /// Whether the card takes part in `group` for this user: it sends into it, or hears it.
+    pub fn uses_group(&self, group: &str) -> bool {
+        self.group == group || self.heard_groups().any(|g| g == group)
+    }
+
+    /// Points every reference of this user to the group `from` (its group, its IFB's) at `to`.
+    pub fn rename_group(&mut self, from: &str, to: &str) {
+        let mut groups = vec![&mut self.group];
+        if let Some(ifb) = &mut self.ifb {
+            groups.push(&mut ifb.interrupt);
+            if let IfbProgram::Group(group) = &mut ifb.program {
+                groups.push(group);
+            }
+        }
+        for group in groups.into_iter().filter(|g| **g == from) {
+            to.clone_into(group);
+        }
     }
 }
 
@@ -555,6 +591,28 @@ pub fn check_lines(listen: &[String], talk: &[String], known: impl Fn(&str) -> b
     match lines_of(listen, talk).len() {
         0 => Err(("listen".into(), "a panel needs at least one line (listen or talk)".into())),
         n if n > MAX_LINES => Err(("listen".into(), format!("{n} lines: at most {MAX_LINES}"))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a server audio user's IFB: it needs the user's output, and its groups must exist.
+/// The error names the key under `ifb` that is wrong (`None`: `ifb` itself).
+pub fn check_ifb(
+    ifb: &Ifb,
+    has_output: bool,
+    known: impl Fn(&str) -> bool,
+) -> Result<(), (Option<&'static str>, String)> {
+    if !has_output {
+        return Err((None, "an IFB plays on the user's output: set output_channel".into()));
+    }
+    if !known(&ifb.interrupt) {
+        return Err((Some("interrupt"), format!("no group has id {:?}", ifb.interrupt)));
+    }
+    match &ifb.program {
+        IfbProgram::Group(group) if !known(group) => Err((Some("program"), format!("no group has id {group:?}"))),
+        IfbProgram::Group(group) if *group == ifb.interrupt => {
+            Err((Some("program"), format!("{group:?} is also the interrupt group: the program would dip itself")))
+        }
         _ => Ok(()),
     }
 }
@@ -962,6 +1020,16 @@ impl Config {
             if !group_ids.contains_key(&user.group) {
                 return Err(ConfigError::new(format!("{path}.group"), format!("no group has id {:?}", user.group)));
             }
+            if let Some(ifb) = &user.ifb {
+                check_ifb(ifb, user.output_channel.is_some(), |g| group_ids.contains_key(g)).map_err(
+                    |(key, message)| {
+                        ConfigError::new(
+                            format!("{path}.ifb{}", key.map(|k| format!(".{k}")).unwrap_or_default()),
+                            message,
+                        )
+                    },
+                )?;
+            }
         }
         let mut position_ids = BTreeMap::new();
         for (i, position) in self.positions.iter().enumerate() {
@@ -1199,6 +1267,7 @@ mod tests {
             group: "nowhere".into(),
             input_channel: Channel(0),
             output_channel: None,
+            ifb: None,
         });
         assert_eq!(config.validate().expect_err("dangling").path, "server_audio_users[0].group");
     }
@@ -1216,6 +1285,32 @@ mod tests {
         assert!(err.message.contains("program line"), "{}", err.message);
         let loud = Config::from_yaml(&format!("{yaml}crew:\n  programDimDb: 6\n")).expect("parses");
         assert_eq!(loud.validate().expect_err("a dim above 0").path, "crew.programDimDb");
+    }
+
+    #[test]
+    fn an_ifb_needs_an_output_and_groups_that_exist() {
+        let yaml = |ifb: &str, output: &str| {
+            format!(
+                "groups:\n  - name: Show\n  - name: Director\nserver_audio_users:\n  - name: Presenter\n    group: director\n    input_channel: 0\n{output}    ifb: {ifb}\n"
+            )
+        };
+        let output = "    output_channel: 1\n";
+        let cases = [
+            (yaml("{program: 2, interrupt: director}", output), None),
+            (yaml("{program: show, interrupt: director, dimDb: cut}", output), None),
+            (yaml("{program: 2, interrupt: director}", ""), Some("server_audio_users[0].ifb")),
+            (yaml("{program: 2, interrupt: nowhere}", output), Some("server_audio_users[0].ifb.interrupt")),
+            (yaml("{program: nowhere, interrupt: director}", output), Some("server_audio_users[0].ifb.program")),
+            (yaml("{program: director, interrupt: director}", output), Some("server_audio_users[0].ifb.program")),
+        ];
+        for (text, error) in cases {
+            let config = Config::from_yaml(&text).expect("parses");
+            assert_eq!(config.validate().err().map(|e| e.path), error.map(str::to_owned), "{text}");
+        }
+        let config = Config::from_yaml(&yaml("{program: show, interrupt: director}", output)).expect("parses");
+        let user = &config.server_audio_users[0];
+        assert!(user.uses_group("show") && user.uses_group("director"), "{user:?}");
+        assert!(crate::yaml::to_string(&config).is_ok_and(|t| t.contains("ifb:") && t.contains("program: show")));
     }
 
     #[test]

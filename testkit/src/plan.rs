@@ -6,7 +6,7 @@ use partyline_shared::bridge::{Plan, PlanGroup, PlanUser, Transport};
 
 /// A server audio user of group `room`.
 pub fn user(name: &str, room: &str, input: u8, output: Option<u8>) -> PlanUser {
-    PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output }
+    PlanUser { name: name.into(), room: room.into(), input_channel: input, output_channel: output, ifb: None }
 }
 
 /// The card's participant in `room`: identity `card:ROOM`, token `tok-ROOM`, shown as "card of

@@ -3,13 +3,13 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use partyline_shared::config::{Channel, ServerAudioUser};
+use partyline_shared::config::{Channel, Ifb, ServerAudioUser};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::extract::present;
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
-use crate::config::{self, ServerUserFields};
+use crate::config::{self, ServerUserFields, ServerUserPatch};
 
 /// A server audio user as the API shows it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -25,8 +25,11 @@ pub struct ServerUserView {
     pub group: String,
     /// 0..=7: the card's input sent into the group.
     pub input_channel: u8,
-    /// 0..=7: the card's output playing the group's mix; `null`: no output.
+    /// 0..=7: the card's output playing the group's mix (or the IFB); `null`: no output.
     pub output_channel: Option<u8>,
+    /// The output is an IFB: the program, dipped while the interrupt group talks; `null`: the
+    /// output plays the group minus this user.
+    pub ifb: Option<Ifb>,
 }
 
 impl ServerUserView {
@@ -37,6 +40,7 @@ impl ServerUserView {
             group: user.group.clone(),
             input_channel: user.input_channel.get(),
             output_channel: user.output_channel.map(Channel::get),
+            ifb: user.ifb.clone(),
         }
     }
 }
@@ -74,6 +78,9 @@ pub struct CreateServerUser {
     #[schema(value_type = Option<u8>, minimum = 0, maximum = 7)]
     #[serde(default)]
     pub output_channel: Option<Channel>,
+    /// `null` or absent: the output plays the group minus this user. Needs an output.
+    #[serde(default)]
+    pub ifb: Option<Ifb>,
 }
 
 /// Changes to a server audio user; absent fields keep their value.
@@ -91,6 +98,10 @@ pub struct UpdateServerUser {
     #[schema(value_type = Option<u8>, minimum = 0, maximum = 7)]
     #[serde(default, deserialize_with = "present")]
     pub output_channel: Option<Option<Channel>>,
+    /// `null`: no IFB (the output plays the group minus this user).
+    #[schema(value_type = Option<Ifb>)]
+    #[serde(default, deserialize_with = "present")]
+    pub ifb: Option<Option<Ifb>>,
 }
 
 /// The server audio users.
@@ -116,6 +127,7 @@ pub async fn create(
         group: body.group,
         input_channel: body.input_channel,
         output_channel: body.output_channel,
+        ifb: body.ifb,
     };
     let what = format!("create server audio user {:?}", fields.name);
     let user = state.config.update(what, move |c| config::create_server_user(c, fields)).await?;
@@ -139,14 +151,14 @@ pub async fn update(
     let user = state
         .config
         .update(what, move |c| {
-            config::update_server_user(
-                c,
-                &id,
-                body.name.as_deref(),
-                body.group,
-                body.input_channel,
-                body.output_channel,
-            )
+            let patch = ServerUserPatch {
+                name: body.name,
+                group: body.group,
+                input_channel: body.input_channel,
+                output_channel: body.output_channel,
+                ifb: body.ifb,
+            };
+            config::update_server_user(c, &id, patch)
         })
         .await?;
     let server_user = ServerUserView::of(&user);

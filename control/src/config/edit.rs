@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use partyline_shared::Config;
 use partyline_shared::config::{
-    Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, JitterBufferMs, PinHash, Position,
-    SampleRate, ServerAudioUser, check_entity_name, check_lines,
+    Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, Ifb, JitterBufferMs, PinHash, Position,
+    SampleRate, ServerAudioUser, check_entity_name, check_ifb, check_lines,
 };
 
 /// Why an edit was refused.
@@ -70,8 +70,8 @@ pub fn update_group(
         let (name, new_id) = entity_name("name", name)?;
         ensure_group_id_free(config, &new_id, Some(index))?;
         config.groups[index].name = name;
-        for user in config.server_audio_users.iter_mut().filter(|u| u.group == id) {
-            user.group.clone_from(&new_id);
+        for user in &mut config.server_audio_users {
+            user.rename_group(id, &new_id);
         }
         let lists = config.positions.iter_mut().flat_map(|p| p.listen.iter_mut().chain(p.talk.iter_mut()));
         for group in lists.filter(|g| *g == id) {
@@ -112,7 +112,7 @@ pub fn set_program(config: &mut Config, id: &str, program: bool) -> Result<Group
 pub fn delete_group(config: &mut Config, id: &str) -> Result<Group, EditError> {
     let (index, _) = config.group(id).ok_or_else(|| not_found("group", id))?;
     let users: Vec<&str> =
-        config.server_audio_users.iter().filter(|u| u.group == id).map(|u| u.name.as_str()).collect();
+        config.server_audio_users.iter().filter(|u| u.uses_group(id)).map(|u| u.name.as_str()).collect();
     if !users.is_empty() {
         return Err(EditError::Conflict(format!(
             "group {id:?} is used by server audio users: {}; move or delete them first",
@@ -277,6 +277,30 @@ pub struct ServerUserFields {
     pub group: String,
     pub input_channel: Channel,
     pub output_channel: Option<Channel>,
+    pub ifb: Option<Ifb>,
+}
+
+/// Changes to a server audio user; absent fields keep their value.
+#[derive(Debug, Default)]
+pub struct ServerUserPatch {
+    pub name: Patch<String>,
+    pub group: Patch<String>,
+    pub input_channel: Patch<Channel>,
+    pub output_channel: Patch<Option<Channel>>,
+    pub ifb: Patch<Option<Ifb>>,
+}
+
+/// A user's IFB against the config: needs the user's output and groups that exist.
+fn ensure_ifb_valid(config: &Config, user: &ServerAudioUser) -> Result<(), EditError> {
+    let Some(ifb) = &user.ifb else { return Ok(()) };
+    check_ifb(ifb, user.output_channel.is_some(), |g| config.group(g).is_some()).map_err(|(key, message)| {
+        let field = match key {
+            Some("interrupt") => "ifb.interrupt",
+            Some(_) => "ifb.program",
+            None => "ifb",
+        };
+        EditError::Invalid { field, message }
+    })
 }
 
 fn ensure_group_exists(config: &Config, group: &str) -> Result<(), EditError> {
@@ -305,34 +329,32 @@ pub fn create_server_user(config: &mut Config, fields: ServerUserFields) -> Resu
         group: fields.group,
         input_channel: fields.input_channel,
         output_channel: fields.output_channel,
+        ifb: fields.ifb,
     };
+    ensure_ifb_valid(config, &user)?;
     config.server_audio_users.push(user.clone());
     Ok(user)
 }
 
 /// Changes a server audio user; absent fields keep their value.
-pub fn update_server_user(
-    config: &mut Config,
-    id: &str,
-    name: Patch<&str>,
-    group: Patch<String>,
-    input_channel: Patch<Channel>,
-    output_channel: Patch<Option<Channel>>,
-) -> Result<ServerAudioUser, EditError> {
+pub fn update_server_user(config: &mut Config, id: &str, patch: ServerUserPatch) -> Result<ServerAudioUser, EditError> {
     let (index, _) = config.server_audio_user(id).ok_or_else(|| not_found("server audio user", id))?;
-    if let Some(name) = name {
-        let (name, new_id) = entity_name("name", name)?;
+    if let Some(name) = patch.name {
+        let (name, new_id) = entity_name("name", &name)?;
         ensure_server_user_id_free(config, &new_id, Some(index))?;
         config.server_audio_users[index].name = name;
     }
-    if let Some(group) = group {
+    if let Some(group) = patch.group {
         ensure_group_exists(config, &group)?;
         config.server_audio_users[index].group = group;
     }
-    let user = &mut config.server_audio_users[index];
-    user.input_channel = input_channel.unwrap_or(user.input_channel);
-    user.output_channel = output_channel.unwrap_or(user.output_channel);
-    Ok(user.clone())
+    let mut user = config.server_audio_users[index].clone();
+    user.input_channel = patch.input_channel.unwrap_or(user.input_channel);
+    user.output_channel = patch.output_channel.unwrap_or(user.output_channel);
+    user.ifb = patch.ifb.unwrap_or(user.ifb);
+    ensure_ifb_valid(config, &user)?;
+    config.server_audio_users[index] = user.clone();
+    Ok(user)
 }
 
 /// Removes a server audio user.
@@ -357,6 +379,7 @@ mod tests {
             group: "stage-left".into(),
             input_channel: Channel::try_from(0u8).expect("a channel"),
             output_channel: Some(Channel::try_from(1u8).expect("a channel")),
+            ifb: None,
         });
         config
     }

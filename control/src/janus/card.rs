@@ -59,7 +59,8 @@ impl Janus {
         Ok(())
     }
 
-    /// The card's participants of `config`: one per group that has server audio users, in
+    /// The card's participants of `config`: one per group that has server audio users (or that
+    /// one's IFB hears), in
     /// the config's order of groups. The identity and token follow from the group's id alone, so
     /// users coming and going never change what the participant joined with.
     pub fn card_participants(&self, config: &Config) -> Result<Vec<CardParticipant>, JanusError> {
@@ -69,8 +70,9 @@ impl Janus {
             .iter()
             .filter_map(|group| {
                 let id = group.id();
+                // Those who send into the group, and those whose IFB hears it.
                 let names: Vec<&str> =
-                    config.server_audio_users.iter().filter(|u| u.group == id).map(|u| u.name.as_str()).collect();
+                    config.server_audio_users.iter().filter(|u| u.uses_group(&id)).map(|u| u.name.as_str()).collect();
                 if names.is_empty() {
                     return None;
                 }

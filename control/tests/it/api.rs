@@ -188,7 +188,7 @@ async fn config_is_shown_with_secrets_redacted() {
     assert!(!text.contains("server_audio_users") && !text.contains("input_channel"), "{text}");
     assert_eq!(
         body["serverAudioUsers"],
-        json!([{ "id": "foh", "name": "FOH", "group": "x", "inputChannel": 2, "outputChannel": null }])
+        json!([{ "id": "foh", "name": "FOH", "group": "x", "inputChannel": 2, "outputChannel": null, "ifb": null }])
     );
     assert!(!control.log_text().contains("env-token"));
 }
