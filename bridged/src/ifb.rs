@@ -7,7 +7,7 @@
 //! mix is silence between talks; a card input of the group needs its noise floor under the
 //! threshold. The gain moves in straight ramps, never steps: down in [`DOWN`] (a talker's first
 //! syllable is over the program at once), up in [`UP`] after the hold (no pumping between words).
-//! The same shape as the panel's program dimming (`web/src/panel/program.js`).
+//! The same shape as the panel's program dimming (`web/join/program.js`).
 
 use std::time::Duration;
 

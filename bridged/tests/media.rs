@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanUser, Status, Transport};
+use partyline_shared::bridge::{BranchState, BridgeProxy, BridgeState, Plan, PlanIfb, PlanUser, Status, Transport};
 use partyline_testkit::SoundServer;
 use partyline_testkit::alsa::{AlsaHome, raw_tail};
 use partyline_testkit::audio::{Recording, Tone, channel, dropouts, frequency, longest_dropout_ms, rms_db, tone_db};
@@ -469,6 +469,61 @@ async fn eight_users_in_one_group_then_in_eight_groups() {
     let others: Vec<u32> = freqs.iter().copied().filter(|f| *f != 700).collect();
     assert_tones(&heard, 0, &[700], &others, "what g3's crew member hears");
     drop(crew);
+    drop(bridged);
+}
+
+/// An IFB: the presenter's output (2) plays the program (500 Hz on input 0). The director's
+/// card input (3, 700 Hz) and then a crew member in the director's room (440 Hz, through Janus)
+/// each interrupt it: heard whole on the IFB, the program 20 dB down under them, and back at
+/// its level after the hold. Changing the IFB's dip three times leaves its output without a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ifb_plays_its_program_and_dips_it_under_the_interrupt_group() {
+    require_namespace();
+    let pulse = test_card();
+    for sink in ["card_in", "card_out", "crew_in", "crew_out"] {
+        pulse.add_card(sink, RATE);
+    }
+    let (janus, _bus, bridged, proxy) = media_stack(&pulse, &["x", "d"]).await;
+    let _program = Tone::play(&pulse, "card_in", 0, 500);
+    let ifb_plan = |dim_db| {
+        let ifb = PlanIfb { program_channel: Some(0), program_room: String::new(), interrupt_room: "d".into(), dim_db };
+        let presenter = PlanUser { ifb: Some(ifb), ..user("presenter", "x", 1, Some(2)) };
+        plan(&janus, &["x", "d"], vec![presenter, user("director", "d", 3, None)])
+    };
+    apply_and_wait(&proxy, &ifb_plan(Some(-20)), "both rooms joined").await;
+    let level = |s: &[f32], freq: u32| tone_db(&channel(s, 2), f64::from(freq));
+    let program_whole = |s: &[f32]| (level(s, 500) - TONE_DB).abs() < 1.0;
+    let alone = record_once(&pulse, "card_out", &bridged, "the program on the IFB", program_whole).await;
+    assert_tones(&alone, 2, &[500], &[700, 440], "the IFB, nobody talking");
+
+    let dipped_under = |talk: u32| {
+        move |s: &[f32]| (level(s, 500) - (TONE_DB - 20.0)).abs() < 1.5 && (level(s, talk) - TONE_DB).abs() < 3.0
+    };
+    let director = Tone::play(&pulse, "card_in", 3, 700);
+    let heard =
+        record_once(&pulse, "card_out", &bridged, "the director over the dipped program", dipped_under(700)).await;
+    println!("IFB under the director's card input: {}", levels(&heard, 2, &[500, 700]));
+    drop(director);
+    record_once(&pulse, "card_out", &bridged, "the program back after the card input", program_whole).await;
+
+    let _crew_talks = Tone::play(&pulse, "crew_in", 0, 440);
+    let crew = Crew::join(&pulse, &janus, "d").await;
+    let heard = record_once(&pulse, "card_out", &bridged, "the crew over the dipped program", dipped_under(440)).await;
+    println!("IFB under a crew member in the interrupt room: {}", levels(&heard, 2, &[500, 440]));
+    drop(crew);
+    record_once(&pulse, "card_out", &bridged, "the program back after the crew", program_whole).await;
+
+    // The IFB changed while it plays: cut, -30, -20. Nobody talks: the program plays on.
+    let recording = Recording::start(&pulse, "card_out.monitor");
+    recording.wait_until(0.5).await;
+    for dim_db in [None, Some(-30), Some(-20)] {
+        apply_and_wait(&proxy, &ifb_plan(dim_db), "the IFB changed").await;
+    }
+    let until = recording.seconds() + 0.5;
+    let out = channel(&recording.finish_after(until).await, 2);
+    let gap = longest_dropout_ms(&out);
+    assert!(gap == 0.0, "the IFB's output dropped out for {gap} ms while the IFB changed");
+    assert!((tone_db(&out, 500.0) - TONE_DB).abs() < 1.0, "the program moved: {:.1} dBFS", tone_db(&out, 500.0));
     drop(bridged);
 }
 
