@@ -82,7 +82,7 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(
         body["serverUser"],
-        json!({ "id": "desk", "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1 })
+        json!({ "id": "desk", "name": "Desk", "group": "stage-left", "inputChannel": 0, "outputChannel": 1, "ifb": null })
     );
     let foh = json!({ "name": "FOH mic", "group": "foh", "inputChannel": 2 });
     assert_eq!(control.post_json("/admin/server-users", foh).await.0, StatusCode::CREATED);
@@ -141,6 +141,70 @@ async fn server_users_become_branches_and_survive_a_bridged_restart() {
     let foh = json!({ "name": "FOH mic", "group": "foh", "inputChannel": 2 });
     assert_eq!(control.post_json("/admin/server-users", foh).await.0, StatusCode::CREATED);
     stack.bridge_becomes("FOH mic joined again", SOON, |b| joined(b, &["Desk", "FOH mic"])).await;
+}
+
+/// The rooms the card's participants have joined, sorted.
+fn rooms_joined(bridge: &Value) -> Vec<String> {
+    let participants = bridge["participants"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut rooms: Vec<String> = participants
+        .iter()
+        .filter(|p| p["state"] == "joined")
+        .filter_map(|p| p["room"].as_str().map(str::to_owned))
+        .collect();
+    rooms.sort();
+    rooms
+}
+
+/// A presenter's IFB: program from input 1, interrupted by FOH, where no server user sends.
+/// The card joins FOH's room to hear it; bad IFBs are refused with the key named and change
+/// nothing; a group an IFB hears cannot be deleted, and its rename follows into the IFB; an
+/// IFB removed, the card leaves the room it needed.
+#[tokio::test]
+async fn an_ifb_makes_the_card_hear_its_interrupt_group_and_bad_ones_are_refused() {
+    let rig = Rig::start().await;
+    let (stack, control) = (&rig.stack, &rig.stack.control);
+    let ifb = json!({ "program": 1, "interrupt": "foh", "dimDb": -20 });
+    let presenter =
+        json!({ "name": "Presenter", "group": "stage-left", "inputChannel": 0, "outputChannel": 2, "ifb": ifb });
+    let (status, body) = control.post_json("/admin/server-users", presenter).await;
+    assert_eq!((status, &body["serverUser"]["ifb"]), (StatusCode::CREATED, &ifb), "{body}");
+    stack.bridge_becomes("the card in both rooms", SOON, |b| rooms_joined(b) == ["foh", "stage-left"]).await;
+    let text = control.config_text();
+    assert!(text.contains("ifb:") && text.contains("interrupt: foh") && text.contains("dimDb: -20"), "{text}");
+
+    let before = control.config_text();
+    let with_ifb =
+        |ifb: Value| json!({ "name": "Other", "group": "foh", "inputChannel": 4, "outputChannel": 5, "ifb": ifb });
+    for (bad, field) in [
+        (json!({ "name": "Other", "group": "foh", "inputChannel": 4, "ifb": ifb }), "ifb:"),
+        (with_ifb(json!({ "program": 1, "interrupt": "nowhere" })), "ifb.interrupt:"),
+        (with_ifb(json!({ "program": "foh", "interrupt": "foh" })), "ifb.program:"),
+        (with_ifb(json!({ "program": 8, "interrupt": "foh" })), "input 8 is out of range"),
+        (with_ifb(json!({ "program": 1, "interrupt": "foh", "dimDb": -61 })), "-61 dB"),
+        (with_ifb(json!({ "program": 1, "interrupt": "foh", "dimDb": "mute" })), "\"mute\""),
+    ] {
+        let (status, body) = control.post_json("/admin/server-users", bad.clone()).await;
+        let error = body["error"].as_str().unwrap_or_default();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad} → {body}");
+        assert!(error.contains(field), "{bad}: {error:?} should name {field}");
+    }
+    let (status, body) = control.put_json("/admin/server-users/presenter", json!({ "outputChannel": null })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "an IFB without its output: {body}");
+    let (status, body) = control.delete("/admin/groups/foh").await;
+    assert_eq!(status, StatusCode::CONFLICT, "a group an IFB hears: {body}");
+    assert_eq!(control.config_text(), before, "refused writes changed the file");
+
+    let (status, body) = control.put_json("/admin/groups/foh", json!({ "name": "Front of House" })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, users) = control.get_json("/admin/server-users").await;
+    assert_eq!(users["serverUsers"][0]["ifb"]["interrupt"], "front-of-house", "{users}");
+    stack
+        .bridge_becomes("the card in the renamed room", SOON, |b| rooms_joined(b) == ["front-of-house", "stage-left"])
+        .await;
+
+    let (status, body) = control.put_json("/admin/server-users/presenter", json!({ "ifb": null })).await;
+    assert_eq!((status, &body["serverUser"]["ifb"]), (StatusCode::OK, &Value::Null), "{body}");
+    stack.bridge_becomes("the card back in its own room only", SOON, |b| rooms_joined(b) == ["stage-left"]).await;
 }
 
 /// The Janus sessions there are now.
