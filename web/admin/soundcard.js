@@ -9,6 +9,7 @@ import {
   canSync, clean, confirmDialog, h, setOptions, setText, setValue, showError, submitting, syncKeyed, trackDirty,
 } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
+import { ifbFields, ifbSummary } from '/admin/ifb.js';
 
 const $ = (id) => document.getElementById(id);
 const CHANNELS = 8;
@@ -56,6 +57,8 @@ export function init(context) {
     suError: $('su-create-error'),
     suSubmit: $('su-create-submit'),
   };
+  ui.suIfb = ifbFields('su-create', null, inputLabel);
+  ui.suForm.querySelector('.form-grid').after(ui.suIfb.element);
   setOptions(ui.deviceRate, CARD_RATES.map((r) => ({ value: r, label: `${r.toLocaleString('en')} Hz` })));
   for (const [kind, box] of [['inputs', ui.channelsInputs], ['outputs', ui.channelsOutputs]]) {
     for (let i = 0; i < CHANNELS; i += 1) {
@@ -89,6 +92,7 @@ export function init(context) {
   groups.subscribe(() => {
     syncChannelSelects();
     if (document.activeElement !== ui.suGroup) syncGroupSelect(ui.suGroup);
+    ui.suIfb.sync();
   });
   syncChannelSelects();
 }
@@ -273,6 +277,8 @@ function channelLabel(kind, i) {
   return name ? `${i} · ${name}` : `${i}`;
 }
 
+const inputLabel = (i) => channelLabel('inputs', i);
+
 function channelOptions(kind, withNone) {
   const options = Array.from({ length: CHANNELS }, (_, i) => ({ value: i, label: channelLabel(kind, i) }));
   return withNone ? [{ value: '', label: 'No output' }, ...options] : options;
@@ -291,6 +297,7 @@ function syncChannelSelects() {
   if (document.activeElement !== ui.suInput) setOptions(ui.suInput, channelOptions('inputs', false));
   if (document.activeElement !== ui.suOutput) setOptions(ui.suOutput, channelOptions('outputs', true));
   for (const row of ui.suRows.children) if (row.dataset.editing === undefined) updateServerUserRow(row, JSON.parse(row.dataset.user));
+  if (!ui.suIfb.element.contains(document.activeElement)) ui.suIfb.sync();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,23 +326,25 @@ function render() {
   ui.suRows.closest('.table-box').hidden = ui.suRows.children.length === 0;
 }
 
-function serverUserBody(name, group, input, output) {
+function serverUserBody(name, group, input, output, ifb) {
   return {
     name: name.value.trim(),
     group: group.value,
     inputChannel: Number(input.value),
     outputChannel: output.value === '' ? null : Number(output.value),
+    ifb: ifb.read(),
   };
 }
 
 async function onCreateServerUser(event) {
   event.preventDefault();
-  const body = serverUserBody(ui.suName, ui.suGroup, ui.suInput, ui.suOutput);
+  const body = serverUserBody(ui.suName, ui.suGroup, ui.suInput, ui.suOutput, ui.suIfb);
   if (!body.name) return showError(ui.suError, 'Type a name.');
   if (!body.group) return showError(ui.suError, 'Create a group first.');
   const ok = await submitting(ui.suSubmit, ui.suError, () => post('/server-users', body));
   if (ok) {
     ui.suForm.reset();
+    ui.suIfb.reset();
     clean(ui.suForm);
     syncGroupSelect(ui.suGroup);
     syncChannelSelects();
@@ -351,7 +360,7 @@ function updateServerUserRow(row, user) {
       h('td', { dataset: { label: 'Name' } }, h('strong', { class: 'su-name' })),
       h('td', { class: 'su-group', dataset: { label: 'Group' } }),
       h('td', { class: 'su-input', dataset: { label: 'Input' } }),
-      h('td', { class: 'su-output', dataset: { label: 'Output' } }),
+      h('td', { dataset: { label: 'Output' } }, h('span', { class: 'su-output' }), h('div', { class: 'su-ifb muted small' })),
       h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' },
         h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit'),
         h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete'))),
@@ -361,6 +370,9 @@ function updateServerUserRow(row, user) {
   setText(row.querySelector('.su-group'), groups.nameOf(user.group));
   setText(row.querySelector('.su-input'), channelLabel('inputs', user.inputChannel));
   setText(row.querySelector('.su-output'), user.outputChannel == null ? 'No output' : channelLabel('outputs', user.outputChannel));
+  const ifb = row.querySelector('.su-ifb');
+  ifb.hidden = !user.ifb;
+  setText(ifb, user.ifb ? ifbSummary(user.ifb, inputLabel) : '');
   const [edit, remove] = row.querySelectorAll('button');
   edit.setAttribute('aria-label', `Edit ${user.name}`);
   remove.setAttribute('aria-label', `Delete ${user.name}`);
@@ -375,6 +387,7 @@ function startEdit(row) {
   const group = h('select', { id: `${id}-group` });
   const input = h('select', { id: `${id}-input` });
   const output = h('select', { id: `${id}-output` });
+  const ifb = ifbFields(id, user.ifb, inputLabel);
   syncGroupSelect(group);
   if (!groups.current().some((g) => g.id === user.group)) group.append(h('option', { value: user.group }, user.group));
   setOptions(input, channelOptions('inputs', false));
@@ -388,11 +401,12 @@ function startEdit(row) {
   const field = (label, control) => h('div', { class: 'field' }, h('label', { for: control.id }, label), control);
   const form = h('form', { class: 'edit-form', novalidate: true, 'aria-label': `Edit server audio user ${user.name}` },
     h('div', { class: 'form-grid' }, field('Name', name), field('Group', group), field('Input channel', input), field('Output channel', output)),
+    ifb.element,
     error,
     h('div', { class: 'actions' }, cancel, save));
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
-    const body = serverUserBody(name, group, input, output);
+    const body = serverUserBody(name, group, input, output, ifb);
     if (!body.name) return showError(error, 'Type a name.');
     const ok = await submitting(save, error, () => put(`/server-users/${seg(user.id)}`, body));
     if (ok) {
