@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanUser, Status, Transport};
+use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanIfb, PlanUser, Status, Transport};
 use partyline_shared::janus::prebuffer_packets;
 use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
 use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field, thread_ticks};
@@ -50,6 +50,8 @@ const LOCAL_GOAL_MS: f64 = 20.0;
 const OVER_FLOOR_GOAL_MS: f64 = 10.0;
 const ONE_GROUP_CPU_GOAL: f64 = 5.0;
 const EIGHT_GROUPS_RATIO_GOAL: f64 = 1.3;
+/// How much later than a plain output of the same talker an IFB output may be (ms).
+const IFB_OVER_OUTPUT_GOAL_MS: f64 = 1.0;
 /// Samples of Janus's participant queues after the latency paths.
 const QUEUE_SAMPLES: usize = 20;
 /// Rounds of bridged in eight groups against the bare Opus work.
@@ -439,9 +441,12 @@ async fn main() -> ExitCode {
     let mut missed = Vec::new();
 
     // 1. Latencies: A (input 0, no output) and B (input 1, output 1) in group x, the crew
-    //    member in room x.
+    //    member in room x; P (input 3, output 3) has an IFB interrupted by x (its program,
+    //    input 2, silent): a talker on x reaches P's earpiece.
     let (a, b) = (user("a", "x", 0, None), user("b", "x", 1, Some(1)));
-    let base = plan(&janus, &o, &["x"], vec![a.clone(), b.clone()]);
+    let ifb = PlanIfb { program_channel: Some(2), program_room: String::new(), interrupt_room: "x".into(), dim_db: Some(-20) };
+    let presenter = PlanUser { ifb: Some(ifb), ..user("p", "x", 3, Some(3)) };
+    let base = plan(&janus, &o, &["x"], vec![a.clone(), b.clone(), presenter.clone()]);
     apply(&proxy, &base, "x's participant joined").await;
     // The paths through Janus depend on where the crew member's join falls against Janus's
     // tick (its packets wait up to a tick more or less, and its start leaves Janus's queue for
@@ -451,6 +456,7 @@ async fn main() -> ExitCode {
     // crew → card path read 67–84 ms between runs, the joins themselves 56–90.
     let secs = o.secs / o.joins as f64;
     let (mut local, mut to_crew, mut from_crew) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut local_ifb, mut from_crew_ifb) = (Vec::new(), Vec::new());
     let mut joins = Vec::new();
     let mut queues = BTreeMap::new();
     for join in 1..=o.joins {
@@ -460,17 +466,19 @@ async fn main() -> ExitCode {
             "bench_matrix: join {join} of {}: ticks card_in 0 → card_out 1 (local) and crew_out 0 (through Janus), {secs:.0} s",
             o.joins
         );
-        let recording = card.record_ports(&[("card_in", 0), ("card_out", 1), ("crew_out", 0)]);
+        let recording = card.record_ports(&[("card_in", 0), ("card_out", 1), ("crew_out", 0), ("card_out", 3)]);
         let samples = ticks_into(&card, recording, "card_in", 0, secs).await;
         let local_join = tick_latencies(&channel(&samples, 0), &channel(&samples, 1));
         let to_crew_join = tick_latencies(&channel(&samples, 0), &channel(&samples, 2));
+        local_ifb.push(tick_latencies(&channel(&samples, 0), &channel(&samples, 3)));
         eprintln!(
             "bench_matrix: join {join} of {}: ticks crew_in 0 → card_out 1 (through Janus), {secs:.0} s",
             o.joins
         );
-        let recording = card.record_ports(&[("crew_in", 0), ("card_out", 1)]);
+        let recording = card.record_ports(&[("crew_in", 0), ("card_out", 1), ("card_out", 3)]);
         let samples = ticks_into(&card, recording, "crew_in", 0, secs).await;
         let from_crew_join = tick_latencies(&channel(&samples, 0), &channel(&samples, 1));
+        from_crew_ifb.push(tick_latencies(&channel(&samples, 0), &channel(&samples, 2)));
         queues = janus_queues(&janus, QUEUE_SAMPLES).await;
         let median =
             |latencies: &[Option<f64>]| spread(&latencies.iter().flatten().copied().collect::<Vec<_>>()).median;
@@ -483,6 +491,8 @@ async fn main() -> ExitCode {
     }
     let ((local, local_note), (to_crew, to_crew_note), (from_crew, from_crew_note)) =
         (heard_over(&local), heard_over(&to_crew), heard_over(&from_crew));
+    let ((local_ifb, local_ifb_note), (from_crew_ifb, from_crew_ifb_note)) =
+        (heard_over(&local_ifb), heard_over(&from_crew_ifb));
     if local.is_empty() || to_crew.is_empty() || from_crew.is_empty() {
         eprintln!("bench_matrix: a path heard no tick");
         diagnose(&card, &proxy, &bridged).await;
@@ -496,7 +506,7 @@ async fn main() -> ExitCode {
     //    most that much too long.
     eprintln!("bench_matrix: {} config changes", o.changes);
     let tone = Tone::play(&card, "card_in", 0, 1000);
-    let with_c = plan(&janus, &o, &["x"], vec![a.clone(), b.clone(), user("c", "x", 2, Some(2))]);
+    let with_c = plan(&janus, &o, &["x"], vec![a.clone(), b.clone(), presenter, user("c", "x", 2, Some(2))]);
     let recording = card.record_ports(&[("card_out", 2)]);
     recording.wait_until(0.5).await;
     let mut change_ms = Vec::new();
@@ -682,6 +692,14 @@ async fn main() -> ExitCode {
     let local_verdict = verdict("card → card", local_s.median <= LOCAL_GOAL_MS && local_s.p95 <= LOCAL_GOAL_MS);
     let to_crew_verdict = verdict("card → crew", to_crew_s.median - floor <= OVER_FLOOR_GOAL_MS);
     let from_crew_verdict = verdict("crew → card", from_crew_s.median - floor <= OVER_FLOOR_GOAL_MS);
+    // An IFB output is the same block of the same matrix as any other output: it adds nothing.
+    let (local_ifb_s, from_crew_ifb_s) = (spread(&local_ifb), spread(&from_crew_ifb));
+    let local_ifb_verdict =
+        verdict("card → IFB", local_ifb_s.median <= local_s.median + IFB_OVER_OUTPUT_GOAL_MS && !local_ifb.is_empty());
+    let from_crew_ifb_verdict = verdict(
+        "crew → IFB",
+        from_crew_ifb_s.median <= from_crew_s.median + IFB_OVER_OUTPUT_GOAL_MS && !from_crew_ifb.is_empty(),
+    );
     let one_verdict = verdict("one group CPU", one_cpu <= ONE_GROUP_CPU_GOAL);
     let ratios: Vec<f64> = rounds.iter().map(|r| r.eight_cpu / r.bare_cpu).collect();
     let ratio = spread(&ratios).median;
@@ -706,6 +724,12 @@ async fn main() -> ExitCode {
         "| crew peer → Janus → card | {from_crew_s} | median ≤ floor {floor:.0} + {OVER_FLOOR_GOAL_MS} | {from_crew_verdict} ({:+.1} over the floor) |",
         from_crew_s.median - floor
     );
+    println!(
+        "| card talker (a card input of the interrupt group) → IFB output | {local_ifb_s} | median ≤ card → card's + {IFB_OVER_OUTPUT_GOAL_MS} | {local_ifb_verdict} |"
+    );
+    println!(
+        "| crew peer talking on the interrupt group → Janus → IFB output | {from_crew_ifb_s} | median ≤ crew → card's + {IFB_OVER_OUTPUT_GOAL_MS} | {from_crew_ifb_verdict} |"
+    );
     for (name, latencies, _) in &server_loops {
         println!(
             "| the same card through a bare {name} loop with bridged's buffer sizes (GStreamer's elements alone, for comparison) | {} | — | — |",
@@ -721,7 +745,7 @@ async fn main() -> ExitCode {
     let loop_notes: Vec<String> =
         server_loops.iter().map(|(name, _, note)| format!("bare {name} loop {note}")).collect();
     println!(
-        "- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; {}; load average after the paths of bridged: {latency_load}",
+        "- ticks: local {local_note}; to the crew {to_crew_note}; from the crew {from_crew_note}; card → IFB {local_ifb_note}; crew → IFB {from_crew_ifb_note}; {}; load average after the paths of bridged: {latency_load}",
         loop_notes.join("; ")
     );
     println!(
