@@ -444,7 +444,12 @@ async fn main() -> ExitCode {
     //    member in room x; P (input 3, output 3) has an IFB interrupted by x (its program,
     //    input 2, silent): a talker on x reaches P's earpiece.
     let (a, b) = (user("a", "x", 0, None), user("b", "x", 1, Some(1)));
-    let ifb = PlanIfb { program_channel: Some(2), program_room: String::new(), interrupt_room: "x".into(), dim_db: Some(-20) };
+    let ifb = PlanIfb {
+        program_channel: Some(2),
+        program_room: String::new(),
+        interrupt_room: "x".into(),
+        dim_db: Some(-20),
+    };
     let presenter = PlanUser { ifb: Some(ifb), ..user("p", "x", 3, Some(3)) };
     let base = plan(&janus, &o, &["x"], vec![a.clone(), b.clone(), presenter.clone()]);
     apply(&proxy, &base, "x's participant joined").await;

@@ -281,14 +281,21 @@ async fn a_client_that_never_reads_is_closed_without_slowing_the_others() {
     assert!(during[0] <= before[0] * 2.0 + 10.0, "the median rose: {before:?} → {during:?}");
     assert!(during[1] < 200.0, "p99 while a client stalled: {during:?}");
 
-    // The stalled client, reading at last, finds the connection closed; the events cut it too.
+    // The stalled client, reading at last, finds the connection closed, and the event stream
+    // has let it go. Which closes it first depends on the machine's pace: the write stall, or
+    // its event buffer filling (then it counts as cut): never both, and not twice.
     let (mut stream, _) = stalled.expect("the stalled client");
     let mut rest = Vec::new();
     let end =
         tokio::time::timeout(Duration::from_secs(5), tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut rest));
     assert!(end.await.is_ok(), "the stalled client's connection still open");
-    let stats = control.get_json("/admin/stats").await.1;
-    assert_eq!((&stats["events"]["clientsCut"], &stats["events"]["clients"]), (&json!(1), &json!(3)), "{stats}");
+    let stats =
+        crate::support::wait_for("the stalled client gone from the event stream", Duration::from_secs(5), async || {
+            let stats = control.get_json("/admin/stats").await.1;
+            (stats["events"]["clients"] == json!(3)).then_some(stats)
+        })
+        .await;
+    assert!(stats["events"]["clientsCut"].as_u64().is_some_and(|cut| cut <= 1), "{stats}");
 }
 
 /// Every event the subscriber has read, for checking the ids of a whole run.
