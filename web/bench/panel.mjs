@@ -15,8 +15,11 @@
 //              the panel showing it applied (COMMANDS commands)
 //   cost       the headless crew's CPU per line against Chromium's: COST_USERS four-line users
 //              in Chromium, then as many partyline-crew members (PARTYLINE_CREW_BIN), same stack
+//   keys       a program line's dim on a listener's panel (BURSTS bursts of a talker on its
+//              other line: first heard → dimmed), and a producer's talk to a presenter's IFB
+//              on the card (browser bursts and card-input ticks → the IFB output)
 //
-//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost]
+//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost] [keys]
 //
 // Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), COMMANDS (200), TRIES (20),
 // DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10), COST_USERS (4),
@@ -683,10 +686,131 @@ async function remote() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Keys
 
-const PARTS = { latency, network, capacity, remote, cost };
+/**
+ * Each onset's delay to the first `dimmed` time (epoch ms) after it, within HEARD_WITHIN_MS.
+ */
+const reactions = (starts, dims) => starts.map((s) => {
+  const d = dims.find((t) => t >= s && t < s + HEARD_WITHIN_MS);
+  return d === undefined ? null : d - s;
+});
+
+/** Records in `page` every time `[data-line=LINE]` turns `data-dimmed="true"` (epoch ms). */
+async function watchDimmed(page, line) {
+  await page.evaluate((groupId) => {
+    const element = document.querySelector(`[data-line="${groupId}"]`);
+    window.benchDims = [];
+    new MutationObserver(() => {
+      if (element.dataset.dimmed === 'true') window.benchDims.push(performance.timeOrigin + performance.now());
+    }).observe(element, { attributes: true, attributeFilter: ['data-dimmed'] });
+  }, line);
+}
+
+/** The goals of `keys` (BENCHMARKS.md, "Keys"): a program line dims within 100 ms of a talker
+ * first heard (the issue's figure), and a card talker reaches an IFB as fast as any output of
+ * the matrix (bench/matrix's card → card goal). */
+const DIM_GOAL_MS = 100;
+const CARD_TO_IFB_GOAL_MS = 20;
+
+/**
+ * The keys professionals press: a program line's dim on a listener's panel (a talker's bursts
+ * on its other line, each: first heard there → `data-dimmed`), and a producer's talk to a
+ * presenter's IFB on the card (the talker's bursts → the IFB output, and ticks on a card input
+ * of the interrupt group → the IFB output; the IFB's program silent meanwhile, so that onsets
+ * show).
+ */
+async function keys() {
+  const [SHOW, TALK] = ['show', 'talk'];
+  const IFB_OUTPUT = 3;
+  md('### Keys (`keys`)');
+  md();
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Show', 'Talk'], { card: true });
+    const browsers = [];
+    const recordings = [];
+    try {
+      const program = await control.admin('PUT', `/groups/${SHOW}`, { program: true });
+      if (program.status !== 200) throw new Error(`PUT /groups/${SHOW}: ${program.status}`);
+      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, { burstMs: 80, everyMs: BURST_EVERY_MS, seconds: (BURST_EVERY_MS * 10) / 1000 });
+      browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser());
+      const [talkBrowser, listenBrowser] = browsers;
+      const cardOut = await control.card.record('card_out.monitor');
+      const cardIn = await control.card.record('card_in.monitor');
+      recordings.push(cardOut, cardIn);
+      // The show's sound on input 1 (program line Show); the presenter's IFB on output 3, its
+      // program input 2 (silent), interrupted by Talk, where the desk (input 0) also talks.
+      const feed = await control.card.tone(1, 440);
+      await control.addServerUser({ name: 'Show feed', group: SHOW, inputChannel: 1 });
+      await control.addServerUser({ name: 'Desk', group: TALK, inputChannel: 0 });
+      await control.addServerUser({
+        name: 'Presenter', group: SHOW, inputChannel: 4, outputChannel: IFB_OUTPUT,
+        ifb: { program: 2, interrupt: TALK, dimDb: -20 },
+      });
+      const a = await panel(talkBrowser, control, 'Producer', `/?groups=${TALK}&talk=${TALK}`, INSTRUMENTED);
+      const b = await panel(listenBrowser, control, 'Listener', `/?groups=${SHOW},${TALK}&talk=`, INSTRUMENTED);
+      await hearsAll(b, [SHOW]);
+      await sleep(2000); // the card side's first seconds
+
+      const cpu = new CpuWindow();
+      await watchDimmed(b.page, SHOW);
+      await startEnvelope(a.page, 'mouth', null);
+      await startEnvelope(b.page, 'talk', TALK);
+      await latchAll(a, [TALK]);
+      const from = cardOut.seconds;
+      progress(`keys: ${BURSTS} bursts from the producer`);
+      await sleep((BURSTS + 1) * BURST_EVERY_MS);
+      const [mouth, heard] = [await readEnvelope(a.page, 'mouth'), await readEnvelope(b.page, 'talk')];
+      const dims = await b.page.evaluate(() => window.benchDims);
+      const ifb = cardOut.envelope(IFB_OUTPUT, from);
+      await a.control(TALK, 'talk').click();
+      await a.waitLine(TALK, 'talk', 'off');
+      const dimReaction = reactions(onsets(heard).filter((t) => t + HEARD_WITHIN_MS < endOf(heard)), dims);
+      const browserToIfb = delays(onsets(mouth), onsets(ifb), endOf(ifb));
+
+      await sleep(1000);
+      const ticks = await control.card.play(TICKS, [0]);
+      const inFrom = cardIn.seconds;
+      const outFrom = cardOut.seconds;
+      progress(`keys: ${BURSTS} ticks on the desk's input`);
+      await sleep((BURSTS + 1) * BURST_EVERY_MS);
+      const [input, ifbTicks] = [cardIn.envelope(0, inFrom), cardOut.envelope(IFB_OUTPUT, outFrom)];
+      await ticks.stop();
+      await feed.stop();
+      const cardToIfb = delays(onsets(input), onsets(ifbTicks), endOf(ifbTicks));
+      const usage = cpu.stop();
+
+      md('| path | median ms | p95 ms | min | max | matched | goal |');
+      md('|---|---|---|---|---|---|---|');
+      let missed = 0;
+      for (const [path, values, goalMs] of [
+        ['program dim: a talker first heard on another line → the program line dimmed (`data-dimmed`)', dimReaction, DIM_GOAL_MS],
+        ['producer talk: browser → room → IFB output on the card (bridged)', browserToIfb, null],
+        ['producer talk: a card input of the interrupt group → IFB output', cardToIfb, CARD_TO_IFB_GOAL_MS],
+      ]) {
+        const s = stats(values);
+        const met = goalMs === null || (s.n > 0 && s.p95 <= goalMs);
+        missed += met ? 0 : 1;
+        const goal = goalMs === null ? '—' : `p95 ≤ ${goalMs}: ${met ? 'met' : '**missed**'}`;
+        md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} | ${goal} |`);
+      }
+      md();
+      if (missed) process.exitCode = 1;
+      md(`While measuring: ${cpuLine(usage)}.`);
+      md();
+    } finally {
+      await Promise.all(recordings.map((r) => r.stop()));
+      await Promise.all(browsers.map((b) => b.close()));
+      await control.stop();
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const PARTS = { latency, network, capacity, remote, cost, keys };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
-for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost)`);
+for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys)`);
 const parts = chosen.length ? chosen : Object.keys(PARTS);
 
 md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);
@@ -705,4 +829,4 @@ for (const name of parts) {
 }
 md(`Load average after: ${await load()}.`);
 process.stdout.write(`${out.join('\n')}\n`);
-process.exit(status);
+process.exit(status || process.exitCode || 0);
