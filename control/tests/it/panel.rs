@@ -20,9 +20,11 @@ use crate::support::{Control, parse_config};
 
 #[cfg(feature = "services")]
 const SOON: Duration = Duration::from_secs(5);
-/// A PIN long enough that the log's timestamps (microseconds) never hold it by chance, as they
-/// may a four-digit one.
+/// PINs long enough that the log's timestamps (microseconds) and ids never hold them by chance,
+/// as they may a four-digit one.
 const POSITION_PIN: &str = "73915082";
+const GROUP_PIN: &str = "58203147";
+const WRONG_PIN: &str = "90817263";
 #[cfg(feature = "services")]
 const GROUPS: &str = "  - name: Stage Left\n  - name: Backstage\n  - name: FOH\n";
 
@@ -181,7 +183,7 @@ async fn one_token_several_lines_admitted_by_exactly_those_rooms() {
 async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
     let stack = Stack::start(GROUPS).await;
     let control = &stack.control;
-    assert_eq!(control.put_json("/admin/groups/backstage", json!({ "pin": "4321" })).await.0, StatusCode::OK);
+    assert_eq!(control.put_json("/admin/groups/backstage", json!({ "pin": GROUP_PIN })).await.0, StatusCode::OK);
     let (_, groups) = control.get_json("/groups").await;
     let pins: Vec<(Value, Value)> =
         groups["groups"].as_array().expect("groups").iter().map(|g| (g["id"].clone(), g["pin"].clone())).collect();
@@ -192,7 +194,7 @@ async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
     assert_eq!((status, &error["code"]), (StatusCode::UNAUTHORIZED, &json!("pin_required")), "{error}");
     let (status, error) = token(control, ask(Some("0000"))).await;
     assert_eq!((status, &error["code"]), (StatusCode::UNAUTHORIZED, &json!("wrong_pin")), "{error}");
-    let (status, body) = token(control, ask(Some("4321"))).await;
+    let (status, body) = token(control, ask(Some(GROUP_PIN))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, _) = token(control, json!({ "username": "Eve", "listen": ["foh", "backstage"] })).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "an ad-hoc panel with a protected group needs its PIN too");
@@ -201,12 +203,12 @@ async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
 
     // Five wrong PINs in a minute from one address: the sixth try is refused, even a right one.
     for _ in 0..4 {
-        assert_eq!(token(control, ask(Some("1111"))).await.0, StatusCode::UNAUTHORIZED);
+        assert_eq!(token(control, ask(Some(WRONG_PIN))).await.0, StatusCode::UNAUTHORIZED);
     }
-    let (status, error) = token(control, ask(Some("4321"))).await;
+    let (status, error) = token(control, ask(Some(GROUP_PIN))).await;
     assert_eq!((status, &error["code"]), (StatusCode::TOO_MANY_REQUESTS, &json!("too_many_tries")), "{error}");
     let log = control.log_text();
-    assert!(!log.contains("4321") && !log.contains("1111"), "PINs are never logged");
+    assert!(!log.contains(GROUP_PIN) && !log.contains(WRONG_PIN), "PINs are never logged");
     let (_, logs) = control.get_json("/admin/logs?level=warn&limit=1000").await;
     let wrong = logs["logs"].as_array().expect("logs").iter().filter(|l| l["message"] == "wrong PIN").count();
     assert_eq!(wrong, 5, "each wrong PIN is logged: {logs}");
