@@ -40,6 +40,8 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
     }
     let mut names = HashSet::new();
     let mut with_users = HashSet::new();
+    // An IFB's dip belongs to its output (`ifb.rs`): one IFB per output channel.
+    let mut ifb_outputs = HashSet::new();
     for (i, user) in plan.users.iter().enumerate() {
         let field = |name: &str| format!("users[{i}].{name}");
         if user.name.trim().is_empty() {
@@ -58,6 +60,9 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
         with_users.insert(user.room.as_str());
         if let Some(ifb) = &user.ifb {
             validate_ifb(ifb, user.output_channel.is_some(), &rooms).map_err(|e| format!("{}{e}", field("ifb")))?;
+            if user.output_channel.is_some_and(|output| !ifb_outputs.insert(output)) {
+                return Err(format!("{}: another IFB plays on output channel {:?}", field("ifb"), user.output_channel));
+            }
             with_users.extend(heard_rooms(ifb));
         }
     }
@@ -209,6 +214,17 @@ mod tests {
             (ifb(Some(2), PlanIfb { interrupt_room: "show".into(), ..from_show() }), "users[0].ifb.program_room"),
             (ifb(Some(2), PlanIfb { interrupt_room: "nowhere".into(), ..from_input() }), "users[0].ifb.interrupt_room"),
             (ifb(Some(2), PlanIfb { dim_db: Some(-61), ..from_input() }), "users[0].ifb.dim_db"),
+            // Two IFBs on one output.
+            (
+                Plan {
+                    users: vec![
+                        PlanUser { ifb: Some(from_input()), ..user("p", "x", 0, Some(2)) },
+                        PlanUser { ifb: Some(from_show()), ..user("q", "x", 3, Some(2)) },
+                    ],
+                    ..ifb(Some(2), from_show())
+                },
+                "users[1].ifb",
+            ),
             // A group nobody sends into and no IFB hears.
             (ifb(Some(2), PlanIfb { dim_db: Some(-20), ..from_input() }), "groups[1].room"),
         ]);

@@ -1008,6 +1008,8 @@ impl Config {
             }
         }
         let mut user_ids = BTreeMap::new();
+        // An IFB's dip belongs to its output: one IFB per output channel.
+        let mut ifb_outputs = BTreeMap::new();
         for (i, user) in self.server_audio_users.iter().enumerate() {
             let path = format!("server_audio_users[{i}]");
             let id = check_entity_name(&user.name).map_err(|m| ConfigError::new(format!("{path}.name"), m))?;
@@ -1021,14 +1023,13 @@ impl Config {
                 return Err(ConfigError::new(format!("{path}.group"), format!("no group has id {:?}", user.group)));
             }
             if let Some(ifb) = &user.ifb {
-                check_ifb(ifb, user.output_channel.is_some(), |g| group_ids.contains_key(g)).map_err(
-                    |(key, message)| {
-                        ConfigError::new(
-                            format!("{path}.ifb{}", key.map(|k| format!(".{k}")).unwrap_or_default()),
-                            message,
-                        )
-                    },
-                )?;
+                let at = |key: Option<&str>| format!("{path}.ifb{}", key.map(|k| format!(".{k}")).unwrap_or_default());
+                check_ifb(ifb, user.output_channel.is_some(), |g| group_ids.contains_key(g))
+                    .map_err(|(key, message)| ConfigError::new(at(key), message))?;
+                if let Some(other) = user.output_channel.and_then(|output| ifb_outputs.insert(output, i)) {
+                    let message = format!("its output already plays the IFB of server_audio_users[{other}]");
+                    return Err(ConfigError::new(at(None), message));
+                }
             }
         }
         let mut position_ids = BTreeMap::new();
@@ -1302,6 +1303,14 @@ mod tests {
             (yaml("{program: 2, interrupt: nowhere}", output), Some("server_audio_users[0].ifb.interrupt")),
             (yaml("{program: nowhere, interrupt: director}", output), Some("server_audio_users[0].ifb.program")),
             (yaml("{program: director, interrupt: director}", output), Some("server_audio_users[0].ifb.program")),
+            // Two IFBs on one output.
+            (
+                format!(
+                    "{}  - name: Guest\n    group: show\n    input_channel: 3\n    output_channel: 1\n    ifb: {{program: 4, interrupt: director}}\n",
+                    yaml("{program: 2, interrupt: director}", output)
+                ),
+                Some("server_audio_users[1].ifb"),
+            ),
         ];
         for (text, error) in cases {
             let config = Config::from_yaml(&text).expect("parses");

@@ -182,6 +182,10 @@ async fn an_ifb_makes_the_card_hear_its_interrupt_group_and_bad_ones_are_refused
         (with_ifb(json!({ "program": 8, "interrupt": "foh" })), "input 8 is out of range"),
         (with_ifb(json!({ "program": 1, "interrupt": "foh", "dimDb": -61 })), "-61 dB"),
         (with_ifb(json!({ "program": 1, "interrupt": "foh", "dimDb": "mute" })), "\"mute\""),
+        (
+            json!({ "name": "Other", "group": "foh", "inputChannel": 4, "outputChannel": 2, "ifb": ifb }),
+            "already plays the IFB",
+        ),
     ] {
         let (status, body) = control.post_json("/admin/server-users", bad.clone()).await;
         let error = body["error"].as_str().unwrap_or_default();
