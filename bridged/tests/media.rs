@@ -293,9 +293,14 @@ async fn the_card_s_packets_wait_one_packet_less_than_its_prebuffering_in_janus(
         apply_and_wait(&proxy, &plan(&janus, &rooms[..joined], users(joined)), "one more room joined").await;
         let room = rooms[joined - 1];
         let queue = placed_queue(&janus, &bridged, room, 1).await;
+        // Placed, the queue never holds more than the prebuffering (an unplaced send reads 2–3)
+        // and reads 1 after ticks. It may touch 0: a packet that came late (Janus's own tick
+        // wanders: AudioBridge mixes at the first wake-up of its 5 ms sleeps 15 ms after the
+        // last tick's schedule, a sawtooth of up to 5 ms), which at this prebuffering costs no
+        // audio (each_output_hears… holds the levels).
         assert!(
-            queue.iter().all(|&n| (1..=2).contains(&n)) && queue.contains(&1),
-            "card of {room}: Janus's queue {queue:?}, not 1 after each tick and 2 before it"
+            queue.iter().all(|&n| n <= 2) && queue.contains(&1),
+            "card of {room}: Janus's queue {queue:?}: more than 1 after each tick and 2 before it"
         );
     }
     // The default buffering: every participant joins again, with one packet of prebuffering.
