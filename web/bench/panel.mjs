@@ -204,80 +204,89 @@ async function cardOutputCarries(control, recording, desk) {
   return null;
 }
 
-async function latency() {
-  const X = 'bench';
-  const desk = { name: 'Desk', group: X, inputChannel: 0, outputChannel: 0 };
-  md('### Mouth-to-ear (`latency`)');
-  md();
+/**
+ * Control with the card and `groups`, a talker's Chromium whose microphone plays 80 ms bursts of
+ * 1 kHz every BURST_EVERY_MS, a listener's Chromium, and both sides of the card recorded from the
+ * start (null sinks read at low latency render in small blocks); runs `body` with them, then
+ * stops everything.
+ */
+async function withBurstStack(groups, body) {
   await withTemp(async (dir) => {
-    const control = await Control.start(['Bench'], { card: true });
+    const control = await Control.start(groups, { card: true });
     const browsers = [];
     const recordings = [];
     try {
       const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, { burstMs: 80, everyMs: BURST_EVERY_MS, seconds: (BURST_EVERY_MS * 10) / 1000 });
       browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser());
+      recordings.push(await control.card.record('card_out.monitor'), await control.card.record('card_in.monitor'));
       const [talkBrowser, listenBrowser] = browsers;
-      // Both sides of the card recorded from the start: null sinks read at low latency render
-      // in small blocks.
-      const cardOut = await control.card.record('card_out.monitor');
-      const cardIn = await control.card.record('card_in.monitor');
-      recordings.push(cardOut, cardIn);
-      await control.addServerUser(desk);
-      const a = await panel(talkBrowser, control, 'Talker', `/?groups=${X}`, INSTRUMENTED);
-      const b = await panel(listenBrowser, control, 'Listener', `/?groups=${X}&talk=`, INSTRUMENTED);
-      await sleep(2000); // the card side's first seconds
-
-      // Browser → room → browser and → card: the talker's bursts.
-      const cpu = new CpuWindow();
-      await latchAll(a, [X]);
-      const rebuilds = await cardOutputCarries(control, cardOut, desk);
-      await startEnvelope(a.page, 'mouth', null);
-      await startEnvelope(b.page, 'ear', X);
-      const from = cardOut.seconds;
-      progress(`latency: ${BURSTS} bursts from the talker`);
-      await sleep((BURSTS + 1) * BURST_EVERY_MS);
-      const [mouth, ear] = [await readEnvelope(a.page, 'mouth'), await readEnvelope(b.page, 'ear')];
-      const card = cardOut.envelope(0, from);
-      await a.control(X, 'talk').click();
-      await a.waitLine(X, 'talk', 'off');
-      const browserToBrowser = delays(onsets(mouth), onsets(ear), endOf(ear));
-      const browserToCard = delays(onsets(mouth), onsets(card), endOf(card));
-
-      // Card → room → browser: ticks on the card's input 0.
-      await sleep(1000);
-      const ticks = await control.card.play(TICKS, [0]);
-      const inFrom = cardIn.seconds;
-      await readEnvelope(b.page, 'ear', { clear: true });
-      progress(`latency: ${BURSTS} ticks on the card's input`);
-      await sleep((BURSTS + 1) * BURST_EVERY_MS);
-      const [input, heard] = [cardIn.envelope(0, inFrom), await readEnvelope(b.page, 'ear')];
-      await ticks.stop();
-      const cardToBrowser = delays(onsets(input), onsets(heard), endOf(heard));
-      const usage = cpu.stop();
-
-      md('| path | median ms | p95 ms | min | max | onsets matched |');
-      md('|---|---|---|---|---|---|');
-      for (const [path, values] of [
-        ['browser → room → browser', browserToBrowser],
-        ['card → room → browser (bridged)', cardToBrowser],
-        ['browser → room → card (bridged)', browserToCard],
-      ]) {
-        const s = stats(values);
-        md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} |`);
-      }
-      md();
-      if (rebuilds !== 0) {
-        md(rebuilds === null
-          ? 'The card\'s output stayed silent through 3 rebuilds of bridged\'s card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).'
-          : `The card's output carried sound after ${rebuilds} rebuild(s) of bridged's card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).`);
-      }
-      md(`While measuring: ${cpuLine(usage)}.`);
-      md();
+      const [cardOut, cardIn] = recordings;
+      await body({ control, talkBrowser, listenBrowser, cardOut, cardIn });
     } finally {
       await Promise.all(recordings.map((r) => r.stop()));
       await Promise.all(browsers.map((b) => b.close()));
       await control.stop();
     }
+  });
+}
+
+async function latency() {
+  const X = 'bench';
+  const desk = { name: 'Desk', group: X, inputChannel: 0, outputChannel: 0 };
+  md('### Mouth-to-ear (`latency`)');
+  md();
+  await withBurstStack(['Bench'], async ({ control, talkBrowser, listenBrowser, cardOut, cardIn }) => {
+    await control.addServerUser(desk);
+    const a = await panel(talkBrowser, control, 'Talker', `/?groups=${X}`, INSTRUMENTED);
+    const b = await panel(listenBrowser, control, 'Listener', `/?groups=${X}&talk=`, INSTRUMENTED);
+    await sleep(2000); // the card side's first seconds
+
+    // Browser → room → browser and → card: the talker's bursts.
+    const cpu = new CpuWindow();
+    await latchAll(a, [X]);
+    const rebuilds = await cardOutputCarries(control, cardOut, desk);
+    await startEnvelope(a.page, 'mouth', null);
+    await startEnvelope(b.page, 'ear', X);
+    const from = cardOut.seconds;
+    progress(`latency: ${BURSTS} bursts from the talker`);
+    await sleep((BURSTS + 1) * BURST_EVERY_MS);
+    const [mouth, ear] = [await readEnvelope(a.page, 'mouth'), await readEnvelope(b.page, 'ear')];
+    const card = cardOut.envelope(0, from);
+    await a.control(X, 'talk').click();
+    await a.waitLine(X, 'talk', 'off');
+    const browserToBrowser = delays(onsets(mouth), onsets(ear), endOf(ear));
+    const browserToCard = delays(onsets(mouth), onsets(card), endOf(card));
+
+    // Card → room → browser: ticks on the card's input 0.
+    await sleep(1000);
+    const ticks = await control.card.play(TICKS, [0]);
+    const inFrom = cardIn.seconds;
+    await readEnvelope(b.page, 'ear', { clear: true });
+    progress(`latency: ${BURSTS} ticks on the card's input`);
+    await sleep((BURSTS + 1) * BURST_EVERY_MS);
+    const [input, heard] = [cardIn.envelope(0, inFrom), await readEnvelope(b.page, 'ear')];
+    await ticks.stop();
+    const cardToBrowser = delays(onsets(input), onsets(heard), endOf(heard));
+    const usage = cpu.stop();
+
+    md('| path | median ms | p95 ms | min | max | onsets matched |');
+    md('|---|---|---|---|---|---|');
+    for (const [path, values] of [
+      ['browser → room → browser', browserToBrowser],
+      ['card → room → browser (bridged)', cardToBrowser],
+      ['browser → room → card (bridged)', browserToCard],
+    ]) {
+      const s = stats(values);
+      md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} |`);
+    }
+    md();
+    if (rebuilds !== 0) {
+      md(rebuilds === null
+        ? 'The card\'s output stayed silent through 3 rebuilds of bridged\'s card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).'
+        : `The card's output carried sound after ${rebuilds} rebuild(s) of bridged's card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).`);
+    }
+    md(`While measuring: ${cpuLine(usage)}.`);
+    md();
   });
 }
 
@@ -732,101 +741,86 @@ async function keys() {
   const [IFB_OUTPUT, MONITOR_OUTPUT] = [3, 5];
   md('### Keys (`keys`)');
   md();
-  await withTemp(async (dir) => {
-    const control = await Control.start(['Show', 'Talk'], { card: true });
-    const browsers = [];
-    const recordings = [];
-    try {
-      const program = await control.admin('PUT', `/groups/${SHOW}`, { program: true });
-      if (program.status !== 200) throw new Error(`PUT /groups/${SHOW}: ${program.status}`);
-      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, { burstMs: 80, everyMs: BURST_EVERY_MS, seconds: (BURST_EVERY_MS * 10) / 1000 });
-      browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser());
-      const [talkBrowser, listenBrowser] = browsers;
-      const cardOut = await control.card.record('card_out.monitor');
-      const cardIn = await control.card.record('card_in.monitor');
-      recordings.push(cardOut, cardIn);
-      // The show's sound on input 1 (program line Show). Talk: the desk talks from input 0,
-      // Monitor (input 6, silent) hears Talk on output 5. The presenter's IFB on output 3: its
-      // program input 2 (silent), interrupted by Talk.
-      const feed = await control.card.tone(1, 440);
-      await control.addServerUser({ name: 'Show feed', group: SHOW, inputChannel: 1 });
-      await control.addServerUser({ name: 'Desk', group: TALK, inputChannel: 0 });
-      await control.addServerUser({ name: 'Monitor', group: TALK, inputChannel: 6, outputChannel: MONITOR_OUTPUT });
-      await control.addServerUser({
-        name: 'Presenter', group: SHOW, inputChannel: 4, outputChannel: IFB_OUTPUT,
-        ifb: { program: 2, interrupt: TALK, dimDb: -20 },
-      });
-      const a = await panel(talkBrowser, control, 'Producer', `/?groups=${TALK}&talk=${TALK}`, INSTRUMENTED);
-      const b = await panel(listenBrowser, control, 'Listener', `/?groups=${SHOW},${TALK}&talk=`, INSTRUMENTED);
-      await hearsAll(b, [SHOW]);
-      await sleep(2000); // the card side's first seconds
-      const cpu = new CpuWindow();
+  await withBurstStack(['Show', 'Talk'], async ({ control, talkBrowser, listenBrowser, cardOut, cardIn }) => {
+    const program = await control.admin('PUT', `/groups/${SHOW}`, { program: true });
+    if (program.status !== 200) throw new Error(`PUT /groups/${SHOW}: ${program.status}`);
+    // The show's sound on input 1 (program line Show). Talk: the desk talks from input 0,
+    // Monitor (input 6, silent) hears Talk on output 5. The presenter's IFB on output 3: its
+    // program input 2 (silent), interrupted by Talk.
+    const feed = await control.card.tone(1, 440);
+    await control.addServerUser({ name: 'Show feed', group: SHOW, inputChannel: 1 });
+    await control.addServerUser({ name: 'Desk', group: TALK, inputChannel: 0 });
+    await control.addServerUser({ name: 'Monitor', group: TALK, inputChannel: 6, outputChannel: MONITOR_OUTPUT });
+    await control.addServerUser({
+      name: 'Presenter', group: SHOW, inputChannel: 4, outputChannel: IFB_OUTPUT,
+      ifb: { program: 2, interrupt: TALK, dimDb: -20 },
+    });
+    const a = await panel(talkBrowser, control, 'Producer', `/?groups=${TALK}&talk=${TALK}`, INSTRUMENTED);
+    const b = await panel(listenBrowser, control, 'Listener', `/?groups=${SHOW},${TALK}&talk=`, INSTRUMENTED);
+    await hearsAll(b, [SHOW]);
+    await sleep(2000); // the card side's first seconds
+    const cpu = new CpuWindow();
 
-      // The producer's bursts.
-      await startEnvelope(a.page, 'mouth', null);
-      await latchAll(a, [TALK]);
-      const from = cardOut.seconds;
-      progress(`keys: ${BURSTS} bursts from the producer`);
-      await sleep((BURSTS + 1) * BURST_EVERY_MS);
-      const mouth = onsets(await readEnvelope(a.page, 'mouth'));
-      const [ifb, monitor] = [cardOut.envelope(IFB_OUTPUT, from), cardOut.envelope(MONITOR_OUTPUT, from)];
-      await a.control(TALK, 'talk').click();
-      await a.waitLine(TALK, 'talk', 'off');
-      const browserToIfb = delays(mouth, onsets(ifb), endOf(ifb));
-      const browserToMonitor = delays(mouth, onsets(monitor), endOf(monitor));
+    // The producer's bursts.
+    await startEnvelope(a.page, 'mouth', null);
+    await latchAll(a, [TALK]);
+    const from = cardOut.seconds;
+    progress(`keys: ${BURSTS} bursts from the producer`);
+    await sleep((BURSTS + 1) * BURST_EVERY_MS);
+    const mouth = onsets(await readEnvelope(a.page, 'mouth'));
+    const [ifb, monitor] = [cardOut.envelope(IFB_OUTPUT, from), cardOut.envelope(MONITOR_OUTPUT, from)];
+    await a.control(TALK, 'talk').click();
+    await a.waitLine(TALK, 'talk', 'off');
+    const browserToIfb = delays(mouth, onsets(ifb), endOf(ifb));
+    const browserToMonitor = delays(mouth, onsets(monitor), endOf(monitor));
 
-      // The desk's ticks, slow enough for the dim to let go between them.
-      await sleep(1000);
-      await watchDimmed(b.page, SHOW);
-      await startEnvelope(b.page, 'talk', TALK);
-      const ticks = await control.card.play(SLOW_TICKS, [0]);
-      const [inFrom, outFrom] = [cardIn.seconds, cardOut.seconds];
-      progress(`keys: ${DIM_TICKS} ticks on the desk's input, ${DIM_EVERY_MS} ms apart`);
-      await sleep((DIM_TICKS + 1) * DIM_EVERY_MS);
-      const input = onsets(cardIn.envelope(0, inFrom));
-      const [ifbTicks, monitorTicks] = [cardOut.envelope(IFB_OUTPUT, outFrom), cardOut.envelope(MONITOR_OUTPUT, outFrom)];
-      const heard = await readEnvelope(b.page, 'talk');
-      const dims = await b.page.evaluate(() => window.benchDims);
-      await ticks.stop();
-      await feed.stop();
-      const cardToIfb = delays(input, onsets(ifbTicks), endOf(ifbTicks));
-      const cardToMonitor = delays(input, onsets(monitorTicks), endOf(monitorTicks));
-      const dimReaction = reactions(onsets(heard).filter((t) => t + HEARD_WITHIN_MS < endOf(heard)), dims);
-      const usage = cpu.stop();
+    // The desk's ticks, slow enough for the dim to let go between them.
+    await sleep(1000);
+    await watchDimmed(b.page, SHOW);
+    await startEnvelope(b.page, 'talk', TALK);
+    const ticks = await control.card.play(SLOW_TICKS, [0]);
+    const [inFrom, outFrom] = [cardIn.seconds, cardOut.seconds];
+    progress(`keys: ${DIM_TICKS} ticks on the desk's input, ${DIM_EVERY_MS} ms apart`);
+    await sleep((DIM_TICKS + 1) * DIM_EVERY_MS);
+    const input = onsets(cardIn.envelope(0, inFrom));
+    const [ifbTicks, monitorTicks] = [cardOut.envelope(IFB_OUTPUT, outFrom), cardOut.envelope(MONITOR_OUTPUT, outFrom)];
+    const heard = await readEnvelope(b.page, 'talk');
+    const dims = await b.page.evaluate(() => window.benchDims);
+    await ticks.stop();
+    await feed.stop();
+    const cardToIfb = delays(input, onsets(ifbTicks), endOf(ifbTicks));
+    const cardToMonitor = delays(input, onsets(monitorTicks), endOf(monitorTicks));
+    const dimReaction = reactions(onsets(heard).filter((t) => t + HEARD_WITHIN_MS < endOf(heard)), dims);
+    const usage = cpu.stop();
 
-      const median = (values) => stats(values).median;
-      const overOutput = (ifbValues, plain) => {
-        const met = stats(ifbValues).n > 0 && median(ifbValues) <= median(plain) + IFB_OVER_OUTPUT_MS;
-        return { goal: `median ≤ the plain output's + ${IFB_OVER_OUTPUT_MS}`, met };
-      };
-      const dim = stats(dimReaction);
-      md('| path | median ms | p95 ms | min | max | matched | goal |');
-      md('|---|---|---|---|---|---|---|');
-      let missed = 0;
-      for (const [path, values, verdict] of [
-        ['program dim: the desk first heard on the listener\'s Talk line → its Show line dimmed (`data-dimmed`)', dimReaction,
-          { goal: `p95 ≤ ${DIM_GOAL_MS}`, met: dim.n > 0 && dim.p95 <= DIM_GOAL_MS }],
-        ['producer talk: browser → room → IFB output on the card (bridged)', browserToIfb, overOutput(browserToIfb, browserToMonitor)],
-        ['the same bursts → a plain output hearing Talk', browserToMonitor, null],
-        ['producer talk: a card input of Talk → IFB output', cardToIfb, overOutput(cardToIfb, cardToMonitor)],
-        ['the same ticks → a plain output hearing Talk', cardToMonitor, null],
-      ]) {
-        const s = stats(values);
-        missed += verdict && !verdict.met ? 1 : 0;
-        const goal = verdict ? `${verdict.goal}: ${verdict.met ? 'met' : '**missed**'}` : '—';
-        md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} | ${goal} |`);
-      }
-      md();
-      md('The card is the harness\'s PulseAudio card (10 ms capture, 20 ms playback buffers, each side read by a recorder of its own): its own paths are in "The matrix" on the PipeWire test card.');
-      md();
-      if (missed) process.exitCode = 1;
-      md(`While measuring: ${cpuLine(usage)}.`);
-      md();
-    } finally {
-      await Promise.all(recordings.map((r) => r.stop()));
-      await Promise.all(browsers.map((b) => b.close()));
-      await control.stop();
+    const median = (values) => stats(values).median;
+    const overOutput = (ifbValues, plain) => {
+      const met = stats(ifbValues).n > 0 && median(ifbValues) <= median(plain) + IFB_OVER_OUTPUT_MS;
+      return { goal: `median ≤ the plain output's + ${IFB_OVER_OUTPUT_MS}`, met };
+    };
+    const dim = stats(dimReaction);
+    md('| path | median ms | p95 ms | min | max | matched | goal |');
+    md('|---|---|---|---|---|---|---|');
+    let missed = 0;
+    for (const [path, values, verdict] of [
+      ['program dim: the desk first heard on the listener\'s Talk line → its Show line dimmed (`data-dimmed`)', dimReaction,
+        { goal: `p95 ≤ ${DIM_GOAL_MS}`, met: dim.n > 0 && dim.p95 <= DIM_GOAL_MS }],
+      ['producer talk: browser → room → IFB output on the card (bridged)', browserToIfb, overOutput(browserToIfb, browserToMonitor)],
+      ['the same bursts → a plain output hearing Talk', browserToMonitor, null],
+      ['producer talk: a card input of Talk → IFB output', cardToIfb, overOutput(cardToIfb, cardToMonitor)],
+      ['the same ticks → a plain output hearing Talk', cardToMonitor, null],
+    ]) {
+      const s = stats(values);
+      missed += verdict && !verdict.met ? 1 : 0;
+      const goal = verdict ? `${verdict.goal}: ${verdict.met ? 'met' : '**missed**'}` : '—';
+      md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} | ${goal} |`);
     }
+    md();
+    md('The card is the harness\'s PulseAudio card (10 ms capture, 20 ms playback buffers, each side read by a recorder of its own): its own paths are in "The matrix" on the PipeWire test card.');
+    md();
+    if (missed) process.exitCode = 1;
+    md(`While measuring: ${cpuLine(usage)}.`);
+    md();
   });
 }
 
