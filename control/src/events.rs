@@ -45,6 +45,10 @@ pub enum LiveEvent {
     StoppedTalking { identity: String, username: String, group_id: String },
     /// A crew member pressed Call on a line.
     Call { group_id: String, from: String, identity: String },
+    /// A person key opened a direct line (`groupId`: its room) from `caller` to `callee`.
+    DirectOpened { group_id: String, caller: String, callee: String },
+    /// A direct line closed: one end left, or the admin closed it.
+    DirectClosed { group_id: String, why: String },
     /// The config changed, through the API (`what` names the change) or on disk.
     ConfigChanged { what: String },
     /// partyline-bridged's state changed.
@@ -69,6 +73,8 @@ impl LiveEvent {
             LiveEvent::Talking { .. } => "talking",
             LiveEvent::StoppedTalking { .. } => "stoppedTalking",
             LiveEvent::Call { .. } => "call",
+            LiveEvent::DirectOpened { .. } => "directOpened",
+            LiveEvent::DirectClosed { .. } => "directClosed",
             LiveEvent::ConfigChanged { .. } => "configChanged",
             LiveEvent::BridgeState { .. } => "bridgeState",
             LiveEvent::JanusState { .. } => "janusState",
@@ -153,13 +159,18 @@ impl fmt::Display for BridgeViewState {
 
 /// An event with its id, serialized once for every client.
 #[derive(Debug, Clone)]
-struct Published {
+pub struct Published {
     id: u64,
     name: &'static str,
     data: Arc<str>,
 }
 
 impl Published {
+    /// Its SSE name (`userJoined`, `talking`, …).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
     fn sse(&self) -> sse::Event {
         sse::Event::default().id(self.id.to_string()).event(self.name).data(&*self.data)
     }
@@ -230,6 +241,11 @@ impl EventBus {
         // Under the lock, so a new client's backlog and its live events neither overlap nor
         // leave a gap. No client is not an error.
         let _ = self.0.sender.send(published);
+    }
+
+    /// The events published from now on, for a watcher inside control (no backlog, no ring).
+    pub fn watch(&self) -> broadcast::Receiver<Published> {
+        self.0.sender.subscribe()
     }
 
     /// A new client, resuming after `last_id` when it gives one.

@@ -88,6 +88,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
     tokio::spawn(Arc::clone(&state.janus).run());
+    tokio::spawn(Arc::clone(&state.janus).close_directs_of_the_removed());
     tokio::spawn(config::publish_changes(config, state.events.clone()));
     tokio::spawn(Arc::clone(&state.bridge).run());
     let events_app = app::events_app(state.clone());

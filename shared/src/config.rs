@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::slug::slugify;
 
+mod direct;
 mod ifb;
+pub use direct::{DIRECT_ROOM_PREFIX, DirectCalls, check_group_id_not_direct, check_talk_to, is_direct_room};
 pub use ifb::{DEFAULT_IFB_DIM_DB, Ifb, IfbDim, IfbProgram, MIN_IFB_DIM_DB};
 
 /// The longest name (group, server audio user, channel) the system accepts, in characters.
@@ -532,6 +534,9 @@ pub struct Position {
     /// The panel has an announce key: one press talks on every one of its talk lines.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub announce: bool,
+    /// Person keys: the positions (ids) this panel opens a direct line to with one press.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub talk_to: Vec<String>,
 }
 
 /// One line of a panel: a group, heard and/or talked to.
@@ -681,6 +686,9 @@ pub struct CrewConfig {
     /// How far a panel dims its program lines while someone talks on its other lines or its
     /// user talks: -60 to 0 dB (0: no dimming).
     pub program_dim_db: i32,
+    /// Who may open a direct line: `all` (anyone online, from a panel's People list),
+    /// `positions` (the person keys of `positions[].talkTo` only), `off`.
+    pub direct_calls: DirectCalls,
 }
 
 impl Default for CrewConfig {
@@ -690,6 +698,7 @@ impl Default for CrewConfig {
             tokens_per_minute: TokenRate(120),
             max_pending_tokens: PendingTokens(200),
             program_dim_db: -14,
+            direct_calls: DirectCalls::default(),
         }
     }
 }
@@ -999,7 +1008,9 @@ impl Config {
         let mut group_ids = BTreeMap::new();
         for (i, group) in self.groups.iter().enumerate() {
             let path = format!("groups[{i}].name");
-            let id = check_entity_name(&group.name).map_err(|m| ConfigError::new(&path, m))?;
+            let id = check_entity_name(&group.name)
+                .and_then(|id| check_group_id_not_direct(&id).map(|()| id))
+                .map_err(|m| ConfigError::new(&path, m))?;
             if let Some(other) = group_ids.insert(id.clone(), i) {
                 return Err(ConfigError::new(
                     path,
@@ -1044,6 +1055,10 @@ impl Config {
             }
             check_lines(&position.listen, &position.talk, |g| group_ids.contains_key(g))
                 .map_err(|(field, message)| ConfigError::new(format!("{path}.{field}"), message))?;
+        }
+        for (i, position) in self.positions.iter().enumerate() {
+            check_talk_to(&position.id(), &position.talk_to, |p| position_ids.contains_key(p))
+                .map_err(|(field, message)| ConfigError::new(format!("positions[{i}].{field}"), message))?;
         }
         let pins = self.groups.iter().enumerate().map(|(i, g)| (format!("groups[{i}].pin"), &g.pin));
         let pins = pins.chain(self.positions.iter().enumerate().map(|(i, p)| (format!("positions[{i}].pin"), &p.pin)));

@@ -1,6 +1,7 @@
 // Positions tab: the prepared panels (`/positions`: a name, the groups heard and talked to, an
-// optional PIN, a site when the Janus nodes have sites), one form to create or edit them (a row
-// of Listen/Talk checkboxes per group, the site among those of `/stats`' nodes),
+// optional PIN, a site when the Janus nodes have sites, person keys to other positions), one
+// form to create or edit them (a row of Listen/Talk checkboxes per group, a checkbox per other
+// position for its person keys, the site among those of `/stats`' nodes),
 // delete with confirmation; and the join links of every position and group, each with its QR
 // code (/common/qr.js) and a copy button.
 //
@@ -43,6 +44,8 @@ export function init(context) {
     siteField: $('position-site-field'),
     site: $('position-site'),
     announce: $('position-announce'),
+    talkToField: $('position-talk-to-field'),
+    talkTo: $('position-talk-to'),
     error: $('position-error'),
     submit: $('position-submit'),
     cancel: $('position-cancel'),
@@ -98,7 +101,10 @@ function render() {
     ui.site.value = edited.site ?? '';
     ui.announce.checked = edited.announce;
     setPicked(edited);
+    renderTalkTo(edited.talkTo);
     showMode();
+  } else if (canSync(ui.form)) {
+    renderTalkTo(checkedTalkTo());
   }
   renderLinks();
 }
@@ -113,7 +119,8 @@ function createRow(position) {
     h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'position-name' }), h('code', { class: 'position-id muted' })),
     h('td', { dataset: { label: 'Lines' } }, h('ul', { class: 'line-list position-lines' }),
       h('span', { class: 'badge position-site', hidden: true }),
-      ' ', h('span', { class: 'badge position-announce', hidden: true }, 'Announce')),
+      ' ', h('span', { class: 'badge position-announce', hidden: true }, 'Announce'),
+      ' ', h('span', { class: 'badge position-talk-to', hidden: true })),
     h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'position-pin' })),
     h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)));
 }
@@ -135,6 +142,9 @@ function updateRow(row, position) {
   site.hidden = !position.site;
   setText(site, position.site ? `site: ${position.site}` : '');
   row.querySelector('.position-announce').hidden = !position.announce;
+  const talkTo = row.querySelector('.position-talk-to');
+  talkTo.hidden = position.talkTo.length === 0;
+  setText(talkTo, position.talkTo.length ? `Person keys: ${position.talkTo.map(positionName).join(', ')}` : '');
   groups.pinBadge(row.querySelector('.position-pin'), position.pin);
   // The buttons act on the id the row shows now (a rename gives a new row).
   const [edit, remove] = row.querySelectorAll('.row-actions button');
@@ -219,8 +229,24 @@ function resetForm() {
   clean(ui.form);
   ui.pin.disabled = false;
   setPicked(null);
+  renderTalkTo([]);
   showError(ui.error, null);
 }
+
+const positionName = (id) => positions.find((p) => p.id === id)?.name ?? id;
+
+/** A checkbox per other position (the one edited has no key to itself), `selected` ticked. */
+function renderTalkTo(selected) {
+  const others = positions.filter((p) => p.id !== editing);
+  ui.talkToField.hidden = others.length === 0;
+  ui.talkTo.replaceChildren(...others.map((p) => {
+    const id = `position-talk-to-${p.id}`;
+    return h('label', { class: 'toggle toggle-inline', for: id },
+      h('input', { id, type: 'checkbox', value: p.id, checked: selected.includes(p.id) }), ' ', h('span', {}, p.name));
+  }));
+}
+
+const checkedTalkTo = () => [...ui.talkTo.querySelectorAll('input:checked')].map((input) => input.value);
 
 function showMode() {
   const position = positions.find((p) => p.id === editing);
@@ -242,6 +268,7 @@ function startEdit(id) {
   ui.site.value = position.site ?? '';
   ui.announce.checked = position.announce;
   setPicked(position);
+  renderTalkTo(position.talkTo);
   showMode();
   ui.form.scrollIntoView?.({ block: 'nearest' });
   ui.name.focus();
@@ -269,7 +296,7 @@ async function onSubmit(event) {
     return;
   }
   // Too few or too many lines: the API says so, in its own words, next to the form.
-  const body = { name, ...picked(), announce: ui.announce.checked };
+  const body = { name, ...picked(), announce: ui.announce.checked, talkTo: checkedTalkTo() };
   if (!ui.siteField.hidden) body.site = ui.site.value || null;
   if (editing && ui.pinRemove.checked && !ui.pinRemoveLabel.hidden) body.pin = null;
   else if (pin !== '') body.pin = pin;

@@ -163,8 +163,11 @@ function createLine(identity, groupId) {
     mute, talkOff, remove);
 }
 
+/** A line's name: its group's, or for a direct line the other end's. */
+const lineName = (line) => (line.directWith ? `Direct: ${line.directWith}` : groups.nameOf(line.groupId));
+
 function updateLine(li, user, line) {
-  const name = groups.nameOf(line.groupId);
+  const name = lineName(line);
   setText(li.querySelector('.lc-name'), name);
   setText(li.querySelector('.line-keys'), keysText(line));
   setText(li.querySelector('.line-joined'), line.joined ? 'joined' : 'not joined');
@@ -172,8 +175,10 @@ function updateLine(li, user, line) {
   setAttr(li, 'data-talk', String(line.talk));
   setAttr(li, 'data-joined', String(line.joined));
   setAttr(li, 'data-call', line.call ? '' : null);
+  setAttr(li, 'data-direct', line.directWith ?? null);
   const remove = li.querySelector('.line-remove');
-  setAttr(remove, 'aria-label', `Remove ${user.username} from ${name}`);
+  setText(remove, line.directWith ? 'Close' : 'Remove');
+  setAttr(remove, 'aria-label', line.directWith ? `Close the direct line of ${user.username} and ${line.directWith}` : `Remove ${user.username} from ${name}`);
   remove.hidden = user.kind === 'server';
   remove.disabled = leaving.has(user.identity) || leaving.has(`${user.identity} ${line.groupId}`);
   setAttr(li, 'data-muted', line.mutedByAdmin ? '' : null);
@@ -199,7 +204,7 @@ async function onLineAction(identity, groupId, action) {
     if (body?.user) users = users.map((u) => (u.identity === identity ? body.user : u));
     render();
   } catch (error) {
-    showError(ui.error, `Could not ${what.replace('-', ' ')} ${user.username} on ${groups.nameOf(groupId)}: ${error.message}`);
+    showError(ui.error, `Could not ${what.replace('-', ' ')} ${user.username} on ${lineName(line)}: ${error.message}`);
   } finally {
     ctx.refreshNow();
   }
@@ -208,15 +213,22 @@ async function onLineAction(identity, groupId, action) {
 async function onRemoveLine(identity, groupId) {
   const user = users.find((u) => u.identity === identity);
   if (!user) return;
-  const name = groups.nameOf(groupId);
+  const line = user.lines?.find((l) => l.groupId === groupId);
+  const name = line ? lineName(line) : groups.nameOf(groupId);
   const last = (user.lines?.length ?? 1) <= 1;
-  const yes = await confirmDialog({
-    title: `Remove ${user.username} from ${name}?`,
-    text: last
-      ? `${name} is ${user.username}'s only line: they are disconnected and their token is revoked.`
-      : `${user.username} leaves ${name} now and cannot join it again with this token; their other lines go on.`,
-    ok: 'Remove from line',
-  });
+  const yes = await confirmDialog(line?.directWith
+    ? {
+      title: `Close the direct line of ${user.username} and ${line.directWith}?`,
+      text: 'Both panels hang it up now; a person key opens a new one.',
+      ok: 'Close direct line',
+    }
+    : {
+      title: `Remove ${user.username} from ${name}?`,
+      text: last
+        ? `${name} is ${user.username}'s only line: they are disconnected and their token is revoked.`
+        : `${user.username} leaves ${name} now and cannot join it again with this token; their other lines go on.`,
+      ok: 'Remove from line',
+    });
   if (!yes) return;
   const key = `${identity} ${groupId}`;
   leaving.add(key);

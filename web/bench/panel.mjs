@@ -16,12 +16,13 @@
 //   cost       the headless crew's CPU per line against Chromium's: COST_USERS four-line users
 //              in Chromium, then as many partyline-crew members (PARTYLINE_CREW_BIN), same stack
 //   keys       a producer's talk to a presenter's IFB on the card (BURSTS browser bursts and
-//              DIM_TICKS card-input ticks → the IFB output, beside a plain output), and a
-//              program line's dim on a listener's panel (each tick first heard → dimmed)
+//              DIM_TICKS card-input ticks → the IFB output, beside a plain output), a program
+//              line's dim on a listener's panel (each tick first heard → dimmed), and a person
+//              key's press → heard against a line's talk key's (PRESSES each)
 //
 //   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost] [keys]
 //
-// Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), DIM_TICKS (15), COMMANDS (200), TRIES (20),
+// Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), DIM_TICKS (15), PRESSES (20), COMMANDS (200), TRIES (20),
 // DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10), COST_USERS (4),
 // CAPACITY_SERIES ("shared confined"); PARTYLINE_CONTROL_BIN and PARTYLINE_BRIDGED_BIN
 // (bench/panel sets the release builds).
@@ -821,6 +822,78 @@ async function keys() {
     if (missed) process.exitCode = 1;
     md(`While measuring: ${cpuLine(usage)}.`);
     md();
+  });
+  await personKeys();
+}
+
+/** Presses of each key in `personKeys` (one of them the person key's first, which opens its line). */
+const PRESSES = number('PRESSES', 20, 4);
+
+/**
+ * Press → heard: a key pressed in `a`'s page (`key`: a locator) until `b` hears it on its line
+ * `line` (a selector: `data-level-in` over SOUND_DB, polled every 5 ms in b's page, which
+ * reads a 2048-sample meter), released after, and b's line quiet again before the next.
+ */
+async function pressToHeard(a, b, key, line) {
+  await key.hover();
+  const t0 = performance.now();
+  await a.page.mouse.down();
+  await b.page.waitForFunction(([selector, db]) => Number(document.querySelector(selector)?.dataset.levelIn ?? -100) > db,
+    [line, SOUND_DB], { timeout: 15_000, polling: 5 });
+  const ms = performance.now() - t0;
+  await sleep(350); // a hold, not a tap (which latches)
+  await a.page.mouse.up();
+  await b.page.waitForFunction(([selector]) => Number(document.querySelector(selector)?.dataset.levelIn ?? -100) < -60,
+    [line], { timeout: 15_000, polling: 20 });
+  return ms;
+}
+
+/**
+ * A person key against a line's talk key, in the same two panels (Producer, whose person key
+ * reaches Presenter, and Presenter, both on the group Talk; Producer's microphone a steady
+ * tone): the first press (the direct line opened and joined by both), then PRESSES presses
+ * each of the person key and of Talk's key, in turn.
+ */
+async function personKeys() {
+  const TALK = 'talk';
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Talk'], {});
+    const browsers = [];
+    try {
+      for (const position of [
+        { name: 'Presenter', listen: [TALK], talk: [TALK] },
+        { name: 'Producer', listen: [TALK], talk: [TALK], talkTo: ['presenter'] },
+      ]) {
+        const { status, body } = await control.admin('POST', '/positions', position);
+        if (status !== 201) throw new Error(`POST /positions: ${status} ${JSON.stringify(body)}`);
+      }
+      browsers.push(await launchBrowser({ audioFile: await writeTone(join(dir, 'tone.wav'), 440) }), await launchBrowser());
+      const a = await panel(browsers[0], control, 'Producer', '/?position=producer');
+      const b = await panel(browsers[1], control, 'Presenter', '/?position=presenter');
+      const personKey = a.page.locator('button.person[data-person="presenter"]');
+      await waitFor('the person key online', async () => (await personKey.getAttribute('data-online')) === 'true', { timeout: 15_000 });
+      const [direct, line] = ['[data-direct="Producer"]', `[data-line="${TALK}"]`];
+      progress(`keys: the person key's first press, then ${PRESSES} presses of it and of a line's key`);
+      const first = await pressToHeard(a, b, personKey, direct);
+      const [person, group] = [[], []];
+      for (let i = 0; i < PRESSES; i += 1) {
+        person.push(await pressToHeard(a, b, personKey, direct));
+        group.push(await pressToHeard(a, b, a.control(TALK, 'talk'), line));
+      }
+      md('| key | median ms | p95 ms | min | max | presses |');
+      md('|---|---|---|---|---|---|');
+      md(`| person key, first press: the direct line opened and joined by both panels → heard | **${fmt(first)}** | – | – | – | 1 |`);
+      for (const [what, values] of [['person key, the direct line open → heard', person], ['a line\'s talk key → heard', group]]) {
+        const s = stats(values);
+        md(`| ${what} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} |`);
+      }
+      md();
+      md('Press → heard in the other panel\'s page: the key pressed, the line\'s `data-level-in` over -50 dBFS (a meter over 2048 samples, polled every 5 ms): both keys measured alike, in turn.');
+      md();
+    } finally {
+      await Promise.all(browsers.map((browser) => browser.close()));
+      await control.stop();
+    }
   });
 }
 

@@ -40,7 +40,7 @@ class SignallingSocket extends WebSocket {
 }
 
 const noop = () => {};
-const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onLineEnded: noop };
+const NO_EVENTS = { onNetwork: noop, onRemoteStream: noop, onPeople: noop, onLineEnded: noop, onDirectJoined: noop };
 
 export function initJanus() {
   janusReady ??= new Promise((resolve, reject) => {
@@ -67,6 +67,7 @@ export class KickedError extends Error {
  *   onRemoteStream(groupId, stream|null),
  *   onPeople(groupId, Map id → {display, muted}),
  *   onLineEnded(groupId),          the admin took this line away (the others go on)
+ *   onDirectJoined(groupId),       a direct line added with addLine() is joined with media
  * }
  */
 export class Connection {
@@ -122,6 +123,25 @@ export class Connection {
       this.settle = null;
       this.events.onConnected();
     }
+  }
+
+  /**
+   * A direct line opened during the session: joined alone. Its failure (or its room closing)
+   * drops it without touching the other lines.
+   */
+  addLine(info) {
+    if (this.closed || this.links.has(info.groupId)) return;
+    const link = new LineLink(this, info);
+    this.links.set(info.groupId, link);
+    link.attach();
+  }
+
+  /** A direct line closed: hung up, the others go on. */
+  dropLine(groupId) {
+    const link = this.links.get(groupId);
+    if (!link) return;
+    this.links.delete(groupId);
+    link.drop();
   }
 
   /** Mutes or unmutes us in `groupId`'s room (AudioBridge `configure`) and gates the track. */
@@ -201,7 +221,19 @@ class LineLink {
 
   fail(error) {
     // After a kick, the hangup and the detach that follow it are expected.
-    if (!this.ended) this.connection.fail(error);
+    if (this.ended) return;
+    // A direct line is the session's extra: it goes alone.
+    if (this.line.direct) this.connection.dropLine(this.line.groupId);
+    else this.connection.fail(error);
+  }
+
+  /** A direct line hung up (closed, or failed): no events from it any more. */
+  drop() {
+    if (this.ended) return;
+    this.ended = true;
+    this.close();
+    this.events.onRemoteStream(this.line.groupId, null);
+    this.handle?.detach({ error: noop });
   }
 
   /** The admin took this line away: hang it up, keep the session's other lines. */
@@ -305,6 +337,7 @@ class LineLink {
   onMedia(up) {
     if (this.ended) return;
     this.mediaUp = up;
+    if (up && this.line.direct) this.events.onDirectJoined(this.line.groupId);
     if (up) this.connection.checkConnected();
     else this.fail(new Error(`The audio connection of ${this.line.name} was closed.`));
   }

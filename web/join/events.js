@@ -1,9 +1,12 @@
 // The session's event stream (Server-Sent Events, `/api/session/events`): calls, the admin's
-// hold on a line, and the remote control's commands, each handed to its line; and `moved`, when
+// hold on a line, and the remote control's commands, each handed to its line; the panel's
+// people (person keys, direct lines, reply: people.js); and `moved`, when
 // the session's media server node went away (the page joins again at once). Optional: a
 // control without it answers 404, and the panel then has no calls.
 
 import { showCallButtons } from '/join/calls.js';
+import { setDirectLines } from '/join/lines.js';
+import { applyPeople } from '/join/people.js';
 import { applyCommand, reportState } from '/join/remote.js';
 import { lineById, session } from '/join/session.js';
 
@@ -77,6 +80,11 @@ function onServerEvent(event, data, onMoved) {
   }
   if (event === 'moved') {
     onMoved(body.from);
+    return;
+  }
+  if (event === 'people') {
+    applyPeople(body, setDirectLines);
+    reportState();
     return;
   }
   const line = lineById(body.groupId);

@@ -8,6 +8,7 @@ import { followEvents } from '/join/events.js';
 import { releaseHeld, showAnnounce, showMicMuted } from '/join/keys.js';
 import { linesOf, setLines } from '/join/lines.js';
 import { closeMicrophone, openMicrophone } from '/join/microphone.js';
+import { clearPeople, directJoined } from '/join/people.js';
 import { showRemote } from '/join/remote.js';
 import { lineById, session } from '/join/session.js';
 import { root, showJoinError, showMessage, ui } from '/join/ui.js';
@@ -120,6 +121,9 @@ const connectionEvents = {
   onPeople(groupId, people) {
     lineById(groupId)?.setPeople(people);
   },
+  onDirectJoined(groupId) {
+    directJoined(groupId);
+  },
   onLineEnded(groupId) {
     const line = lineById(groupId);
     session.ended.add(groupId);
@@ -197,6 +201,7 @@ export function leave() {
   session.lines = [];
   session.ended.clear();
   session.token = null;
+  clearPeople();
   showRemote();
   showAnnounce();
   showMessage(null);

@@ -5,6 +5,7 @@
 import { LineOutput, drawMeter, volumeGain } from '/join/audio.js';
 import { sendCall, showCallButtons } from '/join/calls.js';
 import { pressTalk, releaseTalk, showAnnounce, showMicMuted } from '/join/keys.js';
+import { showPeople } from '/join/people.js';
 import { reportState } from '/join/remote.js';
 import { groupsById, session } from '/join/session.js';
 import { loadLineSettings, saveLineSettings } from '/join/settings.js';
@@ -59,6 +60,10 @@ class Line {
     this.el.classList.toggle('listen-only', !info.talk);
     if (info.program) this.el.dataset.program = 'true';
     else delete this.el.dataset.program;
+    // A direct line: a private line to one person, named after them.
+    if (info.direct) this.el.dataset.direct = name;
+    else delete this.el.dataset.direct;
+    this.q('.line-direct').hidden = !info.direct;
     this.q('.line-program').hidden = !info.program;
     if (info.talk) this.el.dataset.talk = this.talk;
     else delete this.el.dataset.talk;
@@ -168,6 +173,7 @@ class Line {
     session.connection?.setTalking(this.groupId, state !== 'off');
     showMicMuted();
     showAnnounce();
+    if (this.info.direct) showPeople();
     reportState();
   }
 
@@ -286,6 +292,19 @@ export function linesOf(answer) {
   }
   const id = answer.roomName;
   return [{ groupId: id, name: groupsById.get(id)?.name ?? id, roomName: id, listen: true, talk: true }];
+}
+
+/**
+ * Makes the panel's direct lines be `infos` (people.js): new ones get a card and join their
+ * room, closed ones are hung up and their card goes.
+ */
+export function setDirectLines(infos) {
+  const had = session.lines.filter((line) => line.info.direct);
+  const groups = session.lines.filter((line) => !line.info.direct && !line.ended).map((line) => line.info);
+  if (had.length === infos.length && had.every((line, i) => line.groupId === infos[i].groupId)) return;
+  for (const line of had) if (!infos.some((info) => info.groupId === line.groupId)) session.connection?.dropLine(line.groupId);
+  setLines([...groups, ...infos]);
+  for (const info of infos) if (!had.some((line) => line.groupId === info.groupId)) session.connection?.addLine(info);
 }
 
 /** Builds the panel's cards for `infos`, keeping the state of lines that stay. */

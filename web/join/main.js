@@ -15,6 +15,7 @@
 //   remote.js      remote control: applying its commands, reporting the panel's state
 //   microphone.js  the microphone and the meters' clock
 //   program.js     program lines dimmed while someone is heard on another line
+//   people.js      person keys, direct lines and the reply key
 //   wake-lock.js   the screen kept on while connected
 //   lifecycle.js   the page's state machine: joining, connected, reconnecting, ended
 //   form.js        the join form
@@ -47,6 +48,13 @@
 //   <button id="announce" data-action="announce" data-talk="off|momentary|latched|remote">
 //                                            the announce key (shown when the token gives one):
 //                                            on while every talk line the admin does not hold talks
+//     data-direct="Ann"                      a direct line (a private line to one person, opened
+//                                            by a person key): the other end's name; absent on
+//                                            a group's line
+//   <section id="people"> with, per person key (its position's talkTo, and with
+//   crew.directCalls all everyone online), <button class="person" data-person="POSITION|IDENTITY"
+//   data-online="true|false" data-talk="off|opening|momentary|latched|remote">, and the reply key
+//   <button id="reply" data-talk="…" data-reply-to="NAME"> (hidden while nobody is to be replied to)
 //   <html data-remote-applied="N">           commands of the remote control applied so far
 //   and controls with data-action="listen|talk|volume|call"; the line's stream plays (muted:
 //   the sound goes through the page's WebAudio gain) in the card's <audio class="line-audio">.
@@ -56,11 +64,13 @@ import { initTheme } from '/common/theme.js';
 import { initForm, loadChoices } from '/join/form.js';
 import { initKeys } from '/join/keys.js';
 import { leave, rejoin, setState } from '/join/lifecycle.js';
+import { initPeopleKeys } from '/join/people.js';
 import { startMeters } from '/join/microphone.js';
 import { ui } from '/join/ui.js';
 
 initTheme(ui.theme);
 initKeys();
+initPeopleKeys();
 initForm();
 ui.leave.addEventListener('click', () => {
   leave();

@@ -425,6 +425,46 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
     await dana.close();
   });
 
+  check('A person key opens a direct line and holds its talk past the server\'s limit; the callee\'s reply reaches the caller; their feedbacks, variables and presets', async () => {
+    for (const position of [{ name: 'Cam', listen: [X], talk: [X] }, { name: 'Boss', listen: [X], talk: [X], talkTo: ['cam'] }]) {
+      const { status, body } = await control.admin('POST', '/positions', position);
+      assert.equal(status, 201, JSON.stringify(body));
+    }
+    const eve = await open('a', 'Eve', '/?position=boss');
+    const finn = await open('b', 'Finn', '/?position=cam');
+    const c = client({ url: eve.token.panelUrl, certificateSha256: eve.token.certificateSha256 });
+    await until(c, 'Finn online at Cam', () => connected(c) && feedbackValue(c, 'person_online', { position: 'cam' }, true));
+    assert.equal(variableValues(c).person_cam, 'Finn');
+    const { presets } = presetDefinitions(c.panel, 'partyline');
+    assert.deepEqual([presets.person_cam?.name, presets.reply?.name, presets.reply_latch?.name], ['Talk to Cam (hold)', 'Reply (hold)', 'Reply (latch)']);
+
+    const line = await c.personPress({ position: 'cam' });
+    assert.equal(line.talk, 'remote', JSON.stringify(line));
+    const room = line.groupId;
+    assert.equal(await eve.line(room).getAttribute('data-direct'), 'Finn');
+    await finn.waitHearing(room, 10_000);
+    await until(c, 'the person key talking', () => feedbackValue(c, 'person_talk', { position: 'cam' }, true));
+    const held = performance.now();
+    while (performance.now() - held < MAX_REMOTE_TALK_S * 1000 + 500) {
+      assert.equal((await eve.lineState(room)).talk, 'remote', `held after ${since(held)} ms`);
+      await eve.page.waitForTimeout(250);
+    }
+    await c.personRelease({ position: 'cam' });
+    await eve.waitLine(room, 'talk', 'off');
+
+    const f = client({ url: finn.token.panelUrl, certificateSha256: finn.token.certificateSha256 });
+    await until(f, 'Finn\'s reply reaching Eve', () => connected(f) && f.replyTo?.name === 'Eve');
+    assert.equal(variableValues(f).reply_to, 'Eve');
+    assert.ok(feedbackValue(f, 'reply', { talking: false }, true) && !feedbackValue(f, 'reply', { talking: true }, true));
+    assert.equal((await f.reply('toggle')).talk, 'latched');
+    await eve.waitHearing(room);
+    await until(f, 'the reply feedback talking', () => feedbackValue(f, 'reply', { talking: true }, true));
+    assert.equal((await f.reply('toggle')).talk, 'off');
+    await finn.waitLine(room, 'talk', 'off');
+    await Promise.all([c.stop(), f.stop()]);
+    await Promise.all([eve.close(), finn.close()]);
+  });
+
   check('the presets, drawn as they show a panel (companion-keys.png)', async () => {
     const ann = await open('a', 'Ann', `/?groups=${X},${Y}`);
     const ben = await open('b', 'Ben', `/?groups=${X}`);

@@ -6,6 +6,7 @@
 //! type and oversize bodies all answer with the one error shape.
 
 mod audio;
+mod direct;
 mod error;
 mod events;
 mod extract;
@@ -93,6 +94,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(users::bans))
         .routes(routes!(users::lift_ban))
         .routes(routes!(users::remove_line))
+        .routes(routes!(direct::close_direct))
         .routes(routes!(moderation::mute_user))
         .routes(routes!(moderation::unmute_user))
         .routes(routes!(moderation::talk_off))
@@ -104,10 +106,13 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(session::call))
         .routes(routes!(session::session_events))
         .routes(routes!(session::session_state))
+        .routes(routes!(direct::open_direct))
         .routes(routes!(panel::panel))
         .routes(routes!(panel::events))
         .routes(routes!(panel::talk::talk))
         .routes(routes!(panel::talk::announce))
+        .routes(routes!(panel::direct::person))
+        .routes(routes!(panel::direct::reply))
         .routes(routes!(panel::listen))
         .routes(routes!(panel::volume))
         .routes(routes!(panel::call))

@@ -61,6 +61,8 @@ pub struct PositionView {
     pub site: Option<String>,
     /// The panel has an announce key (talks on every talk line at once).
     pub announce: bool,
+    /// Person keys: the positions (ids) the panel opens a direct line to with one press.
+    pub talk_to: Vec<String>,
 }
 
 impl PositionView {
@@ -76,6 +78,7 @@ impl PositionView {
             group_pins,
             site: position.site.clone(),
             announce: position.announce,
+            talk_to: position.talk_to.clone(),
         }
     }
 }
@@ -140,6 +143,9 @@ pub struct PositionBody {
     /// An announce key on the panel: one press talks on every talk line (needs one).
     #[serde(default)]
     pub announce: Option<bool>,
+    /// Person keys: other positions' ids, each opening a direct line to whoever is at it.
+    #[serde(default)]
+    pub talk_to: Option<Vec<String>>,
 }
 
 impl PositionBody {
@@ -152,6 +158,7 @@ impl PositionBody {
             pin,
             site: self.site,
             announce: self.announce,
+            talk_to: self.talk_to,
         })
     }
 }

@@ -8,15 +8,17 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, Sse};
 use futures_util::Stream;
+use partyline_shared::config::is_direct_room;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
+use super::direct::{People, people_of};
 use super::sse::{self, EventSource, json_event};
 use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
 use crate::calls::Call;
-use crate::events::LiveEvent;
+use crate::events::{LiveEvent, Published};
 use crate::panels::{AdminState, LineReport, Push};
 use crate::users::{Ending, Line, Removal, User};
 
@@ -67,8 +69,9 @@ pub struct SessionQuery {
 /// admin mutes or releases it; `event: command` with a [`Command`] of its remote control (or
 /// of control: a talk forced off, a remote talk released), which the panel applies and then
 /// reports with `POST /session/state`; `event: moved` with a [`Moved`] when the session's Janus
-/// node was lost or removed (the panel joins again at once, resuming). Ends when the session
-/// does.
+/// node was lost or removed (the panel joins again at once, resuming); `event: people` with its
+/// [`People`] at once and whenever they change (person keys and who is online for them, its
+/// direct lines, whom its reply reaches). Ends when the session does.
 #[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
     responses((status = 200, description = "The stream of `call`, `admin` and `command` events", body = Call, content_type = "text/event-stream"),
         (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
@@ -83,6 +86,8 @@ pub async fn session_events(
         removals: state.users.subscribe_removals(),
         calls: state.calls.subscribe(),
         pushes: state.panels.subscribe_pushes(),
+        changes: state.events.watch(),
+        people: None,
         backlog,
         identity: user.identity,
         token: query.token,
@@ -117,6 +122,10 @@ struct Session {
     removals: broadcast::Receiver<Removal>,
     calls: broadcast::Receiver<Call>,
     pushes: broadcast::Receiver<(String, Push)>,
+    /// What may change the panel's people: joins and leaves, talk, direct lines, the config.
+    changes: broadcast::Receiver<Published>,
+    /// The people last sent.
+    people: Option<People>,
     /// Sent first: the admin's state of every line.
     backlog: VecDeque<Push>,
     identity: String,
@@ -153,6 +162,9 @@ impl Session {
             if let Some(push) = self.backlog.pop_front() {
                 return Some(push_event(&push));
             }
+            if let Some(event) = self.people_if_changed()? {
+                return Some(event);
+            }
             tokio::select! {
                 removal = self.removals.recv() => match removal {
                     Ok(removal) if removal.identity == self.identity => {
@@ -177,14 +189,37 @@ impl Session {
                 },
                 push = self.pushes.recv() => match push {
                     Ok((identity, push)) if identity == self.identity => {
-                        self.state.users.by_token(&self.token)?;
+                        // A command for a direct line just opened comes after the people that
+                        // give the panel that line.
+                        if let Some(people) = self.people_if_changed()? {
+                            self.backlog.push_back(push);
+                            return Some(people);
+                        }
                         return Some(push_event(&push));
                     }
                     Ok(_) | Err(RecvError::Lagged(_)) => {}
                     Err(RecvError::Closed) => return None,
                 },
+                // Read again at the top of the loop; a lag may have skipped a change.
+                change = self.changes.recv() => match change {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return None,
+                },
             }
         }
+    }
+
+    /// `event: people` when the panel's people differ from those last sent (`Some(None)`:
+    /// unchanged; `None`: the session is gone).
+    fn people_if_changed(&mut self) -> Option<Option<Event>> {
+        let user = self.state.users.by_token(&self.token)?;
+        let people = people_of(&self.state, &user);
+        if self.people.as_ref() == Some(&people) {
+            return Some(None);
+        }
+        let event = json_event("people", &people);
+        self.people = Some(people);
+        Some(Some(event))
     }
 }
 
@@ -222,9 +257,11 @@ pub struct StateReport {
         (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
 pub async fn session_state(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<StateReport>,
+    ApiJson(mut body): ApiJson<StateReport>,
 ) -> Result<StatusCode, ApiError> {
     let user = state.users.by_token(&body.token).ok_or(ApiError::Forbidden)?;
+    // A direct line closed while the report was on its way: the panel drops it on its next event.
+    body.lines.retain(|l| user.has_line(&l.group_id) || !is_direct_room(&l.group_id));
     if let Some(line) = body.lines.iter().find(|l| !user.has_line(&l.group_id)) {
         return Err(ApiError::BadRequest(format!("lines: the session has no line {:?}", line.group_id)));
     }

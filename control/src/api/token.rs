@@ -131,12 +131,19 @@ pub async fn token(
     }
     let (lines, pins) = requested_lines(&config, &body)?;
     let site = requested_site(&config, &body)?;
-    let announce = body.position.as_deref().and_then(|id| config.position(id)).is_some_and(|(_, p)| p.announce);
+    let position = body.position.as_deref().and_then(|id| config.position(id)).map(|(_, p)| (p.id(), p.announce));
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
     let user = state
         .janus
-        .issue_token(&username, lines, resume, client, site.as_deref(), announce)
+        .issue_token(
+            &username,
+            lines,
+            resume,
+            client,
+            site.as_deref(),
+            position.as_ref().map(|(id, a)| (id.as_str(), *a)),
+        )
         .await
         .map_err(|e| unavailable(&e))?;
     Ok(Json(token_response(&state, &config, &user, &headers)))

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use partyline_shared::Config;
 use partyline_shared::config::{
     Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, Ifb, JitterBufferMs, PinHash, Position,
-    SampleRate, ServerAudioUser, check_entity_name, check_ifb, check_lines,
+    SampleRate, ServerAudioUser, check_entity_name, check_group_id_not_direct, check_ifb, check_lines, check_talk_to,
 };
 
 /// Why an edit was refused.
@@ -33,6 +33,7 @@ fn entity_name(field: &'static str, name: &str) -> Result<(String, String), Edit
 }
 
 fn ensure_group_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
+    check_group_id_not_direct(id).map_err(|message| EditError::Invalid { field: "name", message })?;
     match config.group(id) {
         Some((index, existing)) if Some(index) != except => {
             Err(EditError::Conflict(format!("a group with id {id:?} already exists ({:?})", existing.name)))
@@ -141,6 +142,8 @@ pub struct PositionFields {
     /// `Some(None)` removes the site.
     pub site: Patch<Option<String>>,
     pub announce: Option<bool>,
+    /// Person keys: other positions' ids.
+    pub talk_to: Option<Vec<String>>,
 }
 
 fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
@@ -178,8 +181,10 @@ pub fn create_position(config: &mut Config, fields: PositionFields) -> Result<Po
         pin: fields.pin.flatten(),
         site: fields.site.flatten(),
         announce: fields.announce.unwrap_or_default(),
+        talk_to: fields.talk_to.unwrap_or_default(),
     };
     check_position_lines(config, &position)?;
+    check_position_talk_to(&position, |id| config.position(id).is_some())?;
     config.positions.push(position.clone());
     Ok(position)
 }
@@ -202,15 +207,35 @@ pub fn update_position(config: &mut Config, id: &str, fields: PositionFields) ->
         position.site = site;
     }
     position.announce = fields.announce.unwrap_or(position.announce);
+    position.talk_to = fields.talk_to.unwrap_or(position.talk_to);
     check_position_lines(config, &position)?;
+    let (old_id, new_id) = (config.positions[index].id(), position.id());
+    check_position_talk_to(&position, |id| id == new_id || (id != old_id && config.position(id).is_some()))?;
     config.positions[index] = position.clone();
+    // Other positions' person keys follow a renamed position.
+    for other in &mut config.positions {
+        for to in other.talk_to.iter_mut().filter(|to| **to == old_id) {
+            new_id.clone_into(to);
+        }
+    }
     Ok(position)
 }
 
-/// Removes a position (crew members who joined with it keep their lines).
+/// A position's person keys name other positions (`known`), each once.
+fn check_position_talk_to(position: &Position, known: impl Fn(&str) -> bool) -> Result<(), EditError> {
+    check_talk_to(&position.id(), &position.talk_to, known)
+        .map_err(|(field, message)| EditError::Invalid { field: "talkTo", message: format!("{field}: {message}") })
+}
+
+/// Removes a position (crew members who joined with it keep their lines) and the person keys to it.
 pub fn delete_position(config: &mut Config, id: &str) -> Result<Position, EditError> {
     let (index, _) = config.position(id).ok_or_else(|| not_found("position", id))?;
-    Ok(config.positions.remove(index))
+    let position = config.positions.remove(index);
+    // Its person keys on other positions go with it.
+    for other in &mut config.positions {
+        other.talk_to.retain(|to| *to != position.id());
+    }
+    Ok(position)
 }
 
 /// `PUT /admin/config/audio`.
@@ -422,7 +447,33 @@ mod tests {
             pin: None,
             site: None,
             announce: None,
+            talk_to: None,
         }
+    }
+
+    #[test]
+    fn person_keys_name_positions_and_follow_their_renames_and_deletes() {
+        let mut config = Config::default();
+        config.groups = vec![Group::new("Stage", None)];
+        create_position(&mut config, position("Camera 1", &["stage"], &["stage"])).expect("created");
+        let director =
+            PositionFields { talk_to: Some(vec!["camera-1".into()]), ..position("Director", &[], &["stage"]) };
+        assert_eq!(create_position(&mut config, director).expect("created").talk_to, ["camera-1"]);
+        let unknown = PositionFields { talk_to: Some(vec!["nobody".into()]), ..PositionFields::default() };
+        let refused = update_position(&mut config, "director", unknown).expect_err("refused");
+        assert!(refused.to_string().contains("talkTo[0]: no position has id \"nobody\""), "{refused}");
+        let itself = PositionFields { talk_to: Some(vec!["director".into()]), ..PositionFields::default() };
+        assert!(update_position(&mut config, "director", itself).is_err(), "a key to itself");
+
+        let renamed = PositionFields { name: Some("Cam A".into()), ..PositionFields::default() };
+        update_position(&mut config, "camera-1", renamed).expect("renamed");
+        assert_eq!(config.position("director").expect("kept").1.talk_to, ["cam-a"], "follows the rename");
+        delete_position(&mut config, "cam-a").expect("deleted");
+        assert!(config.position("director").expect("kept").1.talk_to.is_empty(), "goes with the position");
+        config.validate().expect("valid");
+
+        let reserved = create_group(&mut config, "Direct Line", None, None).expect_err("reserved");
+        assert!(reserved.to_string().contains("kept for direct lines"), "{reserved}");
     }
 
     #[test]

@@ -20,7 +20,8 @@ impl Janus {
     /// on a node (at `site` while one is up there); each line's room admits the token. Nothing
     /// stays registered unless Janus took it all. A panel
     /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
-    /// admin's mutes of its lines, when [`Users::resume`] allows.
+    /// admin's mutes of its lines, when [`Users::resume`] allows. A panel of a position gives
+    /// its id and whether it has an announce key.
     pub async fn issue_token(
         &self,
         username: &str,
@@ -28,7 +29,7 @@ impl Janus {
         resume: Option<(&str, &str)>,
         address: std::net::IpAddr,
         site: Option<&str>,
-        announce: bool,
+        position: Option<(&str, bool)>,
     ) -> Result<User, JanusError> {
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let base = match slugify(username) {
@@ -52,8 +53,8 @@ impl Janus {
         let mut avoid = Vec::new();
         let mut node = self.place(lines.len(), &avoid, site).ok_or_else(no_node)?;
         let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
-        if announce {
-            self.users.give_announce(&user.identity);
+        if let Some((position, announce)) = position {
+            self.users.set_position(&user.identity, position, announce);
         }
         let at = loop {
             self.users.place(&user.identity, &node.name);

@@ -11,11 +11,13 @@
 //! rooms' admission lists), `moderation` (disconnects, mutes, kicks), `card` (the card's
 //! participants), `intake` (Janus's events), `node` (one Janus: its session and the rooms
 //! created there), `pool` (the nodes from the config, and where a session is placed), `legs`
-//! (a group's rooms on several nodes joined by trunk legs). A user's requests go to the node
+//! (a group's rooms on several nodes joined by trunk legs), `direct` (direct lines' rooms,
+//! opened and closed at runtime). A user's requests go to the node
 //! it is placed on ([`Janus::node_for`]); the card's to the pool's first node.
 
 mod admission;
 mod card;
+mod direct;
 mod intake;
 mod legs;
 mod moderation;
@@ -35,6 +37,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 pub use card::card_identity;
+pub use direct::OpenDirectError;
 pub use moderation::{DisconnectError, Disconnected};
 pub use partyline_shared::janus::JanusError;
 pub use pool::NodeStatus;

@@ -1,6 +1,7 @@
 //! Moderation: the admin's disconnects, line removals and mutes, and what control enforces by
 //! itself (a stranger kicked, an admin's mute kept).
 
+use partyline_shared::config::is_direct_room;
 use partyline_shared::janus::client::Session;
 use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusError, codes};
 use partyline_shared::sync::lock;
@@ -104,6 +105,11 @@ impl Janus {
         }
         if !user.has_line(group) {
             return Err(DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() });
+        }
+        if is_direct_room(group) {
+            // A direct line has two ends or none.
+            self.close_direct(group, &format!("closed by {by}")).await;
+            return self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()));
         }
         if user.lines.len() == 1 {
             let why = format!("line {group} removed by the admin");

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use partyline_shared::config::is_direct_room;
 use partyline_shared::sync::lock;
 use serde::Serialize;
 
@@ -116,13 +117,17 @@ impl Janus {
         self.node_for(user).name == node.name
     }
 
-    /// The nodes that hold `room`: the first, and each where a user placed there has the line.
+    /// The nodes that hold `room`: the first (a group's room: the card is there), and each
+    /// where a user placed there has the line.
     pub(super) fn replicas(&self, room: &str) -> Vec<Arc<Node>> {
         let users = self.users.list();
         let pool = self.pool();
+        let group = !is_direct_room(room);
         pool.iter()
             .enumerate()
-            .filter(|(index, node)| *index == 0 || users.iter().any(|u| u.has_line(room) && self.placed_on(u, node)))
+            .filter(|(index, node)| {
+                (group && *index == 0) || users.iter().any(|u| u.has_line(room) && self.placed_on(u, node))
+            })
             .map(|(_, node)| Arc::clone(node))
             .collect()
     }

@@ -74,6 +74,7 @@ impl Janus {
         self.revoke_the_disconnected().await;
         self.drop_users_of_gone_groups().await;
         self.expire_unused_tokens().await;
+        self.close_half_direct_lines().await;
         // The first node's failure is Janus's (as with one node); another's moves its users.
         let pool = self.pool();
         let mut placement = Vec::with_capacity(pool.len());
@@ -191,12 +192,13 @@ impl Janus {
     }
 
     pub(super) fn desired_rooms(&self, config: &Config) -> Result<Vec<RoomSpec>, JanusError> {
-        Ok(rooms::desired(config, self.room_admin_key()?, self.admin_secret()?))
+        Ok(rooms::desired(config, &self.users.direct_rooms(), self.room_admin_key()?, self.admin_secret()?))
     }
 
     /// The rooms as created on `node`: with its own AudioBridge admin key.
     pub(super) fn desired_rooms_on(&self, node: &Node, config: &Config) -> Result<Vec<RoomSpec>, JanusError> {
-        Ok(rooms::desired(config, &self.room_admin_key_of(node)?, self.admin_secret()?))
+        let directs = self.users.direct_rooms();
+        Ok(rooms::desired(config, &directs, &self.room_admin_key_of(node)?, self.admin_secret()?))
     }
 
     pub(super) async fn create_room(

@@ -3,39 +3,53 @@
 use std::collections::HashMap;
 
 use partyline_shared::Config;
+use partyline_shared::config::Bitrate;
 use partyline_shared::janus::{
     LOCAL_GROUP, RoomListing, RoomSpec, TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS, TRUNK_GROUP, prebuffer_packets,
 };
 
-/// The rooms the config asks for, one per group.
-pub fn desired(config: &Config, admin_key: &str, secret_key: &str) -> Vec<RoomSpec> {
-    let prebuffering = prebuffer_packets(config.audio.jitter_buffer_ms.get());
-    config
-        .groups
-        .iter()
-        .map(|group| {
-            let room = group.id();
-            RoomSpec {
-                secret: room_secret(secret_key, &room),
-                room,
-                description: group.name.clone(),
-                admin_key: admin_key.to_owned(),
-                sampling_rate: config.audio.sample_rate.get(),
-                default_prebuffering: prebuffering,
-                default_bitrate: config.group_bitrate(group).get() * 1000,
-                // Voice activity, decided over 10 packets (200 ms), for whoever wants to know who
-                // speaks (the panels' lamps follow the talk keys: muted or not in the room).
-                audiolevel_event: true,
-                audio_active_packets: TALK_WINDOW_PACKETS,
-                audio_level_average: TALK_LEVEL_DBOV,
-                permanent: false,
-                // bridged's group participants (`bridge.transport: rtp`); crew clients cannot
-                // ask for plain RTP through the `/janus` proxy.
-                allow_rtp_participants: true,
-                groups: vec![LOCAL_GROUP.to_owned(), TRUNK_GROUP.to_owned()],
-            }
-        })
+use crate::users::DirectRoom;
+
+/// The rooms the config asks for, one per group, then one per open direct line.
+pub fn desired(config: &Config, directs: &[DirectRoom], admin_key: &str, secret_key: &str) -> Vec<RoomSpec> {
+    let groups = config.groups.iter().map(|group| (group.id(), group.name.clone(), config.group_bitrate(group)));
+    let directs = directs.iter().map(|direct| {
+        let description = format!("Direct: {} - {}", direct.ends[0].1, direct.ends[1].1);
+        (direct.room.clone(), description, config.audio.default_bitrate)
+    });
+    groups
+        .chain(directs)
+        .map(|(room, description, bitrate)| spec(config, room, description, bitrate, admin_key, secret_key))
         .collect()
+}
+
+fn spec(
+    config: &Config,
+    room: String,
+    description: String,
+    bitrate: Bitrate,
+    admin_key: &str,
+    secret_key: &str,
+) -> RoomSpec {
+    RoomSpec {
+        secret: room_secret(secret_key, &room),
+        room,
+        description,
+        admin_key: admin_key.to_owned(),
+        sampling_rate: config.audio.sample_rate.get(),
+        default_prebuffering: prebuffer_packets(config.audio.jitter_buffer_ms.get()),
+        default_bitrate: bitrate.get() * 1000,
+        // Voice activity, decided over 10 packets (200 ms), for whoever wants to know who
+        // speaks (the panels' lamps follow the talk keys: muted or not in the room).
+        audiolevel_event: true,
+        audio_active_packets: TALK_WINDOW_PACKETS,
+        audio_level_average: TALK_LEVEL_DBOV,
+        permanent: false,
+        // bridged's group participants (`bridge.transport: rtp`); crew clients cannot
+        // ask for plain RTP through the `/janus` proxy.
+        allow_rtp_participants: true,
+        groups: vec![LOCAL_GROUP.to_owned(), TRUNK_GROUP.to_owned()],
+    }
 }
 
 /// A room's secret (needed to kick and destroy), derived from a key control holds, so it
@@ -93,8 +107,11 @@ mod tests {
 
     #[test]
     fn desired_rooms_follow_groups() {
-        let rooms = desired(&config(), "key", "secret");
-        assert_eq!(rooms.iter().map(|r| r.room.as_str()).collect::<Vec<_>>(), ["stage-left", "foh"]);
+        let direct =
+            DirectRoom { room: "direct-0a".into(), ends: [("a-1".into(), "Ann".into()), ("b-1".into(), "Ben".into())] };
+        let rooms = desired(&config(), &[direct], "key", "secret");
+        assert_eq!(rooms.iter().map(|r| r.room.as_str()).collect::<Vec<_>>(), ["stage-left", "foh", "direct-0a"]);
+        assert_eq!((rooms[2].description.as_str(), rooms[2].default_bitrate), ("Direct: Ann - Ben", 64_000));
         assert_eq!((rooms[0].default_bitrate, rooms[1].default_bitrate), (64_000, 96_000));
         assert_eq!(rooms[0].default_prebuffering, 2);
         assert_ne!(rooms[0].secret, rooms[1].secret);
@@ -103,7 +120,7 @@ mod tests {
 
     #[test]
     fn plan_creates_destroys_and_defers() {
-        let rooms = desired(&config(), "key", "secret");
+        let rooms = desired(&config(), &[], "key", "secret");
         let mut created = HashMap::new();
         let first = plan(&rooms, &[listing("old", 0)], &mut created);
         assert_eq!(first.create.len(), 2);
@@ -115,7 +132,7 @@ mod tests {
 
         let mut changed = config();
         changed.audio.default_bitrate = Bitrate::try_from(32u32).expect("a bitrate");
-        let rooms = desired(&changed, "key", "secret");
+        let rooms = desired(&changed, &[], "key", "secret");
         let later = plan(&rooms, &existing, &mut created);
         assert!(later.recreate.is_empty(), "foh has its own bitrate; stage-left is busy: {later:?}");
         let empty = [listing("stage-left", 0), listing("foh", 0)];

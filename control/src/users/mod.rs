@@ -11,7 +11,8 @@
 //!
 //! Beside the registry (this file): `user` (a user, its lines, its view and record), `locked`
 //! (the lock every change takes, which hands the crew to the store), `store` (`crew.json`),
-//! `resume` (a panel's key across sessions), `sweeps` (what reconciliation takes out).
+//! `resume` (a panel's key across sessions), `sweeps` (what reconciliation takes out),
+//! `direct` (direct lines: one line on each of their two ends).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+mod direct;
 mod locked;
 mod removals;
 mod resume;
@@ -29,6 +31,7 @@ mod store;
 mod sweeps;
 mod user;
 
+pub use direct::{DirectError, DirectRoom};
 use removals::Removals;
 pub use removals::{Ending, Removal};
 use resume::Ended;
@@ -113,11 +116,12 @@ impl Users {
         self.insert(User { panel_key: Some(panel_key), address, ..user })
     }
 
-    /// Gives a crew member's panel its announce key (its position has one).
-    pub fn give_announce(&self, identity: &str) {
+    /// Records the position a crew member joined as, and whether its panel has an announce
+    /// key (the position's `announce`).
+    pub fn set_position(&self, identity: &str, position: &str, announce: bool) {
         let mut users = self.lock();
         if let Some(user) = users.get_mut(identity) {
-            user.announce = true;
+            (user.position, user.announce) = (Some(position.to_owned()), announce);
             users.crew_changed();
         }
     }
@@ -246,12 +250,15 @@ impl Users {
     /// Janus says `id` started or stopped talking in `room`: published for a user on that line
     /// (a participant partyline did not admit is kicked on its join, not reported here).
     pub fn talking(&self, room: &str, id: &str, talking: bool) {
-        let users = self.lock();
+        let mut users = self.lock();
         let Some(user) = users.get(id).filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some()))
         else {
             return;
         };
         let (identity, username, group_id) = (id.to_owned(), user.username.clone(), room.to_owned());
+        if talking {
+            self.heard_on_direct(&mut users, room, id);
+        }
         // Under the lock, so that a talk event cannot overtake the join or leave around it.
         self.events.publish(&if talking {
             LiveEvent::Talking { identity, username, group_id }

@@ -64,6 +64,9 @@ pub struct CrewRecord {
     /// Its panel has an announce key.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub announce: bool,
+    /// The position it joined as (absent: none, or a file written before positions were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<String>,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
@@ -266,6 +269,7 @@ mod tests {
             address: None,
             node: None,
             announce: false,
+            position: None,
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),

@@ -30,7 +30,8 @@ impl Users {
         let mut users = self.lock();
         let mut changed = false;
         for user in users.values_mut().filter(|u| u.kind == UserKind::Crew) {
-            let (kept, gone): (Vec<Line>, Vec<Line>) = user.lines.drain(..).partition(|l| groups.contains(&l.group_id));
+            let (kept, gone): (Vec<Line>, Vec<Line>) =
+                user.lines.drain(..).partition(|l| l.direct.is_some() || groups.contains(&l.group_id));
             user.lines = kept;
             self.publish_left(user, gone.iter(), "group deleted");
             changed |= !gone.is_empty();
@@ -39,7 +40,8 @@ impl Users {
             users.crew_changed();
         }
         drop(users);
-        self.take_where(|u| u.kind == UserKind::Crew && u.lines.is_empty())
+        // A direct line alone is no panel.
+        self.take_where(|u| u.kind == UserKind::Crew && u.lines.iter().all(|l| l.direct.is_some()))
     }
 
     /// Removes and returns the server audio users whose identity is not in `identities`.

@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::UNUSED_TOKEN_LIFETIME;
+use super::direct::Peer;
 use super::store::{CrewRecord, LineRecord};
 use crate::secrets::SecretValue;
 
@@ -32,9 +33,10 @@ pub enum UserKind {
     Server,
 }
 
-/// One line of a user: a group's room, heard and/or talked to.
+/// One line of a user: a group's room (or a direct line's), heard and/or talked to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
+    /// The room: a group's id, or a direct line's (`direct-…`).
     pub group_id: String,
     pub listen: bool,
     pub talk: bool,
@@ -43,12 +45,14 @@ pub struct Line {
     /// The admin muted the user on this line (AudioBridge `mute`): it cannot talk there until
     /// the admin releases it.
     pub muted_by_admin: bool,
+    /// A direct line's other end; `None` on a group's line.
+    pub direct: Option<Peer>,
 }
 
 impl Line {
     /// A line not joined yet.
     pub fn new(group_id: impl Into<String>, listen: bool, talk: bool) -> Line {
-        Line { group_id: group_id.into(), listen, talk, joined_at: None, muted_by_admin: false }
+        Line { group_id: group_id.into(), listen, talk, joined_at: None, muted_by_admin: false, direct: None }
     }
 
     /// A listen-and-talk line on `group_id` (a server audio user's, or a one-group join).
@@ -70,6 +74,8 @@ pub struct LineState {
     pub call: bool,
     /// The admin muted the user on this line.
     pub muted_by_admin: bool,
+    /// A direct line's other end (its name); null on a group's line.
+    pub direct_with: Option<String>,
 }
 
 /// A registered user. Its `Debug` leaves the token out (a [`SecretValue`]: secrets never reach
@@ -94,6 +100,11 @@ pub struct User {
     pub node: Option<String>,
     /// Its panel has an announce key (its position's `announce`).
     pub announce: bool,
+    /// The position it joined as, if any (what other positions' person keys reach).
+    pub position: Option<String>,
+    /// The direct line its reply key talks on: the last opened to it or spoken to it on, and
+    /// when.
+    pub reply_to: Option<(String, Instant)>,
     /// When the token was issued: monotonic, for its lifetime…
     pub(super) issued: Instant,
     /// …and wall clock, for the file (an `Instant` does not survive the process).
@@ -141,6 +152,7 @@ impl User {
                     joined: l.joined_at.is_some(),
                     call: false,
                     muted_by_admin: l.muted_by_admin,
+                    direct_with: l.direct.as_ref().map(|p| p.username.clone()),
                 })
                 .collect(),
             kind: self.kind,
@@ -166,6 +178,8 @@ impl User {
             address: None,
             node: None,
             announce: false,
+            position: None,
+            reply_to: None,
             issued: Instant::now(),
             issued_at: now,
             connected_at: None,
@@ -188,8 +202,11 @@ impl User {
         self.lines.iter().find(|l| l.group_id == group_id)
     }
 
+    /// As `crew.json` keeps it. Direct lines are left out: they live as long as both panels'
+    /// sessions in this process (after a restart of control, their rooms go).
     pub(super) fn record(&self) -> CrewRecord {
-        let simple = matches!(&self.lines[..], [line] if line.listen && line.talk && !line.muted_by_admin);
+        let kept: Vec<&Line> = self.lines.iter().filter(|l| l.direct.is_none()).collect();
+        let simple = matches!(&kept[..], [line] if line.listen && line.talk && !line.muted_by_admin);
         let lines = if simple {
             Vec::new()
         } else {
@@ -200,7 +217,7 @@ impl User {
                 joined: l.joined_at.is_some(),
                 muted_by_admin: l.muted_by_admin,
             };
-            self.lines.iter().map(record).collect()
+            kept.into_iter().map(record).collect()
         };
         CrewRecord {
             identity: self.identity.clone(),
@@ -212,6 +229,7 @@ impl User {
             address: self.address,
             node: self.node.clone(),
             announce: self.announce,
+            position: self.position.clone(),
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
             connected_at_unix_ns: self.connected_at.map(unix_ns),
@@ -254,6 +272,8 @@ impl User {
             address: record.address,
             node: record.node,
             announce: record.announce,
+            position: record.position,
+            reply_to: None,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             issued_at,
             connected_at,

@@ -22,6 +22,8 @@ mod crash;
 mod crew;
 #[cfg(feature = "services")]
 mod devices;
+#[cfg(feature = "services")]
+mod direct;
 mod events;
 #[cfg(feature = "services")]
 mod faults;

@@ -128,7 +128,7 @@ impl RawPanel {
     }
 
     /// A panel's join (signalling only: no SDP, which Janus takes too).
-    fn join(&self, handle: u64, room: &str, identity: &str, muted: bool) -> Value {
+    pub(crate) fn join(&self, handle: u64, room: &str, identity: &str, muted: bool) -> Value {
         let body = json!({"request": "join", "room": room, "id": identity, "display": "Someone", "muted": muted,
                           "token": self.token});
         RawPanel::message(handle, body)
@@ -142,7 +142,7 @@ impl RawPanel {
 
     /// Sends `request` (as it is, with a transaction and the token) and returns the proxy's
     /// close frame; what Janus answered instead, if the request went through, is in the panic.
-    async fn refused(&mut self, request: Value) -> CloseFrame {
+    pub(crate) async fn refused(&mut self, request: Value) -> CloseFrame {
         let (_, request) = self.complete(request);
         self.refused_text(request.to_string()).await
     }

@@ -247,6 +247,89 @@ export class PartylineClient extends EventEmitter {
 		return panel
 	}
 
+	/**
+	 * Holds a person key (a position of the panel's `talkTo`, or with `crew.directCalls: all`
+	 * a crew member online by `{ identity }`): opens the direct line to that person when none is
+	 * open, then holds its talk key as `talkPress` holds a line's, until `personRelease`.
+	 * Resolves with the direct line.
+	 */
+	async personPress(person) {
+		const line = await this.#person(person, 'on')
+		if (line.talk === 'remote') {
+			this.held.set(line.groupId, true)
+			this.#holdCheck()
+		}
+		return line
+	}
+
+	/** Lets go of a person key held by `personPress`. */
+	personRelease(person) {
+		const groupId = this.#personLine(person)?.groupId
+		return groupId ? this.talkRelease(groupId) : Promise.resolve(undefined)
+	}
+
+	/** `on`, `off` or `toggle` (a latch) of a person key. */
+	person(person, state) {
+		const groupId = this.#personLine(person)?.groupId
+		if (groupId) this.held.delete(groupId)
+		this.#holdCheck()
+		return this.#person(person, state)
+	}
+
+	/** The person of a person key, as the panel's people list it (`{ position }` or `{ identity }`). */
+	personOf(person) {
+		const people = this.panel?.people
+		const all = [...(people?.keys ?? []), ...(people?.online ?? [])]
+		return all.find((p) => (person.position ? p.position === person.position : p.identity === person.identity))
+	}
+
+	#personLine(person) {
+		const groupId = this.personOf(person)?.groupId
+		return groupId ? this.line(groupId) : undefined
+	}
+
+	async #person(person, state) {
+		const to = person.position ? { position: person.position } : { identity: person.identity }
+		const line = await this.#request('POST', '/direct', { ...to, state })
+		if (this.panel && line?.groupId) {
+			const known = this.panel.lines.some((l) => l.groupId === line.groupId)
+			const lines = known
+				? this.panel.lines.map((l) => (l.groupId === line.groupId ? line : l))
+				: [...this.panel.lines, line]
+			this.#takePanel({ ...this.panel, lines })
+		}
+		return line
+	}
+
+	/** The direct line the reply key talks on (whoever last spoke to the panel on one), or null. */
+	get replyTo() {
+		return this.panel?.people?.reply ?? null
+	}
+
+	/** Holds the reply key, as `talkPress` holds a line, until `replyRelease`. Resolves with the line. */
+	async replyPress() {
+		const line = await this.#request('POST', '/reply', { state: 'on' })
+		// Released on the line it pressed, whoever speaks to the panel meanwhile.
+		this.replyHeld = line?.groupId
+		if (line?.talk === 'remote') {
+			this.held.set(line.groupId, true)
+			this.#holdCheck()
+		}
+		return line
+	}
+
+	/** Lets go of the reply key held by `replyPress`. */
+	replyRelease() {
+		const groupId = this.replyHeld
+		this.replyHeld = null
+		return groupId ? this.talkRelease(groupId) : Promise.resolve(undefined)
+	}
+
+	/** `on`, `off` or `toggle` (a latch) of the reply key. */
+	reply(state) {
+		return this.#request('POST', '/reply', { state })
+	}
+
 	/** `on`, `off` or `toggle` of the line's listen switch. */
 	listen(groupId, state) {
 		return this.#command(groupId, 'listen', { state })

@@ -124,6 +124,15 @@ export default class PartylineInstance extends InstanceBase {
 			default: choices[0]?.id ?? '',
 			allowCustom: true,
 		}
+		/** @type {ActionField} A person key's position (its panel's talkTo). */
+		const position = {
+			type: 'dropdown',
+			id: 'position',
+			label: 'Position',
+			choices: (panel?.people?.keys ?? []).map((p) => ({ id: p.position, label: p.name })),
+			default: panel?.people?.keys?.[0]?.position ?? '',
+			allowCustom: true,
+		}
 		const run = (fn) => async (event) => {
 			const client = this.client
 			if (!client) return
@@ -167,6 +176,29 @@ export default class PartylineInstance extends InstanceBase {
 					return client.announce('toggle')
 				}),
 			},
+			person: {
+				name: 'Person key',
+				description:
+					'Press (held until release), release, or toggle (latch) a person key: a direct line to whoever is at the position, opened on the first press',
+				options: [position, mode],
+				callback: run((client, o) => {
+					const person = { position: o.position }
+					if (o.mode === 'press') return client.personPress(person)
+					if (o.mode === 'release') return client.personRelease(person)
+					return client.person(person, 'toggle')
+				}),
+			},
+			reply: {
+				name: 'Reply',
+				description:
+					'Press (held until release), release, or toggle (latch) the reply key: talks to whoever last spoke to the panel on a direct line',
+				options: [mode],
+				callback: run((client, o) => {
+					if (o.mode === 'press') return client.replyPress()
+					if (o.mode === 'release') return client.replyRelease()
+					return client.reply('toggle')
+				}),
+			},
 			listen: {
 				name: 'Listen',
 				options: [line, onOff('state')],
@@ -207,6 +239,14 @@ export default class PartylineInstance extends InstanceBase {
 				COLOURS.talk,
 			),
 			announcing: flag('Announcing', 'Every talk line of the panel talks (its announce key is on)', [], COLOURS.talk),
+			person_talk: flag('Person key talking', 'The person key\u2019s direct line talks', [position], COLOURS.talk),
+			person_online: flag('Person online', 'Someone is at the person key\u2019s position', [position], COLOURS.listen),
+			reply: flag(
+				'Reply',
+				'The reply key reaches someone (with \u201ctalking\u201d: and talks now)',
+				[{ type: 'checkbox', id: 'talking', label: 'Talking', default: false }],
+				COLOURS.listen,
+			),
 			active: flag('Line active', 'Someone is talking on the line', [line], COLOURS.active, COLOURS.black),
 			listening: flag('Listening', 'The line\u2019s listen switch is on', [line], COLOURS.listen),
 			calling: flag('Call', 'The line is being called (flashes)', [line], COLOURS.call),
@@ -223,7 +263,10 @@ export default class PartylineInstance extends InstanceBase {
 		const client = this.client
 		if (!client) return
 		// New or renamed lines: new choices, variables and presets.
-		const lines = JSON.stringify(client.panel?.lines.map((l) => [l.groupId, l.name]) ?? [])
+		const lines = JSON.stringify([
+			client.panel?.lines.map((l) => [l.groupId, l.name]) ?? [],
+			client.panel?.people?.keys.map((p) => [p.position, p.name]) ?? [],
+		])
 		if (lines !== this.linesSeen) {
 			this.linesSeen = lines
 			this.define()

@@ -56,6 +56,21 @@ export const callFlashing = (client, groupId, blinkOn) => blinkOn && client.call
 /** The panel's announce is on: every talk line the admin does not hold talks. */
 export const announcing = (client) => client.panel?.announcing === true
 
+/** The talk key of a person key's direct line is on (`position`: the key's position). */
+export function personTalking(client, position) {
+	const groupId = client.personOf({ position })?.groupId
+	return groupId ? talkIs(client, groupId, 'on') : false
+}
+
+/** Someone is online for a person key. */
+export const personOnline = (client, position) => Boolean(client.personOf({ position })?.identity)
+
+/** The reply key reaches someone; with `talking`, its line's talk key is on. */
+export function replyIs(client, talking = false) {
+	const reply = client.replyTo
+	return reply ? !talking || talkIs(client, reply.groupId, 'on') : false
+}
+
 /** The stream is open and the panel connected. */
 export const connected = (client) => client.connected
 
@@ -67,6 +82,10 @@ export function variableDefinitions(panel) {
 	const defs = {
 		username: { name: 'The panel\u2019s user' },
 		status: { name: 'Connection: connected, connecting, retrying, unknown_key, stopped' },
+		reply_to: { name: 'Whom the reply key reaches (empty: nobody)' },
+	}
+	for (const person of panel?.people?.keys ?? []) {
+		defs[`person_${varId(person.position)}`] = { name: `${person.name}: who is at the position (empty: nobody)` }
 	}
 	for (const line of panel?.lines ?? []) {
 		const id = varId(line.groupId)
@@ -81,7 +100,10 @@ export function variableDefinitions(panel) {
 
 /** The variables' values now. */
 export function variableValues(client) {
-	const values = { username: client.panel?.username ?? '', status: client.status }
+	const values = { username: client.panel?.username ?? '', status: client.status, reply_to: client.replyTo?.name ?? '' }
+	for (const person of client.panel?.people?.keys ?? []) {
+		values[`person_${varId(person.position)}`] = person.who ?? ''
+	}
 	for (const line of client.panel?.lines ?? []) {
 		const id = varId(line.groupId)
 		values[`talkers_${id}`] = line.talkers.join(', ')
@@ -94,7 +116,8 @@ export function variableValues(client) {
 }
 
 /**
- * The presets: a status key (and the announce keys, on a panel with one), then per line its name with who talks, talk (hold), talk (latch),
+ * The presets: a status key (and the announce keys, on a panel with one; a person key per
+ * position of its talkTo and the reply keys, on a panel with person keys), then per line its name with who talks, talk (hold), talk (latch),
  * listen, volume down and up, and call. `label` is the connection's label in Companion (the
  * prefix of its variables). Returns `{ structure, presets }` for setPresetDefinitions; each
  * preset's `grid` is its place in the layout (row, column).
@@ -136,9 +159,56 @@ export function presetDefinitions(panel, label) {
 			feedbacks: on,
 		}
 	}
+	// The people: a person key (hold) per position of the panel's talkTo, and reply (hold, latch).
+	const people = panel?.people?.keys ?? []
+	for (const [column, person] of people.entries()) {
+		const position = person.position
+		presets[`person_${varId(position)}`] = {
+			type: 'simple',
+			name: `Talk to ${person.name} (hold)`,
+			grid: [0, 3 + column],
+			style: key(`TO ${person.name}\n${v(`person_${varId(position)}`)}`, COLOURS.white, COLOURS.idle, '14'),
+			steps: [
+				{
+					down: [{ actionId: 'person', options: { position, mode: 'press' } }],
+					up: [{ actionId: 'person', options: { position, mode: 'release' } }],
+				},
+			],
+			feedbacks: [
+				{ feedbackId: 'person_online', options: { position }, style: { bgcolor: COLOURS.listen } },
+				{ feedbackId: 'person_talk', options: { position }, style: { bgcolor: COLOURS.talk } },
+			],
+		}
+	}
+	if (people.length > 0 || panel?.people?.directCalls === 'all') {
+		const reachable = [{ feedbackId: 'reply', options: { talking: false }, style: { bgcolor: COLOURS.listen } }]
+		const talking = [{ feedbackId: 'reply', options: { talking: true }, style: { bgcolor: COLOURS.talk } }]
+		presets.reply = {
+			type: 'simple',
+			name: 'Reply (hold)',
+			grid: [0, 3 + people.length],
+			style: key(`REPLY\n${v('reply_to')}`, COLOURS.white, COLOURS.idle, '14'),
+			steps: [
+				{
+					down: [{ actionId: 'reply', options: { mode: 'press' } }],
+					up: [{ actionId: 'reply', options: { mode: 'release' } }],
+				},
+			],
+			feedbacks: [...reachable, ...talking],
+		}
+		presets.reply_latch = {
+			type: 'simple',
+			name: 'Reply (latch)',
+			grid: [0, 4 + people.length],
+			style: key(`REPLY\nlatch`, COLOURS.white, COLOURS.idle, '14'),
+			steps: [{ down: [{ actionId: 'reply', options: { mode: 'toggle' } }], up: [] }],
+			feedbacks: [...reachable, ...talking],
+		}
+	}
 	/** @type {Section[]} */
 	const sections = [{ id: 'panel', name: 'Panel', definitions: Object.keys(presets) }]
-	for (const [row, line] of (panel?.lines ?? []).entries()) {
+	// A direct line comes and goes: its keys are the person keys and reply, not presets of its own.
+	for (const [row, line] of (panel?.lines ?? []).filter((l) => !l.directWith).entries()) {
 		const g = line.groupId
 		const id = varId(g)
 		const on = { line: g }
@@ -236,6 +306,12 @@ export function feedbackValue(client, feedbackId, options, blinkOn) {
 			return callFlashing(client, options.line, blinkOn)
 		case 'announcing':
 			return announcing(client)
+		case 'person_talk':
+			return personTalking(client, options.position)
+		case 'person_online':
+			return personOnline(client, options.position)
+		case 'reply':
+			return replyIs(client, options.talking === true)
 		case 'connected':
 			return connected(client)
 		default:

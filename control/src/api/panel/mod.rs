@@ -19,12 +19,14 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
+use super::direct::{People, people_of};
 use super::sse::{self, EventSource, json_event};
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::calls::Call;
 use crate::panels::{Command, CommandError, Switch, TalkState};
 use crate::users::{Line, User};
 
+pub mod direct;
 pub mod talk;
 
 /// The default volume of a line whose panel has not reported yet (the panel's own default).
@@ -65,6 +67,8 @@ pub struct RemoteLine {
     pub program: bool,
     /// A program line the panel dims now, while someone talks to it.
     pub dimmed: bool,
+    /// A direct line's other end (its name); null on a group's line.
+    pub direct_with: Option<String>,
 }
 
 /// A panel, as a control surface sees it.
@@ -82,7 +86,10 @@ pub struct RemotePanel {
     pub announce: bool,
     /// Its announce is on: every talk line the admin does not hold talks.
     pub announcing: bool,
+    /// Its lines, the direct lines last.
     pub lines: Vec<RemoteLine>,
+    /// Its person keys, its direct lines and whom its reply reaches.
+    pub people: People,
 }
 
 fn panel_view(state: &AppState, user: &User) -> RemotePanel {
@@ -95,7 +102,11 @@ fn panel_view(state: &AppState, user: &User) -> RemotePanel {
             let report = reported.iter().find(|r| r.group_id == line.group_id);
             RemoteLine {
                 group_id: line.group_id.clone(),
-                name: config.group(&line.group_id).map_or_else(|| line.group_id.clone(), |(_, g)| g.name.clone()),
+                name: match (&line.direct, config.group(&line.group_id)) {
+                    (Some(peer), _) => peer.username.clone(),
+                    (None, Some((_, group))) => group.name.clone(),
+                    (None, None) => line.group_id.clone(),
+                },
                 can_listen: line.listen,
                 can_talk: line.talk,
                 listen: report.map_or(line.listen, |r| r.listen),
@@ -108,6 +119,7 @@ fn panel_view(state: &AppState, user: &User) -> RemotePanel {
                 line_muted: state.janus.line_muted(&line.group_id),
                 program: config.is_program(&line.group_id),
                 dimmed: report.is_some_and(|r| r.dimmed),
+                direct_with: line.direct.as_ref().map(|p| p.username.clone()),
             }
         })
         .collect();
@@ -121,6 +133,7 @@ fn panel_view(state: &AppState, user: &User) -> RemotePanel {
         announce: user.announce,
         announcing: !announced.is_empty() && announced.iter().all(|&on| on),
         lines,
+        people: people_of(state, user),
     }
 }
 
@@ -257,6 +270,8 @@ pub async fn events(
         calls: state.calls.subscribe(),
         check: tokio::time::interval(SESSION_CHECK),
         first: true,
+        people_changes: state.events.watch(),
+        people: None,
         identity: user.identity,
         state,
     };
@@ -269,6 +284,10 @@ struct Follow {
     calls: tokio::sync::broadcast::Receiver<Call>,
     check: tokio::time::Interval,
     first: bool,
+    /// What may change the panel's people (joins, leaves, talk, direct lines, the config)…
+    people_changes: tokio::sync::broadcast::Receiver<crate::events::Published>,
+    /// …and the people last sent.
+    people: Option<People>,
     identity: String,
     state: AppState,
 }
@@ -301,14 +320,25 @@ impl EventSource for Follow {
                 _ = self.check.tick() => {
                     self.state.users.get(&self.identity)?;
                 }
+                change = self.people_changes.recv() => match change {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        let user = self.state.users.get(&self.identity)?;
+                        if self.people.as_ref() != Some(&people_of(&self.state, &user)) {
+                            return self.state_event();
+                        }
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
             }
         }
     }
 }
 
 impl Follow {
-    fn state_event(&self) -> Option<Event> {
+    fn state_event(&mut self) -> Option<Event> {
         let user = self.state.users.get(&self.identity)?;
-        Some(json_event("state", &panel_view(&self.state, &user)))
+        let panel = panel_view(&self.state, &user);
+        self.people = Some(panel.people.clone());
+        Some(json_event("state", &panel))
     }
 }

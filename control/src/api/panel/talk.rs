@@ -27,23 +27,33 @@ pub async fn talk(
     ApiJson(body): ApiJson<SwitchRequest>,
 ) -> Result<Json<RemoteLine>, ApiError> {
     let user = panel_of(&state, &key)?;
-    let line = line_of(&user, &group)?;
+    talk_on(&state, &user, &group, body.state).await
+}
+
+/// Works `user`'s talk key on its line `group` (`switch`), answering once its panel applied it.
+pub(super) async fn talk_on(
+    state: &AppState,
+    user: &User,
+    group: &str,
+    switch: Switch,
+) -> Result<Json<RemoteLine>, ApiError> {
+    let line = line_of(user, group)?;
     if !line.talk {
         let message = format!("the line {group:?} has no talk key on this panel");
         return Err(ApiError::Refused { code: "cannot_talk", message });
     }
     let current = state.panels.reported(&user.identity).into_iter().find(|r| r.group_id == group).map(|r| r.talk);
-    let turns_on = match body.state {
+    let turns_on = match switch {
         Switch::On => true,
         Switch::Off => false,
         Switch::Toggle => current.unwrap_or_default() == TalkState::Off,
     };
     if turns_on {
-        refuse_talk(&state, line)?;
+        refuse_talk(state, line)?;
     }
-    apply(&state, &user, Command { talk: Some(body.state), ..Command::new(&group) }).await?;
-    let answer = remote_line(&state, &user, &group)?;
-    hold_if_remote(&state, &user, &group, answer.talk);
+    apply(state, user, Command { talk: Some(switch), ..Command::new(group) }).await?;
+    let answer = remote_line(state, user, group)?;
+    hold_if_remote(state, user, group, answer.talk);
     Ok(answer)
 }
 
