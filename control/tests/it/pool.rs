@@ -436,3 +436,72 @@ async fn mouth_to_ear_across_two_nodes_against_one_node_in_the_same_run() {
     println!("POOL a cascade adds {added:.0} ms to the median mouth-to-ear ({medians:?})");
     assert!(added <= 100.0, "a cascade adds {added:.0} ms: {medians:?}");
 }
+
+/// A direct line between panels placed on two nodes: its room on each node, joined by legs both
+/// ways as a group's would be, and gone from both when it closes.
+#[tokio::test]
+async fn a_direct_line_between_two_nodes_is_a_room_on_each_joined_by_legs() {
+    require_namespace();
+    let pool = Pool::start(&[1, 1], "  - name: Stage\n").await;
+    let control = &pool.control;
+    let positions = "crew:\n  directCalls: positions\npositions:\n  - name: Director\n    listen: [stage]\n    talk: [stage]\n    talkTo: [camera-1]\n  - name: Camera 1\n    listen: [stage]\n    talk: [stage]\n";
+    std::fs::write(control.config_path(), format!("{}{positions}", pool.config(&[0, 1]))).expect("config written");
+    wait_for("the positions loaded", SLOW, async || {
+        let (_, body) = control.get_json("/admin/positions").await;
+        (body["positions"].as_array()?.len() == 2).then_some(())
+    })
+    .await;
+
+    // Ann on a, Ben on b (placed by load), each joined to Stage on its node.
+    let mut ends = Vec::new();
+    for (name, position, node) in [("Ann", "director", 0), ("Ben", "camera-1", 1)] {
+        let (status, answer) = control.post_json("/token", json!({"username": name, "position": position})).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let (token, identity) =
+            (answer["token"].as_str().expect("token"), answer["participantIdentity"].as_str().expect("id"));
+        assert_eq!(node_of(control, identity).await.as_deref(), Some(NAMES[node]), "{name} placed by load");
+        let probe = Probe::open(&pool.nodes[node], token).await.expect("a session on its node");
+        probe.join_result("stage", identity, name).await.expect("joined Stage");
+        ends.push((token.to_owned(), identity.to_owned(), probe));
+    }
+    wait_for("both connected", SLOW, async || {
+        let (_, users) = control.get_json("/admin/users").await;
+        (users["users"].as_array()?.len() == 2).then_some(())
+    })
+    .await;
+
+    let (status, line) =
+        control.post_json("/session/direct", json!({"token": ends[0].0, "position": "camera-1"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{line}");
+    let room = line["groupId"].as_str().expect("its room").to_owned();
+    let mut probes = Vec::new();
+    for node in &pool.nodes {
+        probes.push(Probe::admin(node).await);
+    }
+    wait_for("the direct room on each node with a trunk from the other", SLOW, async || {
+        for (i, probe) in probes.iter().enumerate() {
+            let other = format!("trunk:{}", NAMES[1 - i]);
+            if !participants(probe, &room).await.contains(&other) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    for (i, (_, identity, _)) in ends.iter().enumerate() {
+        let end = Probe::open(&pool.nodes[i], &ends[i].0).await.expect("a second handle");
+        end.join_result(&room, identity, "end").await.expect("each end joins the room on its own node");
+    }
+
+    let (status, _) = control.delete(&format!("/admin/direct/{room}")).await;
+    assert_eq!(status, StatusCode::OK);
+    wait_for("the direct room gone from both nodes", SLOW, async || {
+        for probe in &probes {
+            if probe.rooms().await.contains(&room) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+}
