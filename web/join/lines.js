@@ -5,11 +5,12 @@
 import { LineOutput, drawMeter, volumeGain } from '/join/audio.js';
 import { sendCall, showCallButtons } from '/join/calls.js';
 import { pressTalk, releaseTalk, showAnnounce, showMicMuted } from '/join/keys.js';
+import { openMicrophone } from '/join/microphone.js';
 import { showPeople } from '/join/people.js';
 import { reportState } from '/join/remote.js';
 import { groupsById, session } from '/join/session.js';
 import { loadLineSettings, saveLineSettings } from '/join/settings.js';
-import { ui } from '/join/ui.js';
+import { showMessage, ui } from '/join/ui.js';
 
 /** How long a call signal flashes a line. */
 const CALL_MS = 5_000;
@@ -298,13 +299,25 @@ export function linesOf(answer) {
  * Makes the panel's direct lines be `infos` (people.js): new ones get a card and join their
  * room, closed ones are hung up and their card goes.
  */
-export function setDirectLines(infos) {
+export async function setDirectLines(infos) {
   const had = session.lines.filter((line) => line.info.direct);
   const groups = session.lines.filter((line) => !line.info.direct && !line.ended).map((line) => line.info);
   if (had.length === infos.length && had.every((line, i) => line.groupId === infos[i].groupId)) return;
   for (const line of had) if (!infos.some((info) => info.groupId === line.groupId)) session.connection?.dropLine(line.groupId);
   setLines([...groups, ...infos]);
-  for (const info of infos) if (!had.some((line) => line.groupId === info.groupId)) session.connection?.addLine(info);
+  const added = infos.filter((info) => !had.some((line) => line.groupId === info.groupId));
+  if (added.length === 0) return;
+  // A listen-only panel has no microphone yet: a direct line talks.
+  const connection = session.connection;
+  try {
+    await openMicrophone();
+  } catch (error) {
+    showMessage(error.message);
+    return;
+  }
+  if (!connection || connection !== session.connection) return;
+  connection.microphone ??= session.microphone;
+  for (const info of added) connection.addLine(info);
 }
 
 /** Builds the panel's cards for `infos`, keeping the state of lines that stay. */
