@@ -1,6 +1,6 @@
 //! The application: the API (`api`), the pages (`web`) and the `/janus` proxy on the one
-//! listener, wrapped in the admin check, the body limits and the refused-request log; and the
-//! loopback events listener.
+//! listener, wrapped in the admin check, the body limits, the refused-request log and the CORS
+//! headers of the WHIP and WHEP routes; and the loopback events listener.
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -24,6 +24,7 @@ pub fn app(state: AppState) -> Router {
         .layer(RequestBodyTimeoutLayer::new(api::BODY_TIMEOUT))
         .layer(middleware::from_fn_with_state(state.clone(), api::require_admin))
         .layer(middleware::from_fn(api::log_errors))
+        .layer(middleware::from_fn(api::stream_cors))
         .with_state(state)
 }
 

@@ -33,6 +33,7 @@ mod pin;
 mod secrets;
 mod server;
 mod stats;
+mod streams;
 mod tls;
 mod users;
 mod web;

@@ -20,6 +20,7 @@ use crate::logring::LogRing;
 use crate::panels::Panels;
 use crate::pin::PinLimiter;
 use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
+use crate::streams::Streams;
 use crate::users::Users;
 
 /// What every handler can reach.
@@ -36,6 +37,8 @@ pub struct AppState {
     pub calls: Arc<Calls>,
     /// The panels' remote control: commands to them, their reported state.
     pub panels: Arc<Panels>,
+    /// WHIP and WHEP sessions.
+    pub streams: Arc<Streams>,
     /// PIN tries per client address, and the verifications running.
     pub pins: Arc<PinLimiter>,
     /// Tokens per client address a minute.
@@ -71,6 +74,7 @@ impl AppState {
             users,
             calls: Arc::default(),
             panels: Arc::default(),
+            streams: Arc::default(),
             pins: Arc::default(),
             token_rate: Arc::default(),
             bans: Arc::default(),

@@ -21,8 +21,10 @@ use crate::slug::slugify;
 
 mod direct;
 mod ifb;
+mod streams;
 pub use direct::{DIRECT_ROOM_PREFIX, DirectCalls, check_group_id_not_direct, check_talk_to, is_direct_room};
 pub use ifb::{DEFAULT_IFB_DIM_DB, Ifb, IfbDim, IfbProgram, MIN_IFB_DIM_DB};
+pub use streams::{STREAM_TOKEN_SCHEME, StreamKind, StreamToken, check_stream_tokens};
 
 /// The longest name (group, server audio user, channel) the system accepts, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -429,6 +431,9 @@ pub struct Group {
     /// (server audio users).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub program: bool,
+    /// Tokens that let other systems publish into this line (WHIP) or listen to it (WHEP).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_tokens: Vec<StreamToken>,
     /// Legacy keys of the original system.
     #[serde(default, skip_serializing)]
     id: Option<IgnoredAny>,
@@ -445,6 +450,7 @@ impl Group {
             audio_bitrate,
             pin: None,
             program: false,
+            stream_tokens: Vec::new(),
             id: None,
             description: None,
             channels: None,
@@ -1011,6 +1017,8 @@ impl Config {
             let id = check_entity_name(&group.name)
                 .and_then(|id| check_group_id_not_direct(&id).map(|()| id))
                 .map_err(|m| ConfigError::new(&path, m))?;
+            check_stream_tokens(&group.stream_tokens)
+                .map_err(|(field, message)| ConfigError::new(format!("groups[{i}].{field}"), message))?;
             if let Some(other) = group_ids.insert(id.clone(), i) {
                 return Err(ConfigError::new(
                     path,
@@ -1155,6 +1163,9 @@ impl Config {
         let pins = shown.groups.iter_mut().map(|g| &mut g.pin).chain(shown.positions.iter_mut().map(|p| &mut p.pin));
         for pin in pins.flatten() {
             pin.0 = REDACTED.into();
+        }
+        for token in shown.groups.iter_mut().flat_map(|g| &mut g.stream_tokens) {
+            token.hash = REDACTED.into();
         }
         shown
     }

@@ -130,7 +130,10 @@ function updateRow(row, user) {
     create: (line) => createLine(user.identity, line.groupId),
     update: (li, line) => updateLine(li, user, line),
   });
-  setText(row.querySelector('.u-kind'), user.kind === 'server' ? 'server' : 'crew');
+  // A WHIP source or WHEP player: another system's client in the line, not a panel.
+  const kind = user.stream ? `${user.stream.toUpperCase()} ${user.stream === 'whip' ? 'source' : 'player'}` : user.kind === 'server' ? 'server' : 'crew';
+  setText(row.querySelector('.u-kind'), kind);
+  setAttr(row, 'data-stream', user.stream ?? null);
   const state = row.querySelector('.u-state');
   setText(state, user.state);
   setAttr(state, 'data-state', user.state);

@@ -16,6 +16,8 @@ import { pressTalk, releaseTalk } from '/join/keys.js';
 import { lineById, session } from '/join/session.js';
 import { showMessage, ui } from '/join/ui.js';
 
+/** A person key's line not joined by then is given up. */
+const OPEN_TIMEOUT_MS = 15_000;
 /** The people as control last sent them. */
 let people = { keys: [], online: [], direct: [], reply: null };
 /** Person-key presses waiting for their direct line: key → { source, at, released }. */
@@ -83,8 +85,16 @@ export function pressPerson(key, source) {
     showMessage(`Nobody is at ${person.name} now.`, false);
     return;
   }
-  opening.set(key, { source, at: performance.now(), released: false });
+  const press = { source, at: performance.now(), released: false };
+  opening.set(key, press);
   showPeople();
+  // A line that never joins (its room failed) frees the key again.
+  setTimeout(() => {
+    if (opening.get(key) !== press) return;
+    opening.delete(key);
+    showPeople();
+    showMessage(`No line to ${person.name} could be opened.`, false);
+  }, OPEN_TIMEOUT_MS);
   const to = person.position ? { position: person.position } : { identity: person.identity };
   api('/session/direct', { method: 'POST', body: JSON.stringify({ token: session.token?.token, ...to }) }).catch((error) => {
     opening.delete(key);

@@ -94,12 +94,8 @@ pub struct People {
 /// `user`'s people, as its session stream and its remote control show them.
 pub fn people_of(state: &AppState, user: &User) -> People {
     let config = state.config.current();
-    let crew: Vec<User> = state
-        .users
-        .list()
-        .into_iter()
-        .filter(|u| u.kind == UserKind::Crew && u.state == UserState::Connected && u.identity != user.identity)
-        .collect();
+    let crew: Vec<User> =
+        state.users.list().into_iter().filter(|u| is_person(u) && u.identity != user.identity).collect();
     let direct: Vec<DirectLine> = user
         .lines
         .iter()
@@ -185,7 +181,12 @@ pub(super) async fn open(state: &AppState, caller: &User, to: &PersonRef) -> Res
 }
 
 fn online_crew(state: &AppState) -> Vec<User> {
-    state.users.list().into_iter().filter(|u| u.kind == UserKind::Crew && u.state == UserState::Connected).collect()
+    state.users.list().into_iter().filter(is_person).collect()
+}
+
+/// A crew member online at a panel (not a WHIP or WHEP client): whom a direct line may reach.
+fn is_person(user: &User) -> bool {
+    user.kind == UserKind::Crew && user.state == UserState::Connected && user.stream.is_none()
 }
 
 /// Open a direct line to a person (a person key pressed): a private line between the two

@@ -23,6 +23,9 @@ pub struct ErrorBody {
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
+    /// A body a program tells apart by its code (an SDP offer's `bad_sdp`, `no_audio`, …).
+    #[error("{message}")]
+    BadInput { code: &'static str, message: String },
     #[error("missing or invalid admin token: send `Authorization: Bearer <admin token>`")]
     Unauthorized,
     #[error("{0}")]
@@ -33,6 +36,11 @@ pub enum ApiError {
     WrongPin(String),
     #[error("the token does not hold this line")]
     Forbidden,
+    /// A WHIP or WHEP request without a stream token of its kind.
+    #[error(
+        "missing or unknown {0} token: send `Authorization: Bearer <token>` with a token the admin created for this group"
+    )]
+    StreamUnauthorized(&'static str),
     #[error("too many wrong PINs from this address: wait a minute")]
     TooManyRequests,
     /// A limit of the open routes (`too_many_tokens`, `too_many_pending`).
@@ -57,6 +65,8 @@ pub enum ApiError {
     PayloadTooLarge,
     #[error("expected a JSON body with `Content-Type: application/json`")]
     UnsupportedMediaType,
+    #[error("expected a body with `Content-Type: {0}`")]
+    ExpectedMediaType(&'static str),
     #[error("{0}")]
     InsufficientStorage(String),
     #[error("{0}")]
@@ -68,8 +78,11 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized | ApiError::PinRequired(_) | ApiError::WrongPin(_) => StatusCode::UNAUTHORIZED,
+            ApiError::BadRequest(_) | ApiError::BadInput { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized
+            | ApiError::StreamUnauthorized(_)
+            | ApiError::PinRequired(_)
+            | ApiError::WrongPin(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden | ApiError::Denied { .. } => StatusCode::FORBIDDEN,
             ApiError::TooManyRequests | ApiError::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
@@ -77,7 +90,7 @@ impl ApiError {
             ApiError::Conflict(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UnsupportedMediaType | ApiError::ExpectedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -87,7 +100,8 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "bad_request",
-            ApiError::Unauthorized => "unauthorized",
+            ApiError::BadInput { code, .. } => code,
+            ApiError::Unauthorized | ApiError::StreamUnauthorized(_) => "unauthorized",
             ApiError::PinRequired(_) => "pin_required",
             ApiError::WrongPin(_) => "wrong_pin",
             ApiError::Forbidden => "forbidden",
@@ -100,7 +114,7 @@ impl ApiError {
             ApiError::Refused { code, .. } => code,
             ApiError::GatewayTimeout(_) => "panel_not_responding",
             ApiError::PayloadTooLarge => "payload_too_large",
-            ApiError::UnsupportedMediaType => "unsupported_media_type",
+            ApiError::UnsupportedMediaType | ApiError::ExpectedMediaType(_) => "unsupported_media_type",
             ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",

@@ -17,6 +17,8 @@ mod positions;
 mod server_users;
 mod session;
 mod sse;
+mod stream_tokens;
+mod streams;
 mod system;
 mod token;
 mod users;
@@ -33,6 +35,7 @@ use utoipa_axum::routes;
 
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
+pub(crate) use streams::cors as stream_cors;
 
 pub use crate::state::AppState;
 
@@ -95,6 +98,8 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(users::lift_ban))
         .routes(routes!(users::remove_line))
         .routes(routes!(direct::close_direct))
+        .routes(routes!(stream_tokens::list, stream_tokens::create))
+        .routes(routes!(stream_tokens::revoke))
         .routes(routes!(moderation::mute_user))
         .routes(routes!(moderation::unmute_user))
         .routes(routes!(moderation::talk_off))
@@ -107,6 +112,10 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(session::session_events))
         .routes(routes!(session::session_state))
         .routes(routes!(direct::open_direct))
+        .routes(routes!(streams::whip, streams::whip_options))
+        .routes(routes!(streams::whip_end, streams::whip_trickle, streams::whip_resource_options))
+        .routes(routes!(streams::whep, streams::whep_options))
+        .routes(routes!(streams::whep_end, streams::whep_trickle, streams::whep_resource_options))
         .routes(routes!(panel::panel))
         .routes(routes!(panel::events))
         .routes(routes!(panel::talk::talk))

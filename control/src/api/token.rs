@@ -303,7 +303,7 @@ fn janus_websocket_url(headers: &HeaderMap, tls: bool) -> String {
 }
 
 /// This origin, as the browser reached it.
-fn origin(headers: &HeaderMap, tls: bool) -> String {
+pub(super) fn origin(headers: &HeaderMap, tls: bool) -> String {
     let scheme = if tls { "https" } else { "http" };
     format!("{scheme}://{}", host(headers))
 }

@@ -388,7 +388,7 @@ pub fn delete_server_user(config: &mut Config, id: &str) -> Result<ServerAudioUs
     Ok(config.server_audio_users.remove(index))
 }
 
-fn not_found(kind: &'static str, id: &str) -> EditError {
+pub(super) fn not_found(kind: &'static str, id: &str) -> EditError {
     EditError::NotFound { kind, id: id.to_owned() }
 }
 

@@ -6,6 +6,7 @@
 //! the memory disagreeing, and two concurrent edits never lose one another.
 
 mod edit;
+mod stream_tokens;
 mod watch;
 
 use std::fs;
@@ -23,6 +24,7 @@ use crate::events::{EventBus, LiveEvent};
 use crate::files::{self, Durability};
 
 pub use edit::*;
+pub use stream_tokens::{add_stream_token, revoke_stream_token, stream_token_by_hash};
 pub use watch::watch_for_reloads;
 
 /// The config file's mode: readable by the service's group (the file may hold secrets).

@@ -133,6 +133,12 @@ impl Janus {
         }
     }
 
+    /// A Janus session of `user`'s own, under its token on its node: for a participant control
+    /// drives on a client's behalf (a WHIP or WHEP session).
+    pub async fn session_as(&self, user: &User) -> Result<Session, JanusError> {
+        self.node_for(user).open_session_with(user.token.expose()).await
+    }
+
     /// Lets `token` open sessions on `node`.
     pub(super) async fn register_token(&self, node: &Node, token: &str) -> Result<(), JanusError> {
         node.add_token(&self.admin_secret_of(node)?, token).await

@@ -109,6 +109,11 @@ impl Node {
         self.http.open(&self.config().url, &self.own_token).await
     }
 
+    /// A session on this node under `token` (registered here).
+    pub async fn open_session_with(&self, token: &str) -> Result<Session, JanusError> {
+        self.http.open(&self.config().url, token).await
+    }
+
     /// The session if one is up, without connecting.
     pub async fn session_if_up(&self) -> Option<Session> {
         self.session.lock().await.clone()

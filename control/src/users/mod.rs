@@ -116,6 +116,15 @@ impl Users {
         self.insert(User { panel_key: Some(panel_key), address, ..user })
     }
 
+    /// Marks a user as a WHIP source or WHEP player.
+    pub fn set_stream(&self, identity: &str, kind: partyline_shared::config::StreamKind) {
+        let mut users = self.lock();
+        if let Some(user) = users.get_mut(identity) {
+            user.stream = Some(kind);
+            users.crew_changed();
+        }
+    }
+
     /// Records the position a crew member joined as, and whether its panel has an announce
     /// key (the position's `announce`).
     pub fn set_position(&self, identity: &str, position: &str, announce: bool) {

@@ -67,6 +67,9 @@ pub struct CrewRecord {
     /// The position it joined as (absent: none, or a file written before positions were kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<String>,
+    /// A WHIP source or WHEP player (absent: a panel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<partyline_shared::config::StreamKind>,
     pub state: UserState,
     /// When the token was issued (wall clock): a pending token's lifetime counts from it.
     pub issued_at_unix_ns: i64,
@@ -270,6 +273,7 @@ mod tests {
             node: None,
             announce: false,
             position: None,
+            stream: None,
             state,
             issued_at_unix_ns: 1_700_000_000_123_456_789,
             connected_at_unix_ns: (state == UserState::Connected).then_some(1_700_000_001_000_000_001),

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use partyline_shared::config::StreamKind;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -102,6 +103,8 @@ pub struct User {
     pub announce: bool,
     /// The position it joined as, if any (what other positions' person keys reach).
     pub position: Option<String>,
+    /// A WHIP publisher or WHEP player that control drives on its client's behalf.
+    pub stream: Option<StreamKind>,
     /// The direct line its reply key talks on: the last opened to it or spoken to it on, and
     /// when.
     pub reply_to: Option<(String, Instant)>,
@@ -133,6 +136,8 @@ pub struct UserView {
     pub connected_at: Option<String>,
     /// RFC 3339: the last transition.
     pub last_activity: String,
+    /// A WHIP source or a WHEP player (its client another system's), not a panel.
+    pub stream: Option<StreamKind>,
 }
 
 impl User {
@@ -161,6 +166,7 @@ impl User {
             node: self.node.clone(),
             connected_at: self.connected_at.map(format),
             last_activity: format(self.last_activity),
+            stream: self.stream,
         }
     }
 
@@ -179,6 +185,7 @@ impl User {
             node: None,
             announce: false,
             position: None,
+            stream: None,
             reply_to: None,
             issued: Instant::now(),
             issued_at: now,
@@ -230,6 +237,7 @@ impl User {
             node: self.node.clone(),
             announce: self.announce,
             position: self.position.clone(),
+            stream: self.stream,
             state: self.state,
             issued_at_unix_ns: unix_ns(self.issued_at),
             connected_at_unix_ns: self.connected_at.map(unix_ns),
@@ -273,6 +281,7 @@ impl User {
             node: record.node,
             announce: record.announce,
             position: record.position,
+            stream: record.stream,
             reply_to: None,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             issued_at,

@@ -46,4 +46,6 @@ mod proxy;
 mod reload;
 #[cfg(feature = "services")]
 mod restart;
+#[cfg(feature = "services")]
+mod streams;
 mod web;
