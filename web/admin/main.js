@@ -13,6 +13,7 @@ import { setText, showError } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import * as positions from '/admin/positions.js';
 import * as soundcard from '/admin/soundcard.js';
+import * as streams from '/admin/streams.js';
 import * as users from '/admin/users.js';
 import * as stats from '/admin/stats.js';
 import * as logs from '/admin/logs.js';
@@ -40,7 +41,7 @@ const ui = {
 
 /** What each tab fetches when it is visible. */
 const refreshers = {
-  groups: () => Promise.all([groups.refresh(), soundcard.refresh()]),
+  groups: () => Promise.all([groups.refresh().then(() => streams.refresh()), soundcard.refresh()]),
   positions: () => positions.refresh(),
   users: () => users.refresh(),
   stats: async () => {}, // fetched on every tick anyway
@@ -197,7 +198,7 @@ function logout(message) {
   live.stop();
   ui.live.hidden = true;
   token.clear();
-  for (const module of [groups, positions, soundcard, users, stats, logs]) module.reset?.();
+  for (const module of [groups, streams, positions, soundcard, users, stats, logs]) module.reset?.();
   lastContact = 0;
   showLogin(message);
 }
@@ -235,7 +236,7 @@ async function onLogin(event) {
 function init() {
   initTheme($('theme'));
   const context = { refreshNow };
-  for (const module of [groups, positions, soundcard, users, stats, logs]) module.init(context);
+  for (const module of [groups, streams, positions, soundcard, users, stats, logs]) module.init(context);
   live.init(ui.live, onLiveEvents);
   initTabs();
   ui.loginForm.addEventListener('submit', onLogin);

@@ -1,6 +1,6 @@
 // WHIP and WHEP with clients written by others, in Chromium: Eyevinn's WHIP web client
 // (@eyevinn/whip-web-client) publishes its fake microphone's 1 kHz tone into the line Show with
-// a WHIP token the admin created, and Ann's panel on Show hears it; Eyevinn's WebRTC player
+// a WHIP token the admin created in the Groups tab, and Ann's panel on Show hears it; Eyevinn's WebRTC player
 // (@eyevinn/webrtc-player, its WHEP adapter) listens to Show with a WHEP token and hears Ann's
 // 440 Hz when she talks. Both libraries come from the npm registry, bundled for the page by
 // esbuild as they are. A revoked token is 401, another group's 403; the WHIP client's own end
@@ -9,10 +9,12 @@
 // Run: scripts/test-browser web/tests/streams.test.mjs.
 
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe } from 'node:test';
 import { build } from 'esbuild';
-import { Person, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
+import { Person, openAdmin, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
 
 const SHOW = 'show';
 /**
@@ -80,7 +82,6 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
 
   before(async () => {
     ({ control, browsers, stop } = await startWithTones(['Show', 'Crew'], { obs: 1000, ann: 440, player: 660 }));
-    tokens.whip = await createToken(SHOW, 'whip', 'Vision mixer');
     tokens.whep = await createToken(SHOW, 'whep', 'Remote director');
     tokens.otherWhep = await createToken('crew', 'whep', 'Crew player');
     ann = await Person.joined(browsers.ann, control.origin, 'Ann', `/?groups=${SHOW}`);
@@ -93,7 +94,28 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
     await stop?.();
   });
 
+  check('the admin creates a WHIP token for Show in the Groups tab: its URL and secret shown once', async () => {
+    const page = await openAdmin(browsers.ann, control.origin, { token: control.adminToken });
+    try {
+      await page.locator('#stream-token-group option[value="show"]').waitFor({ state: 'attached' });
+      await page.locator('#stream-token-group').selectOption(SHOW);
+      await page.locator('#stream-token-kind').selectOption('whip');
+      await page.locator('#stream-token-name').fill('Vision mixer');
+      await page.locator('#stream-token-submit').click();
+      await page.locator('#stream-token-created').waitFor();
+      tokens.whip = { url: await page.locator('#stream-token-url').textContent(), secret: await page.locator('#stream-token-secret').textContent() };
+      assert.match(tokens.whip.url, /\/api\/whip\/show$/);
+      assert.match(tokens.whip.secret, /^[0-9a-f]{48}$/);
+      await page.locator('#stream-tokens-rows tr', { hasText: 'Vision mixer' }).waitFor();
+      assert.ok(!(await readFile(join(control.dir, 'partyline.yaml'), 'utf8')).includes(tokens.whip.secret), 'only its hash is stored');
+      assert.deepEqual(page.errors, []);
+    } finally {
+      await page.context().close();
+    }
+  }, { timeout: 60_000 });
+
   check('a WHIP client publishes its tone into Show: Ann\'s panel hears it', async () => {
+    assert.ok(tokens.whip, 'needs the token');
     obs = await clientPage(browsers.obs, 'OBS');
     people.push(obs);
     await obs.page.addScriptTag({ content: await bundle('@eyevinn/whip-web-client', 'WHIP') });

@@ -1,0 +1,123 @@
+// Groups tab, WHIP and WHEP: each group's stream tokens (`/groups/{id}/stream-tokens`), one
+// table for all groups with a Revoke per token (with confirmation: its sessions end), and a
+// form that creates one and shows its URL and secret this once (the API keeps only a hash).
+
+import { del, get, post, seg } from '/admin/api.js';
+import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
+import * as groups from '/admin/groups.js';
+
+const $ = (id) => document.getElementById(id);
+let ctx;
+let ui;
+/** Every group's tokens: `{ group, id, kind, name, sessions }`. */
+let tokens = [];
+
+export function init(context) {
+  ctx = context;
+  ui = {
+    rows: $('stream-tokens-rows'),
+    empty: $('stream-tokens-empty'),
+    listError: $('stream-tokens-error'),
+    form: $('stream-token-create'),
+    group: $('stream-token-group'),
+    kind: $('stream-token-kind'),
+    name: $('stream-token-name'),
+    error: $('stream-token-error'),
+    submit: $('stream-token-submit'),
+    created: $('stream-token-created'),
+    url: $('stream-token-url'),
+    secret: $('stream-token-secret'),
+  };
+  trackDirty(ui.form);
+  ui.form.addEventListener('submit', onCreate);
+}
+
+export function reset() {
+  tokens = [];
+  ui.rows.replaceChildren();
+  ui.form.reset();
+  clean(ui.form);
+  ui.created.hidden = true;
+  showError(ui.error, null);
+  showError(ui.listError, null);
+}
+
+export async function refresh() {
+  const list = groups.current();
+  try {
+    const answers = await Promise.all(list.map((g) => get(`/groups/${seg(g.id)}/stream-tokens`)));
+    tokens = answers.flatMap((body, i) => body.tokens.map((t) => ({ group: list[i].id, ...t })));
+    showError(ui.listError, null);
+  } catch (error) {
+    showError(ui.listError, `Could not load the stream tokens: ${error.message}`);
+    return;
+  }
+  render(list);
+}
+
+function render(list) {
+  const chosen = ui.group.value;
+  ui.group.replaceChildren(...list.map((g) => h('option', { value: g.id }, g.name)));
+  if (list.some((g) => g.id === chosen)) ui.group.value = chosen;
+  syncKeyed(ui.rows, tokens, { key: (t) => `${t.group}/${t.id}`, create: createRow, update: updateRow });
+  ui.empty.hidden = tokens.length > 0;
+  ui.rows.closest('.table-box').hidden = tokens.length === 0;
+}
+
+function createRow(token) {
+  const revoke = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onRevoke(token.group, token.id) }, 'Revoke');
+  return h('tr', {},
+    h('td', { class: 'st-group', dataset: { label: 'Group' } }),
+    h('td', { class: 'st-kind', dataset: { label: 'Kind' } }),
+    h('td', { class: 'st-name', dataset: { label: 'Name' } }),
+    h('td', { class: 'st-sessions', dataset: { label: 'Sessions' } }),
+    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, revoke)));
+}
+
+function updateRow(row, token) {
+  setText(row.querySelector('.st-group'), groups.nameOf(token.group));
+  setText(row.querySelector('.st-kind'), token.kind === 'whip' ? 'WHIP (publish)' : 'WHEP (listen)');
+  setText(row.querySelector('.st-name'), token.name);
+  setText(row.querySelector('.st-sessions'), String(token.sessions));
+  row.querySelector('button').setAttribute('aria-label', `Revoke ${token.kind.toUpperCase()} token ${token.name}`);
+}
+
+async function onCreate(event) {
+  event.preventDefault();
+  const name = ui.name.value.trim();
+  if (!name) {
+    showError(ui.error, 'Type a name.');
+    ui.name.focus();
+    return;
+  }
+  let created = null;
+  const ok = await submitting(ui.submit, ui.error, async () => {
+    created = await post(`/groups/${seg(ui.group.value)}/stream-tokens`, { kind: ui.kind.value, name });
+  });
+  if (!ok || !created) return;
+  ui.name.value = '';
+  clean(ui.form);
+  setText(ui.url, created.url);
+  setText(ui.secret, created.secret);
+  ui.created.hidden = false;
+  ctx.refreshNow();
+}
+
+async function onRevoke(group, id) {
+  const token = tokens.find((t) => t.group === group && t.id === id);
+  if (!token) return;
+  const yes = await confirmDialog({
+    title: `Revoke the ${token.kind.toUpperCase()} token “${token.name}”?`,
+    text: `Its ${token.sessions} running session(s) end now, and its secret is refused from now on.`,
+    ok: 'Revoke token',
+  });
+  if (!yes) return;
+  try {
+    await del(`/groups/${seg(group)}/stream-tokens/${seg(id)}`);
+    showError(ui.listError, null);
+  } catch (error) {
+    showError(ui.listError, `Could not revoke “${token.name}”: ${error.message}`);
+  } finally {
+    ctx.refreshNow();
+  }
+}
