@@ -71,15 +71,15 @@ async function instrument(context) {
 }
 
 /**
- * Starts an envelope of what the page hears on line `line`, or of its microphone (`line`
- * null), under `key`: an AudioContext of its own at 48 kHz with the worklet on a
+ * Starts an envelope of what the page hears on line `line` (a group id, or `{ selector }`: the
+ * media element whose stream to measure), or of its microphone (`line` null), under `key`: an AudioContext of its own at 48 kHz with the worklet on a
  * MediaStreamSource of that stream.
  */
 export async function startEnvelope(page, key, line) {
   await page.evaluate(async ([name, groupId, code, rate]) => {
     const stream = groupId === null
       ? window.benchMicrophone
-      : document.querySelector(`[data-line="${groupId}"] .line-audio`)?.srcObject;
+      : document.querySelector(groupId.selector ?? `[data-line="${groupId}"] .line-audio`)?.srcObject;
     if (!stream) throw new Error(`no stream to measure for ${groupId ?? 'the microphone'}`);
     const ctx = new AudioContext({ sampleRate: rate });
     await ctx.resume();

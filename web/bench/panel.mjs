@@ -19,8 +19,9 @@
 //              DIM_TICKS card-input ticks → the IFB output, beside a plain output), a program
 //              line's dim on a listener's panel (each tick first heard → dimmed), and a person
 //              key's press → heard against a line's talk key's (PRESSES each)
+//   streams    WHIP client → panel, panel → WHEP player, against panel → panel (BURSTS each)
 //
-//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost] [keys]
+//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost] [keys] [streams]
 //
 // Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), DIM_TICKS (15), PRESSES (20), COMMANDS (200), TRIES (20),
 // DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10), COST_USERS (4),
@@ -35,7 +36,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import {
-  Control, Person, epochMs, iceAddress, launchBrowser, setLink, waitFor, writeBursts, writeTone,
+  Control, Person, bundleForPage, epochMs, iceAddress, launchBrowser, setLink, waitFor, writeBursts, writeTone,
 } from '../tests/harness.mjs';
 import { INSTRUMENTED, inboundStats, readEnvelope, startEnvelope } from './pages.mjs';
 import { CpuWindow, children, processTree } from './system.mjs';
@@ -897,11 +898,100 @@ async function personKeys() {
   });
 }
 
+/**
+ * WHIP and WHEP against a panel, in one run on one group: the bursts (BURSTS) of a WHIP client
+ * (Eyevinn's, in a page of its own) → a listener's panel; then a talker's panel → the same
+ * listener's panel and → a WHEP player (Eyevinn's WebRTC player) at once. Onsets as in
+ * `latency`: the publisher's and the talker's microphones, the panel's line and the player's
+ * media element, each measured in its page.
+ */
+async function streams() {
+  const SHOW = 'show';
+  md('### WHIP and WHEP (`streams`)');
+  md();
+  await withTemp(async (dir) => {
+    const control = await Control.start(['Show'], {});
+    const browsers = [];
+    try {
+      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, { burstMs: 80, everyMs: BURST_EVERY_MS, seconds: (BURST_EVERY_MS * 10) / 1000 });
+      browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser({ audioFile: bursts }), await launchBrowser());
+      const token = async (kind) => {
+        const { status, body } = await control.admin('POST', `/groups/${SHOW}/stream-tokens`, { kind, name: `Bench ${kind}` });
+        if (status !== 201) throw new Error(`POST stream-tokens: ${status} ${JSON.stringify(body)}`);
+        return body;
+      };
+      const [whip, whep] = [await token('whip'), await token('whep')];
+      const listener = await panel(browsers[2], control, 'Listener', `/?groups=${SHOW}&talk=`, INSTRUMENTED);
+      const publisher = await Person.open(browsers[0], control.origin, 'Publisher', INSTRUMENTED);
+      await publisher.page.addScriptTag({ content: await bundleForPage('@eyevinn/whip-web-client', 'WHIP') });
+      await publisher.page.evaluate(async ([url, secret]) => {
+        const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+        window.whip = new window.WHIP.WHIPClient({ endpoint: url, opts: { noTrickleIce: true, authkey: secret, iceServers: [] } });
+        await window.whip.ingest(stream);
+      }, [whip.url, whip.secret]);
+      await waitFor('the listener hearing the WHIP source', async () => (await listener.lineLevel(SHOW)) > SOUND_DB, { timeout: 15_000 });
+      await sleep(1000);
+      const cpu = new CpuWindow();
+
+      await startEnvelope(publisher.page, 'mouth', null);
+      await startEnvelope(listener.page, 'ear', SHOW);
+      progress(`streams: ${BURSTS} bursts from the WHIP client`);
+      await sleep((BURSTS + 1) * BURST_EVERY_MS);
+      const [whipMouth, whipEar] = [await readEnvelope(publisher.page, 'mouth'), await readEnvelope(listener.page, 'ear', { clear: true })];
+      await publisher.page.evaluate(() => window.whip.destroy());
+      const whipToPanel = delays(onsets(whipMouth), onsets(whipEar), endOf(whipEar));
+
+      const talker = await panel(browsers[1], control, 'Talker', `/?groups=${SHOW}`, INSTRUMENTED);
+      const player = await Person.open(browsers[0], control.origin, 'Player', INSTRUMENTED);
+      await player.page.addScriptTag({ content: await bundleForPage('@eyevinn/webrtc-player', 'WHEP') });
+      await player.page.evaluate(async ([url, secret]) => {
+        const video = document.createElement('video');
+        Object.assign(video, { id: 'whep', muted: true, autoplay: true });
+        document.body.append(video);
+        window.player = new window.WHEP.WebRTCPlayer({ video, type: 'whep', iceServers: [], mediaConstraints: { audioOnly: true } });
+        await window.player.load(new URL(url), `Bearer ${secret}`);
+      }, [whep.url, whep.secret]);
+      await waitFor('the player\'s stream', async () => player.page.evaluate(() => Boolean(document.querySelector('#whep')?.srcObject)), { timeout: 15_000 });
+      await sleep(1000);
+      await startEnvelope(talker.page, 'mouth', null);
+      await startEnvelope(player.page, 'ear', { selector: '#whep' });
+      await latchAll(talker, [SHOW]);
+      progress(`streams: ${BURSTS} bursts from the talker's panel`);
+      await sleep((BURSTS + 1) * BURST_EVERY_MS);
+      const [mouth, panelEar, playerEar] = [
+        await readEnvelope(talker.page, 'mouth'), await readEnvelope(listener.page, 'ear'), await readEnvelope(player.page, 'ear'),
+      ];
+      const panelToPanel = delays(onsets(mouth), onsets(panelEar), endOf(panelEar));
+      const panelToWhep = delays(onsets(mouth), onsets(playerEar), endOf(playerEar));
+      const usage = cpu.stop();
+
+      md('| path | median ms | p95 ms | min | max | onsets matched |');
+      md('|---|---|---|---|---|---|');
+      for (const [path, values] of [
+        ['WHIP client → room → panel', whipToPanel],
+        ['panel → room → panel (the same run)', panelToPanel],
+        ['panel → room → WHEP player', panelToWhep],
+      ]) {
+        const st = stats(values);
+        md(`| ${path} | **${fmt(st.median)}** | **${fmt(st.p95)}** | ${fmt(st.min)} | ${fmt(st.max)} | ${st.n} of ${values.length} |`);
+      }
+      md();
+      md('The WHIP client (Eyevinn\'s whip-web-client) and the WHEP player (Eyevinn\'s webrtc-player, audio only) are Chromium pages of their own; each mouth is its page\'s microphone, each ear the stream its page plays, measured in the page.');
+      md();
+      md(`While measuring: ${cpuLine(usage)}.`);
+      md();
+    } finally {
+      await Promise.all(browsers.map((browser) => browser.close()));
+      await control.stop();
+    }
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 
-const PARTS = { latency, network, capacity, remote, cost, keys };
+const PARTS = { latency, network, capacity, remote, cost, keys, streams };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
-for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys)`);
+for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys, streams)`);
 const parts = chosen.length ? chosen : Object.keys(PARTS);
 
 md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);

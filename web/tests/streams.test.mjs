@@ -1,7 +1,7 @@
 // WHIP and WHEP with clients written by others, in Chromium: Eyevinn's WHIP web client
 // (@eyevinn/whip-web-client) publishes its fake microphone's 1 kHz tone into the line Show with
 // a WHIP token the admin created in the Groups tab, and Ann's panel on Show hears it; Eyevinn's WebRTC player
-// (@eyevinn/webrtc-player, its WHEP adapter) listens to Show with a WHEP token and hears Ann's
+// (@eyevinn/webrtc-player, its WHEP adapter, offering video and audio) listens to Show with a WHEP token and hears Ann's
 // 440 Hz when she talks. Both libraries come from the npm registry, bundled for the page by
 // esbuild as they are. A revoked token is 401, another group's 403; the WHIP client's own end
 // (its DELETE) takes its participant out of the line.
@@ -11,10 +11,8 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe } from 'node:test';
-import { build } from 'esbuild';
-import { Person, openAdmin, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
+import { Person, bundleForPage, openAdmin, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
 
 const SHOW = 'show';
 /**
@@ -29,16 +27,6 @@ const clientPage = (browser, name) => Person.open(browser, CLIENT_PAGE, name, {
   contextOptions: { permissions: ['local-network-access'] },
   prepare: (context) => context.route(CLIENT_PAGE, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>client</title>' })),
 });
-const WEB = fileURLToPath(new URL('..', import.meta.url));
-
-/** A library of web/node_modules bundled for a page, as a script that sets `window[name]`. */
-async function bundle(entry, name) {
-  const out = await build({
-    entryPoints: [entry], bundle: true, write: false, format: 'iife', globalName: name, platform: 'browser',
-    absWorkingDir: WEB, logLevel: 'error',
-  });
-  return out.outputFiles[0].text;
-}
 
 /** The levels (dB, an AnalyserNode's bins) at `hzs` of `selector`'s stream in `page`, over 300 ms. */
 function levelsAt(page, selector, hzs) {
@@ -81,7 +69,7 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
   });
 
   before(async () => {
-    ({ control, browsers, stop } = await startWithTones(['Show', 'Crew'], { obs: 1000, ann: 440, player: 660 }));
+    ({ control, browsers, stop } = await startWithTones(['Show', 'Crew', 'Program'], { obs: 1000, ann: 440, player: 660 }));
     tokens.whep = await createToken(SHOW, 'whep', 'Remote director');
     tokens.otherWhep = await createToken('crew', 'whep', 'Crew player');
     ann = await Person.joined(browsers.ann, control.origin, 'Ann', `/?groups=${SHOW}`);
@@ -118,7 +106,7 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
     assert.ok(tokens.whip, 'needs the token');
     obs = await clientPage(browsers.obs, 'OBS');
     people.push(obs);
-    await obs.page.addScriptTag({ content: await bundle('@eyevinn/whip-web-client', 'WHIP') });
+    await obs.page.addScriptTag({ content: await bundleForPage('@eyevinn/whip-web-client', 'WHIP') });
     const t0 = performance.now();
     await obs.page.evaluate(async ([url, secret]) => {
       const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
@@ -138,16 +126,15 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
   check('a WHEP player listens to Show and hears Ann when she talks', async () => {
     player = await clientPage(browsers.player, 'Player');
     people.push(player);
-    await player.page.addScriptTag({ content: await bundle('@eyevinn/webrtc-player', 'WHEP') });
+    await player.page.addScriptTag({ content: await bundleForPage('@eyevinn/webrtc-player', 'WHEP') });
     await player.page.evaluate(async ([url, secret]) => {
       const video = document.createElement('video');
       video.id = 'whep';
       video.muted = true;
       video.autoplay = true;
       document.body.append(video);
-      // Audio only: with a video section too, Chromium refuses Janus 1.1.2's answer (its
-      // rejected video section), and a line has no video anyway.
-      window.player = new window.WHEP.WebRTCPlayer({ video, type: 'whep', iceServers: [], mediaConstraints: { audioOnly: true } });
+      // As the player comes: it offers video too, which the line answers inactive.
+      window.player = new window.WHEP.WebRTCPlayer({ video, type: 'whep', iceServers: [] });
       await window.player.load(new URL(url), `Bearer ${secret}`);
     }, [tokens.whep.url, tokens.whep.secret]);
     await waitFor('the player\'s stream', async () => (await levelsAt(player.page, '#whep', [440])) !== null, { timeout: 15_000 });
@@ -183,4 +170,33 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
     await waitFor('the WHIP source gone', async () => !(await control.users()).some((u) => u.stream === 'whip'), { timeout: 10_000 });
     await ann.waitQuiet(SHOW, 10_000);
   }, { timeout: 60_000 });
+
+  check('a WHIP source on a program line is the program: dimmed on a panel while someone talks on its other line', async () => {
+    const made = await control.admin('PUT', '/groups/program', { program: true });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    const feed = await createToken('program', 'whip', 'Show feed');
+    await obs.page.evaluate(async ([url, secret]) => {
+      const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+      window.feed = new window.WHIP.WHIPClient({ endpoint: url, opts: { noTrickleIce: true, authkey: secret, iceServers: [] } });
+      await window.feed.ingest(stream);
+    }, [feed.url, feed.secret]);
+    const dee = await Person.joined(browsers.player, control.origin, 'Dee', '/?groups=program,crew&talk=crew');
+    people.push(dee);
+    await dee.waitHearing('program', 10_000);
+    const full = (await dee.heard('program', 1000)).median;
+    const eve = await Person.joined(browsers.ann, control.origin, 'Eve', '/?groups=crew');
+    people.push(eve);
+    await eve.pressTalk('crew');
+    try {
+      await dee.waitLine('program', 'dimmed', 'true', 5000);
+      const dimmed = (await dee.heard('program', 800)).median;
+      report(`program line fed by WHIP: ${full} dBFS, dimmed to ${dimmed} dBFS while Eve talks on Crew`);
+      assert.ok(dimmed < full - 10, `dimmed from ${full} to ${dimmed}`);
+    } finally {
+      await eve.page.waitForTimeout(400);
+      await eve.page.mouse.up();
+    }
+    await dee.waitLine('program', 'dimmed', 'false', 5000);
+    await obs.page.evaluate(() => window.feed.destroy());
+  }, { timeout: 90_000 });
 });

@@ -162,7 +162,7 @@ impl Session {
             if let Some(push) = self.backlog.pop_front() {
                 return Some(push_event(&push));
             }
-            if let Some(event) = self.people_if_changed()? {
+            if let Some(event) = self.people_if_changed() {
                 return Some(event);
             }
             tokio::select! {
@@ -189,9 +189,10 @@ impl Session {
                 },
                 push = self.pushes.recv() => match push {
                     Ok((identity, push)) if identity == self.identity => {
+                        self.state.users.by_token(&self.token)?;
                         // A command for a direct line just opened comes after the people that
                         // give the panel that line.
-                        if let Some(people) = self.people_if_changed()? {
+                        if let Some(people) = self.people_if_changed() {
                             self.backlog.push_back(push);
                             return Some(people);
                         }
@@ -209,17 +210,17 @@ impl Session {
         }
     }
 
-    /// `event: people` when the panel's people differ from those last sent (`Some(None)`:
-    /// unchanged; `None`: the session is gone).
-    fn people_if_changed(&mut self) -> Option<Option<Event>> {
+    /// `event: people` when the panel's people differ from those last sent. Nothing once the
+    /// session is gone: its removal ends the stream, with `moved` when it was moved.
+    fn people_if_changed(&mut self) -> Option<Event> {
         let user = self.state.users.by_token(&self.token)?;
         let people = people_of(&self.state, &user);
         if self.people.as_ref() == Some(&people) {
-            return Some(None);
+            return None;
         }
         let event = json_event("people", &people);
         self.people = Some(people);
-        Some(Some(event))
+        Some(event)
     }
 }
 

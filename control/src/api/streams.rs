@@ -12,6 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Bytes;
 use axum::extract::connect_info::ConnectInfo;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
@@ -53,8 +54,12 @@ fn token_of(state: &AppState, headers: &HeaderMap, kind: StreamKind, group: &str
     Ok(token)
 }
 
-/// The offer of a request: `application/sdp`, UTF-8.
-fn offer_of(headers: &HeaderMap, body: &Bytes) -> Result<String, ApiError> {
+/// The offer of a request: `application/sdp`, UTF-8, within the API's body limit.
+fn offer_of(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<String, ApiError> {
+    let body = body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        _ => ApiError::BadRequest(format!("cannot read the body: {}", rejection.body_text())),
+    })?;
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if content_type.split(';').next().map(str::trim) != Some(SDP) {
         return Err(ApiError::ExpectedMediaType(SDP));
@@ -69,10 +74,10 @@ async fn start(
     group: String,
     headers: HeaderMap,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let token = token_of(&state, &headers, kind, &group)?;
-    let offer = offer_of(&headers, &body)?;
+    let offer = offer_of(&headers, body)?;
     let address = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(a))| a.ip());
     let config = state.config.current();
     let request = StartRequest { kind, group: group.clone(), token, offer, address };
@@ -130,7 +135,7 @@ pub async fn whip(
     ApiPath(group): ApiPath<String>,
     headers: HeaderMap,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     start(state, StreamKind::Whip, group, headers, client, body).await
 }
@@ -150,7 +155,7 @@ pub async fn whep(
     ApiPath(group): ApiPath<String>,
     headers: HeaderMap,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     start(state, StreamKind::Whep, group, headers, client, body).await
 }

@@ -7,7 +7,8 @@
 //! kick, which hangs it up), or its token's revocation. Media flows
 //! client ⇄ Janus over ICE, as for panels; control only relays the offer and the answer.
 //!
-//! `sdp` checks an offer before anything is registered for it.
+//! `sdp` checks an offer before anything is registered for it, and tidies Janus's answer for
+//! browsers.
 
 pub mod sdp;
 
@@ -28,7 +29,7 @@ use tokio::sync::mpsc;
 use crate::janus::Janus;
 use crate::secrets::random_hex;
 use crate::users::{Line, Users};
-use sdp::{BadOffer, check_offer};
+use sdp::{BadOffer, check_offer, tidy_answer};
 
 /// Sessions of one kind a group takes at once.
 pub const MAX_PER_GROUP: usize = 4;
@@ -126,13 +127,13 @@ impl Streams {
                 prebuffer: prebuffer_packets(config.audio.jitter_buffer_ms.get()),
                 rtp: None,
             };
-            let offer = Jsep { kind: JsepType::Offer, sdp: offer };
-            let transaction = session.send(join, Some(offer)).await.map_err(|e| match e {
+            let jsep = Jsep { kind: JsepType::Offer, sdp: offer.clone() };
+            let transaction = session.send(join, Some(jsep)).await.map_err(|e| match e {
                 // Janus's own check of the SDP (465: "Error processing SDP", and its JSEP kin).
                 JanusError::Refused { code, reason } if JSEP_ERRORS.contains(&code) => StreamError::Refused(reason),
                 other => StreamError::Janus(other),
             })?;
-            let answer = answer_to(events, &transaction).await;
+            let answer = answer_to(events, &transaction).await.map(|(sdp, events)| (tidy_answer(&offer, &sdp), events));
             Ok::<_, StreamError>((session, answer))
         };
         let (session, (answer, events)) = match joined.await {

@@ -54,6 +54,67 @@ pub fn check_offer(offer: &str, kind: StreamKind) -> Result<(), BadOffer> {
     Ok(())
 }
 
+/// Janus's answer as browsers take it. AudioBridge answers every section but the first audio
+/// one `a=inactive` with payload type 0, which the offer's section did not offer (Janus 1.1.2:
+/// `m=video 9 UDP/TLS/RTP/SAVPF 0`); Chromium then refuses the whole answer ("Failed to set
+/// remote video description send parameters"). Such a section gets the offer's first payload
+/// type for it, with its `a=rtpmap`, and stays inactive; the rest is left as Janus wrote it.
+pub fn tidy_answer(offer: &str, answer: &str) -> String {
+    let offered = sections(offer);
+    let mut out = Vec::new();
+    let mut index = None::<usize>;
+    let mut extra = None::<String>;
+    for line in answer.lines().map(str::trim_end) {
+        if let Some(rest) = line.strip_prefix("m=") {
+            if let Some(rtpmap) = extra.take() {
+                out.push(rtpmap);
+            }
+            index = Some(index.map_or(0, |i| i + 1));
+            let fields: Vec<&str> = rest.split(' ').collect();
+            let theirs = index.and_then(|i| offered.get(i));
+            if let (Some(theirs), [media, port, proto, formats @ ..]) = (theirs, fields.as_slice())
+                && !formats.iter().any(|f| theirs.formats.contains(&(*f).to_owned()))
+                && let Some(first) = theirs.formats.first()
+            {
+                out.push(format!("m={media} {port} {proto} {first}"));
+                extra = theirs.rtpmaps.iter().find(|r| r.starts_with(&format!("a=rtpmap:{first} "))).cloned();
+                continue;
+            }
+        } else if extra.is_some() && line.starts_with("a=ssrc:") {
+            // An inactive section sends nothing.
+            continue;
+        }
+        out.push(line.to_owned());
+    }
+    if let Some(rtpmap) = extra {
+        out.push(rtpmap);
+    }
+    let mut text = out.join("\r\n");
+    text.push_str("\r\n");
+    text
+}
+
+/// An offer's section: its payload types and its `a=rtpmap` lines.
+struct Section {
+    formats: Vec<String>,
+    rtpmaps: Vec<String>,
+}
+
+fn sections(sdp: &str) -> Vec<Section> {
+    let mut all: Vec<Section> = Vec::new();
+    for line in sdp.lines().map(str::trim_end) {
+        if let Some(rest) = line.strip_prefix("m=") {
+            let formats = rest.split(' ').skip(3).map(str::to_owned).collect();
+            all.push(Section { formats, rtpmaps: Vec::new() });
+        } else if line.starts_with("a=rtpmap:")
+            && let Some(section) = all.last_mut()
+        {
+            section.rtpmaps.push(line.to_owned());
+        }
+    }
+    all
+}
+
 /// The lines of the first audio section (from its `m=audio` to the next `m=`).
 fn audio_section(offer: &str) -> Option<Vec<&str>> {
     let mut lines = offer.lines().map(str::trim_end).skip_while(|l| !l.starts_with("m=audio"));
@@ -85,5 +146,16 @@ mod tests {
         let video_first =
             OFFER.replace("m=audio", "m=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\nm=audio");
         assert_eq!(check_offer(&video_first, StreamKind::Whip), Ok(()), "the audio section wherever it is");
+    }
+
+    #[test]
+    fn a_section_janus_answers_with_a_payload_type_it_was_not_offered_gets_the_offer_s() {
+        let offer = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96 97\r\na=mid:0\r\na=rtpmap:96 VP8/90000\r\na=rtpmap:97 rtx/90000\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\n";
+        // As Janus 1.1.2's AudioBridge answers it (abridged).
+        let answer = "v=0\r\na=group:BUNDLE 0 1\r\nm=video 9 UDP/TLS/RTP/SAVPF 0\r\na=inactive\r\na=mid:0\r\na=ssrc:2736989203 cname:janus\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\na=ssrc:3414173706 cname:janus\r\n";
+        let tidy = tidy_answer(offer, answer);
+        let expected = "v=0\r\na=group:BUNDLE 0 1\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=inactive\r\na=mid:0\r\na=rtpmap:96 VP8/90000\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\na=ssrc:3414173706 cname:janus\r\n";
+        assert_eq!(tidy, expected);
+        assert_eq!(tidy_answer(offer, &tidy), tidy, "an answer already right is left as it is");
     }
 }
