@@ -948,7 +948,7 @@ async function streams() {
         const video = document.createElement('video');
         Object.assign(video, { id: 'whep', muted: true, autoplay: true });
         document.body.append(video);
-        window.player = new window.WHEP.WebRTCPlayer({ video, type: 'whep', iceServers: [], mediaConstraints: { audioOnly: true } });
+        window.player = new window.WHEP.WebRTCPlayer({ video, type: 'whep', iceServers: [] });
         await window.player.load(new URL(url), `Bearer ${secret}`);
       }, [whep.url, whep.secret]);
       await waitFor('the player\'s stream', async () => player.page.evaluate(() => Boolean(document.querySelector('#whep')?.srcObject)), { timeout: 15_000 });
@@ -976,7 +976,7 @@ async function streams() {
         md(`| ${path} | **${fmt(st.median)}** | **${fmt(st.p95)}** | ${fmt(st.min)} | ${fmt(st.max)} | ${st.n} of ${values.length} |`);
       }
       md();
-      md('The WHIP client (Eyevinn\'s whip-web-client) and the WHEP player (Eyevinn\'s webrtc-player, audio only) are Chromium pages of their own; each mouth is its page\'s microphone, each ear the stream its page plays, measured in the page.');
+      md('The WHIP client (Eyevinn\'s whip-web-client) and the WHEP player (Eyevinn\'s webrtc-player) are Chromium pages of their own; each mouth is its page\'s microphone, each ear the stream its page plays, measured in the page.');
       md();
       md(`While measuring: ${cpuLine(usage)}.`);
       md();
