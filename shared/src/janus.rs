@@ -316,8 +316,11 @@ pub enum SessionEvent {
     Event(Box<PluginEvent>),
     /// The PeerConnection is up (ICE and DTLS).
     Webrtcup,
-    /// Janus started or stopped receiving media.
-    Media,
+    /// Janus started (`receiving: true`) or stopped receiving media (after a second without).
+    Media {
+        #[serde(default)]
+        receiving: Option<bool>,
+    },
     /// The PeerConnection is gone.
     Hangup {
         #[serde(default)]

@@ -176,9 +176,9 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
     assert.equal(made.status, 200, JSON.stringify(made.body));
     const feed = await createToken('program', 'whip', 'Show feed');
     await obs.page.evaluate(async ([url, secret]) => {
-      const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+      window.feedStream = await navigator.mediaDevices.getUserMedia({ audio: true });
       window.feed = new window.WHIP.WHIPClient({ endpoint: url, opts: { noTrickleIce: true, authkey: secret, iceServers: [] } });
-      await window.feed.ingest(stream);
+      await window.feed.ingest(window.feedStream);
     }, [feed.url, feed.secret]);
     const dee = await Person.joined(browsers.player, control.origin, 'Dee', '/?groups=program,crew&talk=crew');
     people.push(dee);
@@ -197,6 +197,12 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
       await eve.page.mouse.up();
     }
     await dee.waitLine('program', 'dimmed', 'false', 5000);
-    await obs.page.evaluate(() => window.feed.destroy());
+
+    // The feed's microphone stopped: nothing more reaches Janus, and the idle source is removed.
+    await obs.page.evaluate(() => window.feedStream.getTracks().forEach((track) => track.stop()));
+    const t0 = performance.now();
+    await waitFor('the idle WHIP source removed', async () => !(await control.users()).some((u) => u.username === 'Show feed (WHIP)'), { timeout: 25_000, interval: 200 });
+    report(`a WHIP source that stopped sending: removed ${since(t0)} ms later (10 s without media)`);
+    assert.match(await control.logTail(200), /stream session ended.*no media from it for 10 s/);
   }, { timeout: 90_000 });
 });

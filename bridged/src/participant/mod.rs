@@ -284,7 +284,7 @@ impl Attempt<'_> {
                     for event in batch? {
                         match event {
                             SessionEvent::Webrtcup => self.stages.mark("Janus event webrtcup"),
-                            SessionEvent::Media => self.stages.mark("Janus event media"),
+                            SessionEvent::Media { .. } => self.stages.mark("Janus event media"),
                             _ => {}
                         }
                         if event == SessionEvent::Webrtcup && !media_up {

@@ -3,8 +3,9 @@
 //! token of its own (a WHIP publisher may talk on the line, a WHEP player only listens, as a
 //! listen-only line), joined with the client's offer on a Janus session of its own, whose long
 //! poll this module reads until the session ends: the client's `DELETE`, its PeerConnection
-//! gone (Janus's `hangup`) or never up within [`CONNECT_TIMEOUT`], the admin's disconnect (a
-//! kick, which hangs it up), or its token's revocation. Media flows
+//! gone (Janus's `hangup`) or never up within [`CONNECT_TIMEOUT`], a WHIP client Janus has
+//! received nothing from for [`IDLE_TIMEOUT`], the admin's disconnect (a kick, which hangs it
+//! up), or its token's revocation. Media flows
 //! client ⇄ Janus over ICE, as for panels; control only relays the offer and the answer.
 //!
 //! `sdp` checks an offer before anything is registered for it, and tidies Janus's answer for
@@ -39,7 +40,10 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// offer is at fault, not Janus.
 const JSEP_ERRORS: std::ops::RangeInclusive<i64> = 464..=469;
 /// A session whose PeerConnection is not up this long after the answer is dead: ended.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A WHIP session Janus has received nothing from for this long is idle: ended (a publisher
+/// sends all the time, silence included).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A request at least this often keeps the Janus session alive (it ends after 60 s without).
 const KEEPALIVE: Duration = Duration::from_secs(25);
 
@@ -198,16 +202,30 @@ impl Streams {
         let connect = tokio::time::sleep(CONNECT_TIMEOUT);
         tokio::pin!(connect);
         let mut up = false;
+        // While Janus receives nothing from a WHIP client: since when.
+        let idle = tokio::time::sleep(IDLE_TIMEOUT);
+        tokio::pin!(idle);
+        let mut idle_since = None;
         let why = loop {
             tokio::select! {
                 event = events.recv() => match event {
                     Some(Event::Ended(why)) | Some(Event::Failed(why)) => break why,
                     Some(Event::Up) => up = true,
-                    Some(Event::Plugin(_)) => {}
+                    Some(Event::Receiving(receiving)) if stream.kind == StreamKind::Whip => {
+                        // The timer counts only while idle (its branch is off otherwise).
+                        idle_since = (!receiving).then(tokio::time::Instant::now);
+                        if let Some(since) = idle_since {
+                            idle.as_mut().reset(since + IDLE_TIMEOUT);
+                        }
+                    }
+                    Some(Event::Receiving(_) | Event::Plugin(_)) => {}
                     None => break "its Janus session is gone".to_owned(),
                 },
                 () = &mut connect, if !up => {
                     break format!("its connection did not come up within {} s", CONNECT_TIMEOUT.as_secs());
+                }
+                () = &mut idle, if idle_since.is_some() => {
+                    break format!("no media from it for {} s", IDLE_TIMEOUT.as_secs());
                 }
                 _ = keepalive.tick() => {
                     if let Err(e) = stream.session.keepalive().await {
@@ -227,6 +245,8 @@ enum Event {
     Plugin((Option<String>, Result<Option<String>, String>)),
     /// The PeerConnection is up (ICE and DTLS).
     Up,
+    /// Janus started or stopped receiving media from the client.
+    Receiving(bool),
     /// The PeerConnection or the handle is gone.
     Ended(String),
     /// The long poll failed: the session is gone.
@@ -261,6 +281,7 @@ fn watch(session: &Session) -> mpsc::Receiver<Event> {
                     }
                     SessionEvent::Detached => Event::Ended("its handle was detached".into()),
                     SessionEvent::Webrtcup => Event::Up,
+                    SessionEvent::Media { receiving: Some(receiving) } => Event::Receiving(receiving),
                     _ => continue,
                 };
                 let last = matches!(event, Event::Ended(_) | Event::Failed(_));
@@ -286,7 +307,7 @@ async fn answer_to(
                     Ok(None) => continue,
                     Err(error) => return Err(StreamError::Refused(error)),
                 },
-                Event::Plugin(_) | Event::Up => {}
+                Event::Plugin(_) | Event::Up | Event::Receiving(_) => {}
                 Event::Ended(why) | Event::Failed(why) => return Err(StreamError::Refused(why)),
             }
         }

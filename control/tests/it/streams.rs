@@ -254,3 +254,23 @@ async fn bad_whip_and_whep_requests_are_refused_with_their_code_and_leave_nothin
         );
     }
 }
+
+/// A session whose client never connects (its offer's ICE leads nowhere) is removed once its
+/// connection has not come up within 10 s, and the log says why.
+#[tokio::test]
+async fn a_session_that_never_connects_is_removed_and_logged() {
+    let stack = Stack::start(GROUPS).await;
+    let (control, janus) = (&stack.control, &stack.janus);
+    let observer = Probe::admin(janus).await;
+    let (secret, url) = stream_token(control, "show", "whip", "Dead end").await;
+    let (status, _, answer) =
+        send(reqwest::Method::POST, &url, Some(&secret), Some("application/sdp"), &whip_offer()).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    let identity = users(control).await[0]["identity"].as_str().expect("identity").to_owned();
+    wait_for("the dead session removed", Duration::from_secs(20), async || {
+        (users(control).await.is_empty() && !observer.participants("show").await.expect("Show").contains(&identity))
+            .then_some(())
+    })
+    .await;
+    assert!(control.log_text().contains("its connection did not come up within 10 s"), "logged with why");
+}

@@ -255,7 +255,7 @@ mod tests {
             several,
             [
                 SessionEvent::Webrtcup,
-                SessionEvent::Media,
+                SessionEvent::Media { receiving: Some(true) },
                 SessionEvent::Other,
                 SessionEvent::Event(Box::new(PluginEvent {
                     transaction: Some("pl-7".into()),
