@@ -89,6 +89,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
     tokio::spawn(Arc::clone(&state.janus).run());
     tokio::spawn(Arc::clone(&state.janus).close_directs_of_the_removed());
+    tokio::spawn(Arc::clone(&state.streams).end_of_the_removed(Arc::clone(&state.janus), Arc::clone(&state.users)));
     tokio::spawn(config::publish_changes(config, state.events.clone()));
     tokio::spawn(Arc::clone(&state.bridge).run());
     let events_app = app::events_app(state.clone());

@@ -190,6 +190,25 @@ impl Streams {
         }
     }
 
+    /// Ends the session of every user removed from the registry (the admin's disconnect, its
+    /// group deleted), as it goes.
+    pub async fn end_of_the_removed(self: Arc<Self>, janus: Arc<Janus>, users: Arc<Users>) {
+        let mut removals = users.subscribe_removals();
+        loop {
+            match removals.recv().await {
+                Ok(removal) => {
+                    let id =
+                        lock(&self.sessions).values().find(|s| s.identity == removal.identity).map(|s| s.id.clone());
+                    if let Some(id) = id {
+                        self.end(&janus, &id, "its participant was removed").await;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
     async fn forget_user(&self, janus: &Janus, identity: &str, why: &str) {
         // Gone already (the admin disconnected it, or Janus's leave came first) is fine.
         let _ = janus.disconnect(identity, why, "stream").await;

@@ -274,3 +274,34 @@ async fn a_session_that_never_connects_is_removed_and_logged() {
     .await;
     assert!(control.log_text().contains("its connection did not come up within 10 s"), "logged with why");
 }
+
+/// The admin disconnects a WHIP source like any user (kicked, its token revoked), and a group
+/// takes 4 sessions of a kind at once: the fifth is 429 and leaves nothing behind.
+#[tokio::test]
+async fn the_admin_disconnects_a_source_and_a_group_takes_four_sessions_of_a_kind() {
+    let stack = Stack::start(GROUPS).await;
+    let (control, janus) = (&stack.control, &stack.janus);
+    let observer = Probe::admin(janus).await;
+    let (secret, url) = stream_token(control, "show", "whip", "Mixer").await;
+    let post = async || send(reqwest::Method::POST, &url, Some(&secret), Some("application/sdp"), &whip_offer()).await;
+    for _ in 0..4 {
+        assert_eq!(post().await.0, StatusCode::CREATED);
+    }
+    let (status, _, body) = post().await;
+    let body: Value = serde_json::from_str(&body).expect("a JSON error body");
+    assert_eq!((status, body["code"].as_str()), (StatusCode::TOO_MANY_REQUESTS, Some("too_many_sessions")), "{body}");
+    let sources = users(control).await;
+    assert_eq!(sources.len(), 4, "the refused fifth left nothing: {sources:?}");
+
+    let identity = sources[0]["identity"].as_str().expect("identity").to_owned();
+    let (status, _) = control.delete(&format!("/admin/users/{identity}")).await;
+    assert_eq!(status, StatusCode::OK);
+    wait_for("the disconnected source out of Show", SOON, async || {
+        (!observer.participants("show").await.expect("Show").contains(&identity)).then_some(())
+    })
+    .await;
+    wait_for("its session ended: a fifth fits again", SOON, async || {
+        (post().await.0 == StatusCode::CREATED).then_some(())
+    })
+    .await;
+}
