@@ -93,4 +93,15 @@ mod tests {
         }
         assert_eq!(serde_json::to_string(&StreamKind::Whep).expect("json"), "\"whep\"");
     }
+
+    #[test]
+    fn the_config_shown_by_the_api_hides_stream_token_hashes() {
+        let mut config = crate::config::Config::default();
+        let mut group = crate::config::Group::new("Show", None);
+        group.stream_tokens = vec![token("0a", "OBS", &format!("{STREAM_TOKEN_SCHEME}{}", "ab".repeat(32)))];
+        config.groups = vec![group];
+        let shown = config.redacted();
+        assert!(!shown.groups[0].stream_tokens[0].hash.contains("abab"), "{:?}", shown.groups[0].stream_tokens);
+        assert_eq!(shown.groups[0].stream_tokens[0].name, "OBS", "the rest is shown");
+    }
 }
