@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use axum::response::sse;
 use futures_util::{Stream, StreamExt as _};
 use partyline_shared::bridge::BridgeState;
+use partyline_shared::config::DIRECT_ROOM_PREFIX;
 use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
@@ -169,6 +170,17 @@ impl Published {
     /// Its SSE name (`userJoined`, `talking`, …).
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// Whether it may change a panel's people (person keys, direct lines, reply): joins and
+    /// leaves, direct lines, the config, and talk on a direct line (which moves a reply) but not
+    /// on a group's (the bulk of all events, which changes no one's people).
+    pub fn changes_people(&self) -> bool {
+        match self.name {
+            "userJoined" | "userLeft" | "directOpened" | "directClosed" | "configChanged" | "sessionMoved" => true,
+            "talking" => self.data.contains(&format!("\"groupId\":\"{DIRECT_ROOM_PREFIX}")),
+            _ => false,
+        }
     }
 
     fn sse(&self) -> sse::Event {
@@ -342,6 +354,19 @@ mod tests {
         let event = live.try_recv().expect("sent");
         assert_eq!(event.name, "userJoined");
         assert_eq!(&*event.data, r#"{"type":"userJoined","identity":"a-1","username":"A","groupId":"x"}"#);
+    }
+
+    #[test]
+    fn only_what_may_change_a_panel_s_people_wakes_the_panels() {
+        let bus = EventBus::default();
+        let mut live = bus.watch();
+        let talking =
+            |group: &str| LiveEvent::Talking { identity: "a-1".into(), username: "A".into(), group_id: group.into() };
+        for event in [talking("stage"), talking("direct-0a1b"), changed("x")] {
+            bus.publish(&event);
+        }
+        let wakes: Vec<bool> = (0..3).map(|_| live.try_recv().expect("sent").changes_people()).collect();
+        assert_eq!(wakes, [false, true, true], "talk on a group's line changes no one's people");
     }
 
     #[test]

@@ -203,7 +203,12 @@ impl Session {
                 },
                 // Read again at the top of the loop; a lag may have skipped a change.
                 change = self.changes.recv() => match change {
-                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Ok(event) if !event.changes_people() => {}
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        if let Some(people) = self.people_if_changed() {
+                            return Some(people);
+                        }
+                    }
                     Err(RecvError::Closed) => return None,
                 },
             }

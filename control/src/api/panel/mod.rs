@@ -321,6 +321,7 @@ impl EventSource for Follow {
                     self.state.users.get(&self.identity)?;
                 }
                 change = self.people_changes.recv() => match change {
+                    Ok(event) if !event.changes_people() => {}
                     Ok(_) | Err(RecvError::Lagged(_)) => {
                         let user = self.state.users.get(&self.identity)?;
                         if self.people.as_ref() != Some(&people_of(&self.state, &user)) {
