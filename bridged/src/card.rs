@@ -42,6 +42,8 @@ pub enum Api {
     Pulse,
     PipeWire,
     Alsa,
+    /// AES67 network audio: pipelines of their own on the PTP clock (`aes67/`).
+    Aes67,
 }
 
 impl std::fmt::Display for Api {
@@ -50,6 +52,7 @@ impl std::fmt::Display for Api {
             Api::Pulse => "pulseaudio",
             Api::PipeWire => "pipewire",
             Api::Alsa => "alsa",
+            Api::Aes67 => "aes67",
         })
     }
 }
@@ -151,7 +154,7 @@ impl Available {
         let alsa = has_elements("alsasrc", "alsasink");
         let only_alsa = [&plan.input_device, &plan.output_device]
             .iter()
-            .all(|id| matches!(DeviceId::parse(id), Some(DeviceId::Alsa(_))));
+            .all(|id| matches!(DeviceId::parse(id), Some(DeviceId::Alsa(_) | DeviceId::Aes67)));
         let server = if only_alsa { None } else { server_devices() };
         let pipewire = match &server {
             Some(devices) if devices.is_pipewire() => pipewire_nodes(),
@@ -185,6 +188,7 @@ impl Available {
         match (DeviceId::parse(id), &self.server) {
             (None, _) => Err(format!("{field}: {id:?} names no ALSA PCM")),
             (Some(DeviceId::Alsa(pcm)), _) => alsa(Some(pcm)),
+            (Some(DeviceId::Aes67), _) => Ok(Endpoint::new(Api::Aes67, None)),
             // PulseAudio's default follows the server's; PipeWire's is opened by its node, so
             // that both APIs mean the device the sound server calls its default.
             (Some(DeviceId::Default), Some(server)) => Ok(match listed(server).iter().find(|d| d.is_default) {

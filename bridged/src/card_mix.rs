@@ -29,6 +29,9 @@ use crate::state::StatusBoard;
 
 /// How often at most the playback queue's glitches are logged.
 const GLITCH_REPORT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How far the drift between two clocks made up in the playback (`drift.rs`) moves before it is
+/// logged again, in ppm.
+const DRIFT_REPORT_PPM: f64 = 10.0;
 /// How often the levels in the status are refreshed.
 const METER_PERIOD_MS: usize = 100;
 
@@ -62,6 +65,8 @@ pub struct BlockMixer {
     output_meter: Meter,
     /// When the queues' glitches were last reported.
     reported: std::time::Instant,
+    /// The drift last logged, in ppm.
+    drift_reported: f64,
 }
 
 impl BlockMixer {
@@ -88,6 +93,7 @@ impl BlockMixer {
             input_meter: Meter::new(period),
             output_meter: Meter::new(period),
             reported: std::time::Instant::now(),
+            drift_reported: 0.0,
         }
     }
 
@@ -132,7 +138,15 @@ impl BlockMixer {
             return;
         }
         self.reported = now;
-        log_glitches("the card's playback queue", lock(&self.playback).glitches_since_last_asked(), CHANNELS);
+        let (glitches, drift) = {
+            let mut playback = lock(&self.playback);
+            (playback.glitches_since_last_asked(), playback.drift_ppm())
+        };
+        log_glitches("the card's playback queue", glitches, CHANNELS);
+        if let Some(ppm) = drift.filter(|ppm| (ppm - self.drift_reported).abs() >= DRIFT_REPORT_PPM) {
+            tracing::info!("the playback follows the capture's clock: the capture runs {ppm:+.0} ppm against it");
+            self.drift_reported = ppm;
+        }
         for feed in feeds {
             let remote = lock(&feed.remote).glitches_since_last_asked();
             log_glitches(&format!("room {}'s mix", feed.room), remote, 1);

@@ -1,8 +1,8 @@
 //! The card side: the card's capture and playback, running, with the matrix in force between
 //! them. Each direction is opened by the backend its device needs (`card.rs` chooses, each
 //! direction on its own): GStreamer's elements for a PulseAudio device or an ALSA PCM
-//! (`gstreamer_card.rs`), streams of bridged's own on a PipeWire node (`pipewire_card.rs`). Both
-//! backends drive the same block callback (`card_mix.rs`) and pull from the same kind of
+//! (`gstreamer_card.rs`), streams of bridged's own on a PipeWire node (`pipewire_card.rs`),
+//! pipelines of their own on the PTP clock for AES67 (`aes67/`). Every backend drives the same block callback (`card_mix.rs`) and pull from the same kind of
 //! playback queue. Group participants (`participant/`) meet the card side only through their
 //! feeds (`feed.rs`): a participant joining or leaving a room never touches it, and a change of
 //! the plan's users is a new [`Matrix`] swapped in between two blocks.
@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use partyline_shared::bridge::Plan;
 use partyline_shared::sync::lock;
 
+use crate::aes67::{self, Network};
 use crate::card::{Api, BLOCKS_PER_SECOND, Card, period_frames};
 use crate::card_mix::{BlockMixer, Matrix};
 use crate::encoders::Encoders;
@@ -49,36 +50,58 @@ pub struct CardSide {
     gstreamer: GStreamerCard,
     /// The directions on a PipeWire node, streams of bridged's own.
     pipewire: Option<PipeWireCard>,
+    /// The directions on AES67.
+    aes67_receive: Option<aes67::Receiver>,
+    aes67_send: Option<aes67::Sender>,
     matrix: Arc<Mutex<Arc<Matrix>>>,
 }
 
 impl CardSide {
     /// Builds and starts the card side for `plan` with `matrix` and waits until it runs.
-    /// Must run inside the tokio runtime (the bus is read by a task).
-    pub fn start(plan: &Plan, card: &Card, board: Arc<StatusBoard>, matrix: Matrix) -> anyhow::Result<CardSide> {
+    /// Must run inside the tokio runtime (the bus is read by a task). An AES67 direction needs the
+    /// media `network`.
+    pub fn start(
+        plan: &Plan,
+        card: &Card,
+        network: Option<&Arc<Network>>,
+        board: Arc<StatusBoard>,
+        matrix: Matrix,
+    ) -> anyhow::Result<CardSide> {
         let rate = plan.device_sample_rate;
         let mut gstreamer = GStreamerCard::new(rate);
 
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
-        let shape = if card.output.api == Api::PipeWire { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
-        let queue = Arc::new(Mutex::new(shape.jitter(rate, CHANNELS, BLOCKS_PER_SECOND)));
+        // One graph, one thread: only when both directions are PipeWire nodes.
+        let one_graph = card.input.api == Api::PipeWire && card.output.api == Api::PipeWire;
+        let shape = if one_graph { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
+        let mut queue = shape.jitter(rate, CHANNELS, BLOCKS_PER_SECOND);
+        // AES67 runs on the grandmaster's clock, a local device on its own crystal: between the
+        // two, the playback is resampled to the capture's pace (`drift.rs`).
+        if (card.input.api == Api::Aes67) != (card.output.api == Api::Aes67) {
+            queue = queue.crossing_clocks(rate, CHANNELS)?;
+        }
+        let queue = Arc::new(Mutex::new(queue));
         let mixer = BlockMixer::new(rate, matrix.clone(), queue.clone(), Encoders::start()?, board.clone());
-        // Each direction on a PipeWire node is a stream of bridged's own; the others are
-        // GStreamer elements in one pipeline.
-        let capture = match card.input.api {
-            Api::PipeWire => Some(Capture { endpoint: card.input.clone(), mixer }),
-            Api::Pulse | Api::Alsa => {
-                gstreamer.add_capture(&card.input, mixer)?;
-                None
+        let network =
+            || network.ok_or_else(|| anyhow::anyhow!("the card uses AES67 but audio.aes67.interface is not set"));
+        // Each direction on a PipeWire node is a stream of bridged's own, each on AES67 a
+        // pipeline of its own; the others are GStreamer elements in one pipeline.
+        let (mut capture, mut aes67_receive) = (None, None);
+        match card.input.api {
+            Api::PipeWire => capture = Some(Capture { endpoint: card.input.clone(), mixer }),
+            Api::Aes67 => aes67_receive = Some(aes67::receive(&plan.aes67, rate, network()?, mixer, board.clone())?),
+            Api::Pulse | Api::Alsa => gstreamer.add_capture(&card.input, mixer)?,
+        }
+        let (mut playback, mut aes67_send) = (None, None);
+        match card.output.api {
+            Api::PipeWire => playback = Some(Playback { endpoint: card.output.clone(), queue }),
+            Api::Aes67 => {
+                aes67_send = Some(aes67::Sender::start(&plan.aes67, rate, network()?, queue, board.clone())?);
             }
-        };
-        let playback = match card.output.api {
-            Api::PipeWire => Some(Playback { endpoint: card.output.clone(), queue }),
             Api::Pulse | Api::Alsa => {
                 gstreamer.add_playback(&card.output, period_frames(card.output.api, rate), queue)?;
-                None
             }
-        };
+        }
         let pipewire = if capture.is_some() || playback.is_some() {
             let period = period_frames(Api::PipeWire, rate);
             Some(PipeWireCard::start(rate, period, capture, playback, board.clone())?)
@@ -88,7 +111,7 @@ impl CardSide {
 
         tracing::info!("sound card: input {}, output {}", card.input, card.output);
         gstreamer.start(board)?;
-        Ok(CardSide { gstreamer, pipewire, matrix })
+        Ok(CardSide { gstreamer, pipewire, aes67_receive, aes67_send, matrix })
     }
 
     /// Swaps the matrix: the next block is mixed by `matrix`.
@@ -96,11 +119,17 @@ impl CardSide {
         *lock(&self.matrix) = Arc::new(matrix);
     }
 
-    /// Stops everything: nothing more is captured or played.
-    pub fn stop(&self) {
+    /// Stops everything: nothing more is captured or played, partyline's stream is withdrawn.
+    pub async fn stop(&self) {
         self.gstreamer.stop();
         if let Some(pipewire) = &self.pipewire {
             pipewire.stop();
+        }
+        if let Some(receive) = &self.aes67_receive {
+            receive.stop();
+        }
+        if let Some(send) = &self.aes67_send {
+            send.stop().await;
         }
     }
 }

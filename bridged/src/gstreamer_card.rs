@@ -194,7 +194,7 @@ fn describe_error(message: &gst::Message, error: &gst::message::Error) -> String
     }
 }
 
-async fn watch_bus(bus: gst::Bus, board: Arc<StatusBoard>) {
+pub async fn watch_bus(bus: gst::Bus, board: Arc<StatusBoard>) {
     let mut messages = bus.stream();
     while let Some(message) = messages.next().await {
         match message.view() {

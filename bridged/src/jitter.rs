@@ -5,6 +5,8 @@
 
 use std::collections::VecDeque;
 
+use crate::drift::{Drift, Level};
+
 /// A queue between two paces: the room's mix on its way to the card (written in the decoder's
 /// 20 ms frames at the network's pace, read in the card's blocks), and the mix on its way to the
 /// playback (written as the capture hands over its blocks, sometimes in bursts, read as the
@@ -32,6 +34,9 @@ pub struct Jitter {
     pub glitches: Glitches,
     /// `glitches` when [`Jitter::glitches_since_last_asked`] last answered.
     reported: Glitches,
+    /// Between two clocks: the reader's side resampled to hold the level, which is then
+    /// trimmed only of a burst ([`Jitter::crossing_clocks`]).
+    drift: Option<Box<Drift>>,
 }
 
 /// What a [`Jitter`] did to its stream.
@@ -72,7 +77,22 @@ impl Jitter {
             calm_windows: 0,
             glitches: Glitches::default(),
             reported: Glitches::default(),
+            drift: None,
         }
+    }
+
+    /// The queue between a writer and a reader on different clocks (`drift.rs`): the reader's
+    /// side is resampled so the level stays where it settled, instead of being trimmed
+    /// (dropped samples) or running dry as the clocks drift apart.
+    pub fn crossing_clocks(mut self, rate: u32, channels: usize) -> anyhow::Result<Jitter> {
+        self.drift = Some(Box::new(Drift::new(rate, channels)?));
+        Ok(self)
+    }
+
+    /// The drift being made up, in ppm (the writer's clock faster: positive); none when the
+    /// writer and the reader share a clock.
+    pub fn drift_ppm(&self) -> Option<f64> {
+        self.drift.as_ref().map(|d| d.ppm())
     }
 
     /// What happened since the last call.
@@ -102,6 +122,20 @@ impl Jitter {
 
     /// Fills `out` (silence for what is missing).
     pub fn pull(&mut self, out: &mut [f32]) {
+        match self.drift.take() {
+            Some(mut drift) => {
+                drift.fill(out, |input| {
+                    self.pull_as_is(input, true);
+                    Level { playing: self.playing, queued: self.queued.len(), start: self.start_level() }
+                });
+                self.drift = Some(drift);
+            }
+            None => self.pull_as_is(out, false),
+        }
+    }
+
+    /// Fills `out` from the queue itself; `steered`: the level is held by a resampler.
+    fn pull_as_is(&mut self, out: &mut [f32], steered: bool) {
         if !self.playing && self.queued.len() >= self.start_level() {
             self.playing = true;
         }
@@ -131,7 +165,9 @@ impl Jitter {
                 self.calm_windows = 0;
             }
             let excess = self.lowest.saturating_sub(self.margin);
-            if excess > 0 {
+            // Between two clocks the resampler holds the level: only what no drift makes in a
+            // window, a burst after a stall, is trimmed.
+            if excess > 0 && !(steered && excess <= self.shape.start) {
                 self.queued.drain(..excess);
                 self.glitches.trimmed += excess as u64;
             }

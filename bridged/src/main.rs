@@ -3,12 +3,15 @@
 
 extern crate gstreamer as gst;
 extern crate gstreamer_app as gst_app;
+extern crate gstreamer_net as gst_net;
 extern crate gstreamer_sdp as gst_sdp;
 extern crate gstreamer_webrtc as gst_webrtc;
 
+mod aes67;
 mod card;
 mod card_mix;
 mod card_side;
+mod drift;
 mod elements;
 mod encoders;
 mod feed;

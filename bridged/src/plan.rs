@@ -2,8 +2,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use partyline_shared::aes67::{Aes67Stream, MAX_CHANNELS};
 use partyline_shared::bridge::{Plan, PlanGroup, PlanIfb};
-use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate};
+use partyline_shared::card::AES67_DEVICE;
+use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate, MAX_RECEIVE_LATENCY_MS, MulticastRange};
 
 /// Checks every rule of `plan`; the error names the field (`users[1].input_channel: …`). The
 /// ranges are the config's own ([`Channel`], [`Bitrate`], [`DeviceSampleRate`]): one set of
@@ -69,6 +71,34 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
     if let Some((i, group)) = plan.groups.iter().enumerate().find(|(_, g)| !with_users.contains(g.room.as_str())) {
         return Err(format!("groups[{i}].room: {:?} has no server audio user and no IFB hears it", group.room));
     }
+    validate_aes67(plan).map_err(|e| format!("aes67.{e}"))
+}
+
+/// AES67's rules, the config's own where they exist (`partyline_shared::aes67`,
+/// `partyline_shared::config::MulticastRange`); the error starts with the field.
+fn validate_aes67(plan: &Plan) -> Result<(), String> {
+    let aes67 = &plan.aes67;
+    let uses_it = [&plan.input_device, &plan.output_device].iter().any(|id| id.as_str() == AES67_DEVICE);
+    if aes67.interface.is_empty() {
+        return if uses_it { Err("interface: empty, but a device of the plan is aes67".into()) } else { Ok(()) };
+    }
+    if aes67.ptp_domain > 127 {
+        return Err(format!("ptp_domain: {} is over 127", aes67.ptp_domain));
+    }
+    if !aes67.receive_sdp.is_empty() {
+        Aes67Stream::parse(&aes67.receive_sdp).map_err(|e| format!("receive_sdp: {e}"))?;
+    }
+    if !(1..=MAX_RECEIVE_LATENCY_MS).contains(&aes67.receive_latency_ms) {
+        return Err(format!("receive_latency_ms: {} is not 1..={MAX_RECEIVE_LATENCY_MS}", aes67.receive_latency_ms));
+    }
+    if !(1..=MAX_CHANNELS).contains(&aes67.send_channels) {
+        return Err(format!("send_channels: {} is not 1..={MAX_CHANNELS}", aes67.send_channels));
+    }
+    if aes67.send_address.is_empty() {
+        MulticastRange::parse(&aes67.send_range).map_err(|e| format!("send_range: {e}"))?;
+    } else if !aes67.send_address.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_multicast()) {
+        return Err(format!("send_address: {:?} is not an IPv4 multicast address", aes67.send_address));
+    }
     Ok(())
 }
 
@@ -120,7 +150,9 @@ pub fn diff(old: Option<&Plan>, new: &Plan) -> Change {
     if old == new {
         return Change::Nothing;
     }
-    let card = |p: &Plan| (p.input_device.clone(), p.output_device.clone(), p.device_sample_rate);
+    // AES67's settings are the card's when a direction is AES67, and restart the media network
+    // otherwise (the player keeps the network apart from the card: `player.rs`).
+    let card = |p: &Plan| (p.input_device.clone(), p.output_device.clone(), p.device_sample_rate, p.aes67.clone());
     // A pipeline exists only while there are users.
     if card(old) != card(new) || old.users.is_empty() != new.users.is_empty() {
         return Change::Rebuild;
@@ -149,7 +181,7 @@ pub fn diff(old: Option<&Plan>, new: &Plan) -> Change {
 
 #[cfg(test)]
 mod tests {
-    use partyline_shared::bridge::PlanUser;
+    use partyline_shared::bridge::{PlanAes67, PlanUser};
 
     use super::*;
 
@@ -178,6 +210,7 @@ mod tests {
             jitter_buffer_ms: 40,
             groups: groups.iter().map(|room| group(room)).collect(),
             users,
+            aes67: Default::default(),
         }
     }
 
@@ -227,6 +260,27 @@ mod tests {
             ),
             // A group nobody sends into and no IFB hears.
             (ifb(Some(2), PlanIfb { dim_db: Some(-20), ..from_input() }), "groups[1].room"),
+        ]);
+        let aes67 = |change: fn(&mut PlanAes67)| {
+            let mut section = PlanAes67 {
+                interface: "eth1".into(),
+                receive_latency_ms: 2,
+                send_range: "239.69.0.0/16".into(),
+                send_channels: 8,
+                ..PlanAes67::default()
+            };
+            change(&mut section);
+            Plan { input_device: AES67_DEVICE.into(), aes67: section, ..one() }
+        };
+        validate(&aes67(|_| {})).expect("a valid AES67 section");
+        cases.extend([
+            (aes67(|a| a.interface.clear()), "aes67.interface"),
+            (aes67(|a| a.ptp_domain = 128), "aes67.ptp_domain"),
+            (aes67(|a| a.receive_sdp = "v=0".into()), "aes67.receive_sdp"),
+            (aes67(|a| a.receive_latency_ms = 0), "aes67.receive_latency_ms"),
+            (aes67(|a| a.send_channels = 9), "aes67.send_channels"),
+            (aes67(|a| a.send_range = "224.0.0.0/4".into()), "aes67.send_range"),
+            (aes67(|a| a.send_address = "10.0.0.1".into()), "aes67.send_address"),
         ]);
         for (plan, field) in cases {
             let error = validate(&plan).expect_err(field);

@@ -9,6 +9,7 @@ use partyline_shared::bridge::{BridgeError, Plan};
 use partyline_shared::janus::client::Client;
 use tokio::sync::Mutex;
 
+use crate::aes67::Network;
 use crate::card::Available;
 use crate::card_mix::Matrix;
 use crate::card_side::CardSide;
@@ -23,6 +24,9 @@ struct Running {
     plan: Option<Plan>,
     generation: u64,
     card_side: Option<CardSide>,
+    /// The AES67 media network, while `audio.aes67.interface` is set (with or without an AES67
+    /// direction of the card: the admin picks streams from its SAP list first).
+    network: Option<Arc<Network>>,
     /// By room: each group's participant and its feed.
     participants: HashMap<String, (participant::Handle, Arc<Feed>)>,
 }
@@ -78,6 +82,7 @@ impl Player {
                 };
                 self.stop_all(&mut running).await;
                 self.board.set_pipeline_error(None);
+                self.follow_network(&mut running, &plan);
                 if let Some(card) = card {
                     let feeds: HashMap<String, Arc<Feed>> = plan
                         .groups
@@ -86,7 +91,8 @@ impl Player {
                             (g.room.clone(), Arc::new(Feed::new(&g.room, plan.device_sample_rate, plan.transport)))
                         })
                         .collect();
-                    match CardSide::start(&plan, &card, self.board.clone(), matrix(&plan, &feeds)) {
+                    let network = running.network.as_ref();
+                    match CardSide::start(&plan, &card, network, self.board.clone(), matrix(&plan, &feeds)) {
                         Ok(card_side) => {
                             running.card_side = Some(card_side);
                             let context = self.context(&plan);
@@ -153,6 +159,24 @@ impl Player {
         self.finish(&mut running, plan)
     }
 
+    /// Starts, keeps or stops the AES67 media network for `plan`. A network that does not start
+    /// is logged; a card direction on AES67 then reports it.
+    fn follow_network(&self, running: &mut Running, plan: &Plan) {
+        let wanted = !plan.aes67.interface.is_empty();
+        if running.network.as_ref().is_some_and(|n| wanted && n.is(&plan.aes67)) {
+            return;
+        }
+        if let Some(network) = running.network.take() {
+            network.stop();
+        }
+        if wanted {
+            match Network::start(&plan.aes67, self.board.clone()) {
+                Ok(network) => running.network = Some(Arc::new(network)),
+                Err(error) => tracing::error!("AES67: {error:#}"),
+            }
+        }
+    }
+
     fn finish(&self, running: &mut Running, plan: Plan) -> Result<u64, BridgeError> {
         running.generation += 1;
         self.board.set_plan(running.generation, &plan.users);
@@ -178,7 +202,7 @@ impl Player {
             running.participants.drain().map(|(_, (handle, _))| handle).collect();
         futures_util::future::join_all(participants.into_iter().map(participant::Handle::stop)).await;
         if let Some(card_side) = running.card_side.take() {
-            card_side.stop();
+            card_side.stop().await;
         }
     }
 
@@ -186,6 +210,9 @@ impl Player {
     pub async fn shutdown(&self) {
         let mut running = self.running.lock().await;
         self.stop_all(&mut running).await;
+        if let Some(network) = running.network.take() {
+            network.stop();
+        }
     }
 }
 

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use partyline_shared::bridge::{BranchState, BranchStatus, BridgeState, ParticipantStatus, PlanUser, Status};
+use partyline_shared::bridge::{
+    Aes67Status, AnnouncedStream, BranchState, BranchStatus, BridgeState, ParticipantStatus, PlanUser, PtpState,
+    PtpStatus, Status,
+};
 use partyline_shared::sync::lock;
 use tokio::sync::Notify;
 
@@ -79,6 +82,7 @@ struct Reported {
     users: Vec<PlanUser>,
     /// By room.
     participants: BTreeMap<String, Participant>,
+    aes67: Aes67Status,
 }
 
 /// The status board: everything bridged reports, written by the card side, the participants
@@ -101,6 +105,8 @@ pub struct Summary {
     pub state: BridgeState,
     pub generation: u64,
     pub participants: Vec<(String, BranchState, String)>,
+    /// The PTP follower's state and grandmaster: a change is news for control (and the admin).
+    pub ptp: (PtpState, String),
 }
 
 impl StatusBoard {
@@ -133,6 +139,40 @@ impl StatusBoard {
             reported.generation = generation;
             users.clone_into(&mut reported.users);
         });
+    }
+
+    /// The PTP follower's status; `StatusChanged` only when its state or grandmaster changes.
+    pub fn set_ptp(&self, ptp: PtpStatus) {
+        let mut reported = self.lock();
+        let news = (reported.aes67.ptp.state, &reported.aes67.ptp.grandmaster) != (ptp.state, &ptp.grandmaster);
+        reported.aes67.ptp = ptp;
+        drop(reported);
+        if news {
+            self.changed.notify_one();
+        }
+    }
+
+    pub fn ptp(&self) -> PtpStatus {
+        self.lock().aes67.ptp.clone()
+    }
+
+    /// The streams SAP announces (read by `Status()`; no signal: the admin's page polls).
+    pub fn set_announced(&self, announced: Vec<AnnouncedStream>) {
+        self.lock().aes67.announced = announced;
+    }
+
+    /// The SDP partyline announces for its send (empty: none).
+    pub fn set_send_sdp(&self, sdp: String) {
+        self.update(|reported| reported.aes67.send_sdp = sdp);
+    }
+
+    /// The AES67 receive's figures.
+    pub fn set_receive(&self, packets: u64, lost: u64, late: u64, offset_p99_us: i64) {
+        let mut reported = self.lock();
+        reported.aes67.receive_packets = packets;
+        reported.aes67.receive_lost = lost;
+        reported.aes67.receive_late = late;
+        reported.aes67.receive_offset_p99_us = offset_p99_us;
     }
 
     pub fn set_pipeline_error(&self, error: Option<String>) {
@@ -239,7 +279,14 @@ impl StatusBoard {
                 last_error: p.last_error.clone(),
             })
             .collect();
-        Status { state, generation: reported.generation, message, branches, participants }
+        Status {
+            state,
+            generation: reported.generation,
+            message,
+            branches,
+            participants,
+            aes67: reported.aes67.clone(),
+        }
     }
 
     pub fn summary(&self) -> Summary {
@@ -252,6 +299,7 @@ impl StatusBoard {
                 .iter()
                 .map(|(r, p)| (r.clone(), p.state, p.last_error.clone()))
                 .collect(),
+            ptp: (reported.aes67.ptp.state, reported.aes67.ptp.grandmaster.clone()),
         }
     }
 

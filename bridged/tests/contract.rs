@@ -180,8 +180,8 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     // Name, type, signature and result of each member (busctl's columns widen with the longest).
     let members: Vec<Vec<&str>> = text.lines().map(|line| line.split_whitespace().take(4).collect()).collect();
     for member in [
-        [".Apply", "method", "(ssussasua(ssssu)a(ssyaya(ayssai)))", "t"],
-        [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts))"],
+        [".Apply", "method", "(ssussasua(ssssu)a(ssyaya(ayssai))(sysusssqyy))", "t"],
+        [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts)((sysxx)stttxa(ssu)))"],
         [".Generation", "property", "t", ""],
         [".State", "property", "s", ""],
         [".StatusChanged", "signal", "st", "-"],

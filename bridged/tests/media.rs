@@ -111,6 +111,7 @@ fn plan(janus: &Janus, rooms: &[&str], users: Vec<PlanUser>) -> Plan {
         jitter_buffer_ms: 40,
         groups: rooms.iter().map(|room| group(room)).collect(),
         users,
+        aes67: Default::default(),
     }
 }
 
@@ -149,7 +150,10 @@ impl Crew {
     }
 }
 
-/// Records `device` until `done` holds for the last 0.5 s (bounded), then returns 1 s more.
+/// Records `device` until `done` holds for the last 0.5 s (bounded), then returns 2 s more: the
+/// levels judged on it are medians of 200 ms windows ([`tone_db`]), so a lasting change fails them
+/// and a moment's does not (a PulseAudio null sink renders in whole timer periods, and a stream
+/// that keeps about that much queued runs short now and then).
 /// On failure the message shows every channel's level and `bridged`'s log.
 async fn record_once(
     pulse: &dyn SoundServer,
@@ -162,7 +166,7 @@ async fn record_once(
     loop {
         let samples = record(pulse, device, 0.5).await;
         if done(&samples) {
-            return record(pulse, device, 1.0).await;
+            return record(pulse, device, 2.0).await;
         }
         if Instant::now() > deadline {
             let levels: Vec<String> = (0..8).map(|k| format!("{k}: {:.1}", rms_db(&channel(&samples, k)))).collect();
@@ -177,6 +181,17 @@ async fn record_once(
             );
         }
     }
+}
+
+/// The dropouts (s, ms) of `output` that are bridged's: an output gap is not, when the input
+/// had one as long within the path's latency and the two recorders' start offset (a quarter
+/// second covers both many times over).
+fn bridged_gaps(input: &[f32], output: &[f32]) -> Vec<(f64, f64)> {
+    let gaps_in = dropouts(input);
+    dropouts(output)
+        .into_iter()
+        .filter(|(at, ms)| !gaps_in.iter().any(|(at_in, ms_in)| (at - at_in).abs() < 0.25 && ms_in + 10.0 >= *ms))
+        .collect()
 }
 
 /// The level of each of `freqs` on channel `k`, for messages.
@@ -267,7 +282,15 @@ async fn each_output_hears_its_group_minus_itself_and_the_remote_crew() {
         (&heard, 0, 1000, "A at the crew member"),
     ] {
         let db = tone_db(&channel(samples, k), f64::from(freq));
-        assert!(whole_through_janus(samples, k, freq), "{what}: {freq} Hz at {db:.1} dBFS, sent at {TONE_DB}");
+        let windows: Vec<String> = channel(samples, k)
+            .chunks_exact(RATE as usize / 5)
+            .map(|w| format!("{:.1}", tone_db(w, f64::from(freq))))
+            .collect();
+        assert!(
+            whole_through_janus(samples, k, freq),
+            "{what}: {freq} Hz at {db:.1} dBFS, sent at {TONE_DB} (per 200 ms: {})",
+            windows.join(", ")
+        );
     }
     drop(crew);
     drop(bridged);
@@ -392,21 +415,14 @@ async fn users_and_groups_come_and_go_without_a_gap() {
     let in0 = channel(&input.finish_after(0.0).await, 0);
     let out1 = channel(&samples, 1);
     assert!(rms_db(&out1) > PRESENT_DB, "no tone on B's output");
-    let (gaps_in, gaps_out) = (dropouts(&in0), dropouts(&out1));
-    // An output gap is bridged's unless the input had one as long within the path's latency
-    // and the two recorders' start offset (a quarter second covers both many times over).
-    let bridged_gaps: Vec<&(f64, f64)> = gaps_out
-        .iter()
-        .filter(|(at, ms)| !gaps_in.iter().any(|(at_in, ms_in)| (at - at_in).abs() < 0.25 && ms_in + 10.0 >= *ms))
-        .collect();
     println!(
-        "B's output across C and Z coming and going ({until:.2} s): gaps (s, ms) on the output {gaps_out:?}, on the input {gaps_in:?}"
+        "B's output across C and Z coming and going ({until:.2} s): gaps (s, ms) on the output {:?}, on the input {:?}",
+        dropouts(&out1),
+        dropouts(&in0)
     );
-    let longest = bridged_gaps.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
-    assert!(
-        longest <= 10.0,
-        "A -> B dropped out for {longest} ms while users and groups came and went: {bridged_gaps:?}"
-    );
+    let gaps = bridged_gaps(&in0, &out1);
+    let longest = gaps.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
+    assert!(longest <= 10.0, "A -> B dropped out for {longest} ms while users and groups came and went: {gaps:?}");
     let status = proxy.status().await.expect("Status");
     assert_eq!(status.participants.len(), 1, "{status:#?}");
     assert_eq!(status.participants[0].participant_id, joined_as, "X's participant rejoined");
@@ -480,7 +496,8 @@ async fn eight_users_in_one_group_then_in_eight_groups() {
 /// An IFB: the presenter's output (2) plays the program (500 Hz on input 0). The director's
 /// card input (3, 700 Hz) and then a crew member in the director's room (440 Hz, through Janus)
 /// each interrupt it: heard whole on the IFB, the program 20 dB down under them, and back at
-/// its level after the hold. Changing the IFB's dip three times leaves its output without a gap.
+/// its level after the hold. Changing the IFB's dip three times leaves its output without a gap
+/// (at most one 5 ms block, which the test card drops now and then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ifb_plays_its_program_and_dips_it_under_the_interrupt_group() {
     require_namespace();
@@ -518,7 +535,11 @@ async fn an_ifb_plays_its_program_and_dips_it_under_the_interrupt_group() {
     drop(crew);
     record_once(&pulse, "card_out", &bridged, "the program back after the crew", program_whole).await;
 
-    // The IFB changed while it plays: cut, -30, -20. Nobody talks: the program plays on.
+    // The IFB changed while it plays: cut, -30, -20. Nobody talks: the program plays on. As
+    // users and groups coming and going (above): the input recorded too, and at most one gap of
+    // bridged's, of one 5 ms block (the test card's null sinks drop one now and then, changes or
+    // not; a change that cost a block would cost one at each of the three).
+    let input = Recording::start(&pulse, "card_in.monitor");
     let recording = Recording::start(&pulse, "card_out.monitor");
     recording.wait_until(0.5).await;
     for dim_db in [None, Some(-30), Some(-20)] {
@@ -526,8 +547,9 @@ async fn an_ifb_plays_its_program_and_dips_it_under_the_interrupt_group() {
     }
     let until = recording.seconds() + 0.5;
     let out = channel(&recording.finish_after(until).await, 2);
-    let gap = longest_dropout_ms(&out);
-    assert!(gap == 0.0, "the IFB's output dropped out for {gap} ms while the IFB changed");
+    let gaps = bridged_gaps(&channel(&input.finish_after(0.0).await, 0), &out);
+    let longest = gaps.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
+    assert!(gaps.len() <= 1 && longest <= 5.0, "the IFB's output dropped out while the IFB changed: {gaps:?} (s, ms)");
     assert!((tone_db(&out, 500.0) - TONE_DB).abs() < 1.0, "the program moved: {:.1} dBFS", tone_db(&out, 500.0));
     drop(bridged);
 }

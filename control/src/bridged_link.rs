@@ -14,9 +14,10 @@ use futures_util::StreamExt;
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
 use partyline_shared::bridge::{
-    BUS_NAME, BranchStatus, BridgeProxy, BusChoice, ParticipantStatus, Plan, PlanGroup, PlanIfb, PlanUser, Status,
+    Aes67Status, BUS_NAME, BranchStatus, BridgeProxy, BusChoice, ParticipantStatus, Plan, PlanAes67, PlanGroup,
+    PlanIfb, PlanUser, Status,
 };
-use partyline_shared::config::{Channel, Ifb, IfbDim, IfbProgram};
+use partyline_shared::config::{Aes67Config, Channel, Ifb, IfbDim, IfbProgram};
 use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::Notify;
@@ -45,6 +46,9 @@ pub struct BridgeView {
     pub branches: Vec<BranchStatus>,
     /// The card's participant in each room that has server audio users.
     pub participants: Vec<ParticipantStatus>,
+    /// AES67 (`/admin/aes67` shows it: the SAP list is long for `/admin/stats`).
+    #[serde(skip)]
+    pub aes67: Aes67Status,
 }
 
 impl BridgeView {
@@ -55,6 +59,7 @@ impl BridgeView {
             message: status.message,
             branches: status.branches,
             participants: status.participants,
+            aes67: status.aes67,
         }
     }
 
@@ -100,7 +105,25 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         jitter_buffer_ms: config.bridge.jitter_buffer_ms.get(),
         groups,
         users,
+        aes67: plan_aes67(&config.audio.aes67),
     })
+}
+
+/// AES67 as bridged takes it: `null`s as empty strings.
+fn plan_aes67(aes67: &Aes67Config) -> PlanAes67 {
+    let send = &aes67.send;
+    PlanAes67 {
+        interface: aes67.interface.clone().unwrap_or_default(),
+        ptp_domain: aes67.ptp_domain,
+        receive_sdp: aes67.receive_sdp.clone().unwrap_or_default(),
+        receive_latency_ms: aes67.receive_latency_ms,
+        send_name: send.name.clone(),
+        send_address: send.address.map(|a| a.to_string()).unwrap_or_default(),
+        send_range: send.range.clone(),
+        send_port: send.port,
+        send_channels: send.channels,
+        send_ttl: send.ttl,
+    }
 }
 
 /// An IFB as bridged takes it: the program's source and the dip spelled out.
@@ -159,6 +182,10 @@ impl BridgeManager {
         let mut current = lock(&self.view);
         if (current.state, &current.message) != (view.state, &view.message) {
             self.events.publish(&LiveEvent::BridgeState { state: view.state, message: view.message.clone() });
+        }
+        let (ptp, was) = (&view.aes67.ptp, &current.aes67.ptp);
+        if (ptp.state, &ptp.grandmaster) != (was.state, &was.grandmaster) {
+            self.events.publish(&LiveEvent::PtpState { state: ptp.state, grandmaster: ptp.grandmaster.clone() });
         }
         *current = view;
     }
@@ -352,8 +379,10 @@ mod tests {
                 display: "FOH".into(),
                 ..Default::default()
             }],
+            aes67: Aes67Status { send_sdp: "v=0".into(), ..Aes67Status::default() },
         };
         let view = BridgeView::from_status(status);
+        assert_eq!(view.aes67.send_sdp, "v=0");
         assert_eq!((view.state, view.generation, view.branches.len()), (BridgeViewState::Running, 3, 1));
         assert_eq!((view.participants[0].room.as_str(), view.participants[0].display.as_str()), ("stage", "FOH"));
         assert_eq!(serde_json::to_value(&view).expect("json")["state"], "running", "the API's names");

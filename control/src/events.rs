@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::response::sse;
 use futures_util::{Stream, StreamExt as _};
-use partyline_shared::bridge::BridgeState;
+use partyline_shared::bridge::{BridgeState, PtpState};
 use partyline_shared::config::DIRECT_ROOM_PREFIX;
 use partyline_shared::sync::lock;
 use serde::Serialize;
@@ -54,6 +54,9 @@ pub enum LiveEvent {
     ConfigChanged { what: String },
     /// partyline-bridged's state changed.
     BridgeState { state: BridgeViewState, message: String },
+    /// bridged's PTP follower (AES67) changed state or grandmaster: `lost` is a warning (the
+    /// clock runs free, audio goes on), `locked` again after.
+    PtpState { state: PtpState, grandmaster: String },
     /// The link to Janus changed state (`message`: why it is down, empty when up).
     JanusState { state: JanusState, message: String },
     /// One Janus node of the pool changed state (`message`: why it is down, empty when up).
@@ -78,6 +81,7 @@ impl LiveEvent {
             LiveEvent::DirectClosed { .. } => "directClosed",
             LiveEvent::ConfigChanged { .. } => "configChanged",
             LiveEvent::BridgeState { .. } => "bridgeState",
+            LiveEvent::PtpState { .. } => "ptpState",
             LiveEvent::JanusState { .. } => "janusState",
             LiveEvent::NodeState { .. } => "nodeState",
             LiveEvent::SessionMoved { .. } => "sessionMoved",

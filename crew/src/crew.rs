@@ -68,6 +68,11 @@ impl Crew {
         Ok(Crew { api, options, voices, onsets: Onsets::default(), people: Vec::new(), joins: Vec::new(), turn: 0 })
     }
 
+    /// The onsets its talkers spoke, per room.
+    pub fn onsets(&self) -> &Onsets {
+        &self.onsets
+    }
+
     /// The profile of the `n`th member (from 1).
     fn profile(&self, n: usize) -> Profile {
         Profile {

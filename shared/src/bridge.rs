@@ -46,6 +46,33 @@ pub struct Plan {
     /// One room participant per group that has server audio users.
     pub groups: Vec<PlanGroup>,
     pub users: Vec<PlanUser>,
+    /// AES67 network audio (`audio.aes67`).
+    pub aes67: PlanAes67,
+}
+
+/// AES67 network audio: the PTP clock, the stream received as card inputs, the stream sent
+/// from the card's outputs. Used when a device id of the plan is
+/// [`crate::card::AES67_DEVICE`]; with an `interface`, bridged follows PTP and lists SAP's
+/// announcements even when neither is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct PlanAes67 {
+    /// The media network's interface; empty: AES67 is off.
+    pub interface: String,
+    pub ptp_domain: u8,
+    /// The SDP of the stream received as card inputs 1..N; empty: none.
+    pub receive_sdp: String,
+    /// The receive jitter buffer, ms.
+    pub receive_latency_ms: u32,
+    /// The sent stream's session name.
+    pub send_name: String,
+    /// Its multicast group; empty: one picked in `send_range` from the name and the
+    /// interface's address.
+    pub send_address: String,
+    pub send_range: String,
+    pub send_port: u16,
+    /// Card outputs 1..send_channels are sent.
+    pub send_channels: u8,
+    pub send_ttl: u8,
 }
 
 /// The card's one participant in a group's room: it sends the sum of the group's server
@@ -169,6 +196,71 @@ pub struct Status {
     pub branches: Vec<BranchStatus>,
     /// One per group participant.
     pub participants: Vec<ParticipantStatus>,
+    pub aes67: Aes67Status,
+}
+
+/// AES67 network audio as bridged runs it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Aes67Status {
+    pub ptp: PtpStatus,
+    /// The SDP of the stream partyline sends (and announces); empty when it sends none.
+    pub send_sdp: String,
+    /// The received stream: packets so far, and how far from its media time (+ the receive
+    /// latency) each card block was handed to the mix, 99th percentile over the last second, µs.
+    pub receive_packets: u64,
+    /// Of those, how many the jitter buffer counted lost (never came) and late (came after
+    /// their time, dropped): more than a few, and the receive latency is too short.
+    pub receive_lost: u64,
+    pub receive_late: u64,
+    pub receive_offset_p99_us: i64,
+    /// The streams SAP announces on the media network, newest first.
+    pub announced: Vec<AnnouncedStream>,
+}
+
+/// A stream announced by SAP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AnnouncedStream {
+    /// The announcer's address.
+    pub source: String,
+    pub sdp: String,
+    /// Seconds since its last announcement.
+    pub age_s: u32,
+}
+
+/// bridged's PTP follower.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Type)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PtpStatus {
+    pub state: PtpState,
+    pub domain: u8,
+    /// The grandmaster followed (EUI-64, `XX-XX-…`); empty before one is seen.
+    pub grandmaster: String,
+    /// The last correction of the clock against the grandmaster, ns.
+    pub offset_ns: i64,
+    /// The mean path delay to the grandmaster, ns.
+    pub path_delay_ns: i64,
+}
+
+/// Whether bridged's clock follows a grandmaster; a string on the bus.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[zvariant(signature = "s")]
+#[serde(rename_all = "lowercase")]
+pub enum PtpState {
+    /// AES67 is off.
+    #[default]
+    Off,
+    /// Looking for a grandmaster; nothing is clocked yet.
+    Acquiring,
+    /// Following the grandmaster.
+    Locked,
+    /// The grandmaster went silent: the clock runs free from its last rate, audio goes on.
+    Lost,
 }
 
 /// One server audio user. The room side (state, participant id, packets, last error) is its
@@ -315,8 +407,8 @@ mod tests {
         assert_eq!(PlanIfb::SIGNATURE.to_string(), "(ayssai)");
         assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyaya(ayssai))");
         assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
-        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai)))");
-        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts))");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai))(sysusssqyy))");
+        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts)((sysxx)stttxa(ssu)))");
     }
 
     #[test]

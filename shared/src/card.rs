@@ -14,6 +14,11 @@ pub const CARD_CHANNEL_MAP: &str = "front-left,front-right,front-center,lfe,rear
 /// ambiguous.
 pub const ALSA_PREFIX: &str = "alsa:";
 
+/// The device id of AES67 network audio (`audio.aes67`): as the input, the received stream's
+/// channels; as the output, partyline's sent stream. No sound server or ALSA device has this
+/// name (theirs have dots, underscores or a prefix).
+pub const AES67_DEVICE: &str = "aes67";
+
 /// What a device id names (`audio.device.inputDeviceId`/`outputDeviceId`, a plan's
 /// `input_device`/`output_device`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +29,8 @@ pub enum DeviceId<'a> {
     /// `alsa:NAME`: the ALSA PCM `NAME` (never empty), opened directly, whether a sound server
     /// runs or not.
     Alsa(&'a str),
+    /// [`AES67_DEVICE`]: AES67 network audio.
+    Aes67,
     /// Any other id: a source or sink of the sound server (PulseAudio, or PipeWire through its
     /// PulseAudio server); where no sound server answers, an ALSA PCM name (ids listed before
     /// ALSA ids had their prefix, e.g. `hw:0,0`).
@@ -37,6 +44,7 @@ impl<'a> DeviceId<'a> {
             Some("") => None,
             Some(pcm) => Some(DeviceId::Alsa(pcm)),
             None if id.is_empty() => Some(DeviceId::Default),
+            None if id == AES67_DEVICE => Some(DeviceId::Aes67),
             None => Some(DeviceId::Server(id)),
         }
     }
@@ -62,5 +70,6 @@ mod tests {
         assert_eq!(DeviceId::parse(pulse), Some(DeviceId::Server(pulse)));
         assert_eq!(DeviceId::parse("hw:0,0"), Some(DeviceId::Server("hw:0,0")));
         assert_eq!(DeviceId::alsa("hw:1,0"), "alsa:hw:1,0");
+        assert_eq!(DeviceId::parse("aes67"), Some(DeviceId::Aes67));
     }
 }

@@ -19,9 +19,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::slug::slugify;
 
+mod aes67;
 mod direct;
 mod ifb;
 mod streams;
+pub use aes67::{
+    Aes67Config, Aes67Send, DEFAULT_RECEIVE_LATENCY_MS, DEFAULT_SEND_RANGE, MAX_RECEIVE_LATENCY_MS, MulticastRange,
+};
 pub use direct::{DIRECT_ROOM_PREFIX, DirectCalls, check_group_id_not_direct, check_talk_to, is_direct_room};
 pub use ifb::{DEFAULT_IFB_DIM_DB, Ifb, IfbDim, IfbProgram, MIN_IFB_DIM_DB};
 pub use streams::{STREAM_TOKEN_SCHEME, StreamKind, StreamToken, check_stream_tokens};
@@ -309,6 +313,9 @@ pub struct AudioConfig {
     pub opus_complexity: OpusComplexity,
     pub device: DeviceSelection,
     pub channel_names: ChannelNames,
+    /// AES67 network audio: off (and not written) until an interface is set.
+    #[serde(skip_serializing_if = "Aes67Config::is_default")]
+    pub aes67: Aes67Config,
     /// Legacy keys of the original system.
     #[serde(skip_serializing)]
     channels: Option<IgnoredAny>,
@@ -327,6 +334,7 @@ impl Default for AudioConfig {
             opus_complexity: OpusComplexity(4),
             device: DeviceSelection::default(),
             channel_names: ChannelNames::default(),
+            aes67: Aes67Config::default(),
             channels: None,
             frame_size: None,
             routing: None,
@@ -1087,6 +1095,10 @@ impl Config {
             ));
         }
         self.janus.validate()?;
+        self.audio
+            .aes67
+            .check()
+            .map_err(|(field, message)| ConfigError::new(format!("audio.aes67.{field}"), message))?;
         if !(-60..=0).contains(&self.crew.program_dim_db) {
             return Err(ConfigError::new("crew.programDimDb", "-60 to 0 dB (0: no dimming)"));
         }

@@ -7,6 +7,7 @@
 //! and the installation of the process's TLS provider; without them it stays light (no HTTP
 //! stack) for its other users (the config fuzzer).
 
+pub mod aes67;
 pub mod backoff;
 pub mod bridge;
 pub mod card;

@@ -26,7 +26,7 @@ use partyline_testkit::bench::{cpu_ticks, crew_output, janus_for_control, machin
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
 use partyline_testkit::janus::Janus;
-use partyline_testkit::{ICE_ADDRESS, require_namespace, wait_for};
+use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
 use serde_json::Value;
 
 /// The target: four-line users per core of Janus, clean.
@@ -302,6 +302,7 @@ struct Stack {
     control: Control,
     _janus: Janus,
     _bus: Bus,
+    _events_port: ReservedPort,
     janus_pid: u32,
     /// A client that takes control's self-signed certificate, as a box's is out of the box.
     http: reqwest::Client,
@@ -310,7 +311,7 @@ struct Stack {
 impl Stack {
     async fn start(o: &Options) -> Stack {
         let bus = Bus::start();
-        let (janus, server) = janus_for_control(true);
+        let (janus, server, events_port) = janus_for_control(true);
         let config = format!(
             "{server}logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
             if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
@@ -338,7 +339,7 @@ impl Stack {
         pin(janus_pid, JANUS_CPU);
         pin(control.pid(), CREW_CPU);
 
-        Stack { control, _janus: janus, _bus: bus, janus_pid, http }
+        Stack { control, _janus: janus, _bus: bus, _events_port: events_port, janus_pid, http }
     }
 }
 

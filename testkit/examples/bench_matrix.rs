@@ -240,6 +240,7 @@ fn plan(janus: &Janus, o: &Options, rooms: &[&str], users: Vec<PlanUser>) -> Pla
         jitter_buffer_ms: jitter_ms,
         groups: rooms.iter().map(|room| group(room)).collect(),
         users,
+        aes67: Default::default(),
     }
 }
 

@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use partyline_testkit::bench::{crew_output, machine_line};
 use partyline_testkit::control::Control;
 use partyline_testkit::janus::Janus;
-use partyline_testkit::{ICE_ADDRESS, free_port, require_namespace, wait_for};
+use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -64,11 +64,13 @@ fn options() -> Options {
 struct Pool {
     control: Control,
     nodes: Vec<Janus>,
+    _events_port: ReservedPort,
 }
 
 impl Pool {
     async fn start(o: &Options, capacities: &[u32]) -> Pool {
-        let events_port = free_port();
+        let events_reserved = ReservedPort::on(ICE_ADDRESS.parse().expect("an IP address"));
+        let events_port = events_reserved.port();
         // Each node in a namespace of its own, as on a host of its own, posting its events to
         // control on this namespace's private address.
         let events = format!("http://{ICE_ADDRESS}:{events_port}/api/internal/janus-events");
@@ -88,7 +90,7 @@ impl Pool {
             (!nodes.is_empty() && nodes.iter().all(|n| n["state"] == "up")).then_some(())
         })
         .await;
-        Pool { control, nodes }
+        Pool { control, nodes, _events_port: events_reserved }
     }
 }
 

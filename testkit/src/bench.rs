@@ -15,7 +15,7 @@ use crate::control::Control;
 use crate::dbus::{Bridged, Bus};
 use crate::janus::Janus;
 use crate::pulse::PulseServer;
-use crate::{ICE_ADDRESS, ICE_IFACE, free_port, require_namespace, wait_for};
+use crate::{ICE_ADDRESS, ICE_IFACE, ReservedPort, require_namespace, wait_for};
 
 const EVENT_SECRET: &str = "bench-event-secret";
 
@@ -30,6 +30,7 @@ pub struct BenchStack {
     pub janus: Janus,
     pub pulse: PulseServer,
     pub bus: Bus,
+    _events_port: ReservedPort,
 }
 
 impl BenchStack {
@@ -48,7 +49,7 @@ impl BenchStack {
             pulse.add_card(card, RATE);
         }
         let bus = Bus::start();
-        let (janus, server) = janus_for_control(false);
+        let (janus, server, events_port) = janus_for_control(false);
         let config = format!(
             "{server}bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n  jitterBufferMs: {bridge_jitter_ms}\nlogging:\n  level: warn\n{sections}"
         );
@@ -69,14 +70,16 @@ impl BenchStack {
         let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
         let (status, body) = control.send(Method::POST, "/admin/audio/device", Some(device)).await;
         assert!(status.is_success(), "POST /admin/audio/device: {status} {body}");
-        BenchStack { control, bridged, janus, pulse, bus }
+        BenchStack { control, bridged, janus, pulse, bus, _events_port: events_port }
     }
 }
 
 /// A private Janus on [`ICE_IFACE`] posting its events to control, and control's `server:` and
-/// `janus:` sections that go with it (loopback, a free events port, HTTPS when `tls`).
-pub fn janus_for_control(tls: bool) -> (Janus, String) {
-    let events_port = free_port();
+/// `janus:` sections that go with it (loopback, HTTPS when `tls`), and the events port they
+/// name, to be kept while control runs.
+pub fn janus_for_control(tls: bool) -> (Janus, String, ReservedPort) {
+    let events_reserved = ReservedPort::loopback();
+    let events_port = events_reserved.port();
     let janus = Janus::builder()
         .ice_iface(ICE_IFACE)
         .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
@@ -85,7 +88,7 @@ pub fn janus_for_control(tls: bool) -> (Janus, String) {
         "server:\n  listen: 127.0.0.1:0\n  eventsListen: 127.0.0.1:{events_port}\n  tls: {tls}\n{}  eventSecret: {EVENT_SECRET}\n",
         janus.config_yaml(),
     );
-    (janus, sections)
+    (janus, sections, events_reserved)
 }
 
 /// A field of `/proc/PID/status` in its unit (kB for `VmRSS:`, `VmHWM:`), 0 when absent.

@@ -5,6 +5,7 @@
 //! `partyline-control` ([`control`]), tones and their measurement ([`audio`]), and the small
 //! helpers below.
 
+pub mod aes67;
 pub mod alsa;
 pub mod audio;
 pub mod bench;
@@ -52,9 +53,36 @@ pub async fn wait_for<T>(what: &str, timeout: Duration, mut check: impl AsyncFnM
     }
 }
 
-/// A port nobody listens on now (for a listener that must be known before it starts).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+/// A TCP port on `ip` kept for a listener that must be known before it starts: Janus is told
+/// control's events address before control listens on it. A port merely found free may be
+/// taken in between by any of the tests running beside (a listener on port 0, or the local end
+/// of an outgoing connection). This one is held by a socket bound with `SO_REUSEADDR` and never
+/// listening: the kernel gives the port to nobody else while it is held, yet the daemon's own
+/// listener, which sets `SO_REUSEADDR` too (tokio's does), binds and listens on it. Keep it
+/// as long as the daemon may start again on the same port.
+#[derive(Debug)]
+pub struct ReservedPort {
+    port: u16,
+    _hold: socket2::Socket,
+}
+
+impl ReservedPort {
+    pub fn on(ip: std::net::IpAddr) -> ReservedPort {
+        use socket2::{Domain, Socket, Type};
+        let hold = Socket::new(Domain::for_address((ip, 0).into()), Type::STREAM, None).expect("a socket");
+        hold.set_reuse_address(true).expect("SO_REUSEADDR");
+        hold.bind(&std::net::SocketAddr::from((ip, 0)).into()).expect("bind to port 0");
+        let port = hold.local_addr().ok().and_then(|a| a.as_socket()).expect("its address").port();
+        ReservedPort { port, _hold: hold }
+    }
+
+    pub fn loopback() -> ReservedPort {
+        ReservedPort::on(std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
 }
 
 /// An HTTP client for tests. reqwest is built without a bundled crypto provider, so the
@@ -89,7 +117,7 @@ pub fn binary(name: &str) -> PathBuf {
     let path = dir.join(name);
     assert!(
         path.exists(),
-        "{} is missing: build it (`cargo test --workspace --no-run` builds both daemons)",
+        "{} is missing: build it (`cargo build --workspace --all-features --bins`, as scripts/test does)",
         path.display()
     );
     path

@@ -19,7 +19,7 @@ use crate::dbus::Bus;
 
 /// PipeWire's names of the card's channel positions ([`crate::pulse::CARD_MAP`]), in card order:
 /// a null sink's ports are `NAME:playback_FL`, …, its monitor's `NAME:monitor_FL`, ….
-const POSITIONS: [&str; 8] = ["FL", "FR", "FC", "LFE", "RL", "RR", "SL", "SR"];
+pub(crate) const POSITIONS: [&str; 8] = ["FL", "FR", "FC", "LFE", "RL", "RR", "SL", "SR"];
 
 /// How long each part may take to come up.
 const START_DEADLINE: Duration = Duration::from_secs(10);

@@ -10,6 +10,7 @@
 import { initTheme } from '/common/theme.js';
 import { ApiError, Unreachable, api, on, token } from '/admin/api.js';
 import { setText, showError } from '/admin/dom.js';
+import * as aes67 from '/admin/aes67.js';
 import * as groups from '/admin/groups.js';
 import * as positions from '/admin/positions.js';
 import * as soundcard from '/admin/soundcard.js';
@@ -41,7 +42,7 @@ const ui = {
 
 /** What each tab fetches when it is visible. */
 const refreshers = {
-  groups: () => Promise.all([groups.refresh().then(() => streams.refresh()), soundcard.refresh()]),
+  groups: () => Promise.all([groups.refresh().then(() => streams.refresh()), soundcard.refresh(), aes67.refresh()]),
   positions: () => positions.refresh(),
   users: () => users.refresh(),
   stats: async () => {}, // fetched on every tick anyway
@@ -198,7 +199,7 @@ function logout(message) {
   live.stop();
   ui.live.hidden = true;
   token.clear();
-  for (const module of [groups, streams, positions, soundcard, users, stats, logs]) module.reset?.();
+  for (const module of [groups, streams, positions, soundcard, aes67, users, stats, logs]) module.reset?.();
   lastContact = 0;
   showLogin(message);
 }
@@ -236,7 +237,7 @@ async function onLogin(event) {
 function init() {
   initTheme($('theme'));
   const context = { refreshNow };
-  for (const module of [groups, streams, positions, soundcard, users, stats, logs]) module.init(context);
+  for (const module of [groups, streams, positions, soundcard, aes67, users, stats, logs]) module.init(context);
   live.init(ui.live, onLiveEvents);
   initTabs();
   ui.loginForm.addEventListener('submit', onLogin);

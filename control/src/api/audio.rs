@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
+use partyline_shared::aes67::{Aes67Stream, RATE};
+use partyline_shared::card::AES67_DEVICE;
 use partyline_shared::config::{
-    AudioConfig, Bitrate, ChannelNames, DeviceSampleRate, DeviceSelection, JitterBufferMs, SampleRate,
+    Aes67Config, AudioConfig, Bitrate, ChannelNames, DeviceSampleRate, DeviceSelection, JitterBufferMs, SampleRate,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -344,8 +346,9 @@ pub struct DevicesResponse {
 /// Every input and output device, with the defaults, in the original system's shape.
 #[utoipa::path(get, path = "/audio/devices", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = DevicesResponse), (status = 401, body = ErrorBody)))]
-pub async fn devices() -> Json<DevicesResponse> {
-    let listing = devices::list_devices().await;
+pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
+    let mut listing = devices::list_devices().await;
+    add_aes67(&mut listing, &state.config.current().audio.aes67);
     let api = host_api_name(&listing.platform);
     let devices: Vec<AudioDevice> = (listing.inputs.into_iter().map(|d| AudioDevice::of(d, "input", api)))
         .chain(listing.outputs.into_iter().map(|d| AudioDevice::of(d, "output", api)))
@@ -358,6 +361,27 @@ pub async fn devices() -> Json<DevicesResponse> {
 /// Input and output devices of the sound server (identifiers as `audio.device` uses them).
 #[utoipa::path(get, path = "/devices/list", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = DeviceListing), (status = 401, body = ErrorBody)))]
-pub async fn devices_list() -> Json<DeviceListing> {
-    Json(devices::list_devices().await)
+pub async fn devices_list(State(state): State<AppState>) -> Json<DeviceListing> {
+    let mut listing = devices::list_devices().await;
+    add_aes67(&mut listing, &state.config.current().audio.aes67);
+    Json(listing)
+}
+
+/// With a media network configured (`audio.aes67.interface`), AES67 is one more device each
+/// way: the received stream's channels in, partyline's stream out.
+fn add_aes67(listing: &mut DeviceListing, aes67: &Aes67Config) {
+    let Some(interface) = &aes67.interface else { return };
+    let inputs = aes67.receive_sdp.as_deref().and_then(|sdp| Aes67Stream::parse(sdp).ok());
+    let entry = |direction: &str, channels: u32, what: String| DeviceEntry {
+        identifier: AES67_DEVICE.to_owned(),
+        description: format!("{direction}: AES67 on {interface} ({what})"),
+        channels,
+        sample_rate: RATE,
+        is_default: false,
+        channel_map: None,
+        note: None,
+    };
+    let received = inputs.map_or(("no stream chosen".to_owned(), 0), |s| (s.name, u32::from(s.channels)));
+    listing.inputs.push(entry("Input", received.1, received.0));
+    listing.outputs.push(entry("Output", u32::from(aes67.send.channels), aes67.send.name.clone()));
 }

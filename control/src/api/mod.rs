@@ -5,6 +5,7 @@
 //! through [`ApiJson`], so that malformed JSON, wrong types, unknown fields, a wrong content
 //! type and oversize bodies all answer with the one error shape.
 
+mod aes67;
 mod audio;
 mod direct;
 mod error;
@@ -84,6 +85,8 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(system::stats))
         .routes(routes!(events::stream))
         .routes(routes!(audio::set_audio))
+        .routes(routes!(aes67::get_aes67))
+        .routes(routes!(aes67::set_aes67))
         .routes(routes!(audio::get_device, audio::set_device))
         .routes(routes!(audio::get_channel_names, audio::set_channel_names))
         .routes(routes!(audio::devices))

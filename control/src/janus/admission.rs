@@ -13,7 +13,7 @@ use super::node::Node;
 use super::{Janus, rooms};
 use crate::events::JanusState;
 use crate::secrets::{SecretValue, random_hex};
-use crate::users::{Ending, Line, User};
+use crate::users::{Ending, Line, Resumed, User};
 
 impl Janus {
     /// Issues one token for `username` on `lines` and registers the user as pending, placed
@@ -21,12 +21,31 @@ impl Janus {
     /// stays registered unless Janus took it all. A panel
     /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
     /// admin's mutes of its lines, when [`Users::resume`] allows. A panel of a position gives
-    /// its id and whether it has an announce key.
+    /// its id and whether it has an announce key. A token refused (no node up, Janus
+    /// failing) costs the panel nothing: what it resumed may be asked for again.
     pub async fn issue_token(
         &self,
         username: &str,
-        mut lines: Vec<Line>,
+        lines: Vec<Line>,
         resume: Option<(&str, &str)>,
+        address: std::net::IpAddr,
+        site: Option<&str>,
+        position: Option<(&str, bool)>,
+    ) -> Result<User, JanusError> {
+        let resumed = resume.and_then(|(token, key)| self.users.resume(token, key));
+        let admitted = self.admit(username, lines, resumed.as_ref(), address, site, position).await;
+        if let (Err(_), Some((token, _)), Some(resumed)) = (&admitted, resume, resumed) {
+            self.users.give_back(token, resumed);
+        }
+        admitted
+    }
+
+    /// [`Janus::issue_token`] once the resume, if any, is taken.
+    async fn admit(
+        &self,
+        username: &str,
+        mut lines: Vec<Line>,
+        resumed: Option<&Resumed>,
         address: std::net::IpAddr,
         site: Option<&str>,
         position: Option<(&str, bool)>,
@@ -37,14 +56,13 @@ impl Janus {
             slug => slug.chars().take(32).collect(),
         };
         let identity = format!("{base}-{}", random_hex(3).map_err(|e| JanusError::Protocol(e.to_string()))?);
-        let resumed = resume.and_then(|(token, key)| self.users.resume(token, key));
-        let panel_key = match &resumed {
+        let panel_key = match resumed {
             Some(resumed) => resumed.panel_key.clone(),
             None => SecretValue::new(random_hex(16).map_err(|e| JanusError::Protocol(e.to_string()))?),
         };
         for line in &mut lines {
             // Muted again as it joins (`on_event`).
-            line.muted_by_admin = resumed.as_ref().is_some_and(|r| r.muted.contains(&line.group_id));
+            line.muted_by_admin = resumed.is_some_and(|r| r.muted.contains(&line.group_id));
         }
         // Registered, and placed, before its node is readied: the pass then holds its rooms on
         // that node (it would destroy a replica nobody placed there needs), and a room created

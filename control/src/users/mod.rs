@@ -35,6 +35,7 @@ pub use direct::{DirectError, DirectRoom};
 use removals::Removals;
 pub use removals::{Ending, Removal};
 use resume::Ended;
+pub use resume::Resumed;
 pub use user::{Line, User, UserKind, UserState, UserView};
 
 use crate::events::{EventBus, LiveEvent};
@@ -501,7 +502,10 @@ mod tests {
         assert!(users.joined("stage", "bob-2"));
         assert!(users.left("stage", "bob-2", "left the room").is_some());
         assert!(users.resume("t2", "k1").is_none(), "both secrets");
-        assert_eq!(users.resume("t2", "key-t2").map(|r| r.panel_key.expose().to_owned()).as_deref(), Some("key-t2"));
+        let taken = users.resume("t2", "key-t2").expect("the ended session's key");
+        users.give_back("t2", taken);
+        let again = users.resume("t2", "key-t2").expect("given back: its new session was refused");
+        assert_eq!(again.panel_key.expose(), "key-t2");
         assert!(users.resume("t2", "key-t2").is_none(), "once");
         on_stage(&users, "cy-3", "Cy", "t3");
         assert!(users.remove("cy-3", Ending::Disconnected).is_some());

@@ -55,6 +55,13 @@ impl Users {
         Some(Resumed { panel_key, muted })
     }
 
+    /// Gives back what [`Users::resume`] took for a session that was then refused: the panel
+    /// may ask again with the same token and key, within a new [`RESUME_GRACE`].
+    pub fn give_back(&self, token: &str, resumed: Resumed) {
+        let token = SecretValue::new(token.to_owned());
+        lock(&self.ended).push(Ended { token, resumed, at: Instant::now() });
+    }
+
     /// A session the admin ended is not resumed, even when Janus's report of the kick (a leave)
     /// came first.
     pub fn forget_resume(&self, token: &SecretValue) {

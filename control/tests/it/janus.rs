@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::{free_port, wait_for};
+use partyline_testkit::{ReservedPort, wait_for};
 use serde_json::Value;
 
 use crate::support::Control;
@@ -13,6 +13,9 @@ use crate::support::Control;
 pub struct Stack {
     pub janus: Janus,
     pub control: Control,
+    /// control's events port, which Janus was told before control listened (and again if
+    /// control restarts).
+    _events_port: ReservedPort,
 }
 
 impl Stack {
@@ -44,7 +47,8 @@ impl Stack {
         extra: &str,
         env: &[(&str, &str)],
     ) -> Stack {
-        let events_port = free_port();
+        let events_reserved = ReservedPort::loopback();
+        let events_port = events_reserved.port();
         let event_pass = "test-event-secret";
         let janus =
             janus.events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), event_pass).start();
@@ -60,7 +64,7 @@ impl Stack {
             (stats["janus"]["state"] == "up").then_some(())
         })
         .await;
-        Stack { janus, control }
+        Stack { janus, control, _events_port: events_reserved }
     }
 }
 

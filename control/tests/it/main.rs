@@ -10,6 +10,11 @@
 mod janus;
 mod support;
 
+mod aes67;
+#[cfg(feature = "services")]
+mod aes67_clocks;
+#[cfg(feature = "services")]
+mod aes67_media;
 mod api;
 #[cfg(feature = "services")]
 mod audio_path;

@@ -465,7 +465,7 @@ async fn a_remote_talk_whose_surface_goes_silent_is_muted_in_the_room_even_if_it
 #[cfg(feature = "services")]
 #[tokio::test]
 async fn a_panel_rejoining_after_it_left_keeps_its_key_and_mutes_with_both_secrets() {
-    let stack = Stack::start(GROUPS).await;
+    let mut stack = Stack::start(GROUPS).await;
     let control = &stack.control;
     let (first, session) = bea_joined(&stack).await;
     let (token_a, bea_id, key) = (first.token.as_str(), first.identity.as_str(), first.panel_key.as_str());
@@ -482,6 +482,15 @@ async fn a_panel_rejoining_after_it_left_keeps_its_key_and_mutes_with_both_secre
     let (status, stranger) = token(control, body("not-her-token")).await;
     assert_eq!(status, StatusCode::OK, "{stranger}");
     assert_ne!(stranger["panelKey"], json!(key), "a new key without her token");
+    // Her panel rejoining while Janus is down is refused, and the refusal costs her nothing.
+    stack.janus.kill();
+    let (status, refused) = token(control, body(token_a)).await;
+    assert_eq!((status, refused["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")), "{refused}");
+    stack.janus.restart();
+    wait_for("control in step with Janus again", SOON, async || {
+        (control.get_json("/admin/stats").await.1["janus"]["state"] == "up").then_some(())
+    })
+    .await;
     // Her panel rejoining (both secrets): the same key, now for the new session, still muted.
     let (status, again) = token(control, body(token_a)).await;
     assert_eq!(status, StatusCode::OK, "{again}");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use partyline_crew::Crew;
 use partyline_crew::control_api::Lines;
 use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::{ICE_ADDRESS, free_port, require_namespace, wait_for};
+use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -36,11 +36,14 @@ struct Pool {
     /// The config's text with `{nodes}` where the `janus.nodes` items go.
     template: String,
     capacities: Vec<u32>,
+    /// control's events port, which the nodes were told before control listened.
+    _events_port: ReservedPort,
 }
 
 impl Pool {
     async fn start(capacities: &[u32], groups: &str) -> Pool {
-        let events_port = free_port();
+        let events_reserved = ReservedPort::on(ICE_ADDRESS.parse().expect("an IP address"));
+        let events_port = events_reserved.port();
         let event_pass = "test-event-secret";
         // control's events listener on this namespace's private address, which every node reaches.
         let events = format!("http://{ICE_ADDRESS}:{events_port}/api/internal/janus-events");
@@ -62,7 +65,7 @@ impl Pool {
             nodes.iter().all(|n| n["state"] == "up").then_some(())
         })
         .await;
-        Pool { nodes: janus, control, template, capacities: capacities.to_vec() }
+        Pool { nodes: janus, control, template, capacities: capacities.to_vec(), _events_port: events_reserved }
     }
 
     /// The config with the nodes of `present` (indexes).

@@ -51,6 +51,12 @@ impl Onsets {
         }
     }
 
+    /// The onsets spoken in `room` that are still kept (the last 16, 8 s of bursts).
+    pub fn spoken_in(&self, room: &str) -> Vec<Instant> {
+        let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        rooms.get(room).map(|onsets| onsets.iter().copied().collect()).unwrap_or_default()
+    }
+
     /// Whether anyone spoke an onset in `room` after `at`: another talker has the line.
     fn spoken_since(&self, room: &str, at: Instant) -> bool {
         let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -91,6 +97,10 @@ pub struct Heard {
     /// Mouth-to-ear of each burst matched to its talker, in ms.
     #[serde(skip)]
     pub mouth_to_ear_ms: Vec<f64>,
+    /// When each burst was heard (its onset's window, as its packet arrived): for a talker
+    /// outside this process, matched by the caller on a clock they share.
+    #[serde(skip)]
+    pub onsets_heard: Vec<Instant>,
     /// Energy of the line's tone and of everything else, inside bursts (for the levels).
     #[serde(skip)]
     tone_energy: f64,
@@ -124,6 +134,7 @@ impl Heard {
         self.gap_times.extend_from_slice(&other.gap_times);
         self.bursts += other.bursts;
         self.mouth_to_ear_ms.extend_from_slice(&other.mouth_to_ear_ms);
+        self.onsets_heard.extend_from_slice(&other.onsets_heard);
         self.tone_energy += other.tone_energy;
         self.other_energy += other.other_energy;
         self.judged_samples += other.judged_samples;
@@ -289,6 +300,7 @@ impl Ear {
         self.heard.bursts += 1;
         self.burst_start_ms = at_ms;
         self.burst_end_ms = at_ms + (BURST / WINDOW) as u64;
+        self.heard.onsets_heard.push(heard);
         if let Some(spoken) = self.onsets.matching(&self.room, heard) {
             self.heard.mouth_to_ear_ms.push(heard.duration_since(spoken).as_secs_f64() * 1000.0);
         }
@@ -337,6 +349,11 @@ mod tests {
     /// Plays `voice`'s loop into an ear as Janus would relay it (one packet per 20 ms),
     /// dropping the packets `lost` names.
     fn hear(voice: &Voice, ear_tone: f32, lost: &[u64]) -> Heard {
+        hear_spoken(voice, ear_tone, lost).0
+    }
+
+    /// [`hear`], with the onsets its talker spoke.
+    fn hear_spoken(voice: &Voice, ear_tone: f32, lost: &[u64]) -> (Heard, Vec<Instant>) {
         let onsets = Onsets::default();
         let mut ear = Ear::new("room", ear_tone, onsets.clone(), Duration::from_millis(40)).expect("decoder");
         let started = Instant::now();
@@ -352,13 +369,13 @@ mod tests {
             let arrived = sent + Duration::from_millis(30);
             ear.packet(seq as u64, (seq * FRAME) as u64, arrived, started, &frame.payload);
         }
-        ear.take()
+        (ear.take(), onsets.spoken_in("room"))
     }
 
     #[test]
     fn a_clean_line_has_its_tone_every_burst_and_no_gap() {
         let voice = Voice::encode(line_tone(0)).expect("encode");
-        let heard = hear(&voice, line_tone(0), &[]);
+        let (heard, spoken) = hear_spoken(&voice, line_tone(0), &[]);
         assert_eq!(heard.bursts, 8, "{heard:?}");
         assert_eq!((heard.gaps, heard.lost, heard.late), (0, 0, 0), "{heard:?}");
         let tone = heard.tone_db().expect("judged");
@@ -369,6 +386,13 @@ mod tests {
         assert_eq!(heard.mouth_to_ear_ms.len(), 8, "{heard:?}");
         for m2e in &heard.mouth_to_ear_ms {
             assert!((29.0..40.0).contains(m2e), "{:?}", heard.mouth_to_ear_ms);
+        }
+        // When each was heard, for a caller matching talkers of its own: the spoken onsets'
+        // times plus their mouth-to-ear.
+        assert_eq!((heard.onsets_heard.len(), spoken.len()), (8, 8), "{heard:?}");
+        for ((heard_at, spoken_at), m2e) in heard.onsets_heard.iter().zip(&spoken).zip(&heard.mouth_to_ear_ms) {
+            let ms = heard_at.duration_since(*spoken_at).as_secs_f64() * 1000.0;
+            assert!((ms - m2e).abs() < 0.01, "heard {ms} ms after it was spoken, mouth-to-ear {m2e} ms");
         }
     }
 
