@@ -8,7 +8,7 @@
 //! the plan's users is a new [`Matrix`] swapped in between two blocks.
 //!
 //! The playback pulls: whenever it has room it takes a block from the playback queue the mix
-//! fills ([`PLAYBACK_QUEUE`], [`PIPEWIRE_PLAYBACK_QUEUE`]), or silence when the queue is empty.
+//! fills ([`PLAYBACK_QUEUE`], [`IN_STEP_PLAYBACK_QUEUE`]), or silence when the queue is empty.
 //! So the card → card latency stays the capture's period plus the queue plus the playback's
 //! buffering, whatever the scheduling did before: the queue trims what a start or a burst left.
 //! On PipeWire the capture and the playback are two streams of one graph, run in one thread: a
@@ -37,11 +37,13 @@ use crate::state::StatusBoard;
 /// null sinks, 10 ms / 5 ms capture and this queue: medians of 20–25 ms (a 20 ms / 10 ms
 /// capture and a 20 ms queue: 71 ms).
 const PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 10, margin_ms: 5, limit_ms: 200 };
-/// The playback queue on PipeWire (`pipewire_card.rs`): the capture and the playback are two
-/// streams of one graph, run in one thread, so each block is mixed and pulled within a cycle: the
-/// queue starts with one block (a quantum of 5.33 ms holds this start) and needs no margin for
-/// bursts; 1 ms lets it grow a step at each underrun.
-const PIPEWIRE_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 5, margin_ms: 1, limit_ms: 200 };
+/// The playback queue when the capture and the playback go in step, block for block, so that
+/// no burst comes: on PipeWire (`pipewire_card.rs`) they are two streams of one graph, run in one
+/// thread, and each block is mixed and pulled within a cycle; on AES67 both ways (`aes67/`) the
+/// receive hands over and the send pulls a block every card period on the one PTP clock. The
+/// queue starts with one block (a PipeWire quantum of 5.33 ms holds this start) and needs no
+/// margin for bursts; 1 ms lets it grow a step at each underrun.
+const IN_STEP_PLAYBACK_QUEUE: QueueShape = QueueShape { start_ms: 5, margin_ms: 1, limit_ms: 200 };
 
 /// The card's capture and playback, running, and the matrix between them.
 #[derive(Debug)]
@@ -71,9 +73,9 @@ impl CardSide {
         let mut gstreamer = GStreamerCard::new(rate);
 
         let matrix = Arc::new(Mutex::new(Arc::new(matrix)));
-        // One graph, one thread: only when both directions are PipeWire nodes.
-        let one_graph = card.input.api == Api::PipeWire && card.output.api == Api::PipeWire;
-        let shape = if one_graph { PIPEWIRE_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
+        // In step: both directions PipeWire nodes (one graph, one thread) or both AES67 (one clock).
+        let in_step = card.input.api == card.output.api && matches!(card.input.api, Api::PipeWire | Api::Aes67);
+        let shape = if in_step { IN_STEP_PLAYBACK_QUEUE } else { PLAYBACK_QUEUE };
         let mut queue = shape.jitter(rate, CHANNELS, BLOCKS_PER_SECOND);
         // AES67 runs on the grandmaster's clock, a local device on its own crystal: between the
         // two, the playback is resampled to the capture's pace (`drift.rs`).
