@@ -242,7 +242,8 @@ pub struct PtpStatus {
     pub grandmaster: String,
     /// The last correction of the clock against the grandmaster, ns.
     pub offset_ns: i64,
-    /// The mean path delay to the grandmaster, ns.
+    /// The mean path delay to the grandmaster, ns; -1 when GStreamer's own figure is not a
+    /// path's (it wrapped: bridged's log says why and what to change on the grandmaster).
     pub path_delay_ns: i64,
 }
 

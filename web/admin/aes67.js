@@ -64,9 +64,12 @@ export async function refresh() {
 function ptpText(view) {
   const ptp = view.ptp;
   const where = `domain ${ptp.domain}`;
+  // -1: GStreamer's figure wrapped; bridged's log says what to change on the grandmaster.
+  const delay =
+    ptp.pathDelayNs < 0 ? 'path delay unknown (see the log)' : `path delay ${(ptp.pathDelayNs / 1000).toFixed(1)} µs`;
   switch (ptp.state) {
     case 'locked':
-      return `PTP: locked to grandmaster ${ptp.grandmaster} (${where}), offset ${(ptp.offsetNs / 1000).toFixed(1)} µs, path delay ${(ptp.pathDelayNs / 1000).toFixed(1)} µs.`;
+      return `PTP: locked to grandmaster ${ptp.grandmaster} (${where}), offset ${(ptp.offsetNs / 1000).toFixed(1)} µs, ${delay}.`;
     case 'lost':
       return `PTP: grandmaster ${ptp.grandmaster} lost: the clock runs free, audio goes on (${where}).`;
     case 'acquiring':

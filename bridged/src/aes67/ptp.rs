@@ -32,6 +32,13 @@ const LOST_AFTER_GAPS: u32 = 4;
 const GAPS_KEPT: usize = 9;
 /// How often the watchdog looks.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
+/// A mean path delay over this is not a path's (a LAN's is microseconds): GStreamer 1.22 keeps
+/// it unsigned, and a delay measured negative wraps to about 2⁶⁴ ns and poisons the mean. That
+/// happens with a grandmaster whose rate is far off the machine's (tens to hundreds of ppm) and
+/// whose delay requests are far apart (1 s, `ptp4l`'s default): the rate error over the request's
+/// random wait outweighs the path's few µs. The mean bounds how far one update may move the
+/// clock, so the clock then takes any correction whole.
+const PATH_DELAY_LIMIT_NS: i64 = 1_000_000_000;
 
 /// The interface GStreamer's PTP is running on: `gst_ptp_init` takes its interfaces once per
 /// process, so a change of interface deinitialises it first.
@@ -43,6 +50,8 @@ struct Learnt {
     grandmaster: u64,
     offset_ns: i64,
     path_delay_ns: i64,
+    /// GStreamer's mean path delay went past [`PATH_DELAY_LIMIT_NS`] (wrapped) at least once.
+    path_delay_wrapped: bool,
     last_sync: Option<Instant>,
     /// The last gaps between two updates of the clock.
     gaps: std::collections::VecDeque<Duration>,
@@ -151,7 +160,13 @@ fn learn(learnt: &mut Learnt, stats: &gst::StructureRef) {
         }
         "GstPtpStatisticsPathDelayMeasured" => {
             if let Ok(Some(delay)) = stats.get::<Option<gst::ClockTime>>("mean-path-delay-avg") {
-                learnt.path_delay_ns = i64::try_from(delay.nseconds()).unwrap_or(i64::MAX);
+                let delay = i64::try_from(delay.nseconds()).unwrap_or(i64::MAX);
+                if delay > PATH_DELAY_LIMIT_NS {
+                    learnt.path_delay_wrapped = true;
+                    learnt.path_delay_ns = -1;
+                } else {
+                    learnt.path_delay_ns = delay;
+                }
             }
         }
         "GstPtpStatisticsTimeUpdated" => {
@@ -176,6 +191,7 @@ async fn watch(
 ) {
     let mut state = PtpState::Acquiring;
     let mut grandmaster = 0;
+    let mut wrap_told = false;
     tracing::info!("PTP: looking for a grandmaster in domain {domain} on {interface}");
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
@@ -188,10 +204,19 @@ async fn watch(
                 (true, true) => PtpState::Locked,
                 (true, false) => PtpState::Lost,
             };
-            (next, learnt.grandmaster, learnt.offset_ns, learnt.path_delay_ns, lost_after)
+            (next, learnt.grandmaster, learnt.offset_ns, learnt.path_delay_ns, lost_after, learnt.path_delay_wrapped)
         };
-        let (next, gm, offset_ns, path_delay_ns, lost_after) = now;
+        let (next, gm, offset_ns, path_delay_ns, lost_after, wrapped) = now;
         let id = format_eui64(&gm.to_be_bytes());
+        if wrapped && !wrap_told {
+            tracing::warn!(
+                "PTP: GStreamer's follower lost its path delay to grandmaster {id} (a negative measurement \
+                 wrapped), so its corrections are unbounded and the clock may step: the grandmaster's clock \
+                 is far off this machine's and its delay requests far apart. Set its delay-request interval \
+                 to 125 ms (logMinDelayReqInterval -3)"
+            );
+            wrap_told = true;
+        }
         if next != state || gm != grandmaster {
             match next {
                 PtpState::Locked if state == PtpState::Lost => {
@@ -223,6 +248,27 @@ mod tests {
     fn after_gaps(gaps: &[u64]) -> Duration {
         let learnt = Learnt { gaps: gaps.iter().map(|ms| Duration::from_millis(*ms)).collect(), ..Learnt::default() };
         learnt.lost_after()
+    }
+
+    fn path_delay_measured(ns: u64) -> gst::Structure {
+        gst::Structure::builder("GstPtpStatisticsPathDelayMeasured")
+            .field("domain", 0_u32)
+            .field("mean-path-delay-avg", gst::ClockTime::from_nseconds(ns))
+            .build()
+    }
+
+    #[test]
+    fn a_path_delay_that_wrapped_is_told_apart_from_a_path_s() {
+        gst::init().expect("GStreamer");
+        let mut learnt = Learnt::default();
+        learn(&mut learnt, &path_delay_measured(41_500));
+        assert_eq!((learnt.path_delay_ns, learnt.path_delay_wrapped), (41_500, false));
+        // As bridged read it from GStreamer 1.22 behind a grandmaster 200 ppm off, delay requests
+        // every 1 s: a mean poisoned by one measurement of about 2⁶⁴ ns.
+        learn(&mut learnt, &path_delay_measured(691_145_664_341_941_960));
+        assert_eq!((learnt.path_delay_ns, learnt.path_delay_wrapped), (-1, true));
+        learn(&mut learnt, &path_delay_measured(38_000));
+        assert_eq!((learnt.path_delay_ns, learnt.path_delay_wrapped), (38_000, true), "told once, kept");
     }
 
     #[test]
