@@ -226,6 +226,11 @@ async fn a_console_s_aux_is_heard_by_the_crew_and_the_crew_comes_back_on_its_ret
         offset < 1000.0,
         "the received stream reaches the mix {offset:.0} µs off its media time in most seconds: {offsets:.0?}"
     );
+    // …and that time is the receive latency (2 ms) and one card block (5 ms), nothing more: a
+    // sink's default processing deadline would add 20 ms.
+    let log = rig.bridged.log();
+    let latency = log.lines().find(|l| l.contains("each block reaches the mix at its media time"));
+    assert!(latency.is_some_and(|l| l.ends_with("+ 7.0 ms")), "{latency:?}");
 
     // partyline's stream withdrawn when the card stops (no user left).
     for user in ["console", "return"] {
