@@ -14,6 +14,8 @@
 use serde::{Deserialize, Serialize};
 use zbus::zvariant::{OwnedValue, Type, Value};
 
+pub use crate::config::Transport;
+
 /// Well-known name bridged owns.
 pub const BUS_NAME: &str = "org.partyline.Bridge1";
 /// The one object bridged serves.
@@ -148,22 +150,6 @@ pub enum BridgeState {
     Degraded,
     /// The card side failed.
     Error,
-}
-
-/// How a group participant's media goes to and from Janus; a string on the bus and in the
-/// config (`bridge.transport`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
-#[zvariant(signature = "s")]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// AudioBridge's plain-RTP participant: Opus in RTP over UDP on loopback, no ICE, DTLS or
-    /// SRTP. For a Janus on bridged's own host (its plain-RTP sockets bind to loopback only):
-    /// the lowest latency and CPU.
-    #[default]
-    Rtp,
-    /// A WebRTC PeerConnection (webrtcbin: ICE, DTLS-SRTP), as a browser joins: for a Janus
-    /// on another host.
-    Webrtc,
 }
 
 /// A group participant's state (and that of each server audio user of its group); a string
