@@ -25,7 +25,7 @@ use crate::card_mix::BlockMixer;
 use crate::elements::{alsa_order, capture_source, playback_sink, raw_caps, unposition};
 use crate::jitter::Jitter;
 use crate::mix::CHANNELS;
-use crate::realtime;
+use crate::realtime::PromoteOnce;
 use crate::samples::to_buffer;
 use crate::state::StatusBoard;
 
@@ -112,14 +112,11 @@ fn capture(
     capture.push(captured.clone().upcast());
     pipeline.add_many(&capture)?;
     gst::Element::link_many(&capture)?;
-    let mut promoted = false;
+    let mut promotion = PromoteOnce::new("the card's capture and mix");
     captured.set_callbacks(
         gst_app::AppSinkCallbacks::builder()
             .new_sample(move |sink| {
-                if !promoted {
-                    realtime::promote("the card's capture and mix");
-                    promoted = true;
-                }
+                promotion.here();
                 let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
                 let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
                 let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
@@ -158,14 +155,11 @@ fn playback(
     gst::Element::link_many(&playback)?;
 
     let mut next = vec![0.0; period as usize * CHANNELS];
-    let mut promoted = false;
+    let mut promotion = PromoteOnce::new("the card's playback");
     mixed.set_callbacks(
         gst_app::AppSrcCallbacks::builder()
             .need_data(move |src, _| {
-                if !promoted {
-                    realtime::promote("the card's playback");
-                    promoted = true;
-                }
+                promotion.here();
                 lock(&queue).pull(&mut next);
                 let _ = src.push_buffer(to_buffer(&next));
             })

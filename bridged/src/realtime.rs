@@ -33,3 +33,23 @@ pub fn promote(thread: &str) {
         ),
     }
 }
+
+/// [`promote`] from within a callback of GStreamer's: its streaming thread is made by the element
+/// and known only from the callback's first call. The first call promotes, the rest are free.
+pub struct PromoteOnce {
+    thread: &'static str,
+    done: bool,
+}
+
+impl PromoteOnce {
+    pub fn new(thread: &'static str) -> PromoteOnce {
+        PromoteOnce { thread, done: false }
+    }
+
+    pub fn here(&mut self) {
+        if !self.done {
+            promote(self.thread);
+            self.done = true;
+        }
+    }
+}

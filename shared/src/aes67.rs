@@ -17,6 +17,8 @@ use sdp_types::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::sdp::BadSdp;
+
 /// SAP's multicast group for administratively scoped sessions (RFC 2974), where AES67 devices
 /// and Dante Controller announce and look for streams.
 pub const SAP_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 255, 255);
@@ -84,63 +86,51 @@ pub struct Aes67Stream {
     pub media_clock_offset: u32,
 }
 
-/// Why an SDP is not an AES67 stream partyline can receive: a code for programs and a message
-/// for people.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BadSdp {
+impl Aes67Stream {
+    /// Reads an AES67 stream from its SDP, or says what makes it one partyline cannot receive:
     /// `bad_sdp`, `no_audio`, `unsupported_encoding`, `unsupported_rate`, `bad_channels`,
     /// `not_multicast` or `no_ptp_clock`.
-    pub code: &'static str,
-    pub message: String,
-}
-
-fn bad(code: &'static str, message: impl Into<String>) -> BadSdp {
-    BadSdp { code, message: message.into() }
-}
-
-impl Aes67Stream {
-    /// Reads an AES67 stream from its SDP, or says what makes it one partyline cannot receive.
     pub fn parse(sdp: &str) -> Result<Aes67Stream, BadSdp> {
         // SAP's and pasted SDPs may end lines with "\n" alone; sdp-types wants RFC 4566's CRLF
         // or LF consistently, which a trimmed, LF-joined text is.
         let text: String = sdp.trim().lines().map(|l| format!("{}\r\n", l.trim_end())).collect();
-        let session = Session::parse(text.as_bytes()).map_err(|e| bad("bad_sdp", format!("not an SDP: {e}")))?;
+        let session =
+            Session::parse(text.as_bytes()).map_err(|e| BadSdp::new("bad_sdp", format!("not an SDP: {e}")))?;
         let media = session
             .medias
             .iter()
             .find(|m| m.media == "audio")
-            .ok_or_else(|| bad("no_audio", "the SDP has no audio section (m=audio)"))?;
+            .ok_or_else(|| BadSdp::new("no_audio", "the SDP has no audio section (m=audio)"))?;
         let payload_type: u8 = media
             .fmt
             .split_whitespace()
             .next()
             .and_then(|f| f.parse().ok())
-            .ok_or_else(|| bad("bad_sdp", format!("m=audio names no payload type ({:?})", media.fmt)))?;
+            .ok_or_else(|| BadSdp::new("bad_sdp", format!("m=audio names no payload type ({:?})", media.fmt)))?;
         let rtpmap = media
             .attributes_typed::<RtpMap>()
             .filter_map(Result::ok)
             .find(|m| m.payload_type == payload_type)
-            .ok_or_else(|| bad("bad_sdp", format!("no a=rtpmap for payload type {payload_type}")))?;
+            .ok_or_else(|| BadSdp::new("bad_sdp", format!("no a=rtpmap for payload type {payload_type}")))?;
         let encoding = match rtpmap.encoding_name.to_ascii_uppercase().as_str() {
             "L16" => Encoding::L16,
             "L24" => Encoding::L24,
             other => {
-                return Err(bad(
+                return Err(BadSdp::new(
                     "unsupported_encoding",
                     format!("encoding {other} is not AES67's: L16 or L24 are received"),
                 ));
             }
         };
         if rtpmap.clock_rate != RATE {
-            return Err(bad(
+            return Err(BadSdp::new(
                 "unsupported_rate",
                 format!("the stream runs at {} Hz: partyline receives AES67 at {RATE} Hz", rtpmap.clock_rate),
             ));
         }
         let channels = rtpmap.encoding_params.as_deref().map_or(Ok(1), str::parse::<u8>).unwrap_or(0);
         if !(1..=MAX_CHANNELS).contains(&channels) {
-            return Err(bad(
+            return Err(BadSdp::new(
                 "bad_channels",
                 format!("{:?} channels: 1 to {MAX_CHANNELS} are received", rtpmap.encoding_params.unwrap_or_default()),
             ));
@@ -149,12 +139,12 @@ impl Aes67Stream {
             .connections
             .first()
             .or(session.connection.as_ref())
-            .ok_or_else(|| bad("bad_sdp", "the SDP has no connection line (c=)"))?;
-        let address = connection.try_address().map_err(|e| bad("bad_sdp", format!("c=: {e}")))?;
+            .ok_or_else(|| BadSdp::new("bad_sdp", "the SDP has no connection line (c=)"))?;
+        let address = connection.try_address().map_err(|e| BadSdp::new("bad_sdp", format!("c=: {e}")))?;
         let group = match address.ip {
             std::net::IpAddr::V4(ip) if ip.is_multicast() => ip,
             ip => {
-                return Err(bad(
+                return Err(BadSdp::new(
                     "not_multicast",
                     format!("the stream goes to {ip}: AES67 streams are received from an IPv4 multicast group"),
                 ));
@@ -167,7 +157,7 @@ impl Aes67Stream {
                 .ok()
                 .filter(|ms| *ms > 0.0 && *ms <= 20.0)
                 .map(|ms| (ms * 1000.0).round() as u32)
-                .ok_or_else(|| bad("bad_sdp", format!("a=ptime:{ms} is not a packet time in ms")))?,
+                .ok_or_else(|| BadSdp::new("bad_sdp", format!("a=ptime:{ms} is not a packet time in ms")))?,
             _ => 1000,
         };
         let (ptp_domain, grandmaster) = reference_clock(&session, media)?;
@@ -245,7 +235,7 @@ fn reference_clock(session: &Session, media: &sdp_types::Media) -> Result<(u8, O
         .get_first_attribute_typed::<ReferenceClock>()
         .or_else(|| session.get_first_attribute_typed::<ReferenceClock>())
         .and_then(Result::ok)
-        .ok_or_else(|| bad("no_ptp_clock", "the SDP names no PTP reference clock (a=ts-refclk:ptp=…)"))?;
+        .ok_or_else(|| BadSdp::new("no_ptp_clock", "the SDP names no PTP reference clock (a=ts-refclk:ptp=…)"))?;
     match clock {
         ReferenceClock::Ptp(Ptp { server: PtpServer::GmidDomain { gmid, domain }, .. }) => {
             let domain = match domain {
@@ -255,7 +245,7 @@ fn reference_clock(session: &Session, media: &sdp_types::Media) -> Result<(u8, O
             Ok((domain, Some(format_eui64(&gmid.bytes))))
         }
         ReferenceClock::Ptp(_) => Ok((0, None)),
-        other => Err(bad("no_ptp_clock", format!("the stream's reference clock is {other}, not PTP"))),
+        other => Err(BadSdp::new("no_ptp_clock", format!("the stream's reference clock is {other}, not PTP"))),
     }
 }
 

@@ -34,7 +34,7 @@ use crate::card_mix::BlockMixer;
 use crate::elements::raw_caps;
 use crate::jitter::Jitter;
 use crate::mix::CHANNELS;
-use crate::realtime;
+use crate::realtime::PromoteOnce;
 use crate::samples::to_buffer;
 use crate::state::StatusBoard;
 
@@ -178,14 +178,12 @@ pub fn receive(
 
     let mut offsets = Offsets::default();
     let (offset_stats, clock) = (stats.clone(), network.ptp.clock());
-    let (mut promoted, mut told_latency) = (false, false);
+    let mut promotion = PromoteOnce::new("the card's AES67 capture and mix");
+    let mut told_latency = false;
     captured.set_callbacks(
         gst_app::AppSinkCallbacks::builder()
             .new_sample(move |sink| {
-                if !promoted {
-                    realtime::promote("the card's AES67 capture and mix");
-                    promoted = true;
-                }
+                promotion.here();
                 let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
                 let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
                 // GStreamer's own type hierarchy: an appsink is a base sink.
@@ -325,14 +323,11 @@ pub fn send(
     let mut block = vec![0.0; period_frames * CHANNELS];
     let mut next: Option<u64> = None;
     let clock = network.ptp.clock();
-    let mut promoted = false;
+    let mut promotion = PromoteOnce::new("the card's AES67 send");
     mixed.set_callbacks(
         gst_app::AppSrcCallbacks::builder()
             .need_data(move |src, _| {
-                if !promoted {
-                    realtime::promote("the card's AES67 send");
-                    promoted = true;
-                }
+                promotion.here();
                 let now = clock.time().nseconds();
                 let pts = match next {
                     Some(pts) if pts + SEND_CATCH_UP_NS > now => pts,

@@ -18,11 +18,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use partyline_shared::config::{STREAM_TOKEN_SCHEME, StreamKind, StreamToken};
+use partyline_shared::sdp::BadSdp;
 
 use super::error::unavailable;
 use super::{ApiError, ApiPath, AppState, ErrorBody};
 use crate::config::stream_token_by_hash;
-use crate::streams::sdp::BadOffer;
 use crate::streams::{StartRequest, StreamError};
 
 const SDP: &str = "application/sdp";
@@ -83,7 +83,7 @@ async fn start(
     let request = StartRequest { kind, group: group.clone(), token, offer, address };
     let (stream, answer) =
         state.streams.start(&state.janus, &state.users, &config, request).await.map_err(|e| match e {
-            StreamError::BadOffer(BadOffer { code, message }) => ApiError::BadInput { code, message },
+            StreamError::BadOffer(BadSdp { code, message }) => ApiError::BadInput { code, message },
             StreamError::Refused(_) => ApiError::BadInput { code: "offer_refused", message: e.to_string() },
             StreamError::Full { .. } => ApiError::Limited { code: "too_many_sessions", message: e.to_string() },
             StreamError::Janus(e) => unavailable(&e),

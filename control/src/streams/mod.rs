@@ -24,13 +24,14 @@ use partyline_shared::janus::client::Session;
 use partyline_shared::janus::{
     AudioBridgeRequest, JanusError, Jsep, JsepType, LOCAL_GROUP, SessionEvent, prebuffer_packets,
 };
+use partyline_shared::sdp::BadSdp;
 use partyline_shared::sync::lock;
 use tokio::sync::mpsc;
 
 use crate::janus::Janus;
 use crate::secrets::random_hex;
 use crate::users::{Line, Users};
-use sdp::{BadOffer, check_offer, tidy_answer};
+use sdp::{check_offer, tidy_answer};
 
 /// Sessions of one kind a group takes at once.
 pub const MAX_PER_GROUP: usize = 4;
@@ -65,7 +66,7 @@ pub struct Stream {
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
     #[error(transparent)]
-    BadOffer(#[from] BadOffer),
+    BadOffer(#[from] BadSdp),
     #[error("group {group:?} has {MAX_PER_GROUP} {kind} sessions, the most it takes: end one first")]
     Full { group: String, kind: &'static str },
     #[error("the media server refused the offer: {0}")]

@@ -4,32 +4,22 @@
 //! registered for it.
 
 use partyline_shared::config::StreamKind;
+use partyline_shared::sdp::BadSdp;
 
-/// Why an offer is refused: a code for programs and a message for people.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BadOffer {
-    /// `bad_sdp`, `no_audio`, `unsupported_codec` or `wrong_direction`.
-    pub code: &'static str,
-    pub message: String,
-}
-
-fn bad(code: &'static str, message: impl Into<String>) -> BadOffer {
-    BadOffer { code, message: message.into() }
-}
-
-/// Checks `offer` for `kind`.
-pub fn check_offer(offer: &str, kind: StreamKind) -> Result<(), BadOffer> {
+/// Checks `offer` for `kind`: `bad_sdp`, `no_audio`, `unsupported_codec` or `wrong_direction`
+/// when it will not do.
+pub fn check_offer(offer: &str, kind: StreamKind) -> Result<(), BadSdp> {
     let mut lines = offer.lines().map(str::trim_end);
     if lines.next() != Some("v=0") {
-        return Err(bad("bad_sdp", "not an SDP offer: it must start with \"v=0\""));
+        return Err(BadSdp::new("bad_sdp", "not an SDP offer: it must start with \"v=0\""));
     }
-    let audio = audio_section(offer).ok_or_else(|| bad("no_audio", "the offer has no audio section (m=audio)"))?;
+    let audio =
+        audio_section(offer).ok_or_else(|| BadSdp::new("no_audio", "the offer has no audio section (m=audio)"))?;
     let opus = audio
         .iter()
         .any(|l| l.strip_prefix("a=rtpmap:").is_some_and(|m| m.to_ascii_lowercase().contains(" opus/48000")));
     if !opus {
-        return Err(bad(
+        return Err(BadSdp::new(
             "unsupported_codec",
             "the audio section offers no Opus (a=rtpmap:… opus/48000): partyline's lines are Opus",
         ));
@@ -46,7 +36,7 @@ pub fn check_offer(offer: &str, kind: StreamKind) -> Result<(), BadOffer> {
     };
     if !fits {
         let what = if kind == StreamKind::Whip { "sends (sendonly)" } else { "receives (recvonly)" };
-        return Err(bad(
+        return Err(BadSdp::new(
             "wrong_direction",
             format!("the audio section is {direction}: a {} client {what}", kind.as_str().to_uppercase()),
         ));
