@@ -17,8 +17,11 @@ pub struct Bus {
 
 impl Bus {
     pub fn start() -> Bus {
+        // Its socket in the test's temp dir (the run's, under scripts/netns-run), not the
+        // session config's /tmp, where a killed daemon leaves it behind.
+        let listen = format!("--address=unix:tmpdir={}", std::env::temp_dir().display());
         let mut child = Command::new("dbus-daemon")
-            .args(["--session", "--nofork", "--nopidfile", "--print-address=1"])
+            .args(["--session", "--nofork", "--nopidfile", "--print-address=1", &listen])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
