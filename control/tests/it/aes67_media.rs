@@ -136,6 +136,11 @@ async fn crew_on_stage(stack: &Stack) -> Crew {
     crew
 }
 
+/// What bridged logged of its PTP clock and its AES67 streams: what a timing failure is read with.
+fn clock_log(bridged: &Bridged) -> String {
+    bridged.log().lines().filter(|l| l.contains("PTP") || l.contains("AES67")).collect::<Vec<_>>().join("\n")
+}
+
 fn stage(heard: &[PersonHeard]) -> &partyline_crew::media::Heard {
     heard[0].lines.iter().find(|(_, room, _)| room == "stage").map(|(_, _, h)| h).expect("Stage")
 }
@@ -208,8 +213,16 @@ async fn a_console_s_aux_is_heard_by_the_crew_and_the_crew_comes_back_on_its_ret
     println!(
         "AES67 send lateness: medians {medians:.0?} µs; p99 ≤ {tail:.0} µs in the quietest {QUIET} of {WINDOWS} windows (all: {p99s:.0?})"
     );
-    assert!(medians.iter().all(|m| m.abs() < 1000.0), "partyline's packets leave off their RTP time: {medians:.0?}");
-    assert!(tail < 1000.0, "partyline's packets leave late in most windows: p99s {p99s:.0?}");
+    assert!(
+        medians.iter().all(|m| m.abs() < 1000.0),
+        "partyline's packets leave off their RTP time: {medians:.0?}; bridged's log:\n{}",
+        clock_log(&rig.bridged)
+    );
+    assert!(
+        tail < 1000.0,
+        "partyline's packets leave late in most windows: p99s {p99s:.0?}; bridged's log:\n{}",
+        clock_log(&rig.bridged)
+    );
     let mut offsets = Vec::new();
     for _ in 0..WINDOWS {
         // bridged's figure is over its last second.
