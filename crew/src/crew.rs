@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use crate::control_api::{ApiError, ControlApi, Lines};
-use crate::media::{Heard, Onsets, Voice};
+use crate::media::{Heard, Link, Onsets, Voice};
 use crate::person::{JoinError, JoinTimes, Person, Profile, Vanished};
 use crate::tls::TlsCheck;
 
@@ -33,6 +33,8 @@ pub struct Options {
     pub jitter_buffer: Duration,
     /// How long each talker holds a line before the next one takes it.
     pub turn: Duration,
+    /// The simulated network between each member's lines and the server.
+    pub link: Link,
 }
 
 /// A crew and what it saw.
@@ -81,6 +83,7 @@ impl Crew {
             pin: self.options.pin.clone(),
             media_address: self.options.media_address,
             jitter_buffer: self.options.jitter_buffer,
+            link: self.options.link,
             rooms_override: None,
             previous: None,
         }

@@ -21,5 +21,6 @@ pub mod tls;
 
 pub use control_api::Lines;
 pub use crew::{Crew, Options, PersonHeard};
+pub use media::Link;
 pub use report::{Report, Summary};
 pub use tls::TlsCheck;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use partyline_crew::cpu::Watched;
+use partyline_crew::media::{Link, Loss, Path};
 use partyline_crew::run::{self, Ramp, Steady};
 use partyline_crew::{Crew, Lines, Options, TlsCheck};
 
@@ -70,6 +71,15 @@ struct Cli {
     /// How late a packet may come before a listener counts it concealed (ms).
     #[arg(long, default_value_t = 40)]
     jitter_buffer_ms: u64,
+    /// A simulated lossy link, both ways on every line: this share of packets lost (%).
+    #[arg(long, default_value_t = 0.0, value_parser = percent)]
+    link_loss: f64,
+    /// ...in bursts of this many packets on average (Gilbert–Elliott; 1: each loss alone).
+    #[arg(long, default_value_t = 1.0)]
+    link_burst: f64,
+    /// ...and each packet delayed by up to this (uniform, so packets may overtake), in ms.
+    #[arg(long, default_value_t = 0)]
+    link_jitter_ms: u64,
     /// Also measure these processes' CPU and memory (NAME=PID, e.g. janus=1234), repeatable.
     #[arg(long = "watch")]
     watch: Vec<Watched>,
@@ -129,6 +139,13 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+fn percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if (0.0..100.0).contains(&p) => Ok(p),
+        _ => Err(format!("{text:?} is not a share of packets from 0 to 100 (%)")),
+    }
+}
+
 fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
@@ -147,6 +164,12 @@ fn options(cli: &Cli) -> anyhow::Result<Options> {
         None if cli.listen.is_empty() && cli.talk.is_empty() => bail!("give --position, or --listen and --talk"),
         None => Lines::Groups { listen: cli.listen.clone(), talk: cli.talk.clone() },
     };
+    let loss = match (cli.link_loss, cli.link_burst) {
+        (0.0, _) => Loss::None,
+        (percent, burst) if burst <= 1.0 => Loss::Random(percent / 100.0),
+        (percent, burst) => Loss::bursty(percent, burst),
+    };
+    let link = Path { loss, jitter: Duration::from_millis(cli.link_jitter_ms) };
     let media_address = match cli.media_address {
         Some(address) => address,
         None => route_to(&cli.server)?,
@@ -160,6 +183,7 @@ fn options(cli: &Cli) -> anyhow::Result<Options> {
         media_address,
         jitter_buffer: Duration::from_millis(cli.jitter_buffer_ms),
         turn: secs(cli.turn),
+        link: Link { up: link, down: link },
     })
 }
 

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use crate::control_api::{ApiError, ControlApi, Credentials, Line, LineReport, Lines};
 use crate::janus_ws::{HandleEvent, JanusError, JanusSession};
 use crate::media::line::LineSetup;
-use crate::media::{Heard, LineMedia, MediaError, Offer, Onsets, Voice};
+use crate::media::{Heard, LineMedia, Link, MediaError, Offer, Onsets, Voice};
 
 /// How long a line's ICE and DTLS may take once joined.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -45,6 +45,8 @@ pub struct Profile {
     /// The address its media sockets bind to (one Janus can reach).
     pub media_address: IpAddr,
     pub jitter_buffer: Duration,
+    /// The simulated network between each of its lines and the server.
+    pub link: Link,
     /// A join with other lines than the token's (`rooms_override`): what a hostile page would
     /// try; the proxy or the room must refuse it.
     pub rooms_override: Option<Vec<String>>,
@@ -298,6 +300,7 @@ async fn join_line(
         listen_tone: line.listen.then(|| voice.map_or(0.0, |v| v.frequency)),
         onsets: onsets.clone(),
         jitter_buffer: profile.jitter_buffer,
+        link: profile.link,
     };
     let media = offer.start(sdp, setup).map_err(media_error)?;
     Ok((PanelLine { line: line.clone(), index, handle, media, talking: false }, took))

@@ -45,6 +45,9 @@ pub struct LineFigures {
     /// Anything else, the loudest listener (dBFS).
     pub other_db: Option<f64>,
     pub gaps: u64,
+    /// Talk spurts heard (per listener) and the gaps in their opening bursts.
+    pub spurts: u64,
+    pub onset_gaps: u64,
     pub longest_gap_ms: u64,
     pub lost: u64,
     pub late: u64,
@@ -71,6 +74,10 @@ pub struct Report {
     /// Dropouts of 10 ms or more heard by any listener.
     pub gaps: u64,
     pub listeners_with_gaps: usize,
+    /// Talk spurts heard, counted per listener, and the gaps in their opening bursts (part
+    /// of `gaps`): holes at talk onsets apart from holes later in a spurt.
+    pub spurts: u64,
+    pub onset_gaps: u64,
     /// The crew's own CPU (percent of one core) and per simulated line.
     pub crew_cpu_percent: Option<f64>,
     pub crew_cpu_per_line_percent: Option<f64>,
@@ -103,6 +110,8 @@ impl Report {
             connected_ms: Summary::of(ok().map(|t| ms(t.connected))),
             mouth_to_ear_ms: Summary::of(all.clone().flat_map(|h| h.mouth_to_ear_ms.iter().copied())),
             gaps: all.clone().map(|h| h.gaps).sum(),
+            spurts: all.clone().map(|h| h.spurts).sum(),
+            onset_gaps: all.clone().map(|h| h.onset_gaps).sum(),
             listeners_with_gaps: all.filter(|h| h.gaps > 0).count(),
             per_line,
             crew_cpu_percent,
@@ -130,6 +139,11 @@ impl Report {
         let _ = writeln!(out, "token to media connected ms: {}", summary(&self.connected_ms));
         let _ = writeln!(out, "mouth-to-ear ms: {}", summary(&self.mouth_to_ear_ms));
         let _ = writeln!(out, "gaps >= {GAP_MS} ms: {} ({} listeners)", self.gaps, self.listeners_with_gaps);
+        let _ = writeln!(
+            out,
+            "  of them at talk onsets (a spurt's first burst): {} in {} spurts heard",
+            self.onset_gaps, self.spurts
+        );
         let _ = writeln!(
             out,
             "{:<16} {:>9} {:>7} {:>8} {:>8} {:>5} {:>8} {:>6} {:>6} {:>7} {:>10}",
@@ -193,6 +207,8 @@ fn line_figures(room: &str, heard: &[PersonHeard]) -> LineFigures {
         tone_db: Summary::of(listeners.iter().filter_map(|h| h.tone_db())).map(|s| s.median),
         other_db: listeners.iter().filter_map(|h| h.other_db()).max_by(f64::total_cmp),
         gaps: total.gaps,
+        spurts: total.spurts,
+        onset_gaps: total.onset_gaps,
         longest_gap_ms: total.longest_gap_ms,
         lost: total.lost,
         late: total.late,

@@ -311,6 +311,11 @@ pub struct AudioConfig {
     /// The Opus complexity of the mix Janus encodes for each crew line (AudioBridge's
     /// `quality`): Janus's main cost per participant. Set by control in every crew join.
     pub opus_complexity: OpusComplexity,
+    /// The packet loss (%) the rooms' mixes are encoded for (AudioBridge's
+    /// `default_expectedloss`): Opus then carries each frame's low-bitrate copy in the next
+    /// packet (in-band FEC), so a listener's decoder rebuilds a single lost packet instead of
+    /// concealing it. 0 sends no FEC at all, even where the listener negotiated it.
+    pub expected_loss_percent: ExpectedLossPercent,
     pub device: DeviceSelection,
     pub channel_names: ChannelNames,
     /// AES67 network audio: off (and not written) until an interface is set.
@@ -332,6 +337,8 @@ impl Default for AudioConfig {
             default_bitrate: Bitrate(64),
             jitter_buffer_ms: JitterBufferMs(40),
             opus_complexity: OpusComplexity(4),
+            // Panels are on venue Wi-Fi and phones: BENCHMARKS' "Lossy links".
+            expected_loss_percent: ExpectedLossPercent(10),
             device: DeviceSelection::default(),
             channel_names: ChannelNames::default(),
             aes67: Aes67Config::default(),
@@ -857,6 +864,10 @@ checked_number!(
 checked_number!(
     /// Opus's complexity, 1 (cheapest) to 10 (AudioBridge's `quality`).
     OpusComplexity(u8), |v| (1..=10).contains(&v), "an Opus complexity of 1 to 10"
+);
+checked_number!(
+    /// The packet loss Opus encodes for, 0 to 20 % (AudioBridge's range).
+    ExpectedLossPercent(u32), |v| v <= 20, "0 to 20 %"
 );
 checked_number!(
     /// Room jitter buffer in ms.

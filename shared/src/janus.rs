@@ -247,6 +247,10 @@ pub struct RoomSpec {
     pub default_prebuffering: u32,
     /// Bits per second of the mix sent to each participant (0: Opus decides).
     pub default_bitrate: u32,
+    /// The loss (%) each participant's mix is encoded for (`audio.expectedLossPercent`): with
+    /// the participant's own offer of `useinbandfec=1` (browsers', the crew's), Opus in-band
+    /// FEC in what it hears.
+    pub default_expectedloss: u32,
     /// Lets clients (and the admin UI) see who talks: AudioBridge sends `talking` and
     /// `stopped-talking` events to the room's participants (from their RFC 6464 audio levels).
     pub audiolevel_event: bool,
@@ -661,6 +665,7 @@ mod tests {
             sampling_rate: 48_000,
             default_prebuffering: 2,
             default_bitrate: 64_000,
+            default_expectedloss: 10,
             audiolevel_event: false,
             audio_active_packets: 10,
             audio_level_average: 40,

@@ -162,6 +162,9 @@ struct Step {
     lines: u64,
     gaps: u64,
     listeners_with_gaps: u64,
+    /// Talk spurts heard (per listener) and the gaps in their opening bursts (part of `gaps`).
+    spurts: u64,
+    onset_gaps: u64,
     m2e: Option<(f64, f64)>,
     crew_cpu: f64,
     crew_per_line: f64,
@@ -205,6 +208,8 @@ fn step_of(v: &Value) -> Step {
         lines: v["lines"].as_u64().unwrap_or(0),
         gaps: v["gaps"].as_u64().unwrap_or(0),
         listeners_with_gaps: v["listeners_with_gaps"].as_u64().unwrap_or(0),
+        spurts: v["spurts"].as_u64().unwrap_or(0),
+        onset_gaps: v["onset_gaps"].as_u64().unwrap_or(0),
         m2e: m2e.is_object().then(|| (number(&m2e["median"]), number(&m2e["p95"]))),
         crew_cpu: number(&v["crew_cpu_percent"]),
         crew_per_line: number(&v["crew_cpu_per_line_percent"]),
@@ -655,13 +660,13 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
 fn print_run(o: &Options, k: u64, r: &RunResult) {
     println!("### Run {k}\n");
     println!(
-        "| users (lines) | Janus CPU % (busiest thread %) | Janus RSS MiB | crew CPU % (per line) | control CPU % / RSS MiB | gaps ≥ 10 ms (listeners) | mouth-to-ear ms median / p95 | |"
+        "| users (lines) | Janus CPU % (busiest thread %) | Janus RSS MiB | crew CPU % (per line) | control CPU % / RSS MiB | gaps ≥ 10 ms (listeners) | holes at onsets / spurts heard | mouth-to-ear ms median / p95 | |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for s in &r.steps {
         let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
         println!(
-            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}; packets lost {}, late {}; own voice {} ms; crew frames sent late {}) | {m2e} | {} |",
+            "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}; packets lost {}, late {}; own voice {} ms; crew frames sent late {}) | {} / {} | {m2e} | {} |",
             s.users,
             s.lines,
             s.janus.cpu,
@@ -678,6 +683,8 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
             s.late,
             s.own_voice_ms,
             s.sent_late,
+            s.onset_gaps,
+            s.spurts,
             s.degraded.as_deref().map_or_else(|| "clean".to_owned(), |d| format!("degraded: {d}"))
         );
     }
@@ -744,25 +751,27 @@ async fn ab(o: &Options, machine: &str) {
         o.users, o.ramp, o.step_seconds
     );
     println!(
-        "| setting | Janus CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | packets lost / late | own voice ms | crew frames sent late | mouth-to-ear ms median / p95 | codec noise dB | |"
+        "| setting | Janus CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | holes at onsets / spurts heard | packets lost / late | own voice ms | crew frames sent late | mouth-to-ear ms median / p95 | codec noise dB | |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (setting, r) in rows {
         let Some(s) = r.steps.first() else {
-            println!("| `{setting}` | the crew failed (see stderr) | | | | | | | | | | |");
+            println!("| `{setting}` | the crew failed (see stderr) | | | | | | | | | | | |");
             continue;
         };
         let m2e = s.m2e.map_or_else(|| "-".to_owned(), |(median, p95)| format!("{median:.0} / {p95:.0}"));
         let noise = s.noise_db.map_or_else(|| "-".to_owned(), |n| format!("{n:.1}"));
         let shown = if setting.is_empty() { "defaults" } else { setting.as_str() };
         println!(
-            "| `{shown}` | {:.1} | {:.2} | {:.0} | {:.2} | {} ({}) | {} / {} | {} | {} | {m2e} | {noise} | {} |",
+            "| `{shown}` | {:.1} | {:.2} | {:.0} | {:.2} | {} ({}) | {} / {} | {} / {} | {} | {} | {m2e} | {noise} | {} |",
             s.janus.cpu,
             s.janus.cpu / s.users as f64,
             s.users as f64 / (s.janus.cpu / 100.0),
             s.crew_per_line,
             s.gaps,
             s.listeners_with_gaps,
+            s.onset_gaps,
+            s.spurts,
             s.lost,
             s.late,
             s.own_voice_ms,

@@ -176,6 +176,7 @@ async fn node_loss_with_media(o: &Options) -> Vec<Duration> {
         media_address: ICE_ADDRESS.parse().expect("an address"),
         jitter_buffer: Duration::from_millis(60),
         turn: Duration::from_secs(3),
+        link: partyline_crew::Link::default(),
     };
     let mut crew = partyline_crew::Crew::new(options).expect("a crew");
     assert_eq!(crew.add(4, Duration::from_secs(1)).await, 4, "the crew joined");

@@ -240,19 +240,29 @@ impl Janus {
     pub async fn incoming_queues(&self, samples: usize, every: std::time::Duration) -> BTreeMap<String, Vec<u64>> {
         let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         for _ in 0..samples {
-            let sessions = self.admin(json!({"janus": "list_sessions"})).await;
-            for session in sessions["sessions"].as_array().into_iter().flatten() {
-                let handles = self.admin(json!({"janus": "list_handles", "session_id": session})).await;
-                for handle in handles["handles"].as_array().into_iter().flatten() {
-                    let info =
-                        self.admin(json!({"janus": "handle_info", "session_id": session, "handle_id": handle})).await;
-                    let plugin = &info["info"]["plugin_specific"];
-                    if let Some(display) = plugin["display"].as_str() {
-                        seen.entry(display.to_owned()).or_default().push(plugin["queue-in"].as_u64().unwrap_or(0));
-                    }
-                }
+            for (display, plugin) in self.participants().await {
+                seen.entry(display).or_default().push(plugin["queue-in"].as_u64().unwrap_or(0));
             }
             tokio::time::sleep(every).await;
+        }
+        seen
+    }
+
+    /// Every AudioBridge participant as the admin API's `handle_info` shows it (its
+    /// `plugin_specific`: prebuffering, queue, FEC, expected loss, …), by display name.
+    pub async fn participants(&self) -> BTreeMap<String, Value> {
+        let mut seen = BTreeMap::new();
+        let sessions = self.admin(json!({"janus": "list_sessions"})).await;
+        for session in sessions["sessions"].as_array().into_iter().flatten() {
+            let handles = self.admin(json!({"janus": "list_handles", "session_id": session})).await;
+            for handle in handles["handles"].as_array().into_iter().flatten() {
+                let mut info =
+                    self.admin(json!({"janus": "handle_info", "session_id": session, "handle_id": handle})).await;
+                let plugin = info["info"]["plugin_specific"].take();
+                if let Some(display) = plugin["display"].as_str() {
+                    seen.insert(display.to_owned(), plugin);
+                }
+            }
         }
         seen
     }

@@ -39,6 +39,8 @@ fn spec(
         sampling_rate: config.audio.sample_rate.get(),
         default_prebuffering: prebuffer_packets(config.audio.jitter_buffer_ms.get()),
         default_bitrate: bitrate.get() * 1000,
+        // What protects a listener on a lossy link: FEC in every mix (the panels offer it).
+        default_expectedloss: config.audio.expected_loss_percent.get(),
         // Voice activity, decided over 10 packets (200 ms), for whoever wants to know who
         // speaks (the panels' lamps follow the talk keys: muted or not in the room).
         audiolevel_event: true,
@@ -114,6 +116,7 @@ mod tests {
         assert_eq!((rooms[2].description.as_str(), rooms[2].default_bitrate), ("Direct: Ann - Ben", 64_000));
         assert_eq!((rooms[0].default_bitrate, rooms[1].default_bitrate), (64_000, 96_000));
         assert_eq!(rooms[0].default_prebuffering, 2);
+        assert!(rooms.iter().all(|r| r.default_expectedloss == 10), "FEC in every room's mixes");
         assert_ne!(rooms[0].secret, rooms[1].secret);
         assert_eq!(rooms[0].secret, room_secret("secret", "stage-left"), "derived, stable");
     }

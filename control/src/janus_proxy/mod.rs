@@ -31,7 +31,8 @@ use tokio_tungstenite::tungstenite::{self as ts, client::IntoClientRequest, http
 use crate::api::ApiError;
 use crate::state::AppState;
 use crate::users::{Ending, Removal, Users};
-use policy::{Policy, Refusal};
+use partyline_shared::janus::prebuffer_packets;
+use policy::{Policy, Priming, Refusal};
 
 /// The WebSocket subprotocol of Janus's API; Janus refuses connections without it.
 pub const PROTOCOL: &str = "janus-protocol";
@@ -77,7 +78,8 @@ async fn upgrade(
     // Read per connection, so a config reload takes effect for the next client.
     let config = state.config.current();
     let janus = Arc::clone(&state.janus);
-    let policy = Policy::new(config.audio.opus_complexity.get());
+    let priming = Priming { rooms: prebuffer_packets(config.audio.jitter_buffer_ms.get()) };
+    let policy = Policy::new(config.audio.opus_complexity.get(), priming);
     // Subscribed before the first request can bind the connection: no removal is missed.
     let removals = state.users.subscribe_removals();
     let users = Arc::clone(&state.users);

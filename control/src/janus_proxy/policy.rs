@@ -12,6 +12,10 @@
 //! lines, under the member's own identity, with its token and its registered name; a line the
 //! member may not talk on joins muted and stays muted; a talk-only line's offer receives nothing
 //! (`a=sendonly`). Anything else is a [`Refusal`], and the connection ends.
+//!
+//! Every talk onset starts primed, whatever the page does ([`Priming`]): AudioBridge empties a
+//! participant's queue when it is muted and prebuffers again only when its prebuffering is
+//! raised, so each unmute raises it by one packet over the rooms' and each mute lowers it back.
 
 use std::collections::HashMap;
 
@@ -96,6 +100,9 @@ pub enum Body {
         display: String,
         muted: bool,
         token: String,
+        /// The participant's prebuffering: control's ([`Priming`]), never the page's.
+        #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+        prebuffer: Option<u32>,
         /// The Opus complexity of the mix Janus encodes for this participant: control's
         /// (`audio.opusComplexity`), never the page's (a page that sends one is refused).
         #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
@@ -107,6 +114,9 @@ pub enum Body {
     /// Talk key on or off.
     Configure {
         muted: bool,
+        /// Primes the queue for the next onset ([`Priming`]): control's, never the page's.
+        #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+        prebuffer: Option<u32>,
     },
     Leave {},
 }
@@ -172,21 +182,76 @@ enum Pending {
     Handle { session: u64 },
 }
 
+/// How a participant's queue is primed at every talk onset, not only at its join.
+///
+/// AudioBridge (1.1.2) mixes a participant once its queue holds `prebuffer` + 1 packets, then
+/// takes one per 20 ms tick as the queue stands, and trims the queue back to `prebuffer` when a
+/// packet makes it `2 × prebuffer` long. A mute empties the queue, and only a join or a
+/// *raised* `prebuffer` (handled before `muted` in one `configure`) makes it prebuffer again: an
+/// unmute alone starts the next talk spurt on a queue of 0–1 packets, where any packet landing
+/// after the mixer's tick is a 20 ms hole every listener hears. So a mute goes on with the
+/// rooms' prebuffering and an unmute with one packet more: raised, it primes the queue again.
+///
+/// Why one more and not the rooms' own (a mute one lower): a queue primed to the rooms' 2
+/// packets runs 2–3 deep, and a packet a few ms early makes it 4, twice the prebuffering, where
+/// AudioBridge trims it back to 2 at once and the spurt goes on with a few ms of margin; at 3 it
+/// trims only at 6. Measured with a talker 0–10 ms late on its link
+/// (`crew::every_talk_onset_starts_primed_and_a_jittery_talker_is_heard_without_a_hole`):
+/// primed to 2, holes in 2 runs of 3; to 3, none. The cost is one frame (20 ms) on every spurt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Priming {
+    /// The rooms' prebuffering, in 20 ms packets (at least two:
+    /// [`prebuffer_packets`](partyline_shared::janus::prebuffer_packets)).
+    pub rooms: u32,
+}
+
+impl Priming {
+    /// What a mute (and a muted join) carries: the rooms' prebuffering.
+    fn muted(self) -> u32 {
+        self.rooms
+    }
+
+    /// What an unmute after a mute (and an unmuted join) carries: one more, which raises it.
+    fn talking(self) -> u32 {
+        self.rooms + 1
+    }
+
+    /// What an unmute after an unmute carries, with no mute of the page's in between (control's
+    /// own AudioBridge `mute` may have been, which leaves the prebuffering as it was): one more
+    /// again, so that it still raises it; never more than that, so a page unmuting over and over
+    /// is not buffered deeper and deeper.
+    fn talking_again(self) -> u32 {
+        self.rooms + 2
+    }
+}
+
+/// A handle this connection attached.
+#[derive(Debug, Default)]
+struct Handle {
+    /// The room it joined (`None` before its join).
+    room: Option<String>,
+    /// The prebuffering its next unmute goes on with ([`Priming`]).
+    next_unmute: Option<u32>,
+}
+
 /// One connection's allow list and what it learnt: whose it is, its sessions and handles.
 #[derive(Debug, Default)]
 pub struct Policy {
     /// What every join is given as its `quality` (None: Janus's default).
     mix_complexity: Option<u8>,
+    /// What joins and talk keys carry as `prebuffer` (None: Janus's default, and no priming).
+    priming: Option<Priming>,
     bound: Option<Bound>,
     pending: HashMap<String, Pending>,
-    /// Session id → its handles, each with the room it joined (`None` before its join).
-    sessions: HashMap<u64, HashMap<u64, Option<String>>>,
+    /// Session id → its handles by id.
+    sessions: HashMap<u64, HashMap<u64, Handle>>,
 }
 
 impl Policy {
-    /// A connection's policy whose joins ask Janus for mixes of this Opus complexity.
-    pub fn new(mix_complexity: u8) -> Policy {
-        Policy { mix_complexity: Some(mix_complexity), ..Policy::default() }
+    /// A connection's policy whose joins ask Janus for mixes of this Opus complexity and whose
+    /// talk onsets are primed to the rooms' prebuffering.
+    pub fn new(mix_complexity: u8, priming: Priming) -> Policy {
+        Policy { mix_complexity: Some(mix_complexity), priming: Some(priming), ..Policy::default() }
     }
 
     /// Whose connection this is, once its first request named a crew member's token.
@@ -227,7 +292,7 @@ impl Policy {
                 self.expect(transaction, Pending::Handle { session: *session_id })?;
             }
             Request::Message { token, session_id, handle_id, body, jsep, .. } => {
-                let room = self.handle(*session_id, *handle_id)?.clone();
+                let room = self.handle(*session_id, *handle_id)?.room.clone();
                 self.message(member, token, (*session_id, *handle_id), room, body, jsep.as_ref())?;
             }
             Request::Trickle { session_id, handle_id, .. } | Request::Hangup { session_id, handle_id, .. } => {
@@ -272,7 +337,7 @@ impl Policy {
             }
             Pending::Handle { session } => {
                 if let Some(handles) = self.sessions.get_mut(&session) {
-                    handles.insert(id, None);
+                    handles.insert(id, Handle::default());
                 }
             }
         }
@@ -303,7 +368,7 @@ impl Policy {
         jsep: Option<&Jsep>,
     ) -> Result<(), Refusal> {
         match body {
-            Body::Join { room: wanted, id, display, muted, token: joins_with, quality, group } => {
+            Body::Join { room: wanted, id, display, muted, token: joins_with, prebuffer, quality, group } => {
                 if room.is_some() {
                     return refuse("a second join on one handle");
                 }
@@ -329,11 +394,13 @@ impl Policy {
                 // Others see the name the token was issued to, whatever the page says.
                 display.clone_from(&user.username);
                 (*quality, *group) = (self.mix_complexity, LOCAL_GROUP);
+                *prebuffer = self.priming.map(|p| if *muted { p.muted() } else { p.talking() });
+                let next_unmute = self.priming.map(|p| if *muted { p.talking() } else { p.talking_again() });
                 if let Some(handles) = self.sessions.get_mut(&session) {
-                    handles.insert(handle, Some(wanted.clone()));
+                    handles.insert(handle, Handle { room: Some(wanted.clone()), next_unmute });
                 }
             }
-            Body::Configure { muted: false } => {
+            Body::Configure { muted: false, prebuffer } => {
                 let Some(room) = room else { return refuse("a configure before the handle's join") };
                 if !member()?.line(&room).is_some_and(|line| line.talk) {
                     return refuse(format!("an unmute on {room:?}, a line the session may not talk on"));
@@ -341,8 +408,17 @@ impl Policy {
                 if jsep.is_some() {
                     return refuse("a new offer in a configure");
                 }
+                *prebuffer = self.handle(session, handle)?.next_unmute;
+                self.set_next_unmute(session, handle, self.priming.map(Priming::talking_again));
             }
-            Body::Configure { muted: true } | Body::Leave {} => {
+            Body::Configure { muted: true, prebuffer } => {
+                if jsep.is_some() {
+                    return refuse("an offer outside a join");
+                }
+                *prebuffer = self.priming.map(Priming::muted);
+                self.set_next_unmute(session, handle, self.priming.map(Priming::talking));
+            }
+            Body::Leave {} => {
                 if jsep.is_some() {
                     return refuse("an offer outside a join");
                 }
@@ -363,11 +439,17 @@ impl Policy {
         self.pending.values().filter(|p| matches!(p, Pending::Session)).count()
     }
 
-    fn session(&self, id: u64) -> Result<&HashMap<u64, Option<String>>, Refusal> {
+    fn set_next_unmute(&mut self, session: u64, handle: u64, prebuffer: Option<u32>) {
+        if let Some(handle) = self.sessions.get_mut(&session).and_then(|handles| handles.get_mut(&handle)) {
+            handle.next_unmute = prebuffer;
+        }
+    }
+
+    fn session(&self, id: u64) -> Result<&HashMap<u64, Handle>, Refusal> {
         self.sessions.get(&id).ok_or_else(|| Refusal("a session this connection did not create".into()))
     }
 
-    fn handle(&self, session: u64, handle: u64) -> Result<&Option<String>, Refusal> {
+    fn handle(&self, session: u64, handle: u64) -> Result<&Handle, Refusal> {
         self.session(session)?.get(&handle).ok_or_else(|| Refusal("a handle this connection did not attach".into()))
     }
 }
@@ -510,6 +592,46 @@ mod tests {
             own[field] = value;
             let refused = policy.check(message(12, own).to_string().as_bytes(), lookup).expect_err("a page's own");
             assert!(refused.0.contains("not a request"), "{field}: {refused:?}");
+        }
+    }
+
+    /// Every talk onset starts on a primed queue: a muted join and each mute carry the rooms'
+    /// prebuffering and each unmute one packet more, so that AudioBridge prebuffers again at
+    /// every unmute; a page can set neither.
+    #[test]
+    fn every_unmute_raises_the_prebuffering_a_mute_lowered_and_a_page_sets_none() {
+        let (users, _) = alice();
+        let mut policy = connected(&users);
+        policy.priming = Some(Priming { rooms: 2 });
+        let lookup = |t: &str| users.by_token(t);
+        let mut relayed = |request: Value| -> Value {
+            let text =
+                policy.check(request.to_string().as_bytes(), lookup).unwrap_or_else(|e| panic!("{request}: {e}"));
+            serde_json::from_str(&text).expect("JSON")
+        };
+        let joined = relayed(with_offer(message(11, join("talk-listen", true)), SENDRECV));
+        assert_eq!(joined["body"]["prebuffer"], json!(2), "{joined}");
+        // Unmutes in a row (control's own `mute` may have emptied the queue in between) still
+        // raise it, one packet and no further.
+        let presses: Vec<Value> = [false, true, false, true, false, false, false, true, false]
+            .into_iter()
+            .map(|muted| {
+                relayed(message(11, json!({"request": "configure", "muted": muted})))["body"]["prebuffer"].clone()
+            })
+            .collect();
+        let expected = [3, 2, 3, 2, 3, 4, 4, 2, 3];
+        assert_eq!(presses, expected.map(|p| json!(p)));
+        // An unmuted join (a key latched over a reconnect) talks primed by the join itself.
+        let joined = relayed(with_offer(message(13, join("talk-only", false)), SENDONLY));
+        let unmuted = relayed(message(13, json!({"request": "configure", "muted": false})));
+        assert_eq!((&joined["body"]["prebuffer"], &unmuted["body"]["prebuffer"]), (&json!(3), &json!(4)));
+        for own in [json!({"request": "configure", "muted": false, "prebuffer": 0}), {
+            let mut join = join("listen-only", true);
+            join["prebuffer"] = json!(0);
+            join
+        }] {
+            let refused = policy.check(message(12, own).to_string().as_bytes(), lookup).expect_err("a page's own");
+            assert!(refused.0.contains("not a request"), "{refused:?}");
         }
     }
 

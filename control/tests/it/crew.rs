@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use partyline_crew::control_api::{ControlApi, Lines};
 use partyline_crew::janus_ws::JanusSession;
-use partyline_crew::media::Offer;
+use partyline_crew::media::{Link, Loss, Offer, Path};
 use partyline_crew::{Crew, Options, PersonHeard, Report, TlsCheck};
 use partyline_testkit::audio::{RATE, Recording};
 use partyline_testkit::card::{CardKind, CardServer};
@@ -44,6 +44,7 @@ pub(crate) fn options(control: &Control, lines: Lines) -> Options {
         media_address: ICE_ADDRESS.parse().expect("an address"),
         jitter_buffer: Duration::from_millis(60),
         turn: Duration::from_secs(3),
+        link: Link::default(),
     }
 }
 
@@ -306,4 +307,62 @@ async fn a_crowd_joins_at_once_and_panels_that_vanish_leave_no_ghost() {
         assert!(figures.own_voice_ms <= dropouts * 30, "{} heard itself: {figures:?}", person.name);
     }
     drop(frozen);
+}
+
+/// How many times the onset test's talker presses its key.
+const PRESSES: usize = 16;
+
+/// Every talk onset, not only the first, starts on a primed queue: a talker on a jittery link
+/// (each packet 0–20 ms late, as on a busy venue Wi-Fi) presses its key again and again, and
+/// its listener hears no hole in any spurt. Unprimed (AudioBridge's queue emptied by the mute and
+/// an unmute that does not prebuffer again), a spurt runs on a queue of 0–1 packets, and a
+/// packet landing after the mixer's tick is a 20 ms hole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_talk_onset_starts_primed_and_a_jittery_talker_is_heard_without_a_hole() {
+    require_namespace();
+    let bus = Bus::start();
+    let stack = Stack::start_media(GROUPS, &bus).await;
+    let stage = Lines::Groups { listen: vec!["stage".into()], talk: vec!["stage".into()] };
+    let wifi = Path { loss: Loss::None, jitter: Duration::from_millis(20) };
+    let options = Options { link: Link { up: wifi, down: Path::CLEAN }, ..options(&stack.control, stage) };
+    let mut crew = Crew::new(options).expect("a crew");
+    assert_eq!(crew.add(2, Duration::ZERO).await, 2, "{:?}\n{}", crew.joins, stack.control.log_text());
+    let stage_room: HashSet<String> = ["stage".to_owned()].into();
+    let nobody = HashSet::new();
+
+    // Every mix carries FEC for the loss the rooms expect (the crew offers `useinbandfec=1`),
+    // `audio.expectedLossPercent` at its default.
+    let expected_loss = partyline_shared::Config::default().audio.expected_loss_percent.get();
+    assert!(expected_loss > 0, "no FEC in the mixes by default");
+    let participants = stack.janus.participants().await;
+    assert_eq!(participants.len(), 2, "{participants:?}");
+    for (name, participant) in &participants {
+        let fec = (&participant["fec"], &participant["expected-loss"]);
+        assert_eq!(fec, (&json!(true), &json!(expected_loss)), "{name}'s mix: {participant}");
+    }
+
+    crew.heard().await;
+    let mut depths = Vec::new();
+    for _ in 0..PRESSES {
+        crew.people[0].talk_only(&stage_room).await.expect("talk key on");
+        // Into the spurt (its first burst has started): how deep the talker's queue runs.
+        let talker = crew.people[0].name.clone();
+        let sampled = stack.janus.incoming_queues(3, Duration::from_millis(150)).await;
+        depths.extend(sampled.get(&talker).cloned().unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        crew.people[0].talk_only(&nobody).await.expect("talk key off");
+    }
+    let heard = crew.heard().await;
+    let listener = line(&heard[1], "stage");
+    println!(
+        "CREW onsets: {PRESSES} presses, {} bursts heard, gaps {} at {:?}, mouth-to-ear {:.0?} ms, talker's queue {depths:?}",
+        listener.bursts, listener.gaps, listener.gap_times, listener.mouth_to_ear_ms
+    );
+    assert!(listener.bursts as usize >= 2 * PRESSES, "the listener heard every spurt: {listener:?}");
+    assert_eq!(listener.gaps, 0, "holes heard in {PRESSES} talk spurts: {:?}", listener.gap_times);
+    // Primed, a spurt runs on one packet over the room's prebuffering (3 at 40 ms): 3–4 packets
+    // queued as the mixer's tick comes and goes, where an unprimed one runs on 0–1.
+    depths.sort_unstable();
+    let median = depths.get(depths.len() / 2).copied().unwrap_or_default();
+    assert!(median >= 3, "the talker's queue in its spurts (sorted): {depths:?}");
 }

@@ -8,6 +8,10 @@
 //! came or came later than the jitter buffer waits is concealed audio. Either, for 10 ms or
 //! more, is a gap.
 //!
+//! A burst that opens a talk spurt (the first after its talker's key went on) is told apart:
+//! its gaps are the spurt's onset's, where a media server that does not prebuffer again after a
+//! mute drops frames.
+//!
 //! A line that talks expects to hear nobody on it (the room's mix leaves its own voice out).
 //! What it hears of itself anyway is counted apart (`own_voice_ms`), never taken for a burst.
 
@@ -37,15 +41,23 @@ const ONSET_MATCH: Duration = Duration::from_secs(2);
 /// sent last are still in the room's jitter buffer.
 const OWN_VOICE_TAIL: Duration = Duration::from_millis(200);
 
+/// One onset a talker spoke: when, and whether its burst opens a talk spurt.
+#[derive(Debug, Clone, Copy)]
+struct Spoken {
+    at: Instant,
+    opens_spurt: bool,
+}
+
 /// The onsets talkers spoke, per room, for listeners to match (one talker per room at a time).
 #[derive(Debug, Clone, Default)]
-pub struct Onsets(Arc<Mutex<HashMap<String, VecDeque<Instant>>>>);
+pub struct Onsets(Arc<Mutex<HashMap<String, VecDeque<Spoken>>>>);
 
 impl Onsets {
-    pub fn spoken(&self, room: &str, at: Instant) {
+    /// A burst's onset spoken at `at`; `opens_spurt`: the first since the talker's key went on.
+    pub fn spoken(&self, room: &str, at: Instant, opens_spurt: bool) {
         let mut rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let onsets = rooms.entry(room.to_owned()).or_default();
-        onsets.push_back(at);
+        onsets.push_back(Spoken { at, opens_spurt });
         while onsets.len() > 16 {
             onsets.pop_front();
         }
@@ -54,20 +66,20 @@ impl Onsets {
     /// The onsets spoken in `room` that are still kept (the last 16, 8 s of bursts).
     pub fn spoken_in(&self, room: &str) -> Vec<Instant> {
         let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        rooms.get(room).map(|onsets| onsets.iter().copied().collect()).unwrap_or_default()
+        rooms.get(room).map(|onsets| onsets.iter().map(|s| s.at).collect()).unwrap_or_default()
     }
 
     /// Whether anyone spoke an onset in `room` after `at`: another talker has the line.
     fn spoken_since(&self, room: &str, at: Instant) -> bool {
         let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        rooms.get(room).and_then(|onsets| onsets.back()).is_some_and(|last| *last > at)
+        rooms.get(room).and_then(|onsets| onsets.back()).is_some_and(|last| last.at > at)
     }
 
     /// The latest onset spoken in `room` at or before `heard` (within 2 s).
-    fn matching(&self, room: &str, heard: Instant) -> Option<Instant> {
+    fn matching(&self, room: &str, heard: Instant) -> Option<Spoken> {
         let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let spoken = rooms.get(room)?.iter().rev().find(|at| **at <= heard).copied()?;
-        (heard.duration_since(spoken) < ONSET_MATCH).then_some(spoken)
+        let spoken = rooms.get(room)?.iter().rev().find(|s| s.at <= heard).copied()?;
+        (heard.duration_since(spoken.at) < ONSET_MATCH).then_some(spoken)
     }
 }
 
@@ -83,6 +95,10 @@ pub struct Heard {
     pub concealed_ms: u64,
     /// Dropouts and concealments of 10 ms or more inside bursts.
     pub gaps: u64,
+    /// Bursts heard that opened a talk spurt (matched to their talker's first after its key
+    /// went on), and the gaps inside them: the onsets' share of `gaps`.
+    pub spurts: u64,
+    pub onset_gaps: u64,
     /// Milliseconds of sound heard on the line while it talked: its own voice, which the
     /// room's mix should leave out.
     pub own_voice_ms: u64,
@@ -128,6 +144,8 @@ impl Heard {
         self.late += other.late;
         self.concealed_ms += other.concealed_ms;
         self.gaps += other.gaps;
+        self.spurts += other.spurts;
+        self.onset_gaps += other.onset_gaps;
         self.own_voice_ms += other.own_voice_ms;
         self.sent_late += other.sent_late;
         self.longest_gap_ms = self.longest_gap_ms.max(other.longest_gap_ms);
@@ -167,6 +185,8 @@ pub struct Ear {
     /// The stream position (ms) where the current burst's judged part ends.
     burst_end_ms: u64,
     burst_start_ms: u64,
+    /// The current burst opens a talk spurt.
+    burst_opens_spurt: bool,
     quiet_windows: u32,
     dropout_ms: u64,
     /// The stream position of the first packet.
@@ -194,6 +214,7 @@ impl Ear {
             base_transit: None,
             burst_end_ms: 0,
             burst_start_ms: 0,
+            burst_opens_spurt: false,
             quiet_windows: QUIET_BEFORE_ONSET,
             dropout_ms: 0,
             first_ms: u64::MAX,
@@ -297,13 +318,18 @@ impl Ear {
     }
 
     fn onset(&mut self, at_ms: u64, heard: Instant) {
+        // A dropout running up to this onset was the last burst's.
+        self.end_dropout(at_ms);
         self.heard.bursts += 1;
         self.burst_start_ms = at_ms;
         self.burst_end_ms = at_ms + (BURST / WINDOW) as u64;
         self.heard.onsets_heard.push(heard);
-        if let Some(spoken) = self.onsets.matching(&self.room, heard) {
-            self.heard.mouth_to_ear_ms.push(heard.duration_since(spoken).as_secs_f64() * 1000.0);
+        let spoken = self.onsets.matching(&self.room, heard);
+        if let Some(spoken) = spoken {
+            self.heard.mouth_to_ear_ms.push(heard.duration_since(spoken.at).as_secs_f64() * 1000.0);
         }
+        self.burst_opens_spurt = spoken.is_some_and(|s| s.opens_spurt);
+        self.heard.spurts += u64::from(self.burst_opens_spurt);
     }
 
     /// `ms` of audio from `at_ms` were concealed: a gap where a burst was expected.
@@ -317,6 +343,7 @@ impl Ear {
     fn end_dropout(&mut self, at_ms: u64) {
         if self.dropout_ms >= u64::from(GAP_MS) {
             self.heard.gaps += 1;
+            self.heard.onset_gaps += u64::from(self.burst_opens_spurt);
             self.heard.gap_times.push((at_ms.saturating_sub(self.first_ms), self.dropout_ms));
             self.heard.longest_gap_ms = self.heard.longest_gap_ms.max(self.dropout_ms);
         }
@@ -360,8 +387,9 @@ mod tests {
         for (seq, frame) in voice.frames.iter().enumerate() {
             let sent = started + Duration::from_millis(20 * seq as u64 + 20);
             if let Some(onset) = frame.onset {
-                onsets
-                    .spoken("room", sent - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1000 / 48));
+                let at = sent - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1000 / 48);
+                // The loop's first burst opens a talk spurt; the others go on in it.
+                onsets.spoken("room", at, seq == 0);
             }
             if lost.contains(&(seq as u64)) {
                 continue;
@@ -414,6 +442,16 @@ mod tests {
         assert_eq!(heard.concealed_ms, 20, "{heard:?}");
     }
 
+    #[test]
+    fn a_gap_in_the_burst_that_opens_a_spurt_is_the_onset_s() {
+        let voice = Voice::encode(line_tone(0)).expect("encode");
+        // The first burst (packets 0–19) opens the spurt; the second (25–44) goes on in it.
+        let opening = hear(&voice, line_tone(0), &[3]);
+        assert_eq!((opening.spurts, opening.gaps, opening.onset_gaps), (1, 1, 1), "{opening:?}");
+        let later = hear(&voice, line_tone(0), &[28]);
+        assert_eq!((later.spurts, later.gaps, later.onset_gaps), (1, 1, 0), "{later:?}");
+    }
+
     /// One frame of a burst's middle, then quiet: what a talker hears when Janus's mixer
     /// takes its own frame out of a mix it was not in (its own voice, inverted, 20 ms).
     fn one_loud_frame(talking: bool) -> Heard {
@@ -455,7 +493,7 @@ mod tests {
         assert!(alone.own_voice_ms > 0, "{alone:?}");
         let handed_over = one_loud_frame_after(|ear, onsets, at| {
             stopped(ear, onsets, at);
-            onsets.spoken("room", at + Duration::from_millis(101));
+            onsets.spoken("room", at + Duration::from_millis(101), true);
         });
         assert_eq!((handed_over.bursts, handed_over.own_voice_ms), (1, 0), "{handed_over:?}");
     }

@@ -1,10 +1,12 @@
 //! One line's peer connection: a str0m `Rtc` and its UDP socket, driven by one tokio task.
 //!
 //! The task follows str0m's rule (every change to the `Rtc` is followed by draining its
-//! output to a timeout) and waits on four things: a datagram, str0m's next timeout, the next
-//! 20 ms frame to send, and a command from the panel (talk key, what was heard, stop). A talk
-//! key changes what is sent only at a cycle's start, so no burst is ever cut short (a listener
-//! would take the cut for a dropout).
+//! output to a timeout) and waits on five things: a datagram, str0m's next timeout, the next
+//! 20 ms frame to send, a datagram its simulated [`Link`] held back falling due, and a command
+//! from the panel (talk key, what was heard, stop). A talk
+//! key going on starts a burst with the next frame, as a person speaks as they press (the talk
+//! onset is where a media server may drop frames); going off, it waits for the burst's end, so
+//! no burst is ever cut short (a listener would take the cut for a dropout).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::ear::{Ear, Heard, Onsets};
+use super::link::{Impairment, Link};
 use super::voice::{CYCLE_FRAMES, FRAME, Voice};
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +57,8 @@ pub struct LineSetup {
     pub listen_tone: Option<f32>,
     pub onsets: Onsets,
     pub jitter_buffer: Duration,
+    /// The simulated network between the line and the server.
+    pub link: Link,
 }
 
 impl Offer {
@@ -94,7 +99,10 @@ impl Offer {
         let (connected_tx, connected) = watch::channel(false);
         let (sending_tx, sending) = watch::channel(false);
         let local = self.socket.local_addr().map_err(|e| MediaError::Socket(IpAddr::from([0, 0, 0, 0]), e))?;
+        let seed = next_seed();
         let peer = Peer {
+            up: Impairment::new(setup.link.up, seed),
+            down: Impairment::new(setup.link.down, seed + 1),
             rtc: self.rtc,
             socket: self.socket,
             local,
@@ -107,6 +115,7 @@ impl Offer {
             position: 0,
             rtp_time: 0,
             talk_wanted: false,
+            opens_spurt: false,
             sent_late: 0,
             connected: connected_tx,
             sending: sending_tx,
@@ -137,8 +146,8 @@ impl LineMedia {
         matches!(tokio::time::timeout(within, up).await, Ok(Ok(_)))
     }
 
-    /// Starts or stops the tone; returns once the line sends accordingly (at a cycle's start,
-    /// at most 500 ms away), or at once if the task ended.
+    /// Starts or stops the tone; returns once the line sends accordingly (on: at the next frame;
+    /// off: at the burst's end, at most 500 ms away), or at once if the task ended.
     pub async fn talk(&mut self, on: bool) {
         if self.commands.send(Command::Talk(on)).is_ok() {
             let _ = self.sending.wait_for(|sending| *sending == on).await;
@@ -178,8 +187,17 @@ fn next_frame_tick() -> Instant {
     epoch + FRAME_PERIOD * ticks
 }
 
+/// Seeds for the simulated links, in the order lines start: a run repeats its losses.
+fn next_seed() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(2, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The task's state.
 struct Peer {
+    /// The simulated link's two directions: what str0m sends, what the socket receives.
+    up: Impairment,
+    down: Impairment,
     rtc: Rtc,
     socket: UdpSocket,
     local: SocketAddr,
@@ -193,6 +211,8 @@ struct Peer {
     position: usize,
     rtp_time: u64,
     talk_wanted: bool,
+    /// The next burst sent opens a talk spurt (the key went on since the last one).
+    opens_spurt: bool,
     /// Talking frames sent [`LATE_SEND`] or more after their tick since the last report.
     sent_late: u64,
     connected: watch::Sender<bool>,
@@ -225,11 +245,20 @@ impl Peer {
                 }
                 continue;
             }
+            let held = [self.up.next_due(), self.down.next_due()].into_iter().flatten().min();
             let input = tokio::select! {
                 received = self.socket.recv_from(&mut datagram) => match received {
-                    Ok((length, source)) => self.receive(source, &datagram[..length]),
+                    Ok((length, source)) if self.down.is_clean() => self.receive(source, &datagram[..length]),
+                    Ok((length, source)) => {
+                        self.down.offer(Instant::now(), source, &datagram[..length]);
+                        None
+                    }
                     Err(_) => None,
                 },
+                () = tokio::time::sleep_until(held.unwrap_or(deadline).into()), if held.is_some() => {
+                    self.deliver_held();
+                    None
+                }
                 () = tokio::time::sleep_until(deadline.into()) => Some(Input::Timeout(Instant::now())),
                 tick = frames.tick(), if sends => {
                     self.send_frame(tick.into_std());
@@ -264,15 +293,31 @@ impl Peer {
         ))
     }
 
+    /// Sends and receives what the simulated link held back and is due now.
+    fn deliver_held(&mut self) {
+        let now = Instant::now();
+        while let Some(held) = self.up.pop_due(now) {
+            let _ = self.socket.try_send_to(&held.contents, held.peer);
+        }
+        while let Some(held) = self.down.pop_due(now) {
+            if let Some(input) = self.receive(held.peer, &held.contents)
+                && let Err(error) = self.rtc.handle_input(input)
+            {
+                tracing::debug!(room = %self.room, %error, "a datagram str0m refused");
+            }
+        }
+    }
+
     /// Drains str0m's output up to its next timeout.
     fn drain(&mut self) -> Result<Instant, str0m::RtcError> {
         loop {
             match self.rtc.poll_output()? {
                 Output::Timeout(at) => return Ok(at),
-                Output::Transmit(transmit) => {
+                Output::Transmit(transmit) if self.up.is_clean() => {
                     // A full socket buffer drops the datagram, as a congested network would.
                     let _ = self.socket.try_send_to(&transmit.contents, transmit.destination);
                 }
+                Output::Transmit(transmit) => self.up.offer(Instant::now(), transmit.destination, &transmit.contents),
                 Output::Event(Event::MediaData(data)) => {
                     if let Some(ear) = &mut self.ear {
                         let seq = **data.seq_range.end();
@@ -294,8 +339,14 @@ impl Peer {
     /// still sends, as a browser's disabled track does).
     fn send_frame(&mut self, tick: Instant) {
         let Some(voice) = self.voice.clone() else { return };
-        if self.position.is_multiple_of(CYCLE_FRAMES) && *self.sending.borrow() != self.talk_wanted {
+        let switch = *self.sending.borrow() != self.talk_wanted;
+        if switch && self.talk_wanted {
+            // The next cycle's burst, from this frame.
+            self.position = self.position.next_multiple_of(CYCLE_FRAMES) % voice.frames.len();
+        }
+        if switch && self.position.is_multiple_of(CYCLE_FRAMES) {
             let _ = self.sending.send(self.talk_wanted);
+            self.opens_spurt = self.talk_wanted;
             if let Some(ear) = &mut self.ear {
                 ear.talking(self.talk_wanted, Instant::now());
             }
@@ -310,7 +361,7 @@ impl Peer {
         if let Some(onset) = frame.onset {
             // The frame's samples were "spoken" over the 20 ms before it is sent.
             let spoken = now - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1_000_000 / 48_000);
-            self.onsets.spoken(&self.room, spoken);
+            self.onsets.spoken(&self.room, spoken, std::mem::take(&mut self.opens_spurt));
         }
         let rtp_time = MediaTime::new(self.rtp_time, str0m::media::Frequency::FORTY_EIGHT_KHZ);
         self.rtp_time += FRAME as u64;

@@ -2,9 +2,12 @@
 //! its own UDP socket), sending a talker's [`voice`] and judging what it hears with an [`ear`].
 
 pub mod ear;
+pub mod fec;
 pub mod line;
+pub mod link;
 pub mod voice;
 
 pub use ear::{Heard, Onsets};
 pub use line::{LineMedia, MediaError, Offer};
+pub use link::{Link, Loss, Path};
 pub use voice::Voice;
