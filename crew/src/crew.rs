@@ -35,6 +35,9 @@ pub struct Options {
     pub turn: Duration,
     /// The simulated network between each member's lines and the server.
     pub link: Link,
+    /// The loss (%) talkers encode Opus in-band FEC for, as a browser that measured that loss
+    /// on its link does (0: none).
+    pub fec_percent: u8,
 }
 
 /// A crew and what it saw.
@@ -64,7 +67,7 @@ impl Crew {
     pub fn new(options: Options) -> Result<Crew, ApiError> {
         let api = ControlApi::new(&options.server, &options.tls)?;
         let voices = (0..MAX_LINES)
-            .map(|index| Voice::encode(crate::media::voice::line_tone(index)).map(Arc::new))
+            .map(|index| Voice::encode(crate::media::voice::line_tone(index), options.fec_percent).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ApiError::Url(format!("Opus encoder: {e}")))?;
         Ok(Crew { api, options, voices, onsets: Onsets::default(), people: Vec::new(), joins: Vec::new(), turn: 0 })

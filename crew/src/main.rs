@@ -80,6 +80,9 @@ struct Cli {
     /// ...and each packet delayed by up to this (uniform, so packets may overtake), in ms.
     #[arg(long, default_value_t = 0)]
     link_jitter_ms: u64,
+    /// Talkers encode Opus in-band FEC for this loss (%), as a browser that measured it does.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    fec_percent: u8,
     /// Also measure these processes' CPU and memory (NAME=PID, e.g. janus=1234), repeatable.
     #[arg(long = "watch")]
     watch: Vec<Watched>,
@@ -184,6 +187,7 @@ fn options(cli: &Cli) -> anyhow::Result<Options> {
         jitter_buffer: Duration::from_millis(cli.jitter_buffer_ms),
         turn: secs(cli.turn),
         link: Link { up: link, down: link },
+        fec_percent: cli.fec_percent,
     })
 }
 

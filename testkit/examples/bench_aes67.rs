@@ -356,6 +356,7 @@ async fn crew_path_once(
         // One turn: the member holds its talk key for the whole second half.
         turn: Duration::from_secs(secs + 10),
         link: partyline_crew::Link::default(),
+        fec_percent: 0,
     };
     let mut crew = partyline_crew::Crew::new(options).expect("a crew");
     assert_eq!(crew.add(1, Duration::ZERO).await, 1, "the crew member joined: {:?}", crew.joins);

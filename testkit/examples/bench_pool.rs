@@ -177,6 +177,7 @@ async fn node_loss_with_media(o: &Options) -> Vec<Duration> {
         jitter_buffer: Duration::from_millis(60),
         turn: Duration::from_secs(3),
         link: partyline_crew::Link::default(),
+        fec_percent: 0,
     };
     let mut crew = partyline_crew::Crew::new(options).expect("a crew");
     assert_eq!(crew.add(4, Duration::from_secs(1)).await, 4, "the crew joined");

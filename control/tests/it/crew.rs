@@ -45,6 +45,7 @@ pub(crate) fn options(control: &Control, lines: Lines) -> Options {
         jitter_buffer: Duration::from_millis(60),
         turn: Duration::from_secs(3),
         link: Link::default(),
+        fec_percent: 0,
     }
 }
 

@@ -15,7 +15,7 @@
 //! A line that talks expects to hear nobody on it (the room's mix leaves its own voice out).
 //! What it hears of itself anyway is counted apart (`own_voice_ms`), never taken for a burst.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use audiopus::coder::Decoder;
 use audiopus::{Channels, SampleRate};
 use serde::Serialize;
 
+use super::fec;
 use super::voice::{BURST, FRAME, RATE};
 
 /// A 1 ms window, in samples.
@@ -87,10 +88,15 @@ impl Onsets {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Heard {
     pub packets: u64,
+    /// Their Opus payloads' bytes: the mix's bitrate.
+    pub payload_bytes: u64,
     /// Packets that never came (sequence numbers skipped).
     pub lost: u64,
-    /// Packets that came after the jitter buffer's wait.
+    /// Packets that came after the jitter buffer's wait (or after their turn was given up).
     pub late: u64,
+    /// Lost packets rebuilt from the next one's in-band FEC (not concealed, not in `lost`'s
+    /// gaps).
+    pub fec_recovered: u64,
     /// Milliseconds of audio concealed inside bursts (lost or late packets).
     pub concealed_ms: u64,
     /// Dropouts and concealments of 10 ms or more inside bursts.
@@ -140,8 +146,10 @@ impl Heard {
     /// Adds `other`'s counts to these (a step's or a line's totals).
     pub fn add(&mut self, other: &Heard) {
         self.packets += other.packets;
+        self.payload_bytes += other.payload_bytes;
         self.lost += other.lost;
         self.late += other.late;
+        self.fec_recovered += other.fec_recovered;
         self.concealed_ms += other.concealed_ms;
         self.gaps += other.gaps;
         self.spurts += other.spurts;
@@ -168,6 +176,21 @@ fn db(energy: f64) -> f64 {
     10.0 * energy.max(1e-12).log10()
 }
 
+/// A packet waiting for its turn.
+#[derive(Debug)]
+struct Waiting {
+    media_time: u64,
+    arrived: Instant,
+    /// Its arrival less its media time, in s.
+    transit: f64,
+    payload: Vec<u8>,
+}
+
+/// Packets waiting at most: 1 s of them.
+const MAX_WAITING: usize = 50;
+/// Media time in samples per ms.
+const SAMPLES_PER_MS: u64 = RATE as u64 / 1000;
+
 /// The listener of one line.
 #[derive(Debug)]
 pub struct Ear {
@@ -179,7 +202,10 @@ pub struct Ear {
     decoder: Decoder,
     pcm: Vec<f32>,
     heard: Heard,
+    /// The last packet heard or given up.
     last_seq: Option<u64>,
+    /// Packets that came before the one they follow, by sequence number.
+    waiting: BTreeMap<u64, Waiting>,
     /// The smallest (arrival − media time) seen: the path's fixed delay.
     base_transit: Option<f64>,
     /// The stream position (ms) where the current burst's judged part ends.
@@ -211,6 +237,7 @@ impl Ear {
             pcm: vec![0.0; FRAME * 6],
             heard: Heard::default(),
             last_seq: None,
+            waiting: BTreeMap::new(),
             base_transit: None,
             burst_end_ms: 0,
             burst_start_ms: 0,
@@ -235,32 +262,90 @@ impl Ear {
     }
 
     /// One packet of the mix: its sequence number, media time (samples at 48 kHz), arrival.
+    ///
+    /// Packets are heard in sequence, as a browser's jitter buffer plays them: one that comes
+    /// before the one it follows waits for it; a missing one is given up once a packet comes
+    /// later than the jitter buffer waits for it (its media time after the path's fixed delay,
+    /// plus the buffer), then rebuilt from the next packet's in-band FEC where that packet is
+    /// here and carries it, concealed otherwise. A packet that comes after it was given up, or
+    /// later than the buffer waits, is late: concealed.
     pub fn packet(&mut self, seq: u64, media_time: u64, arrived: Instant, started: Instant, payload: &[u8]) {
         self.heard.packets += 1;
-        let position_ms = media_time / (RATE as u64 / 1000);
-        self.first_ms = self.first_ms.min(position_ms);
-        if let Some(last) = self.last_seq {
-            if seq <= last {
-                return; // a duplicate or a reordered packet already concealed
-            }
-            let missing = seq - last - 1;
-            self.heard.lost += missing;
-            for k in 0..missing {
-                let at = position_ms.saturating_sub((missing - k) * 20);
-                self.concealed(at, 20);
-            }
-        }
-        self.last_seq = Some(seq);
+        self.heard.payload_bytes += payload.len() as u64;
+        self.first_ms = self.first_ms.min(media_time / SAMPLES_PER_MS);
         let transit = arrived.duration_since(started).as_secs_f64() - media_time as f64 / RATE as f64;
         let base = *self.base_transit.get_or_insert(transit);
         self.base_transit = Some(base.min(transit));
-        let late = transit - base > self.jitter_buffer.as_secs_f64();
+        let packet = Waiting { media_time, arrived, transit, payload: payload.to_vec() };
+        let Some(last) = self.last_seq else {
+            self.last_seq = Some(seq);
+            self.play(&packet);
+            return;
+        };
+        if seq <= last || self.waiting.contains_key(&seq) {
+            self.heard.late += 1; // given up already (or a duplicate)
+            return;
+        }
+        if self.waiting.len() >= MAX_WAITING {
+            self.waiting.pop_last();
+        }
+        self.waiting.insert(seq, packet);
+        self.play_ready(arrived, started);
+    }
+
+    /// Plays the waiting packets whose turn has come by `now`.
+    fn play_ready(&mut self, now: Instant, started: Instant) {
+        while let (Some(last), Some((&first, _))) = (self.last_seq, self.waiting.first_key_value()) {
+            let next = last + 1;
+            if first == next {
+                let packet = self.waiting.remove(&first).expect("the first waiting packet");
+                self.last_seq = Some(next);
+                self.play(&packet);
+                continue;
+            }
+            // `next` is missing: its media time follows the first waiting one's back.
+            let media_time = self.waiting[&first].media_time.saturating_sub((first - next) * FRAME as u64);
+            let due = self.base_transit.unwrap_or_default() + media_time as f64 / RATE as f64;
+            if now.duration_since(started).as_secs_f64() < due + self.jitter_buffer.as_secs_f64() {
+                return;
+            }
+            self.heard.lost += 1;
+            self.last_seq = Some(next);
+            let position_ms = media_time / SAMPLES_PER_MS;
+            let fec = (first == next + 1).then(|| self.waiting[&first].payload.clone()).filter(|p| fec::has_fec(p));
+            match fec {
+                Some(following) => {
+                    self.heard.fec_recovered += 1;
+                    let frame_start = now.checked_sub(Duration::from_millis(20)).unwrap_or(now);
+                    if let Ok(samples) = self.decoder.decode_float(Some(&following[..]), &mut self.pcm[..FRAME], true) {
+                        self.hear(samples, position_ms, frame_start, now, false);
+                    }
+                }
+                None => {
+                    // Concealed, as a browser's decoder does, which keeps its state in step.
+                    let _ = self.decoder.decode_float(None::<&[u8]>, &mut self.pcm[..FRAME], false);
+                    self.concealed(position_ms, 20);
+                }
+            }
+        }
+    }
+
+    /// Decodes and judges one packet, in its turn.
+    fn play(&mut self, packet: &Waiting) {
+        let position_ms = packet.media_time / SAMPLES_PER_MS;
+        let base = self.base_transit.unwrap_or(packet.transit);
+        let late = packet.transit - base > self.jitter_buffer.as_secs_f64();
         if late {
             self.heard.late += 1;
             self.concealed(position_ms, 20);
         }
-        let Ok(samples) = self.decoder.decode_float(Some(payload), &mut self.pcm[..], false) else { return };
-        let frame_start = arrived.checked_sub(Duration::from_millis(20)).unwrap_or(arrived);
+        let Ok(samples) = self.decoder.decode_float(Some(&packet.payload[..]), &mut self.pcm[..], false) else { return };
+        let frame_start = packet.arrived.checked_sub(Duration::from_millis(20)).unwrap_or(packet.arrived);
+        self.hear(samples, position_ms, frame_start, packet.arrived, late);
+    }
+
+    /// Judges `samples` decoded into `pcm`, heard at `arrived`: the line's own voice, or a listen.
+    fn hear(&mut self, samples: usize, position_ms: u64, frame_start: Instant, arrived: Instant, concealed: bool) {
         // After its key goes off a line may still hear its own last frames, until another
         // talker has spoken on it: what comes then is theirs.
         let own_voice = self.talking
@@ -270,7 +355,7 @@ impl Ear {
         if own_voice {
             self.own_voice(samples, position_ms);
         } else {
-            self.listen(samples, position_ms, frame_start, late);
+            self.listen(samples, position_ms, frame_start, concealed);
         }
     }
 
@@ -381,9 +466,16 @@ mod tests {
 
     /// [`hear`], with the onsets its talker spoke.
     fn hear_spoken(voice: &Voice, ear_tone: f32, lost: &[u64]) -> (Heard, Vec<Instant>) {
+        hear_over(voice, ear_tone, |seq| (!lost.contains(&seq)).then_some(0))
+    }
+
+    /// [`hear`] over a path that delays packet `seq` by `delay(seq)` ms on top of 30 ms, or
+    /// loses it (None): the ear gets them in the order they arrive.
+    fn hear_over(voice: &Voice, ear_tone: f32, delay: impl Fn(u64) -> Option<u64>) -> (Heard, Vec<Instant>) {
         let onsets = Onsets::default();
         let mut ear = Ear::new("room", ear_tone, onsets.clone(), Duration::from_millis(40)).expect("decoder");
         let started = Instant::now();
+        let mut arriving = Vec::new();
         for (seq, frame) in voice.frames.iter().enumerate() {
             let sent = started + Duration::from_millis(20 * seq as u64 + 20);
             if let Some(onset) = frame.onset {
@@ -391,10 +483,12 @@ mod tests {
                 // The loop's first burst opens a talk spurt; the others go on in it.
                 onsets.spoken("room", at, seq == 0);
             }
-            if lost.contains(&(seq as u64)) {
-                continue;
+            if let Some(extra) = delay(seq as u64) {
+                arriving.push((sent + Duration::from_millis(30 + extra), seq, frame));
             }
-            let arrived = sent + Duration::from_millis(30);
+        }
+        arriving.sort_by_key(|(arrived, seq, _)| (*arrived, *seq));
+        for (arrived, seq, frame) in arriving {
             ear.packet(seq as u64, (seq * FRAME) as u64, arrived, started, &frame.payload);
         }
         (ear.take(), onsets.spoken_in("room"))
@@ -402,7 +496,7 @@ mod tests {
 
     #[test]
     fn a_clean_line_has_its_tone_every_burst_and_no_gap() {
-        let voice = Voice::encode(line_tone(0)).expect("encode");
+        let voice = Voice::encode(line_tone(0), 0).expect("encode");
         let (heard, spoken) = hear_spoken(&voice, line_tone(0), &[]);
         assert_eq!(heard.bursts, 8, "{heard:?}");
         assert_eq!((heard.gaps, heard.lost, heard.late), (0, 0, 0), "{heard:?}");
@@ -426,7 +520,7 @@ mod tests {
 
     #[test]
     fn another_line_s_tone_is_heard_as_other() {
-        let voice = Voice::encode(line_tone(1)).expect("encode");
+        let voice = Voice::encode(line_tone(1), 0).expect("encode");
         let heard = hear(&voice, line_tone(0), &[]);
         let (tone, other) = (heard.tone_db().expect("judged"), heard.other_db().expect("judged"));
         assert!(other > tone + 20.0, "tone {tone:.1}, other {other:.1}");
@@ -434,7 +528,7 @@ mod tests {
 
     #[test]
     fn a_packet_lost_inside_a_burst_is_a_gap() {
-        let voice = Voice::encode(line_tone(0)).expect("encode");
+        let voice = Voice::encode(line_tone(0), 0).expect("encode");
         // Packet 10 is in the middle of the first burst; 22 is in the cycle's silence.
         let heard = hear(&voice, line_tone(0), &[10, 22]);
         assert_eq!(heard.lost, 2, "{heard:?}");
@@ -443,8 +537,32 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_overtaken_within_the_jitter_buffer_is_heard_in_its_turn_one_later_is_late() {
+        let voice = Voice::encode(line_tone(0), 0).expect("encode");
+        // Packet 10 comes 30 ms late, after 11: the buffer (40 ms) waits for it.
+        let (waited, _) = hear_over(&voice, line_tone(0), |seq| Some(if seq == 10 { 30 } else { 0 }));
+        assert_eq!((waited.lost, waited.late, waited.gaps), (0, 0, 0), "{waited:?}");
+        // 70 ms late: given up when a packet comes after its wait, a gap; late when it comes.
+        let (given_up, _) = hear_over(&voice, line_tone(0), |seq| Some(if seq == 10 { 70 } else { 0 }));
+        assert_eq!((given_up.lost, given_up.late, given_up.gaps), (1, 1, 1), "{given_up:?}");
+    }
+
+    #[test]
+    fn a_lost_packet_is_rebuilt_from_the_next_one_s_fec_and_concealed_without() {
+        let with_fec = Voice::encode(line_tone(0), 10).expect("encode");
+        let rebuilt = hear(&with_fec, line_tone(0), &[10]);
+        assert_eq!((rebuilt.lost, rebuilt.fec_recovered, rebuilt.gaps), (1, 1, 0), "{rebuilt:?}");
+        assert_eq!(rebuilt.concealed_ms, 0, "{rebuilt:?}");
+        // Two in a row: the first concealed, the second rebuilt.
+        let two = hear(&with_fec, line_tone(0), &[10, 11]);
+        assert_eq!((two.lost, two.fec_recovered, two.gaps, two.concealed_ms), (2, 1, 1, 20), "{two:?}");
+        let without = hear(&Voice::encode(line_tone(0), 0).expect("encode"), line_tone(0), &[10]);
+        assert_eq!((without.fec_recovered, without.gaps, without.concealed_ms), (0, 1, 20), "{without:?}");
+    }
+
+    #[test]
     fn a_gap_in_the_burst_that_opens_a_spurt_is_the_onset_s() {
-        let voice = Voice::encode(line_tone(0)).expect("encode");
+        let voice = Voice::encode(line_tone(0), 0).expect("encode");
         // The first burst (packets 0–19) opens the spurt; the second (25–44) goes on in it.
         let opening = hear(&voice, line_tone(0), &[3]);
         assert_eq!((opening.spurts, opening.gaps, opening.onset_gaps), (1, 1, 1), "{opening:?}");
@@ -459,7 +577,7 @@ mod tests {
     }
 
     fn one_loud_frame_after(key: impl FnOnce(&mut Ear, &Onsets, Instant)) -> Heard {
-        let voice = Voice::encode(line_tone(0)).expect("encode");
+        let voice = Voice::encode(line_tone(0), 0).expect("encode");
         let onsets = Onsets::default();
         let mut ear = Ear::new("room", line_tone(0), onsets.clone(), Duration::from_millis(40)).expect("decoder");
         let started = Instant::now();

@@ -57,10 +57,13 @@ pub struct Voice {
 }
 
 impl Voice {
-    /// Encodes the loop of `frequency`'s bursts.
-    pub fn encode(frequency: f32) -> Result<Voice, audiopus::Error> {
+    /// Encodes the loop of `frequency`'s bursts; with in-band FEC for `fec_percent` % of loss,
+    /// as a browser that measured that loss on its link sends (0: none).
+    pub fn encode(frequency: f32, fec_percent: u8) -> Result<Voice, audiopus::Error> {
         let mut encoder = Encoder::new(SampleRate::Hz48000, Channels::Mono, Application::Voip)?;
         encoder.set_bitrate(Bitrate::BitsPerSecond(BITRATE))?;
+        encoder.set_inband_fec(fec_percent > 0)?;
+        encoder.set_packet_loss_perc(fec_percent)?;
         let samples = bursts(frequency);
         let mut frames = Vec::with_capacity(samples.len() / FRAME);
         let mut output = [0u8; 1500];
@@ -110,7 +113,7 @@ mod tests {
 
     #[test]
     fn each_cycle_starts_a_burst_at_its_own_phase() {
-        let voice = Voice::encode(line_tone(0)).expect("encode");
+        let voice = Voice::encode(line_tone(0), 0).expect("encode");
         assert_eq!(voice.frames.len(), CYCLES * CYCLE_FRAMES);
         let onsets: Vec<usize> = voice.frames.iter().filter_map(|f| f.onset).collect();
         assert_eq!(onsets, [0, 336, 672, 48, 384, 720, 96, 432]);
