@@ -24,6 +24,8 @@ use partyline_shared::bridge::{BridgeState, PtpState};
 use partyline_shared::config::DIRECT_ROOM_PREFIX;
 use partyline_shared::sync::lock;
 use serde::Serialize;
+
+use crate::links::LinkQuality;
 use tokio::sync::{broadcast, mpsc};
 
 /// Events kept for resuming.
@@ -32,7 +34,7 @@ pub const RING: usize = 1024;
 pub const CLIENT_BUFFER: usize = 256;
 
 /// One event, as `data:` of the stream (its `event:` is the `type`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum LiveEvent {
     /// A user joined a line (its group's room).
@@ -61,6 +63,17 @@ pub enum LiveEvent {
     JanusState { state: JanusState, message: String },
     /// One Janus node of the pool changed state (`message`: why it is down, empty when up).
     NodeState { node: String, state: JanusState, message: String },
+    /// The link of a crew member's line was judged anew (`quality`: good, degraded or poor),
+    /// from the figures its panel measures.
+    LinkChanged {
+        identity: String,
+        username: String,
+        group_id: String,
+        quality: LinkQuality,
+        loss_percent: f32,
+        jitter_ms: f32,
+        rtt_ms: Option<f32>,
+    },
     /// A crew member's session left a node that was lost or removed: its panel joins again
     /// by itself on a live node.
     SessionMoved { identity: String, username: String, node: String },
@@ -84,6 +97,7 @@ impl LiveEvent {
             LiveEvent::PtpState { .. } => "ptpState",
             LiveEvent::JanusState { .. } => "janusState",
             LiveEvent::NodeState { .. } => "nodeState",
+            LiveEvent::LinkChanged { .. } => "linkChanged",
             LiveEvent::SessionMoved { .. } => "sessionMoved",
             LiveEvent::Log { .. } => "log",
         }

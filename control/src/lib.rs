@@ -27,6 +27,7 @@ mod janus;
 mod janus_proxy;
 mod limits;
 mod linger;
+mod links;
 mod logring;
 mod panels;
 mod pin;

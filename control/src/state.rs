@@ -16,6 +16,7 @@ use crate::events::EventBus;
 use crate::janus::Janus;
 use crate::limits::PerMinute;
 use crate::linger::LingeringAcceptor;
+use crate::links::Links;
 use crate::logring::LogRing;
 use crate::panels::Panels;
 use crate::pin::PinLimiter;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub calls: Arc<Calls>,
     /// The panels' remote control: commands to them, their reported state.
     pub panels: Arc<Panels>,
+    /// The crew's links as their panels measure them.
+    pub links: Arc<Links>,
     /// WHIP and WHEP sessions.
     pub streams: Arc<Streams>,
     /// PIN tries per client address, and the verifications running.
@@ -74,6 +77,7 @@ impl AppState {
             users,
             calls: Arc::default(),
             panels: Arc::default(),
+            links: Arc::default(),
             streams: Arc::default(),
             pins: Arc::default(),
             token_rate: Arc::default(),

@@ -77,7 +77,11 @@ fn profiles() -> Vec<Profile> {
             path: Path { loss: Loss::bursty(3.0, 3.0), jitter: Duration::ZERO },
             loss_percent: 3,
         },
-        Profile { name: "30 ms jitter", path: Path { loss: Loss::None, jitter: Duration::from_millis(30) }, loss_percent: 0 },
+        Profile {
+            name: "30 ms jitter",
+            path: Path { loss: Loss::None, jitter: Duration::from_millis(30) },
+            loss_percent: 0,
+        },
     ]
 }
 
@@ -149,7 +153,12 @@ async fn case(o: &BenchOptions, profile: &Profile, protected: bool) -> Case {
     tokio::time::sleep(Duration::from_secs(o.seconds)).await;
     let heard = crew.heard().await;
     let seconds = judged.elapsed().as_secs_f64();
-    eprintln!("bench_lossy: {} ({}): {:.0} s", profile.name, if protected { "on" } else { "off" }, started.elapsed().as_secs_f64());
+    eprintln!(
+        "bench_lossy: {} ({}): {:.0} s",
+        profile.name,
+        if protected { "on" } else { "off" },
+        started.elapsed().as_secs_f64()
+    );
     crew.leave(2).await;
     drop(janus);
     let listener = heard.into_iter().nth(1).and_then(|p| p.lines.into_iter().next()).map(|(_, _, h)| h);
@@ -158,7 +167,11 @@ async fn case(o: &BenchOptions, profile: &Profile, protected: bool) -> Case {
 
 fn row(case: &Case, clean_m2e: Option<f64>) -> String {
     let Some(h) = &case.heard else {
-        return format!("| {} | {} | the crew could not join (see stderr) | | | | | | | |", case.profile, on_off(case.protected));
+        return format!(
+            "| {} | {} | the crew could not join (see stderr) | | | | | | | |",
+            case.profile,
+            on_off(case.protected)
+        );
     };
     let m2e = case.mouth_to_ear();
     let m2e_text = m2e.map_or_else(|| "-".to_owned(), |s| format!("{:.0} / {:.0}", s.median, s.p95));
@@ -201,7 +214,11 @@ async fn main() {
         }
     }
     let clean_m2e = |protected: bool| {
-        cases.iter().find(|c| c.profile == "clean" && c.protected == protected).and_then(Case::mouth_to_ear).map(|s| s.median)
+        cases
+            .iter()
+            .find(|c| c.profile == "clean" && c.protected == protected)
+            .and_then(Case::mouth_to_ear)
+            .map(|s| s.median)
     };
 
     println!("## Lossy links (`bench/lossy`): a talker and a listener on a bad link, protection off and on\n");

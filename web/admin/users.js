@@ -163,7 +163,14 @@ function createLine(identity, groupId) {
     h('span', { class: 'line-joined' }),
     h('span', { class: 'line-call' }, 'calling'),
     h('span', { class: 'line-muted' }, 'muted by admin'),
+    h('span', { class: 'line-link' }),
     mute, talkOff, remove);
+}
+
+/** A line's link in a few words: `link good: 0.4 % lost, 3 ms jitter, 12 ms round trip`. */
+function linkText({ quality, lossPercent, jitterMs, rttMs }) {
+  const rtt = Number.isFinite(rttMs) ? `, ${Math.round(rttMs)} ms round trip` : '';
+  return `link ${quality}: ${lossPercent.toFixed(1)} % lost, ${Math.round(jitterMs)} ms jitter${rtt}`;
 }
 
 /** A line's name: its group's, or for a direct line the other end's. */
@@ -186,6 +193,9 @@ function updateLine(li, user, line) {
   remove.disabled = leaving.has(user.identity) || leaving.has(`${user.identity} ${line.groupId}`);
   setAttr(li, 'data-muted', line.mutedByAdmin ? '' : null);
   li.querySelector('.line-muted').hidden = !line.mutedByAdmin;
+  // The link as the panel last measured it (control's judgement of its figures).
+  setAttr(li, 'data-link', line.link?.quality ?? null);
+  setText(li.querySelector('.line-link'), line.link ? linkText(line.link) : '');
   const mute = li.querySelector('.line-mute');
   setText(mute, line.mutedByAdmin ? 'Unmute' : 'Mute');
   setAttr(mute, 'aria-pressed', String(Boolean(line.mutedByAdmin)));

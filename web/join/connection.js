@@ -359,6 +359,45 @@ class LineLink {
     }
   }
 
+  /**
+   * The line's link since the last call, from its peer connection's statistics: the loss of
+   * what it hears (of what it sends, on a talk-only line, as the server reports it), the
+   * jitter and the round trip. Null before media flows.
+   */
+  async measure() {
+    const pc = this.handle?.webrtcStuff?.pc;
+    if (!pc || !this.mediaUp || this.ended) return null;
+    let inbound = null;
+    let remote = null;
+    let pair = null;
+    (await pc.getStats()).forEach((s) => {
+      if (s.type === 'inbound-rtp' && s.kind === 'audio') inbound = s;
+      else if (s.type === 'remote-inbound-rtp' && s.kind === 'audio') remote = s;
+      else if (s.type === 'candidate-pair' && s.state === 'succeeded' && s.nominated) pair = s;
+    });
+    let lossPercent = 0;
+    let jitterMs = 0;
+    if (inbound) {
+      const before = this.lastInbound ?? { packetsLost: 0, packetsReceived: 0 };
+      this.lastInbound = inbound;
+      const lost = Math.max(0, (inbound.packetsLost ?? 0) - before.packetsLost);
+      const received = Math.max(0, (inbound.packetsReceived ?? 0) - before.packetsReceived);
+      lossPercent = lost + received > 0 ? (100 * lost) / (lost + received) : 0;
+      jitterMs = (inbound.jitter ?? 0) * 1000;
+    } else if (remote) {
+      lossPercent = (remote.fractionLost ?? 0) * 100;
+      jitterMs = (remote.jitter ?? 0) * 1000;
+    }
+    const rtt = pair?.currentRoundTripTime ?? remote?.roundTripTime;
+    const bounded = (ms) => Math.min(Math.max(ms, 0), 10_000);
+    return {
+      groupId: this.line.groupId,
+      lossPercent: Math.min(lossPercent, 100),
+      jitterMs: bounded(jitterMs),
+      ...(Number.isFinite(rtt) ? { rttMs: bounded(rtt * 1000) } : {}),
+    };
+  }
+
   setTalking(on) {
     if (!this.track) return;
     this.talking = on;

@@ -7,6 +7,7 @@ import { Connection, KickedError, initJanus } from '/join/connection.js';
 import { followEvents } from '/join/events.js';
 import { releaseHeld, showAnnounce, showMicMuted } from '/join/keys.js';
 import { linesOf, setLines } from '/join/lines.js';
+import { followLinks, stopLinks } from '/join/link.js';
 import { closeMicrophone, openMicrophone } from '/join/microphone.js';
 import { clearPeople, directJoined } from '/join/people.js';
 import { showRemote } from '/join/remote.js';
@@ -96,6 +97,7 @@ const connectionEvents = {
     showMessage(null);
     setState('connected', connectedText());
     if (session.token?.token) followEvents(session.token.token, onMoved);
+    followLinks();
   },
   onLost(reason) {
     scheduleReconnect(reason);
@@ -177,6 +179,7 @@ function scheduleReconnect(reason) {
 }
 
 function stopSession() {
+  stopLinks();
   clearTimeout(session.retryTimer);
   session.retryTimer = null;
   session.events?.abort();

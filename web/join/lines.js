@@ -192,6 +192,24 @@ class Line {
   }
 
   /** Who is on the line and who has a talk key on: AudioBridge's participant lists. */
+  /** The link's judgement (good, degraded, poor) and the figures it was made of. */
+  setLink(quality, figures) {
+    this.el.dataset.link = quality;
+    const bars = this.q('.line-link');
+    const rtt = Number.isFinite(figures?.rttMs) ? `, ${Math.round(figures.rttMs)} ms round trip` : '';
+    const text = figures
+      ? `${figures.lossPercent.toFixed(1)} % lost, ${Math.round(figures.jitterMs)} ms jitter${rtt}`
+      : '';
+    bars.hidden = false;
+    bars.title = `Link ${quality}: ${text}`;
+    bars.setAttribute('aria-label', `Link to ${this.info.name}: ${quality}, ${text}`);
+    const warning = this.q('.line-link-warning');
+    warning.hidden = quality === 'good';
+    warning.textContent = quality === 'poor'
+      ? `Poor link (${text}): words will drop. Move closer to the access point or change network.`
+      : `Weak link (${text}): a word may drop now and then.`;
+  }
+
   setPeople(people) {
     this.people = new Map(people);
     this.showPeople();

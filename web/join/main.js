@@ -42,6 +42,9 @@
 //                                            control's surface went silent, or the admin
 //     data-program="true"                    a program line (the show's sound; listen only);
 //                                            absent on other lines
+//     data-link="good|degraded|poor"         the line's link as control judged the panel's last
+//                                            measure of it (every 5 s; absent before the first);
+//                                            a warning under the line while it is not good
 //     data-dimmed="true|false"               a program line dimmed (by the token's
 //                                            programDimDb) while another line is heard or the
 //                                            user talks; absent on other lines

@@ -112,6 +112,14 @@ describe('crew panel', { timeout: 240_000 }, () => {
     report(`released: talker light off after ${offMs} ms, Bob below ${QUIET_DB} dBFS after ${since(t1)} ms, then max ${quiet.max} dBFS`);
     assert.ok(quiet.max < QUIET_DB, `Bob hears ${quiet.max} dBFS after Alice released`);
     assert.equal((await bob.lineState(line)).talkers, '');
+    // Each panel measures its line's link and shows control's judgement; the admin sees the figures.
+    await bob.page.waitForFunction((id) => document.querySelector(`[data-line="${id}"]`).dataset.link === 'good', line, { timeout: 8000 });
+    const { body: users } = await control.admin('GET', '/users?state=all');
+    const link = users.users.find((u) => u.username === 'Bob').lines[0].link;
+    report(`Bob's link as his panel measured it: ${JSON.stringify(link)}`);
+    assert.equal(link.quality, 'good');
+    assert.ok(link.lossPercent < 3 && link.jitterMs < 20 && link.rttMs < 300, JSON.stringify(link));
+    assert.ok(await bob.line(line).locator('.line-link-warning').isHidden(), 'no warning on a good link');
     assert.deepEqual([...alice.errors, ...bob.errors, ...cleo.errors], []);
     await Promise.all([alice, bob, cleo].map((p) => p.close()));
   });

@@ -114,6 +114,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(session::call))
         .routes(routes!(session::session_events))
         .routes(routes!(session::session_state))
+        .routes(routes!(session::session_link))
         .routes(routes!(direct::open_direct))
         .routes(routes!(streams::whip, streams::whip_options))
         .routes(routes!(streams::whip_end, streams::whip_trickle, streams::whip_resource_options))

@@ -197,6 +197,7 @@ pub(super) fn view(state: &AppState, user: &User) -> UserView {
     let mut view = user.view();
     for line in &mut view.lines {
         line.call = state.calls.is_calling(&line.group_id);
+        line.link = state.links.of(&user.identity, &line.group_id);
     }
     view
 }

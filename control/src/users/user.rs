@@ -12,6 +12,7 @@ use time::format_description::well_known::Rfc3339;
 use super::UNUSED_TOKEN_LIFETIME;
 use super::direct::Peer;
 use super::store::{CrewRecord, LineRecord};
+use crate::links::LinkState;
 use crate::secrets::SecretValue;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -77,6 +78,8 @@ pub struct LineState {
     pub muted_by_admin: bool,
     /// A direct line's other end (its name); null on a group's line.
     pub direct_with: Option<String>,
+    /// The link as the panel last measured it; null before its first report.
+    pub link: Option<LinkState>,
 }
 
 /// A registered user. Its `Debug` leaves the token out (a [`SecretValue`]: secrets never reach
@@ -158,6 +161,7 @@ impl User {
                     call: false,
                     muted_by_admin: l.muted_by_admin,
                     direct_with: l.direct.as_ref().map(|p| p.username.clone()),
+                    link: None,
                 })
                 .collect(),
             kind: self.kind,

@@ -68,7 +68,7 @@ impl Subscriber {
     }
 
     /// The next event named `name`, skipping others (log lines of the requests, …).
-    async fn next_named(&mut self, name: &str) -> SseEvent {
+    pub(crate) async fn next_named(&mut self, name: &str) -> SseEvent {
         loop {
             let event = self.next(Duration::from_secs(5)).await;
             if event.name == name {

@@ -502,3 +502,59 @@ async fn a_panel_rejoining_after_it_left_keeps_its_key_and_mutes_with_both_secre
     assert_ne!(once_more["panelKey"], json!(key), "once only");
     assert!(!control.log_text().contains(key), "the panel key is in control's log");
 }
+
+/// A panel's link report (WebRTC statistics of its lines) is judged, answered, shown in the
+/// admin's users list, and a change of judgement is an event and a warning; bad reports are
+/// refused naming what is wrong, and leave the last figures as they were.
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn a_panel_s_link_report_is_judged_shown_to_the_admin_and_a_change_is_an_event() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let (status, issued) = token(control, json!({ "username": "Ann", "groupId": "stage-left" })).await;
+    assert_eq!(status, StatusCode::OK, "{issued}");
+    let ann = issued["token"].as_str().expect("token").to_owned();
+    let mut events = crate::events::Subscriber::open_untimed(control).await;
+    let report = |loss: f64, jitter: f64| json!({ "token": ann, "lines": [{ "groupId": "stage-left", "lossPercent": loss, "jitterMs": jitter, "rttMs": 12.0 }] });
+    let link_of = async || {
+        let (_, users) = control.get_json("/admin/users?state=all").await;
+        users["users"][0]["lines"][0]["link"].clone()
+    };
+
+    let (status, judged) = control.post_json("/session/link", report(0.5, 4.0)).await;
+    assert_eq!((status, &judged["lines"]), (StatusCode::OK, &json!([{ "groupId": "stage-left", "quality": "good" }])));
+    let shown = link_of().await;
+    assert_eq!(shown, json!({ "lossPercent": 0.5, "jitterMs": 4.0, "rttMs": 12.0, "quality": "good" }));
+    let (status, body) = control.post_json("/session/link", report(12.0, 4.0)).await;
+    assert_eq!((status, &body["code"]), (StatusCode::TOO_MANY_REQUESTS, &json!("too_many_reports")), "{body}");
+
+    // A second later, 12 % loss: poor, an event, a warning.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (status, judged) = control.post_json("/session/link", report(12.0, 4.0)).await;
+    assert_eq!((status, &judged["lines"][0]["quality"]), (StatusCode::OK, &json!("poor")), "{judged}");
+    let event = events.next_named("linkChanged").await;
+    assert_eq!((&event.data["username"], &event.data["groupId"]), (&json!("Ann"), &json!("stage-left")));
+    assert_eq!((&event.data["quality"], &event.data["lossPercent"]), (&json!("poor"), &json!(12.0)));
+    wait_for("the warning", SOON, async || control.log_text().contains("a crew member's link degraded").then_some(()))
+        .await;
+
+    // Refused, each naming the problem; the figures stay the last good report's.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let line = |fields: Value| {
+        let mut line = json!({ "groupId": "stage-left", "lossPercent": 1.0, "jitterMs": 1.0 });
+        line.as_object_mut().expect("object").extend(fields.as_object().expect("object").clone());
+        json!({ "token": ann, "lines": [line] })
+    };
+    for (body, status, names) in [
+        (line(json!({ "groupId": "backstage" })), StatusCode::BAD_REQUEST, "backstage"),
+        (line(json!({ "lossPercent": 150.0 })), StatusCode::BAD_REQUEST, "lossPercent"),
+        (line(json!({ "jitterMs": -1.0 })), StatusCode::BAD_REQUEST, "jitterMs"),
+        (line(json!({ "codec": "opus" })), StatusCode::BAD_REQUEST, "codec"),
+        (json!({ "token": "nope", "lines": [] }), StatusCode::FORBIDDEN, ""),
+    ] {
+        let (got, answer) = control.post_json("/session/link", body.clone()).await;
+        assert_eq!(got, status, "{body}: {answer}");
+        assert!(answer["error"].as_str().is_some_and(|e| e.contains(names)), "{body}: {answer}");
+    }
+    assert_eq!(link_of().await["quality"], "poor", "the last report's judgement stays");
+}

@@ -339,7 +339,9 @@ impl Ear {
             self.heard.late += 1;
             self.concealed(position_ms, 20);
         }
-        let Ok(samples) = self.decoder.decode_float(Some(&packet.payload[..]), &mut self.pcm[..], false) else { return };
+        let Ok(samples) = self.decoder.decode_float(Some(&packet.payload[..]), &mut self.pcm[..], false) else {
+            return;
+        };
         let frame_start = packet.arrived.checked_sub(Duration::from_millis(20)).unwrap_or(packet.arrived);
         self.hear(samples, position_ms, frame_start, packet.arrived, late);
     }
