@@ -1,4 +1,5 @@
-//! The open routes' rate limit: how many tokens one client address gets per minute.
+//! The open routes' rate limit: how many tokens one client address gets per minute; and what
+//! such limits count as one address ([`address_key`]).
 //!
 //! A sliding window per address (the times of the last minute's grants), so a burst at the
 //! edge of a minute cannot get twice the rate. Addresses with nothing in the window are
@@ -43,6 +44,7 @@ impl PerMinute {
     }
 
     fn take_at(&self, from: IpAddr, limit: u32, now: Instant) -> Take {
+        let from = address_key(from);
         let mut granted = lock(&self.granted);
         granted.retain(|_, grants| {
             while grants.times.front().is_some_and(|&at| now.saturating_duration_since(at) >= WINDOW) {
@@ -61,9 +63,30 @@ impl PerMinute {
     }
 }
 
+/// What the limits on the open routes key an address on: an IPv4 address, or an IPv6 /64 (one
+/// host is given a whole /64 and picks any address in it).
+pub fn address_key(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_host_counts_as_its_64_and_a_mapped_ipv4_as_itself() {
+        let key = |text: &str| address_key(text.parse().expect("an address"));
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:bbbb::9"), "one /64");
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"));
+        assert_ne!(key("192.0.2.7"), key("192.0.2.8"));
+    }
 
     #[test]
     fn a_minute_s_grants_per_address_in_a_sliding_window() {

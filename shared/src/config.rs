@@ -714,8 +714,12 @@ pub struct CrewConfig {
     /// shares an address, so this is sized for a whole crew joining within a minute.
     pub tokens_per_minute: TokenRate,
     /// Tokens issued and not used yet, from everyone together: past this, new ones wait until
-    /// some are used or expire (10 minutes after their issue).
+    /// some are used or expire (10 minutes after their issue). A rejoining panel (`resume`) is
+    /// never refused for it.
     pub max_pending_tokens: PendingTokens,
+    /// Tokens issued and not used yet from one client address (an IPv6 /64): one host cannot
+    /// hold the whole of `maxPendingTokens` and lock every other join out.
+    pub max_pending_per_address: PendingTokens,
     /// How far a panel dims its program lines while someone talks on its other lines or its
     /// user talks: -60 to 0 dB (0: no dimming).
     pub program_dim_db: i32,
@@ -730,6 +734,9 @@ impl Default for CrewConfig {
             max_remote_talk_seconds: RemoteTalkSeconds(30),
             tokens_per_minute: TokenRate(120),
             max_pending_tokens: PendingTokens(200),
+            // A crew behind one NAT joining at once holds a few pending at a time (a join
+            // takes about a second); an address holding more is filling the global cap.
+            max_pending_per_address: PendingTokens(16),
             program_dim_db: -14,
             direct_calls: DirectCalls::default(),
         }

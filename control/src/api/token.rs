@@ -108,7 +108,7 @@ pub struct TokenResponse {
     responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, description = "A PIN is needed (`pin_required`) or wrong (`wrong_pin`)", body = ErrorBody),
         (status = 403, description = "The name or the address is banned by the admin for now (`banned`)", body = ErrorBody),
-        (status = 429, description = "Too many wrong PINs from this address (`too_many_tries`), too many tokens asked from it (`too_many_tokens`), or too many unused tokens overall (`too_many_pending`)", body = ErrorBody),
+        (status = 429, description = "Too many wrong PINs from this address (`too_many_tries`), too many tokens asked from it (`too_many_tokens`) or unused ones held by it (`too_many_pending_here`), or too many unused tokens overall (`too_many_pending`: never for a panel that resumes)", body = ErrorBody),
         (status = 503, description = "Janus is unreachable; nothing was registered", body = ErrorBody)))]
 pub async fn token(
     State(state): State<AppState>,
@@ -124,7 +124,7 @@ pub async fn token(
         .map_err(|m| ApiError::BadRequest(format!("username: {m} (1 to {MAX_NAME_CHARS} printable characters)")))?;
     let config = state.config.current();
     let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(address))| address.ip());
-    check_limits(&state, &config, client)?;
+    check_limits(&state, &config, client, body.resume.is_some())?;
     if let Some(ban) = state.bans.find(&username, client) {
         tracing::info!(%client, username, ban = ban.id, "a banned name or address asked for a token: refused");
         return Err(ApiError::Denied { code: "banned", message: format!("refused by the admin until {}", ban.until) });
@@ -149,10 +149,12 @@ pub async fn token(
     Ok(Json(token_response(&state, &config, &user, &headers)))
 }
 
-/// The open route's limits: tokens per client address a minute, and unused tokens overall
-/// (`crew.tokensPerMinute`, `crew.maxPendingTokens`). A flood from one address is refused
-/// before it costs a registration, a write of `crew.json` or a request to Janus.
-fn check_limits(state: &AppState, config: &Config, client: IpAddr) -> Result<(), ApiError> {
+/// The open route's limits: tokens per client address a minute, unused tokens per address and
+/// overall (`crew.tokensPerMinute`, `crew.maxPendingPerAddress`, `crew.maxPendingTokens`). A
+/// flood from one address is refused before it costs a registration, a write of `crew.json`
+/// or a request to Janus. A panel rejoining after a network drop (`resuming`) is never refused
+/// for the overall cap, which others may have filled.
+fn check_limits(state: &AppState, config: &Config, client: IpAddr, resuming: bool) -> Result<(), ApiError> {
     let per_minute = config.crew.tokens_per_minute.get();
     if let Take::Refused { first } = state.token_rate.take(client, per_minute) {
         if first {
@@ -163,9 +165,21 @@ fn check_limits(state: &AppState, config: &Config, client: IpAddr) -> Result<(),
             message: format!("too many tokens asked from this address (at most {per_minute} a minute): wait a moment"),
         });
     }
+    let here = config.crew.max_pending_per_address.get() as usize;
+    if state.users.pending_crew_from(client) >= here {
+        tracing::warn!(%client, pending = here, "unused tokens of one address at crew.maxPendingPerAddress: refused");
+        return Err(ApiError::Limited {
+            code: "too_many_pending_here",
+            message: format!(
+                "this address holds {here} tokens not used yet (crew.maxPendingPerAddress): join with them first"
+            ),
+        });
+    }
     let most = config.crew.max_pending_tokens.get() as usize;
-    if state.users.pending_crew() >= most {
-        tracing::warn!(%client, pending = most, "unused tokens at crew.maxPendingTokens: a token refused");
+    if !resuming && state.users.pending_crew() >= most {
+        let (holder, held) = state.users.most_pending_address().unwrap_or((client, 0));
+        tracing::warn!(%client, pending = most, %holder, held,
+            "unused tokens at crew.maxPendingTokens: a token refused (the address holding the most named)");
         return Err(ApiError::Limited {
             code: "too_many_pending",
             message: format!("{most} tokens are waiting to be used (crew.maxPendingTokens): try again in a moment"),

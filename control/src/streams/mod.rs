@@ -89,6 +89,28 @@ pub struct StartRequest {
 #[derive(Debug, Default)]
 pub struct Streams {
     sessions: Mutex<HashMap<String, Stream>>,
+    /// Sessions being started, per kind and group: counted against [`MAX_PER_GROUP`] from the
+    /// check on, so that offers arriving together cannot all pass it while Janus answers.
+    /// Always locked after `sessions`.
+    starting: Mutex<HashMap<(StreamKind, String), usize>>,
+}
+
+/// A session's place under the cap while it starts; given back when dropped.
+struct Slot<'a> {
+    streams: &'a Streams,
+    key: (StreamKind, String),
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut starting = lock(&self.streams.starting);
+        if let Some(count) = starting.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                starting.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl Streams {
@@ -108,10 +130,7 @@ impl Streams {
     ) -> Result<(Stream, String), StreamError> {
         let StartRequest { kind, group, token, offer, address } = request;
         check_offer(&offer, kind)?;
-        let running = lock(&self.sessions).values().filter(|s| s.kind == kind && s.group == group).count();
-        if running >= MAX_PER_GROUP {
-            return Err(StreamError::Full { group, kind: kind.as_str() });
-        }
+        let _slot = self.reserve(kind, &group)?;
         let whip = kind == StreamKind::Whip;
         let name = format!("{} ({})", token.name, kind.as_str().to_uppercase());
         let user = janus.issue_token(&name, vec![Line::new(&group, !whip, whip)], None, address, None, None).await?;
@@ -129,7 +148,9 @@ impl Streams {
                 group: LOCAL_GROUP.to_owned(),
                 bitrate,
                 muted: !whip,
-                prebuffer: prebuffer_packets(config.audio.jitter_buffer_ms.get()),
+                // A publisher talks from its join on: one packet over the rooms' prebuffering,
+                // as a panel's talk key (`janus_proxy::policy::Priming`).
+                prebuffer: prebuffer_packets(config.audio.jitter_buffer_ms.get()) + u32::from(whip),
                 rtp: None,
             };
             let jsep = Jsep { kind: JsepType::Offer, sdp: offer.clone() };
@@ -165,6 +186,19 @@ impl Streams {
         );
         tokio::spawn(Arc::clone(self).follow(Arc::clone(janus), stream.clone(), events));
         Ok((stream, answer))
+    }
+
+    /// A place under the cap for a session of `kind` in `group`, taken before anything awaits.
+    fn reserve(&self, kind: StreamKind, group: &str) -> Result<Slot<'_>, StreamError> {
+        let sessions = lock(&self.sessions);
+        let mut starting = lock(&self.starting);
+        let key = (kind, group.to_owned());
+        let running = sessions.values().filter(|s| s.kind == kind && s.group == group).count();
+        if running + starting.get(&key).copied().unwrap_or(0) >= MAX_PER_GROUP {
+            return Err(StreamError::Full { group: group.to_owned(), kind: kind.as_str() });
+        }
+        *starting.entry(key.clone()).or_default() += 1;
+        Ok(Slot { streams: self, key })
     }
 
     /// Ends session `id` (`why` is logged): its Janus session destroyed, its participant

@@ -1,5 +1,7 @@
 //! What a WHIP or WHEP offer must be before it goes to Janus: an SDP with an audio section that
-//! offers Opus, whose direction suits the kind (a WHIP client sends, a WHEP client receives).
+//! offers Opus, whose direction is the kind's and only that (a WHIP client only sends, a WHEP
+//! client only receives: a `sendrecv` WHIP offer would be answered `sendrecv` and get the line's
+//! mix, which a publish-only token must not).
 //! Janus checks the rest; this is so that a bad offer is a clear 400, and nothing is
 //! registered for it.
 
@@ -31,11 +33,11 @@ pub fn check_offer(offer: &str, kind: StreamKind) -> Result<(), BadSdp> {
         })
         .unwrap_or("sendrecv");
     let fits = match kind {
-        StreamKind::Whip => matches!(direction, "sendonly" | "sendrecv"),
-        StreamKind::Whep => matches!(direction, "recvonly" | "sendrecv"),
+        StreamKind::Whip => direction == "sendonly",
+        StreamKind::Whep => direction == "recvonly",
     };
     if !fits {
-        let what = if kind == StreamKind::Whip { "sends (sendonly)" } else { "receives (recvonly)" };
+        let what = if kind == StreamKind::Whip { "only sends (sendonly)" } else { "only receives (recvonly)" };
         return Err(BadSdp::new(
             "wrong_direction",
             format!("the audio section is {direction}: a {} client {what}", kind.as_str().to_uppercase()),
@@ -122,8 +124,11 @@ mod tests {
     fn an_offer_needs_opus_audio_in_the_direction_of_its_kind() {
         assert_eq!(check_offer(OFFER, StreamKind::Whip), Ok(()));
         assert_eq!(check_offer(&OFFER.replace("sendonly", "recvonly"), StreamKind::Whep), Ok(()));
-        assert_eq!(check_offer(&OFFER.replace("a=sendonly\r\n", ""), StreamKind::Whep), Ok(()), "sendrecv by default");
         let cases = [
+            // sendrecv, said or by default: a publisher would receive the line, a player send.
+            (&*OFFER.replace("sendonly", "sendrecv"), StreamKind::Whip, "wrong_direction"),
+            (&*OFFER.replace("a=sendonly\r\n", ""), StreamKind::Whip, "wrong_direction"),
+            (&*OFFER.replace("sendonly", "sendrecv"), StreamKind::Whep, "wrong_direction"),
             ("hello", StreamKind::Whip, "bad_sdp"),
             (&*OFFER.replace("m=audio", "m=video"), StreamKind::Whip, "no_audio"),
             (&*OFFER.replace("opus/48000/2", "PCMU/8000"), StreamKind::Whip, "unsupported_codec"),

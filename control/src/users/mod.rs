@@ -378,6 +378,28 @@ impl Users {
         self.lock().values().filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending).count()
     }
 
+    /// Crew members holding a token they have not used yet, asked for from `client`'s
+    /// address (its /64 for IPv6).
+    pub fn pending_crew_from(&self, client: IpAddr) -> usize {
+        let key = crate::limits::address_key(client);
+        self.lock()
+            .values()
+            .filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending)
+            .filter(|u| u.address.is_some_and(|a| crate::limits::address_key(a) == key))
+            .count()
+    }
+
+    /// The address (its /64 for IPv6) holding the most unused tokens, and how many.
+    pub fn most_pending_address(&self) -> Option<(IpAddr, usize)> {
+        let mut counts: HashMap<IpAddr, usize> = HashMap::new();
+        for user in self.lock().values().filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending) {
+            if let Some(address) = user.address {
+                *counts.entry(crate::limits::address_key(address)).or_default() += 1;
+            }
+        }
+        counts.into_iter().max_by_key(|(_, n)| *n)
+    }
+
     pub fn active_connections(&self) -> u64 {
         self.lock().values().filter(|u| u.state == UserState::Connected).count() as u64
     }
@@ -603,3 +625,4 @@ mod tests {
         assert!(Users::restore(dir.path(), EventBus::default()).list().is_empty(), "the expiry is stored");
     }
 }
+

@@ -558,3 +558,51 @@ async fn a_panel_s_link_report_is_judged_shown_to_the_admin_and_a_change_is_an_e
     }
     assert_eq!(link_of().await["quality"], "poor", "the last report's judgement stays");
 }
+
+/// One address cannot hold every unused token (`crew.maxPendingPerAddress`), a full
+/// `crew.maxPendingTokens` refuses new joins but never a panel rejoining after a network drop,
+/// and the log names the address holding the most.
+#[cfg(feature = "services")]
+#[tokio::test]
+async fn one_address_cannot_hold_every_unused_token_and_a_rejoin_is_never_refused_for_them() {
+    let limits = "crew:\n  maxPendingTokens: 20\n  maxPendingPerAddress: 8\n";
+    let stack = Stack::start_custom(partyline_testkit::janus::Janus::builder(), GROUPS, limits, &[]).await;
+    let control = &stack.control;
+    let from = |last: u8| {
+        let client = reqwest::Client::builder().no_proxy().local_address(std::net::IpAddr::from([127, 0, 0, last]));
+        client.build().expect("a client")
+    };
+    let ask = async |client: &reqwest::Client, name: &str, resume: Option<Value>| {
+        let mut body = json!({ "username": name, "groupId": "stage-left" });
+        if let Some(resume) = resume {
+            body["resume"] = resume;
+        }
+        let response = client.post(control.url("/token")).json(&body).send().await.expect("control");
+        (response.status(), response.json::<Value>().await.expect("JSON"))
+    };
+    let (attacker, victim) = (from(2), from(3));
+    let mut answers = Vec::new();
+    for k in 0..12 {
+        answers.push(ask(&attacker, &format!("Bot {k}"), None).await);
+    }
+    let issued = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
+    let refused: Vec<&Value> =
+        answers.iter().filter(|(s, _)| *s == StatusCode::TOO_MANY_REQUESTS).map(|(_, b)| b).collect();
+    assert_eq!((issued, refused.len()), (8, 4), "{answers:?}");
+    assert!(refused.iter().all(|b| b["code"] == "too_many_pending_here"), "{refused:?}");
+    let (status, ann) = ask(&victim, "Ann", None).await;
+    assert_eq!(status, StatusCode::OK, "another address joins: {ann}");
+
+    // The overall cap filled from two more addresses: a new join waits, a rejoin does not.
+    for (last, count) in [(4, 8), (5, 3)] {
+        for k in 0..count {
+            assert_eq!(ask(&from(last), &format!("Crew {last}-{k}"), None).await.0, StatusCode::OK);
+        }
+    }
+    let (status, body) = ask(&from(6), "Ben", None).await;
+    assert_eq!((status, &body["code"]), (StatusCode::TOO_MANY_REQUESTS, &json!("too_many_pending")), "{body}");
+    assert!(control.log_text().contains("holder=127.0.0."), "the log names who holds the tokens");
+    let resume = json!({ "token": ann["token"], "panelKey": ann["panelKey"] });
+    let (status, rejoined) = ask(&victim, "Ann", Some(resume)).await;
+    assert_eq!(status, StatusCode::OK, "a rejoin is never refused for the overall cap: {rejoined}");
+}

@@ -213,6 +213,16 @@ async fn bad_whip_and_whep_requests_are_refused_with_their_code_and_leave_nothin
             "wrong_direction",
         ),
         (
+            // Answered sendrecv, it would get the line's mix with a publish-only token.
+            "a sendrecv WHIP offer",
+            &whip_url,
+            Some(whip.as_str()),
+            sdp,
+            WHEP_OFFER.replace("a=recvonly", "a=sendrecv"),
+            StatusCode::BAD_REQUEST,
+            "wrong_direction",
+        ),
+        (
             "no ICE credentials",
             &whip_url,
             Some(whip.as_str()),
@@ -304,4 +314,21 @@ async fn the_admin_disconnects_a_source_and_a_group_takes_four_sessions_of_a_kin
         (post().await.0 == StatusCode::CREATED).then_some(())
     })
     .await;
+}
+
+/// Offers that come together are held to the cap as one after the other would be: sixteen
+/// WHIP offers at once give four sessions and twelve refusals, and nothing left of those.
+#[tokio::test]
+async fn sixteen_offers_at_once_get_four_sessions_and_twelve_refusals() {
+    let stack = Stack::start(GROUPS).await;
+    let control = &stack.control;
+    let (secret, url) = stream_token(control, "show", "whip", "Mixer").await;
+    let offer = whip_offer();
+    let posts = (0..16).map(|_| send(reqwest::Method::POST, &url, Some(&secret), Some("application/sdp"), &offer));
+    let statuses: Vec<StatusCode> =
+        futures_util::future::join_all(posts).await.into_iter().map(|(s, _, _)| s).collect();
+    let created = statuses.iter().filter(|s| **s == StatusCode::CREATED).count();
+    let refused = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((created, refused), (4, 12), "{statuses:?}");
+    assert_eq!(users(control).await.len(), 4, "the refused left nothing registered");
 }
