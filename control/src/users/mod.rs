@@ -625,4 +625,3 @@ mod tests {
         assert!(Users::restore(dir.path(), EventBus::default()).list().is_empty(), "the expiry is stored");
     }
 }
-
