@@ -734,9 +734,10 @@ impl Default for CrewConfig {
             max_remote_talk_seconds: RemoteTalkSeconds(30),
             tokens_per_minute: TokenRate(120),
             max_pending_tokens: PendingTokens(200),
-            // A crew behind one NAT joining at once holds a few pending at a time (a join
-            // takes about a second); an address holding more is filling the global cap.
-            max_pending_per_address: PendingTokens(16),
+            // A quarter of the overall cap: a crew behind one NAT joining at once holds a few
+            // dozen pending at a time (a join takes about a second); one address cannot hold
+            // the whole overall cap.
+            max_pending_per_address: PendingTokens(50),
             program_dim_db: -14,
             direct_calls: DirectCalls::default(),
         }

@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use super::error::unavailable;
 use super::positions::LineView;
 use super::{ApiError, ApiJson, AppState, ErrorBody};
-use crate::limits::Take;
+use crate::limits::{Take, address_key};
 use crate::users::{Line, User};
 
 /// A crew member asking for a panel: one group (`groupId`), a prepared `position`, or its own
@@ -165,8 +165,9 @@ fn check_limits(state: &AppState, config: &Config, client: IpAddr, resuming: boo
             message: format!("too many tokens asked from this address (at most {per_minute} a minute): wait a moment"),
         });
     }
+    let pending = state.users.pending_crew_by_address();
     let here = config.crew.max_pending_per_address.get() as usize;
-    if state.users.pending_crew_from(client) >= here {
+    if pending.get(&address_key(client)).is_some_and(|&held| held >= here) {
         tracing::warn!(%client, pending = here, "unused tokens of one address at crew.maxPendingPerAddress: refused");
         return Err(ApiError::Limited {
             code: "too_many_pending_here",
@@ -176,8 +177,8 @@ fn check_limits(state: &AppState, config: &Config, client: IpAddr, resuming: boo
         });
     }
     let most = config.crew.max_pending_tokens.get() as usize;
-    if !resuming && state.users.pending_crew() >= most {
-        let (holder, held) = state.users.most_pending_address().unwrap_or((client, 0));
+    if !resuming && pending.values().sum::<usize>() >= most {
+        let (holder, held) = pending.iter().max_by_key(|(_, held)| **held).map_or((client, 0), |(a, h)| (*a, *h));
         tracing::warn!(%client, pending = most, %holder, held,
             "unused tokens at crew.maxPendingTokens: a token refused (the address holding the most named)");
         return Err(ApiError::Limited {

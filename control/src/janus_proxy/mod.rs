@@ -14,6 +14,7 @@
 //! and Janus's kick event, which says the same, may arrive after the close.
 
 mod policy;
+mod requests;
 
 use std::sync::Arc;
 use std::time::Duration;

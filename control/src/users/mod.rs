@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+mod counts;
 mod direct;
 mod locked;
 mod removals;
@@ -371,41 +372,6 @@ impl Users {
             users.crew_changed();
         }
         Some((line, now, last))
-    }
-
-    /// Crew members holding a token they have not used yet.
-    pub fn pending_crew(&self) -> usize {
-        self.lock().values().filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending).count()
-    }
-
-    /// Crew members holding a token they have not used yet, asked for from `client`'s
-    /// address (its /64 for IPv6).
-    pub fn pending_crew_from(&self, client: IpAddr) -> usize {
-        let key = crate::limits::address_key(client);
-        self.lock()
-            .values()
-            .filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending)
-            .filter(|u| u.address.is_some_and(|a| crate::limits::address_key(a) == key))
-            .count()
-    }
-
-    /// The address (its /64 for IPv6) holding the most unused tokens, and how many.
-    pub fn most_pending_address(&self) -> Option<(IpAddr, usize)> {
-        let mut counts: HashMap<IpAddr, usize> = HashMap::new();
-        for user in self.lock().values().filter(|u| u.kind == UserKind::Crew && u.state == UserState::Pending) {
-            if let Some(address) = user.address {
-                *counts.entry(crate::limits::address_key(address)).or_default() += 1;
-            }
-        }
-        counts.into_iter().max_by_key(|(_, n)| *n)
-    }
-
-    pub fn active_connections(&self) -> u64 {
-        self.lock().values().filter(|u| u.state == UserState::Connected).count() as u64
-    }
-
-    pub fn total_connections(&self) -> u64 {
-        self.total_connections.load(Ordering::Relaxed)
     }
 
     /// Every registered user's token (crew and server audio users), for Janus.

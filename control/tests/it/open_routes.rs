@@ -85,23 +85,29 @@ async fn a_position_without_a_pin_asks_for_its_protected_groups_pins() {
     assert_eq!(token(control, join(Some("4321"))).await.0, StatusCode::UNAUTHORIZED, "not the group's any more");
 }
 
-/// A flood of token requests from one address gets `crew.tokensPerMinute` tokens and then 429s,
-/// logged once; unused tokens overall stop at `crew.maxPendingTokens`.
+/// A flood of token requests from one address gets `crew.tokensPerMinute` grants a minute and
+/// then 429s, logged once; of those, one address holds at most `crew.maxPendingPerAddress`
+/// unused tokens (50; a few over while requests run at once: the count is read before Janus
+/// answers).
 #[tokio::test]
 async fn a_token_flood_is_limited_per_address_and_overall() {
     let stack = Stack::start(GROUPS).await;
     let control = &stack.control;
     let ask = json!({ "username": "Flood", "groupId": "foh" });
     let answers = flood(control, ask.clone(), 300, 16).await;
-    let (granted, limited) =
-        (count(&answers, StatusCode::OK, ""), count(&answers, StatusCode::TOO_MANY_REQUESTS, "too_many_tokens"));
-    assert_eq!((granted, limited), (120, 180), "the default: 120 a minute from one address");
+    let (granted, held, limited) = (
+        count(&answers, StatusCode::OK, ""),
+        count(&answers, StatusCode::TOO_MANY_REQUESTS, "too_many_pending_here"),
+        count(&answers, StatusCode::TOO_MANY_REQUESTS, "too_many_tokens"),
+    );
+    assert_eq!(limited, 180, "the default: 120 a minute from one address");
+    assert!((50..=50 + 16).contains(&granted) && granted + held == 120, "{granted} granted, {held} held back");
     let pending = control.get_json("/admin/users?state=pending").await.1["count"].clone();
-    assert_eq!(pending, json!(120), "only the granted are registered");
+    assert_eq!(pending, json!(granted), "only the granted are registered");
     let crew_file: Value =
         serde_json::from_str(&std::fs::read_to_string(control.dir().join("crew.json")).expect("crew.json"))
             .expect("JSON");
-    assert_eq!(crew_file["crew"].as_array().map(Vec::len), Some(120), "and stored");
+    assert_eq!(crew_file["crew"].as_array().map(Vec::len), Some(granted), "and stored");
     let (_, logs) = control.get_json("/admin/logs?level=warn&limit=1000").await;
     let warned = logs["logs"]
         .as_array()

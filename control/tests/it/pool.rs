@@ -53,7 +53,7 @@ impl Pool {
             .map(|_| Janus::builder().events(&events, event_pass).own_namespace().start())
             .collect();
         let template = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {event_pass}\n  nodes:\n{{nodes}}audio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {event_pass}\n  nodes:\n{{nodes}}audio:\n  jitterBufferMs: 40\ncrew:\n  maxPendingPerAddress: 1000\ngroups:\n{groups}",
             janus[0].admin_secret(),
             janus[0].room_admin_key(),
         );
