@@ -40,7 +40,7 @@ const CREW_CPU: u32 = 0;
 const GROUPS: &str = "groups:\n  - name: Load 1\n  - name: Load 2\n  - name: Load 3\n  - name: Load 4\n";
 const POSITION: &str = "positions:\n  - name: Crew\n    listen: [load-1, load-2, load-3, load-4]\n    talk: [load-1, load-2, load-3, load-4]\n";
 /// The whole crew joins from one address within seconds: no token limit may get in its way.
-const CREW: &str = "crew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n";
+const CREW: &str = "crew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n  maxPendingPerAddress: 5000\n";
 
 #[derive(Debug, Clone)]
 struct Options {

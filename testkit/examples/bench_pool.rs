@@ -80,7 +80,7 @@ impl Pool {
         let items: String =
             nodes.iter().zip(capacities).enumerate().map(|(i, (n, &c))| n.node_yaml(&format!("n{i}"), c)).collect();
         let config = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {EVENT_SECRET}\n  nodes:\n{items}logging:\n  level: warn\naudio:\n  jitterBufferMs: 40\ngroups:\n  - name: Stage\ncrew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n",
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {EVENT_SECRET}\n  nodes:\n{items}logging:\n  level: warn\naudio:\n  jitterBufferMs: 40\ngroups:\n  - name: Stage\ncrew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n  maxPendingPerAddress: 5000\n",
             nodes[0].admin_secret(),
             nodes[0].room_admin_key(),
         );
