@@ -33,6 +33,7 @@ pub fn events_app(state: AppState) -> Router {
     api::event_routes()
         .fallback(api::route_not_found)
         .layer(DefaultBodyLimit::max(api::EVENTS_BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(state.clone(), api::janus_events::authenticate_node))
         .layer(middleware::from_fn(api::log_errors))
         .with_state(state)
 }

@@ -2,14 +2,17 @@
 //! disconnect holds against someone who simply asks for a new token. In memory: a restart of
 //! control lifts them (a ban is for the show, not for good).
 //!
-//! A name is compared as its slug ("Éve " and "eve" are one name); an address as it is (a crew
-//! behind one NAT shares it: banning it bans them all, which the admin UI says).
+//! A name is compared as its slug ("Éve " and "eve" are one name); an address as it is, an IPv6
+//! one on its /64 (a crew behind one NAT shares it: banning it bans them all, which the admin
+//! UI says). A ban also ends every session of that name or address at once (`crate::api`).
 
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use partyline_shared::slugify;
+
+use crate::limits::address_key;
 use partyline_shared::sync::lock;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -79,10 +82,14 @@ impl Bans {
         view
     }
 
-    /// The ban in force on `username` or `address`, if any.
-    pub fn find(&self, username: &str, address: IpAddr) -> Option<BanView> {
+    /// The ban in force on `username` or `address` (an IPv6 address's /64), if any.
+    pub fn find(&self, username: &str, address: Option<IpAddr>) -> Option<BanView> {
         let slug = slugify(username);
-        self.in_force(|ban| ban.slug.as_deref() == Some(slug.as_str()) || ban.address == Some(address)).pop()
+        let key = address.map(address_key);
+        self.in_force(|ban| {
+            ban.slug.as_deref() == Some(slug.as_str()) || (key.is_some() && ban.address.map(address_key) == key)
+        })
+        .pop()
     }
 
     /// The bans in force, oldest first.
@@ -115,14 +122,18 @@ mod tests {
         let bans = Bans::default();
         let (eve, other) = (IpAddr::from([10, 0, 0, 9]), IpAddr::from([10, 0, 0, 1]));
         let by_name = bans.add(Some("Éve"), None, Duration::from_secs(60));
-        assert!(bans.find(" eve", other).is_some(), "the same slug");
-        assert!(bans.find("Eva", other).is_none());
+        assert!(bans.find(" eve", Some(other)).is_some(), "the same slug");
+        assert!(bans.find("Eva", Some(other)).is_none());
         let by_address = bans.add(None, Some(eve), Duration::from_secs(60));
-        assert_eq!(bans.find("Anyone", eve).map(|b| b.id), Some(by_address.id));
+        assert_eq!(bans.find("Anyone", Some(eve)).map(|b| b.id), Some(by_address.id));
         assert!(bans.lift(by_name.id) && !bans.lift(by_name.id));
-        assert!(bans.find("eve", other).is_none(), "lifted");
+        assert!(bans.find("eve", Some(other)).is_none(), "lifted");
         bans.add(Some("Max"), None, Duration::ZERO);
-        assert!(bans.find("max", other).is_none(), "over");
+        assert!(bans.find("max", None).is_none(), "over");
         assert_eq!(bans.list().len(), 1);
+        let v6 = bans.add(None, Some(IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, 9])), Duration::from_secs(60));
+        let same_64 = IpAddr::from([0x2001, 0xdb8, 0, 1, 0xabcd, 0, 0, 1]);
+        assert_eq!(bans.find("Anyone", Some(same_64)).map(|b| b.id), Some(v6.id), "an IPv6 ban holds its /64");
+        assert!(bans.find("Anyone", Some(IpAddr::from([0x2001, 0xdb8, 0, 2, 0, 0, 0, 9]))).is_none());
     }
 }

@@ -1,13 +1,14 @@
-//! The open routes' rate limit: how many tokens one client address gets per minute; and what
-//! such limits count as one address ([`address_key`]).
+//! The open routes' limits: how many tokens one client address gets per minute, how many event
+//! streams one crew member holds; and what such limits count as one address ([`address_key`]).
 //!
 //! A sliding window per address (the times of the last minute's grants), so a burst at the
 //! edge of a minute cannot get twice the rate. Addresses with nothing in the window are
 //! forgotten, which bounds the memory by the addresses seen within a minute.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use partyline_shared::sync::lock;
@@ -72,6 +73,82 @@ pub fn address_key(address: IpAddr) -> IpAddr {
             Some(v4) => IpAddr::V4(v4),
             None => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
         },
+    }
+}
+
+/// Event streams one crew member may hold open at once (its panel's session stream, its
+/// control surfaces' streams): a token holds a few, not any number.
+pub const MAX_STREAMS_PER_SESSION: usize = 8;
+
+/// Places held per key (a client address's connections, a crew member's streams): one is
+/// taken while its key holds few enough, and given back when dropped.
+#[derive(Debug)]
+pub struct Places<K> {
+    held: Arc<Mutex<HashMap<K, usize>>>,
+}
+
+impl<K> Default for Places<K> {
+    fn default() -> Self {
+        Places { held: Arc::default() }
+    }
+}
+
+impl<K> Clone for Places<K> {
+    fn clone(&self) -> Self {
+        Places { held: Arc::clone(&self.held) }
+    }
+}
+
+impl<K: Hash + Eq + Clone> Places<K> {
+    /// A place for `key` if `allowed` says yes to the number it holds now.
+    pub fn take_if(&self, key: K, allowed: impl FnOnce(usize) -> bool) -> Option<Place<K>> {
+        let mut held = lock(&self.held);
+        let count = held.entry(key.clone()).or_default();
+        if !allowed(*count) {
+            if *count == 0 {
+                held.remove(&key);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(Place { held: Arc::clone(&self.held), key })
+    }
+
+    /// The keys holding places now.
+    pub fn keys(&self) -> usize {
+        lock(&self.held).len()
+    }
+}
+
+/// One place of a [`Places`], given back when dropped.
+#[derive(Debug)]
+pub struct Place<K: Hash + Eq> {
+    held: Arc<Mutex<HashMap<K, usize>>>,
+    key: K,
+}
+
+impl<K: Hash + Eq> Drop for Place<K> {
+    fn drop(&mut self) {
+        let mut held = lock(&self.held);
+        if let Some(count) = held.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// The event streams open per crew member.
+pub type StreamPlaces = Places<String>;
+/// One of a crew member's streams.
+pub type StreamPlace = Place<String>;
+
+impl StreamPlaces {
+    /// A place for one more stream of `identity`, if it holds fewer than
+    /// [`MAX_STREAMS_PER_SESSION`].
+    pub fn take(&self, identity: &str) -> Option<StreamPlace> {
+        self.take_if(identity.to_owned(), |held| held < MAX_STREAMS_PER_SESSION)
     }
 }
 

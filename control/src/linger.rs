@@ -36,6 +36,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
+use crate::per_address::{AddressSlot, PerAddress};
+
 /// Most bytes read and discarded from a closing connection before it is closed anyway.
 pub const LINGER_BYTES: usize = 4 * 1024 * 1024;
 /// Longest a closing connection is drained before it is closed anyway.
@@ -72,6 +74,8 @@ pub const WRITE_STALL: Duration = Duration::from_secs(30);
 pub struct LingeringAcceptor {
     slots: Arc<Semaphore>,
     max: usize,
+    /// Each address's share of the cap, when it has one (the public listener's).
+    per_address: Option<PerAddress>,
     /// When a connection over the cap was last logged: a flood is one warning a minute, not one
     /// per connection.
     last_warned: Arc<Mutex<Option<Instant>>>,
@@ -80,7 +84,13 @@ pub struct LingeringAcceptor {
 impl LingeringAcceptor {
     /// Holds at most `max` connections at once.
     pub fn new(max: usize) -> Self {
-        Self { slots: Arc::new(Semaphore::new(max)), max, last_warned: Arc::default() }
+        Self { slots: Arc::new(Semaphore::new(max)), max, per_address: None, last_warned: Arc::default() }
+    }
+
+    /// Holds at most each address's share of the cap too ([`PerAddress`]).
+    pub fn with_per_address(mut self, per_address: PerAddress) -> Self {
+        self.per_address = Some(per_address);
+        self
     }
 
     /// The connections open now.
@@ -93,7 +103,7 @@ impl LingeringAcceptor {
         self.max
     }
 
-    fn warn_full(&self, stream: &TcpStream) {
+    fn warn_full(&self, stream: &TcpStream, whose: &str) {
         let mut last = lock(&self.last_warned);
         if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             *last = Some(Instant::now());
@@ -101,7 +111,7 @@ impl LingeringAcceptor {
             tracing::warn!(
                 max = self.max,
                 peer,
-                "connection cap reached: new connections are closed until some end (logged once a minute)"
+                "{whose} connection cap reached: its new connections are closed until some end (logged once a minute)"
             );
         }
     }
@@ -116,12 +126,22 @@ impl<S> axum_server::accept::Accept<TcpStream, S> for LingeringAcceptor {
     type Future = Ready<io::Result<(Lingering, S)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let address_slot = match (&self.per_address, stream.peer_addr()) {
+            (Some(per_address), Ok(peer)) => match per_address.take(peer.ip()) {
+                Some(slot) => Some(slot),
+                None => {
+                    self.warn_full(&stream, "an address's");
+                    return ready(Err(io::Error::other("the address's connection cap reached")));
+                }
+            },
+            _ => None,
+        };
         let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
-            self.warn_full(&stream);
+            self.warn_full(&stream, "the listener's");
             return ready(Err(io::Error::other("connection cap reached")));
         };
         let mut stream = Lingering::new(stream, WRITE_STALL);
-        stream.slot = Some(slot);
+        stream.slot = Some((slot, address_slot));
         ready(Ok((stream, service)))
     }
 }
@@ -136,8 +156,9 @@ pub struct Lingering {
     write_stall: Duration,
     /// Running while writes wait for the client; `None` after any progress.
     stalled: Option<Pin<Box<Sleep>>>,
-    /// Its place under the acceptor's cap, given back once the socket is closed.
-    slot: Option<OwnedSemaphorePermit>,
+    /// Its place under the acceptor's cap (and its address's), given back once the socket is
+    /// closed.
+    slot: Option<(OwnedSemaphorePermit, Option<AddressSlot>)>,
 }
 
 impl Lingering {

@@ -1,6 +1,7 @@
 //! PINs of groups and positions: stored as PBKDF2-HMAC-SHA256 hashes with a random salt (ring),
 //! checked in constant time, and guessed at most [`MAX_WRONG_TRIES`] times a minute from one
-//! address. A PIN is never stored, logged or shown.
+//! address and [`MAX_WRONG_PER_PIN`] times a minute from all. A PIN is never stored, logged or
+//! shown.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -66,13 +67,37 @@ fn iterations(n: u32) -> NonZeroU32 {
 /// tens of milliseconds, on purpose.
 const MAX_VERIFYING: usize = 2;
 
-/// PIN tries per client address: at most [`MAX_WRONG_TRIES`] wrong ones in any [`WINDOW`]. A try
-/// counts from before it is verified (a try in flight holds a place as if it were wrong), so
-/// guesses sent in parallel cannot get more than that many verified; a right one gives its
-/// place back. And at most [`MAX_VERIFYING`] verifications run at once, whoever asks.
+/// Wrong tries of one PIN per [`WINDOW`], from every address together: guesses spread over
+/// many addresses (a LAN, IPv6) get no further than this. A 4-digit PIN then takes days of
+/// guessing where one address alone would take a month, and the admin sees the warning.
+pub const MAX_WRONG_PER_PIN: u32 = 20;
+
+/// What a budget of wrong tries is kept for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Budget {
+    /// A client address (an IPv6 /64 as one: [`crate::limits::address_key`]).
+    Address(IpAddr),
+    /// A PIN, by what it guards (`group "foh"`).
+    Pin(String),
+}
+
+impl Budget {
+    fn limit(&self) -> u32 {
+        match self {
+            Budget::Address(_) => MAX_WRONG_TRIES,
+            Budget::Pin(_) => MAX_WRONG_PER_PIN,
+        }
+    }
+}
+
+/// PIN tries: at most [`MAX_WRONG_TRIES`] wrong ones per client address and
+/// [`MAX_WRONG_PER_PIN`] per PIN in any [`WINDOW`]. A try counts from before it is verified (a
+/// try in flight holds a place as if it were wrong), so guesses sent in parallel cannot get
+/// more than that many verified; a right one gives its place back. And at most
+/// [`MAX_VERIFYING`] verifications run at once, whoever asks.
 #[derive(Debug)]
 pub struct PinLimiter {
-    tries: Mutex<HashMap<IpAddr, Tries>>,
+    tries: Mutex<HashMap<Budget, Tries>>,
     /// Woken whenever a try ends: tries waiting for a place look again.
     ended: tokio::sync::Notify,
     verifying: tokio::sync::Semaphore,
@@ -107,50 +132,80 @@ impl Tries {
     }
 }
 
-/// `from` has tried [`MAX_WRONG_TRIES`] wrong PINs within the last minute.
-#[derive(Debug, thiserror::Error)]
-#[error("too many wrong PINs from {0}")]
-pub struct TooManyTries(pub IpAddr);
+/// A try refused: its address, or its PIN, has had its wrong tries for the window.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TooManyTries {
+    #[error("too many wrong PINs from {0}")]
+    FromAddress(IpAddr),
+    #[error("too many wrong tries of the PIN of {0} from the network: it is refused for a minute")]
+    OfPin(String),
+}
 
 impl PinLimiter {
-    /// A place for one try from `from`, once one is free (tries of `from` in flight hold
-    /// theirs until verified), and a turn among the verifications; refused at once when `from`
-    /// has had its wrong tries for the window.
-    pub async fn begin(&self, from: IpAddr) -> Result<PinTry<'_>, TooManyTries> {
+    /// A place for one try from `from` of the PIN guarding `guarded`, once one is free (tries
+    /// in flight hold theirs until verified), and a turn among the verifications; refused at
+    /// once when the address or the PIN has had its wrong tries for the window.
+    pub async fn begin(&self, from: IpAddr, guarded: &str) -> Result<PinTry<'_>, TooManyTries> {
+        let budgets = [Budget::Address(crate::limits::address_key(from)), Budget::Pin(guarded.to_owned())];
         loop {
             let ended = self.ended.notified();
             tokio::pin!(ended);
             // Registered before the check: a try ending in between still wakes this one.
             ended.as_mut().enable();
-            {
-                let mut tries = lock(&self.tries);
-                tries.retain(|_, t| {
-                    t.forget_old();
-                    t.in_flight > 0 || !t.wrong.is_empty()
-                });
-                let mine = tries.entry(from).or_default();
-                if mine.wrong_count() >= MAX_WRONG_TRIES {
-                    return Err(TooManyTries(from));
-                }
-                if mine.wrong_count() + mine.in_flight < MAX_WRONG_TRIES {
-                    mine.in_flight += 1;
-                    break;
-                }
+            if self.take_places(&budgets)? {
+                break;
             }
             ended.await;
         }
-        // Holds the place from here: a request dropped while waiting for its turn gives it up.
-        let mut attempt = PinTry { limiter: self, from, outcome: None, _turn: None };
+        // Holds the places from here: a request dropped while waiting for its turn gives them up.
+        let mut attempt = PinTry { limiter: self, budgets, outcome: None, _turn: None };
         attempt._turn = self.verifying.acquire().await.ok();
         Ok(attempt)
     }
 
-    fn end(&self, from: IpAddr, wrong: bool) {
+    /// Takes a place in each of `budgets` if each has one free now (`false`: wait for a try in
+    /// flight to end); refused when one has had its wrong tries.
+    fn take_places(&self, budgets: &[Budget]) -> Result<bool, TooManyTries> {
         let mut tries = lock(&self.tries);
-        let mine = tries.entry(from).or_default();
-        mine.in_flight = mine.in_flight.saturating_sub(1);
-        if wrong {
-            mine.wrong.push_back(Instant::now());
+        tries.retain(|_, t| {
+            t.forget_old();
+            t.in_flight > 0 || !t.wrong.is_empty()
+        });
+        for budget in budgets {
+            let used = tries.get(budget).map_or(0, Tries::wrong_count);
+            if used >= budget.limit() {
+                return Err(match budget {
+                    Budget::Pin(what) => TooManyTries::OfPin(what.clone()),
+                    Budget::Address(address) => TooManyTries::FromAddress(*address),
+                });
+            }
+        }
+        let free = budgets.iter().all(|b| tries.get(b).is_none_or(|t| t.wrong_count() + t.in_flight < b.limit()));
+        if free {
+            for budget in budgets {
+                tries.entry(budget.clone()).or_default().in_flight += 1;
+            }
+        }
+        Ok(free)
+    }
+
+    fn end(&self, budgets: &[Budget], wrong: bool) {
+        let mut tries = lock(&self.tries);
+        for budget in budgets {
+            let mine = tries.entry(budget.clone()).or_default();
+            mine.in_flight = mine.in_flight.saturating_sub(1);
+            if wrong {
+                mine.wrong.push_back(Instant::now());
+                if let Budget::Pin(what) = budget
+                    && mine.wrong_count() == budget.limit()
+                {
+                    tracing::warn!(
+                        what,
+                        wrong = budget.limit(),
+                        "a PIN's wrong tries from the network are spent: its tries are refused for a minute"
+                    );
+                }
+            }
         }
         drop(tries);
         self.ended.notify_waiters();
@@ -162,7 +217,7 @@ impl PinLimiter {
 #[derive(Debug)]
 pub struct PinTry<'a> {
     limiter: &'a PinLimiter,
-    from: IpAddr,
+    budgets: [Budget; 2],
     outcome: Option<bool>,
     /// The turn among the verifications, held until the try ends.
     _turn: Option<tokio::sync::SemaphorePermit<'a>>,
@@ -180,7 +235,7 @@ impl PinTry<'_> {
 
 impl Drop for PinTry<'_> {
     fn drop(&mut self) {
-        self.limiter.end(self.from, self.outcome.unwrap_or(true));
+        self.limiter.end(&self.budgets, self.outcome.unwrap_or(true));
     }
 }
 
@@ -217,12 +272,12 @@ mod tests {
         let limiter = PinLimiter::default();
         let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
         for _ in 0..MAX_WRONG_TRIES {
-            limiter.begin(a).await.expect("a place").wrong();
+            limiter.begin(a, "stage").await.expect("a place").wrong();
         }
-        assert!(limiter.begin(a).await.is_err(), "refused after {MAX_WRONG_TRIES} wrong PINs");
-        limiter.begin(b).await.expect("another address is not").right();
+        assert!(limiter.begin(a, "stage").await.is_err(), "refused after {MAX_WRONG_TRIES} wrong PINs");
+        limiter.begin(b, "stage").await.expect("another address is not").right();
         for _ in 0..10 {
-            limiter.begin(b).await.expect("right PINs give their place back").right();
+            limiter.begin(b, "stage").await.expect("right PINs give their place back").right();
         }
     }
 
@@ -237,7 +292,7 @@ mod tests {
             .map(|_| {
                 let (limiter, verified) = (std::sync::Arc::clone(&limiter), std::sync::Arc::clone(&verified));
                 tokio::spawn(async move {
-                    let attempt = limiter.begin(from).await.ok()?;
+                    let attempt = limiter.begin(from, "stage").await.ok()?;
                     tokio::task::yield_now().await;
                     verified.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     attempt.wrong();
@@ -258,8 +313,30 @@ mod tests {
         let limiter = PinLimiter::default();
         let from = IpAddr::from([10, 0, 0, 4]);
         for _ in 0..MAX_WRONG_TRIES {
-            drop(limiter.begin(from).await.expect("a place"));
+            drop(limiter.begin(from, "stage").await.expect("a place"));
         }
-        assert!(limiter.begin(from).await.is_err());
+        assert!(limiter.begin(from, "stage").await.is_err());
+    }
+
+    /// Guesses spread over many addresses (a LAN, an IPv6 /64's worth) stop at the PIN's own
+    /// budget, while another PIN is still tried; an IPv6 /64 counts as one address.
+    #[tokio::test]
+    async fn a_pin_s_wrong_tries_are_counted_across_addresses_and_a_64_is_one_address() {
+        let limiter = PinLimiter::default();
+        for n in 0..MAX_WRONG_PER_PIN {
+            let from = IpAddr::from([10, 0, 1, u8::try_from(n).expect("a byte")]);
+            limiter.begin(from, "group \"foh\"").await.expect("a place").wrong();
+        }
+        let fresh = IpAddr::from([10, 0, 2, 1]);
+        let refused = limiter.begin(fresh, "group \"foh\"").await.err();
+        assert_eq!(refused, Some(TooManyTries::OfPin("group \"foh\"".into())));
+        limiter.begin(fresh, "group \"stage\"").await.expect("another PIN is not").right();
+
+        for n in 0..MAX_WRONG_TRIES {
+            let from = IpAddr::from([0x2001, 0xdb8, 0, 7, 0, 0, 0, u16::try_from(n).expect("small")]);
+            limiter.begin(from, "group \"stage\"").await.expect("a place").wrong();
+        }
+        let same_64 = IpAddr::from([0x2001, 0xdb8, 0, 7, 0xffff, 0, 0, 1]);
+        assert!(limiter.begin(same_64, "group \"stage\"").await.is_err(), "the /64 has had its tries");
     }
 }

@@ -20,9 +20,10 @@ use crate::app;
 use crate::config::{self, ConfigManager};
 use crate::linger::{IDLE_TIMEOUT, LingeringAcceptor, MAX_CONNECTIONS};
 use crate::logring::LogRing;
+use crate::per_address::PerAddress;
 use crate::secrets::{self, AdminToken};
 use crate::state::{AppState, Listener, Setup};
-use crate::{Cli, tls};
+use crate::{Cli, events_listener, tls};
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
 
@@ -72,7 +73,8 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         .with_context(|| format!("cannot listen on {} (server.eventsListen)", initial.server.events_listen))?;
     let events_addr = events_listener.local_addr()?;
     warn_if_few_open_files();
-    let connections = LingeringAcceptor::new(MAX_CONNECTIONS);
+    let per_address = PerAddress::default();
+    let connections = LingeringAcceptor::new(MAX_CONNECTIONS).with_per_address(per_address.clone());
     // The crew as the previous process left it (crew.json); Janus's reconciliation then
     // confirms who is still connected and expires unused tokens.
     let state = AppState::new(Setup {
@@ -85,16 +87,18 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         listener: Listener { certificate_sha256, connections: connections.clone(), started },
     })?;
 
+    let users = Arc::clone(&state.users);
+    per_address.count_sessions_with(move |address| users.crew_at(address));
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));
     tokio::spawn(follow_log_level(Arc::clone(&config), filter));
     tokio::spawn(Arc::clone(&state.janus).run());
     tokio::spawn(Arc::clone(&state.janus).close_directs_of_the_removed());
     tokio::spawn(Arc::clone(&state.streams).end_of_the_removed(Arc::clone(&state.janus), Arc::clone(&state.users)));
-    tokio::spawn(config::publish_changes(config, state.events.clone()));
+    tokio::spawn(config::publish_changes(Arc::clone(&config), state.events.clone()));
     tokio::spawn(Arc::clone(&state.bridge).run());
     let events_app = app::events_app(state.clone());
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(events_listener, events_app).await {
+        if let Err(e) = events_listener::serve(events_listener, events_app, config).await {
             tracing::error!(error = %e, "the events listener stopped");
         }
     });

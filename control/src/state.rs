@@ -14,7 +14,7 @@ use crate::calls::Calls;
 use crate::config::ConfigManager;
 use crate::events::EventBus;
 use crate::janus::Janus;
-use crate::limits::PerMinute;
+use crate::limits::{PerMinute, StreamPlaces};
 use crate::linger::LingeringAcceptor;
 use crate::links::Links;
 use crate::logring::LogRing;
@@ -48,6 +48,8 @@ pub struct AppState {
     pub token_rate: Arc<PerMinute>,
     /// Names and addresses the admin refuses tokens to for now.
     pub bans: Arc<Bans>,
+    /// The event streams each crew member holds open.
+    pub stream_places: StreamPlaces,
     /// Live events for the admin's event stream.
     pub events: EventBus,
     /// The SHA-256 of the listener's certificate (`AB:CD:…`), for control surfaces to pin.
@@ -82,6 +84,7 @@ impl AppState {
             pins: Arc::default(),
             token_rate: Arc::default(),
             bans: Arc::default(),
+            stream_places: StreamPlaces::default(),
             events,
             certificate_sha256: listener.certificate_sha256,
             connections: listener.connections,

@@ -224,6 +224,11 @@ pub struct JanusNode {
     /// Its AudioBridge `admin_key`, when not the pool's (`janus.roomAdminKey`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub room_admin_key: Option<Secret>,
+    /// The password its event handler posts with (basic auth, user: its name). Every node but
+    /// the first has one of its own, so that a node's events are known to be its own; the
+    /// first's defaults to the pool's (`janus.eventSecret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_secret: Option<Secret>,
 }
 
 fn default_node_capacity() -> u32 {
@@ -245,6 +250,7 @@ impl JanusConfig {
             capacity: DEFAULT_NODE_CAPACITY,
             admin_secret: None,
             room_admin_key: None,
+            event_secret: None,
         }]
     }
 
@@ -279,8 +285,30 @@ impl JanusConfig {
             if node.site.as_deref().is_some_and(|site| site.trim().is_empty()) {
                 return Err(ConfigError::new(at("site"), "empty: give a name or leave it out"));
             }
+            self.validate_event_secret(&pool, index).map_err(|message| ConfigError::new(at("eventSecret"), message))?;
         }
         Ok(())
+    }
+
+    /// A node's events are accepted as its own only if no other node (nor the pool's default,
+    /// which the first node may use) knows its password.
+    fn validate_event_secret(&self, pool: &[JanusNode], index: usize) -> Result<(), String> {
+        let Some(secret) = &pool[index].event_secret else {
+            return match index {
+                0 => Ok(()),
+                _ => Err("required: every node but the first posts its events with a password of its own".into()),
+            };
+        };
+        if secret.0.len() < 16 {
+            return Err("at least 16 characters".into());
+        }
+        if self.event_secret.as_ref() == Some(secret) {
+            return Err("the same as janus.eventSecret: give each node its own".into());
+        }
+        match pool[..index].iter().position(|other| other.event_secret.as_ref() == Some(secret)) {
+            Some(other) => Err(format!("the same as node {:?}'s: give each node its own", pool[other].name)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -1202,6 +1230,7 @@ impl Config {
         for node in &mut shown.janus.nodes {
             hide(&mut node.admin_secret);
             hide(&mut node.room_admin_key);
+            hide(&mut node.event_secret);
         }
         let pins = shown.groups.iter_mut().map(|g| &mut g.pin).chain(shown.positions.iter_mut().map(|p| &mut p.pin));
         for pin in pins.flatten() {
@@ -1416,8 +1445,12 @@ mod tests {
                 "    - name: {name}\n      url: http://{name}:8088/janus\n      adminUrl: http://{name}:7088/admin\n      wsUrl: ws://{name}:8188\n{extra}"
             )
         };
-        let two =
-            format!("janus:\n  nodes:\n{}{}", node("a", ""), node("b", "      site: truck\n      capacity: 100\n"));
+        let own_events = "      eventSecret: b-posts-under-its-own\n";
+        let two = format!(
+            "janus:\n  nodes:\n{}{}",
+            node("a", ""),
+            node("b", &format!("      site: truck\n      capacity: 100\n{own_events}"))
+        );
         let two_hosts = Config::from_yaml(&format!("{two}server:\n  eventsListen: 10.1.0.1:7089\n")).expect("parses");
         assert_eq!(two_hosts.validate(), Ok(()), "events from nodes on a private network");
         let pool = Config::from_yaml(&two).expect("parses").janus.pool();
@@ -1434,6 +1467,18 @@ mod tests {
             ),
             (format!("janus:\n  nodes:\n{}", node("a", "      site: ' '\n")), "janus.nodes[0].site", "empty"),
             (two.replace("ws://b", "http://b"), "janus.nodes[1].wsUrl", "ws:// or wss://"),
+            (two.replace(own_events, ""), "janus.nodes[1].eventSecret", "a password of its own"),
+            (two.replace("b-posts-under-its-own", "short"), "janus.nodes[1].eventSecret", "at least 16"),
+            (
+                format!("{two}  eventSecret: b-posts-under-its-own\n"),
+                "janus.nodes[1].eventSecret",
+                "the same as janus.eventSecret",
+            ),
+            (
+                two.replacen("wsUrl: ws://a:8188\n", &format!("wsUrl: ws://a:8188\n{own_events}"), 1),
+                "janus.nodes[1].eventSecret",
+                "the same as node \"a\"'s",
+            ),
             ("janus:\n  adminUrl: 127.0.0.1:7088\n".to_owned(), "janus.adminUrl", "http:// or https://"),
             ("server:\n  eventsListen: 0.0.0.0:7089\n".to_owned(), "server.eventsListen", "loopback or private"),
             ("server:\n  eventsListen: 203.0.113.5:7089\n".to_owned(), "server.eventsListen", "loopback or private"),

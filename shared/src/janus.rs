@@ -367,6 +367,9 @@ pub enum JanusError {
     /// A secret the request needs is missing (control's Janus admin secret or room admin key).
     #[error("{0}")]
     NotConfigured(&'static str),
+    /// No live node of the pool has room for a new session (their capacities, summed).
+    #[error("every Janus node is at its capacity ({0} participants)")]
+    Full(u32),
 }
 
 impl JanusError {
@@ -375,7 +378,7 @@ impl JanusError {
         match self {
             JanusError::Unreachable { .. } | JanusError::Protocol(_) => true,
             JanusError::Refused { code, .. } => *code == codes::NO_SUCH_SESSION || *code == codes::UNAUTHORIZED,
-            JanusError::Plugin { .. } | JanusError::NotConfigured(_) => false,
+            JanusError::Plugin { .. } | JanusError::NotConfigured(_) | JanusError::Full(_) => false,
         }
     }
 

@@ -72,15 +72,21 @@ impl Pool {
         let events_reserved = ReservedPort::on(ICE_ADDRESS.parse().expect("an IP address"));
         let events_port = events_reserved.port();
         // Each node in a namespace of its own, as on a host of its own, posting its events to
-        // control on this namespace's private address.
+        // control's events listener on this namespace's private address, each under its name and
+        // a password of its own.
         let events = format!("http://{ICE_ADDRESS}:{events_port}/api/internal/janus-events");
-        let nodes: Vec<Janus> = (0..capacities.len())
-            .map(|_| Janus::builder().events(&events, EVENT_SECRET).own_namespace().start())
+        let names: Vec<String> = (0..capacities.len()).map(|i| format!("n{i}")).collect();
+        let nodes: Vec<Janus> = names
+            .iter()
+            .map(|name| {
+                let secret = format!("{name}-{EVENT_SECRET}");
+                Janus::builder().node_events(&events, name, &secret).own_namespace().start()
+            })
             .collect();
         let items: String =
-            nodes.iter().zip(capacities).enumerate().map(|(i, (n, &c))| n.node_yaml(&format!("n{i}"), c)).collect();
+            nodes.iter().zip(&names).zip(capacities).map(|((n, name), &c)| n.node_yaml(name, c)).collect();
         let config = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {EVENT_SECRET}\n  nodes:\n{items}logging:\n  level: warn\naudio:\n  jitterBufferMs: 40\ngroups:\n  - name: Stage\ncrew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n  maxPendingPerAddress: 5000\n",
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  nodes:\n{items}logging:\n  level: warn\naudio:\n  jitterBufferMs: 40\ngroups:\n  - name: Stage\ncrew:\n  tokensPerMinute: 100000\n  maxPendingTokens: 5000\n  maxPendingPerAddress: 5000\n",
             nodes[0].admin_secret(),
             nodes[0].room_admin_key(),
         );

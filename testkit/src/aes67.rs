@@ -144,6 +144,10 @@ impl Aes67Net {
                     let _ = Command::new("kill").arg("-KILL").args(&pids).status();
                 }
             }
+            // Deleting the port takes its peer with it at once; a namespace's own links go only
+            // when its last process has exited, which a KILL does not wait for, and the next
+            // test's `ip link add` of the same name would find it still there.
+            let _ = Command::new("ip").args(["link", "del", &host.port]).output();
             let _ = Command::new("ip").args(["netns", "del", &host.namespace]).output();
         }
         let _ = Command::new("ip").args(["link", "del", &self.bridge]).output();

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 use crate::netns::{NODE_IFACE, NODE_PREFIX, NodeNet};
 
-/// Basic-auth user of the event handler's posts in tests.
+/// Basic-auth user of the event handler's posts, unless a node's name is given
+/// ([`Builder::node_events`]): the first node's other name, as the package's Janus posts.
 pub const EVENT_USER: &str = "janus";
 
 fn script() -> PathBuf {
@@ -34,6 +35,7 @@ fn unique() -> String {
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     event_url: Option<String>,
+    event_user: String,
     event_pass: String,
     ice_iface: Option<String>,
     own_namespace: bool,
@@ -41,8 +43,15 @@ pub struct Builder {
 
 impl Builder {
     /// Janus posts its events to `url` with basic auth ([`EVENT_USER`], `pass`).
-    pub fn events(mut self, url: &str, pass: &str) -> Builder {
+    pub fn events(self, url: &str, pass: &str) -> Builder {
+        self.node_events(url, EVENT_USER, pass)
+    }
+
+    /// Janus posts its events to `url` as pool node `name` with its own password `pass` (what
+    /// its `janus.nodes` entry's `eventSecret` is: [`Janus::node_yaml`]).
+    pub fn node_events(mut self, url: &str, name: &str, pass: &str) -> Builder {
         self.event_url = Some(url.to_owned());
+        name.clone_into(&mut self.event_user);
         pass.clone_into(&mut self.event_pass);
         self
     }
@@ -101,7 +110,8 @@ impl Janus {
             command.arg(flag).arg(value);
         }
         if let Some(url) = &self.options.event_url {
-            command.args(["--event-url", url, "--event-user", EVENT_USER, "--event-pass", &self.options.event_pass]);
+            let (user, pass) = (&self.options.event_user, &self.options.event_pass);
+            command.args(["--event-url", url, "--event-user", user, "--event-pass", pass]);
         }
         if let Some(net) = &self.net {
             command.args(["--netns", &net.name, "--bind", &net.address, "--allow", NODE_PREFIX]);
@@ -150,11 +160,16 @@ impl Janus {
     }
 
     /// One entry of `janus.nodes` for this instance, named `name`, carrying `capacity`
-    /// participants, with its own secrets (YAML list item, indented for `janus:`).
+    /// participants, with its own secrets (YAML list item, indented for `janus:`), its event
+    /// password among them when it posts events.
     pub fn node_yaml(&self, name: &str, capacity: u32) -> String {
+        let event_secret = match &self.options.event_url {
+            Some(_) => format!("      eventSecret: {}\n", self.options.event_pass),
+            None => String::new(),
+        };
         format!(
             "    - name: {name}\n      url: {}\n      adminUrl: {}\n      wsUrl: {}\n      capacity: {capacity}\n      \
-             adminSecret: {}\n      roomAdminKey: {}\n",
+             adminSecret: {}\n      roomAdminKey: {}\n{event_secret}",
             self.url(),
             self.admin_url(),
             self.ws_url(),

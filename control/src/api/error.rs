@@ -197,6 +197,15 @@ impl From<QueryRejection> for ApiError {
 }
 
 /// Janus could not do what a request needs: 503, saying why.
+/// A crew member's event streams are all taken ([`crate::limits::MAX_STREAMS_PER_SESSION`]).
+pub(super) fn too_many_streams() -> ApiError {
+    let most = crate::limits::MAX_STREAMS_PER_SESSION;
+    ApiError::Limited {
+        code: "too_many_streams",
+        message: format!("this session holds its {most} event streams already"),
+    }
+}
+
 pub(super) fn unavailable(error: &JanusError) -> ApiError {
     ApiError::Unavailable(format!("the media server is unavailable: {error}"))
 }

@@ -12,6 +12,7 @@ mod error;
 mod events;
 mod extract;
 mod groups;
+pub(crate) mod janus_events;
 mod moderation;
 mod panel;
 mod positions;
@@ -144,7 +145,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 fn events_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    let events = OpenApiRouter::new().routes(routes!(users::janus_events));
+    let events = OpenApiRouter::new().routes(routes!(janus_events::janus_events));
     OpenApiRouter::new().nest("/api", events).split_for_parts()
 }
 

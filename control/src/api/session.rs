@@ -17,6 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
 use super::direct::{People, people_of};
+use super::error::too_many_streams;
 use super::sse::{self, EventSource, json_event};
 use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
 use crate::calls::Call;
@@ -74,15 +75,18 @@ pub struct SessionQuery {
 /// reports with `POST /session/state`; `event: moved` with a [`Moved`] when the session's Janus
 /// node was lost or removed (the panel joins again at once, resuming); `event: people` with its
 /// [`People`] at once and whenever they change (person keys and who is online for them, its
-/// direct lines, whom its reply reaches). Ends when the session does.
+/// direct lines, whom its reply reaches). Ends when the session does. A session holds at most
+/// 8 event streams (its own and its control surfaces') at once.
 #[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
     responses((status = 200, description = "The stream of `call`, `admin` and `command` events", body = Call, content_type = "text/event-stream"),
-        (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
+        (status = 403, description = "Unknown or ended session", body = ErrorBody),
+        (status = 429, description = "The session holds its most streams already (8)", body = ErrorBody)))]
 pub async fn session_events(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<SessionQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>>, ApiError> {
     let user = state.users.by_token(&query.token).ok_or(ApiError::Forbidden)?;
+    let place = state.stream_places.take(&user.identity).ok_or_else(too_many_streams)?;
     state.panels.prune(|identity| state.users.get(identity).is_none());
     let backlog = user.lines.iter().map(|line| Push::Admin(admin_state(&state, line))).collect();
     let session = Session {
@@ -97,6 +101,7 @@ pub async fn session_events(
         state,
         opened: false,
         ended: false,
+        _place: place,
     };
     Ok(sse::from_source(session))
 }
@@ -138,6 +143,8 @@ struct Session {
     opened: bool,
     /// The session was removed: nothing more to send.
     ended: bool,
+    /// Its place among the member's streams, given back when it ends.
+    _place: crate::limits::StreamPlace,
 }
 
 impl EventSource for Session {

@@ -17,6 +17,7 @@ use super::error::unavailable;
 use super::positions::LineView;
 use super::{ApiError, ApiJson, AppState, ErrorBody};
 use crate::limits::{Take, address_key};
+use crate::pin::TooManyTries;
 use crate::users::{Line, User};
 
 /// A crew member asking for a panel: one group (`groupId`), a prepared `position`, or its own
@@ -48,10 +49,6 @@ pub struct TokenRequest {
     /// leaving its rooms less than 2 minutes ago, or has not ended yet; otherwise it gets a new one.
     #[serde(default)]
     pub resume: Option<ResumeRequest>,
-    /// The site (`janus.nodes[].site`) whose nodes to be placed on while one is up (a
-    /// position's own site otherwise).
-    #[serde(default)]
-    pub site: Option<String>,
 }
 
 /// A rejoining panel's previous secrets.
@@ -125,12 +122,12 @@ pub async fn token(
     let config = state.config.current();
     let client = client.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ConnectInfo(address))| address.ip());
     check_limits(&state, &config, client, body.resume.is_some())?;
-    if let Some(ban) = state.bans.find(&username, client) {
+    if let Some(ban) = state.bans.find(&username, Some(client)) {
         tracing::info!(%client, username, ban = ban.id, "a banned name or address asked for a token: refused");
         return Err(ApiError::Denied { code: "banned", message: format!("refused by the admin until {}", ban.until) });
     }
     let (lines, pins) = requested_lines(&config, &body)?;
-    let site = requested_site(&config, &body)?;
+    let site = requested_site(&config, &body);
     let position = body.position.as_deref().and_then(|id| config.position(id)).map(|(_, p)| (p.id(), p.announce));
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
@@ -189,16 +186,10 @@ fn check_limits(state: &AppState, config: &Config, client: IpAddr, resuming: boo
     Ok(())
 }
 
-/// The site a request asks to be placed at: its own, or its position's; one no node has is a
-/// 400 naming the sites there are.
-fn requested_site(config: &Config, body: &TokenRequest) -> Result<Option<String>, ApiError> {
-    let position = body.position.as_deref().and_then(|id| config.position(id)).and_then(|(_, p)| p.site.clone());
-    let Some(site) = body.site.clone().or(position) else { return Ok(None) };
-    let sites: Vec<String> = config.janus.pool().into_iter().filter_map(|n| n.site).collect();
-    if !sites.contains(&site) {
-        return Err(ApiError::BadRequest(format!("site: no Janus node is at {site:?} (sites: {sites:?})")));
-    }
-    Ok(Some(site))
+/// The site a session is placed at: its position's (`positions[].site`), never one a client
+/// names (a client could pile sessions onto one node).
+fn requested_site(config: &Config, body: &TokenRequest) -> Option<String> {
+    body.position.as_deref().and_then(|id| config.position(id)).and_then(|(_, p)| p.site.clone())
 }
 
 /// A PIN guarding a group or position a request asks for.
@@ -260,7 +251,7 @@ fn group_pins(config: &Config, lines: &[LineSpec]) -> Vec<PinGuard> {
 }
 
 /// Every guarding PIN must match `given`. Each try takes a place among the client address's
-/// wrong ones before it is verified ([`crate::pin::PinLimiter`]).
+/// wrong ones and among its PIN's before it is verified ([`crate::pin::PinLimiter`]).
 async fn check_pins(
     state: &AppState,
     client: IpAddr,
@@ -269,7 +260,10 @@ async fn check_pins(
 ) -> Result<(), ApiError> {
     let Some(first) = pins.first() else { return Ok(()) };
     let Some(given) = given else { return Err(ApiError::PinRequired(first.what.clone())) };
-    let attempt = state.pins.begin(client).await.map_err(|_| ApiError::TooManyRequests)?;
+    let attempt = state.pins.begin(client, &first.what).await.map_err(|refused| match refused {
+        TooManyTries::FromAddress(_) => ApiError::TooManyRequests,
+        TooManyTries::OfPin(_) => ApiError::Limited { code: "pin_locked", message: refused.to_string() },
+    })?;
     let wrong = tokio::task::spawn_blocking(move || {
         pins.into_iter().find(|guard| !crate::pin::verify(&guard.pin, &given)).map(|guard| guard.what)
     })

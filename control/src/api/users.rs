@@ -1,19 +1,16 @@
 //! Users: tokens for crew members (`/api/token`, `/api/groups`), the connected users and
-//! forced disconnects (`/api/admin/users`), and Janus's event posts (internal listener).
+//! forced disconnects (`/api/admin/users`).
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use base64::Engine as _;
-use partyline_shared::janus::HandlerEvent;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::unavailable;
-use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ErrorBody};
+use super::{ApiError, ApiPath, ApiQuery, AppState, ErrorBody};
 use crate::bans::BanView;
 use crate::janus::{DisconnectError, Disconnected};
-use crate::users::{User, UserState, UserView};
+use crate::users::{User, UserKind, UserState, UserView};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UserList {
@@ -90,7 +87,8 @@ pub struct BanQuery {
 
 /// Disconnect a user for good: kicked from the room, its Janus sessions ended, token revoked (a
 /// rejoin with it is refused); with `banName` and/or `banAddress`, new tokens for its name or
-/// address are refused for `banMinutes`. While Janus is unreachable the user is removed all the
+/// address are refused for `banMinutes`, and every other session of that name or address ends
+/// too. While Janus is unreachable the user is removed all the
 /// same, and kicked and revoked once Janus is back (the message says so).
 #[utoipa::path(delete, path = "/users/{identity}", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity"), BanQuery),
@@ -121,10 +119,36 @@ pub async fn disconnect(
         tracing::warn!(identity, username = user.username, name = ban.ban_name, address = ?address, minutes, "banned by the admin");
         view
     });
-    let banned = if ban.is_some() { format!(" and banned for {minutes} min") } else { String::new() };
+    let also = if ban.is_some() { end_the_banned(&state).await } else { 0 };
+    let banned = match (ban.is_some(), also) {
+        (false, _) => String::new(),
+        (true, 0) => format!(" and banned for {minutes} min"),
+        (true, n) => format!(" and banned for {minutes} min, with {n} more session(s) of that name or address"),
+    };
     let later = if revoked { "" } else { "; the media server is unreachable: their token is revoked once it is back" };
     let message = format!("User {:?} disconnected{banned}{later}", user.username);
     Ok(Json(UserDisconnected { message, identity: user.identity, ban }))
+}
+
+/// Disconnects every crew session a ban in force covers (its name or address), pending or
+/// connected: a token fetched before the ban opens nothing after it. How many.
+async fn end_the_banned(state: &AppState) -> usize {
+    let banned: Vec<User> = state
+        .users
+        .list()
+        .into_iter()
+        .filter(|u| u.kind == UserKind::Crew && state.bans.find(&u.username, u.address).is_some())
+        .collect();
+    let mut ended = 0;
+    for user in banned {
+        match state.janus.disconnect(&user.identity, "banned by the admin", "admin").await {
+            Ok(_) => ended += 1,
+            // Gone meanwhile (it left, or another request ended it).
+            Err(DisconnectError::NotFound(_)) => {}
+            Err(e) => tracing::warn!(identity = user.identity, error = %e, "cannot end a banned session"),
+        }
+    }
+    ended
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -227,29 +251,4 @@ pub async fn groups(State(state): State<AppState>) -> Json<PublicGroupList> {
         .map(|g| PublicGroup { id: g.id(), name: g.name.clone(), pin: g.pin.is_some(), program: g.program })
         .collect();
     Json(PublicGroupList { groups })
-}
-
-/// Janus's event handler posts (a JSON array of events), on the internal events
-/// listener, with HTTP basic auth `janus:<event secret>`.
-#[utoipa::path(post, path = "/internal/janus-events", tag = "internal",
-    request_body(content = Vec<Object>, description = "Events of Janus's sample event handler"),
-    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
-pub async fn janus_events(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    ApiJson(events): ApiJson<Vec<HandlerEvent>>,
-) -> Result<StatusCode, ApiError> {
-    let authorized = state.janus.event_secret().is_some_and(|secret| {
-        let expected = base64::engine::general_purpose::STANDARD.encode(format!("janus:{}", secret.expose()));
-        let given =
-            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Basic "));
-        given.is_some_and(|given| crate::secrets::SecretValue::new(expected).matches(given.trim()))
-    });
-    if !authorized {
-        return Err(ApiError::Unauthorized);
-    }
-    for event in events {
-        state.janus.on_event(event.meaning()).await;
-    }
-    Ok(StatusCode::NO_CONTENT)
 }

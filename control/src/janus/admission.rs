@@ -61,15 +61,17 @@ impl Janus {
             None => SecretValue::new(random_hex(16).map_err(|e| JanusError::Protocol(e.to_string()))?),
         };
         for line in &mut lines {
-            // Muted again as it joins (`on_event`).
-            line.muted_by_admin = resumed.is_some_and(|r| r.muted.contains(&line.group_id));
+            // Muted again as it joins (`on_event`): the admin's mute follows the person, through
+            // a rejoin or a fresh token under the same name.
+            line.muted_by_admin =
+                resumed.is_some_and(|r| r.muted.contains(&line.group_id)) || self.name_muted(username, &line.group_id);
         }
         // Registered, and placed, before its node is readied: the pass then holds its rooms on
         // that node (it would destroy a replica nobody placed there needs), and a room created
         // meanwhile lists its token. A node that fails here is marked down and the next is tried.
-        let no_node = || JanusError::Unreachable { url: "every Janus node".into(), reason: "none is up".into() };
         let mut avoid = Vec::new();
-        let mut node = self.place(lines.len(), &avoid, site).ok_or_else(no_node)?;
+        let rejoining = resumed.is_some();
+        let mut node = self.place(lines.len(), &avoid, site, rejoining)?;
         let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
         if let Some((position, announce)) = position {
             self.users.set_position(&user.identity, position, announce);
@@ -80,9 +82,12 @@ impl Janus {
                 Ok(at) => break at,
                 Err(e) if matches!(e, JanusError::Unreachable { .. }) && self.pool().len() > avoid.len() + 1 => {
                     avoid.push(node.name.clone());
-                    let Some(next) = self.place(user.lines.len(), &avoid, site) else {
-                        self.users.remove(&user.identity, Ending::Ended);
-                        return Err(no_node());
+                    let next = match self.place(user.lines.len(), &avoid, site, rejoining) {
+                        Ok(next) => next,
+                        Err(refused) => {
+                            self.users.remove(&user.identity, Ending::Ended);
+                            return Err(refused);
+                        }
                     };
                     // Off that node first, then it is down (not at the next pass): its members
                     // move, and nobody else lands there.

@@ -94,6 +94,9 @@ pub struct Janus {
     leaving: Mutex<Vec<(User, std::time::Instant)>>,
     /// Rooms (lines) the admin muted whole: muted again whenever control creates them.
     muted_rooms: Mutex<HashSet<String>>,
+    /// The admin's mutes of a person on a line, as (name slug, group): a fresh token under the
+    /// same name is muted there too. For the show: in memory, as bans are.
+    muted_names: Mutex<HashSet<(String, String)>>,
     /// Users disconnected while Janus could not be told: kicked and revoked by the next pass.
     revoke_later: Mutex<Vec<User>>,
     wake: Notify,
@@ -124,6 +127,7 @@ impl Janus {
             admitting: tokio::sync::Mutex::new(()),
             leaving: Mutex::new(Vec::new()),
             muted_rooms: Mutex::new(HashSet::new()),
+            muted_names: Mutex::new(HashSet::new()),
             revoke_later: Mutex::new(Vec::new()),
             wake: Notify::new(),
         }))
@@ -132,11 +136,6 @@ impl Janus {
     pub fn status(&self) -> JanusStatus {
         let version = self.pool().first().and_then(|home| home.version());
         JanusStatus { version, nodes: self.node_statuses(), ..lock(&self.status).clone() }
-    }
-
-    /// The event handler's password, if one is configured.
-    pub fn event_secret(&self) -> Option<&crate::secrets::SecretValue> {
-        self.secrets.event_secret.as_ref()
     }
 
     /// Asks the background task to reconcile now.

@@ -144,9 +144,23 @@ impl Janus {
             .users
             .set_muted_by_admin(identity, group, muted)
             .ok_or_else(|| DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() })?;
+        if user.kind == UserKind::Crew {
+            let person = (partyline_shared::slugify(&user.username), group.to_owned());
+            let mut names = lock(&self.muted_names);
+            if muted {
+                names.insert(person);
+            } else {
+                names.remove(&person);
+            }
+        }
         let what = if muted { "user muted on a line" } else { "user unmuted on a line" };
         tracing::warn!(identity, username = user.username, group, by, "{what}");
         Ok(now)
+    }
+
+    /// Whether the admin muted the person named `username` on `group` (under any identity).
+    pub(super) fn name_muted(&self, username: &str, group: &str) -> bool {
+        lock(&self.muted_names).contains(&(partyline_shared::slugify(username), group.to_owned()))
     }
 
     /// Mutes `identity` in `room` (a participant gone meanwhile is not an error): what a forced
@@ -213,20 +227,10 @@ impl Janus {
         lock(&self.muted_rooms).contains(group)
     }
 
-    /// Kicks a participant of `room` whose identity is no user registered in it: a token's
-    /// holder joining under an identity other than the one issued with it. The room admits only
-    /// tokens issued for it, so this is someone with a valid token trying to pass for another.
-    pub(super) async fn kick_stranger(&self, room: &str, id: &str) {
-        if id == card_identity(room) && self.card_may_be(id) {
-            return;
-        }
-        // Janus's event does not say which node: each holding the room is told.
-        for node in self.replicas(room) {
-            self.kick_stranger_at(&node, room, id).await;
-        }
-    }
-
-    /// [`Self::kick_stranger`] on one node, where `listparticipants` found it.
+    /// Kicks a participant of `room` whose identity is no user registered in it off `node`
+    /// (where its join was posted from, or where `listparticipants` found it): a token's holder
+    /// joining under an identity other than the one issued with it. The room admits only tokens
+    /// issued for it, so this is someone with a valid token trying to pass for another.
     pub(super) async fn kick_stranger_at(&self, node: &Node, room: &str, id: &str) {
         if id == card_identity(room) && self.card_may_be(id) {
             return;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use partyline_shared::config::is_direct_room;
+use partyline_shared::janus::JanusError;
 use partyline_shared::sync::lock;
 use serde::Serialize;
 
@@ -132,35 +133,59 @@ impl Janus {
             .collect()
     }
 
-    /// Where a new session of `lines` participants goes: the live node with the most room left
-    /// against its capacity (the first on a tie), at `site` while one is up there. A node never
+    /// Where a session of `lines` participants goes: the live node with the most room left
+    /// against its capacity (the first on a tie), at `site` while one there has room. A node never
     /// reached yet counts as live; with none live, the first node (whose failure is Janus's, as
-    /// with one node), unless avoided.
-    pub(super) fn place(&self, lines: usize, avoid: &[String], site: Option<&str>) -> Option<Arc<Node>> {
-        let home = self.home();
-        let fallback = (!avoid.contains(&home.name)).then_some(home);
-        let at_site = site.and_then(|site| self.place_on_live(lines, avoid, Some(site)));
-        at_site.or_else(|| self.place_on_live(lines, avoid, None)).or(fallback)
-    }
-
-    fn place_on_live(&self, lines: usize, avoid: &[String], site: Option<&str>) -> Option<Arc<Node>> {
-        let users = self.users.list();
-        let mut best: Option<(f64, Arc<Node>)> = None;
-        for node in self.pool() {
-            if node.state() == JanusState::Down || avoid.contains(&node.name) {
-                continue;
+    /// with one node), unless avoided. A node's capacity is a limit for a new session; one that
+    /// had a place (`rejoining`: its node lost, its network back) may go over it rather than be
+    /// left without a line.
+    pub(super) fn place(
+        &self,
+        lines: usize,
+        avoid: &[String],
+        site: Option<&str>,
+        rejoining: bool,
+    ) -> Result<Arc<Node>, JanusError> {
+        let live = self.live_loads(avoid);
+        let fits = |(node, load): &&(Arc<Node>, usize)| rejoining || load + lines <= node.config().capacity as usize;
+        let emptiest = |at_site: bool| {
+            live.iter()
+                .filter(|(node, _)| !at_site || node.config().site.as_deref() == site)
+                .filter(fits)
+                .min_by(|(a, a_load), (b, b_load)| {
+                    let after = |node: &Node, load: usize| (load + lines) as f64 / f64::from(node.config().capacity);
+                    after(a, *a_load).total_cmp(&after(b, *b_load))
+                })
+                .map(|(node, _)| Arc::clone(node))
+        };
+        let placed = site.and_then(|_| emptiest(true)).or_else(|| emptiest(false));
+        match placed {
+            Some(node) => Ok(node),
+            None if live.is_empty() => {
+                let home = self.home();
+                let no_node =
+                    || JanusError::Unreachable { url: "every Janus node".into(), reason: "none is up".into() };
+                (!avoid.contains(&home.name)).then_some(home).ok_or_else(no_node)
             }
-            let at = node.config();
-            if site.is_some() && at.site.as_deref() != site {
-                continue;
-            }
-            let load: usize = users.iter().filter(|u| self.placed_on(u, &node)).map(|u| u.lines.len()).sum();
-            let after = (load + lines) as f64 / f64::from(at.capacity);
-            if best.as_ref().is_none_or(|(least, _)| after < *least) {
-                best = Some((after, node));
+            None => {
+                let capacity = live.iter().map(|(node, _)| node.config().capacity).sum();
+                tracing::warn!(capacity, lines, "a session refused: every live Janus node is at its capacity");
+                Err(JanusError::Full(capacity))
             }
         }
-        best.map(|(_, node)| node)
+    }
+
+    /// The live nodes, but `avoid`, with the participants placed on each, in the config's order.
+    fn live_loads(&self, avoid: &[String]) -> Vec<(Arc<Node>, usize)> {
+        let users = self.users.list();
+        self.pool()
+            .into_iter()
+            .filter(|node| node.state() != JanusState::Down && !avoid.contains(&node.name))
+            .map(|node| {
+                let load = users.iter().filter(|u| self.placed_on(u, &node)).map(|u| u.lines.len()).sum();
+                (node, load)
+            })
+            .collect()
     }
 
     pub(super) fn node_statuses(&self) -> Vec<NodeStatus> {

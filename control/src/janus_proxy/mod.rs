@@ -182,7 +182,9 @@ async fn first_request(browser_rx: &mut BrowserRx, users: &Users, policy: &mut P
             }
         }
     };
-    tokio::time::timeout(BROWSER_SILENCE, first).await.unwrap_or(Err(End::Silent))
+    // A panel's first request (janus.js's `create`) follows the upgrade at once: a connection
+    // that has not said who it is within the listener's idle time is gone, not a keep-alive.
+    tokio::time::timeout(crate::linger::IDLE_TIMEOUT, first).await.unwrap_or(Err(End::Silent))
 }
 
 type BrowserRx = futures_util::stream::SplitStream<WebSocket>;
@@ -291,9 +293,9 @@ async fn finish(end: End, policy: &Policy, browser_tx: &mut BrowserTx) -> Option
             tracing::info!(
                 identity,
                 username,
-                "WebSocket proxy: nothing from the browser for a minute; connection closed"
+                "WebSocket proxy: nothing from the browser in time (10 s for its first request, then a minute); connection closed"
             );
-            let _ = browser_tx.send(close(CLOSE_POLICY, "nothing received for a minute")).await;
+            let _ = browser_tx.send(close(CLOSE_POLICY, "nothing received in time")).await;
             None
         }
         End::Removed(ending) => {

@@ -1,5 +1,5 @@
-//! What the registry counts: unused tokens per client address (the open route's limits) and
-//! connections (the stats).
+//! What the registry counts: crew members and unused tokens per client address (the open
+//! routes' limits) and connections (the stats).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -18,6 +18,12 @@ impl Users {
             *counts.entry(address).or_default() += 1;
         }
         counts
+    }
+
+    /// Crew members whose token was asked for from `address` (an IPv6 /64 as one address).
+    pub fn crew_at(&self, address: IpAddr) -> usize {
+        let key = address_key(address);
+        self.lock().values().filter(|u| u.kind == UserKind::Crew && u.address.map(address_key) == Some(key)).count()
     }
 
     pub fn active_connections(&self) -> u64 {

@@ -44,16 +44,16 @@ impl Pool {
     async fn start(capacities: &[u32], groups: &str) -> Pool {
         let events_reserved = ReservedPort::on(ICE_ADDRESS.parse().expect("an IP address"));
         let events_port = events_reserved.port();
-        let event_pass = "test-event-secret";
         // control's events listener on this namespace's private address, which every node reaches.
         let events = format!("http://{ICE_ADDRESS}:{events_port}/api/internal/janus-events");
         // Each node in a namespace of its own, with secrets of its own (in its `janus.nodes`
-        // entry); the pool's are the first's.
-        let janus: Vec<Janus> = (0..capacities.len())
-            .map(|_| Janus::builder().events(&events, event_pass).own_namespace().start())
+        // entry), posting its events under its name; the pool's secrets are the first's.
+        let janus: Vec<Janus> = NAMES[..capacities.len()]
+            .iter()
+            .map(|name| Janus::builder().node_events(&events, name, &node_event_secret(name)).own_namespace().start())
             .collect();
         let template = format!(
-            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  eventSecret: {event_pass}\n  nodes:\n{{nodes}}audio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
+            "server:\n  listen: 127.0.0.1:0\n  eventsListen: {ICE_ADDRESS}:{events_port}\n  tls: false\njanus:\n  adminSecret: {}\n  roomAdminKey: {}\n  nodes:\n{{nodes}}audio:\n  jitterBufferMs: 40\ngroups:\n{groups}",
             janus[0].admin_secret(),
             janus[0].room_admin_key(),
         );
@@ -72,6 +72,11 @@ impl Pool {
     fn config(&self, present: &[usize]) -> String {
         pool_config(&self.template, &self.nodes, &self.capacities, present)
     }
+}
+
+/// Node `name`'s event password.
+fn node_event_secret(name: &str) -> String {
+    format!("{name}-event-secret-of-its-own")
 }
 
 fn pool_config(template: &str, nodes: &[Janus], capacities: &[u32], present: &[usize]) -> String {
@@ -305,42 +310,51 @@ async fn a_node_removed_from_the_config_is_drained_and_one_added_takes_the_next_
     assert_eq!(node_of(control, bo["participantIdentity"].as_str().expect("id")).await.as_deref(), Some("b"));
 }
 
-/// A join or a position may ask for a site: its sessions go to that site's nodes while one is
-/// up, whatever the load elsewhere; a site no node has is a 400 naming the sites there are.
+/// A position's site places its sessions on that site's nodes while one is up and has room; a
+/// join cannot name a site. A node's capacity is a limit for new sessions, not for a panel
+/// rejoining.
 #[tokio::test]
-async fn a_site_asked_by_a_join_or_a_position_places_the_session_there() {
+async fn a_position_s_site_places_its_sessions_there_and_capacity_is_a_limit() {
     require_namespace();
     let pool = Pool::start(&[100, 1], "  - name: Stage\n").await;
     let control = &pool.control;
     // b at the site "truck", and a position there (a's room to spare would win otherwise).
     let with_site = pool.config(&[0, 1]).replace("      capacity: 1\n", "      capacity: 1\n      site: truck\n");
-    let config = format!(
-        "{with_site}positions:\n  - name: Truck Desk\n    listen: [stage]\n    talk: [stage]\n    site: truck\n"
-    );
-    std::fs::write(control.config_path(), config).expect("config written");
+    let positions = "positions:\n  - name: Truck Desk\n    listen: [stage]\n    talk: [stage]\n    site: truck\n";
+    std::fs::write(control.config_path(), format!("{with_site}{positions}")).expect("config written");
     wait_for("b at the site truck", SLOW, async || (nodes(control).await[1]["site"] == "truck").then_some(())).await;
 
-    let placed = async |body: Value| {
+    let join = async |body: Value| {
         let (status, answer) = control.post_json("/token", body).await;
         assert_eq!(status, StatusCode::OK, "{answer}");
-        node_of(control, answer["participantIdentity"].as_str().expect("id")).await
+        let node = node_of(control, answer["participantIdentity"].as_str().expect("id")).await;
+        (node, answer)
     };
-    assert_eq!(placed(json!({"username": "Ann", "groupId": "stage"})).await.as_deref(), Some("a"), "by load");
-    assert_eq!(placed(json!({"username": "Bo", "groupId": "stage", "site": "truck"})).await.as_deref(), Some("b"));
-    assert_eq!(
-        placed(json!({"username": "Cy", "position": "truck-desk"})).await.as_deref(),
-        Some("b"),
-        "the position's"
-    );
+    assert_eq!(join(json!({"username": "Ann", "groupId": "stage"})).await.0.as_deref(), Some("a"), "by load");
     let (status, refused) =
-        control.post_json("/token", json!({"username": "Di", "groupId": "stage", "site": "moon"})).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
-    assert!(refused["error"].as_str().is_some_and(|e| e.contains("moon") && e.contains("truck")), "{refused}");
+        control.post_json("/token", json!({"username": "Bo", "groupId": "stage", "site": "truck"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a join naming a site: {refused}");
+    assert!(refused["error"].as_str().is_some_and(|e| e.contains("site") && !e.contains("truck")), "{refused}");
+    let desk = |name: &str| json!({"username": name, "position": "truck-desk"});
+    assert_eq!(join(desk("Cy")).await.0.as_deref(), Some("b"), "the position's site");
+    assert_eq!(join(desk("Di")).await.0.as_deref(), Some("a"), "b is full: where there is room");
 
     // The site's node down: the session goes where one is up rather than nowhere.
     pool.nodes[1].kill();
-    let elsewhere = placed(json!({"username": "Ed", "groupId": "stage", "site": "truck"})).await;
-    assert_eq!(elsewhere.as_deref(), Some("a"));
+    let (node, ed) = join(desk("Ed")).await;
+    assert_eq!(node.as_deref(), Some("a"));
+
+    // a made 3 participants big, and holding 3 (Ann, Di, Ed): a new session is refused, a
+    // panel rejoining is not.
+    let small = with_site.replace("      capacity: 100\n", "      capacity: 3\n");
+    std::fs::write(control.config_path(), format!("{small}{positions}")).expect("config written");
+    wait_for("a of capacity 3", SLOW, async || (nodes(control).await[0]["capacity"] == 3).then_some(())).await;
+    let (status, refused) = control.post_json("/token", json!({"username": "Fy", "groupId": "stage"})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}");
+    assert!(refused["error"].as_str().is_some_and(|e| e.contains("at its capacity")), "{refused}");
+    let resume = json!({"token": ed["token"], "panelKey": ed["panelKey"]});
+    let (node, _) = join(json!({"username": "Ed", "position": "truck-desk", "resume": resume})).await;
+    assert_eq!(node.as_deref(), Some("a"), "a rejoin goes over the capacity");
 }
 
 /// A node killed while its members talk: they join again by themselves on the live node (as
@@ -508,4 +522,51 @@ async fn a_direct_line_between_two_nodes_is_a_room_on_each_joined_by_legs() {
         Some(())
     })
     .await;
+}
+
+/// A node's event password speaks only for the participants placed on that node: node b's
+/// `left` and `joined` about members on node a change nothing, where a's own act; a wrong
+/// password, or b's under a's name, is refused.
+#[tokio::test]
+async fn a_node_s_events_speak_only_for_its_own_participants() {
+    require_namespace();
+    // a has the room to spare: Ann goes there, and joins as her panel does.
+    let pool = Pool::start(&[100, 1], "  - name: Stage\n").await;
+    let control = &pool.control;
+    let (status, ann) = control.post_json("/token", json!({"username": "Ann", "groupId": "stage"})).await;
+    assert_eq!(status, StatusCode::OK, "{ann}");
+    let (token, identity) = (ann["token"].as_str().expect("token"), ann["participantIdentity"].as_str().expect("id"));
+    assert_eq!(node_of(control, identity).await.as_deref(), Some("a"));
+    let probe = Probe::open(&pool.nodes[0], token).await.expect("a session on a");
+    probe.join_result("stage", identity, "Ann").await.expect("joined on a");
+    let state = async || crate::janus::user_state(control, identity).await;
+    wait_for("Ann connected", SLOW, async || (state().await.as_deref() == Some("connected")).then_some(())).await;
+
+    // Posted from loopback (the listener admits it and the nodes' addresses only).
+    let http = reqwest::Client::builder().local_address(Some("127.0.0.1".parse().expect("an address"))).build();
+    let http = http.expect("a client");
+    let url = control.events_url("/api/internal/janus-events");
+    let post = async |user: &str, password: &str, event: &str, id: &str| {
+        let data = json!({"event": event, "room": "stage", "id": id});
+        let body = json!([{"type": 64, "event": {"plugin": "janus.plugin.audiobridge", "data": data}}]);
+        let sent = http.post(&url).basic_auth(user, Some(password)).json(&body).send().await;
+        sent.expect("posted").status()
+    };
+    let (a, b) = (node_event_secret("a"), node_event_secret("b"));
+    assert_eq!(post("b", "wrong", "left", identity).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(post("a", &b, "left", identity).await, StatusCode::UNAUTHORIZED, "b's password under a's name");
+    // Bo, on a too, holds a token he has not used yet.
+    let (_, bo) = control.post_json("/token", json!({"username": "Bo", "groupId": "stage"})).await;
+    let bo = bo["participantIdentity"].as_str().expect("Bo's identity");
+    assert_eq!(node_of(control, bo).await.as_deref(), Some("a"));
+    assert_eq!(post("b", &b, "left", identity).await, StatusCode::NO_CONTENT);
+    assert_eq!(post("b", &b, "joined", bo).await, StatusCode::NO_CONTENT);
+    assert_eq!(state().await.as_deref(), Some("connected"), "b's `left` removed Ann");
+    let bo_state = crate::janus::user_state(control, bo).await;
+    assert_eq!(bo_state.as_deref(), Some("pending"), "b's `joined` marked Bo connected");
+    assert!(probe.participants("stage").await.is_ok(), "Ann's token still opens her session");
+
+    // a's own `left` is Ann's: she is gone and her token revoked.
+    assert_eq!(post("a", &a, "left", identity).await, StatusCode::NO_CONTENT);
+    wait_for("Ann gone", SLOW, async || state().await.is_none().then_some(())).await;
 }

@@ -20,6 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa::ToSchema;
 
 use super::direct::{People, people_of};
+use super::error::too_many_streams;
 use super::sse::{self, EventSource, json_event};
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::calls::Call;
@@ -259,12 +260,14 @@ pub async fn call(
 #[utoipa::path(get, path = "/panel/{key}/events", operation_id = "panel_events", tag = "panel",
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, description = "`state` and `call` events", body = RemotePanel, content_type = "text/event-stream"),
-        (status = 404, description = "Unknown key, or its session ended", body = ErrorBody)))]
+        (status = 404, description = "Unknown key, or its session ended", body = ErrorBody),
+        (status = 429, description = "The session holds its most streams already (8)", body = ErrorBody)))]
 pub async fn events(
     State(state): State<AppState>,
     ApiPath(key): ApiPath<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let user = panel_of(&state, &key)?;
+    let place = state.stream_places.take(&user.identity).ok_or_else(too_many_streams)?;
     let follow = Follow {
         changes: state.panels.subscribe_changes(),
         calls: state.calls.subscribe(),
@@ -274,6 +277,7 @@ pub async fn events(
         people: None,
         identity: user.identity,
         state,
+        _place: place,
     };
     Ok(sse::from_source(follow))
 }
@@ -290,6 +294,8 @@ struct Follow {
     people: Option<People>,
     identity: String,
     state: AppState,
+    /// Its place among the member's streams, given back when it ends.
+    _place: crate::limits::StreamPlace,
 }
 
 impl EventSource for Follow {
