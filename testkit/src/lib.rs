@@ -41,6 +41,26 @@ pub fn require_namespace() {
     );
 }
 
+/// Lets this process hold `limit` files open, or as many as its hard limit allows (the soft
+/// `RLIMIT_NOFILE` raised through util-linux's `prlimit` on itself): for tests that hold
+/// connections by the thousand, whatever soft limit they were started with. Never lowers it.
+pub fn raise_open_files(limit: u64) {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let open_files: Vec<u64> = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .map(|rest| rest.split_whitespace().take(2).filter_map(|v| v.parse().ok()).collect())
+        .unwrap_or_default();
+    let [soft, hard] = open_files[..] else { return };
+    let wanted = limit.min(hard);
+    if soft < wanted {
+        let pid = std::process::id().to_string();
+        let status =
+            std::process::Command::new("prlimit").args(["--pid", &pid, &format!("--nofile={wanted}:")]).status();
+        assert!(status.is_ok_and(|s| s.success()), "cannot raise the open-file limit to {wanted} (prlimit)");
+    }
+}
+
 /// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout` naming `what`.
 pub async fn wait_for<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

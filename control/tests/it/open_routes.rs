@@ -360,6 +360,8 @@ async fn a_ban_ends_every_session_it_covers_and_a_mute_follows_the_person() {
 /// address's `/api/health` and a panel's join answer within a second.
 #[tokio::test]
 async fn one_address_cannot_hold_the_listener_with_idle_connections_or_streams() {
+    // The flood's sockets, and the other tests' running beside this one.
+    partyline_testkit::raise_open_files(65_536);
     let stack = Stack::start(GROUPS).await;
     let control = &stack.control;
     let from = |last: u8| {
