@@ -176,7 +176,7 @@ pub(super) async fn open(state: &AppState, caller: &User, to: &PersonRef) -> Res
     for callee in callees {
         match state.janus.open_direct(caller, &callee, max_lines).await {
             Ok(room) => {
-                lines.push(DirectLine { group_id: room, name: callee.username, with: callee.identity, caller: true })
+                lines.push(DirectLine { group_id: room, name: callee.username, with: callee.identity, caller: true });
             }
             Err(e) => {
                 tracing::warn!(caller = caller.identity, callee = callee.identity, error = %e, "a direct line not opened");
