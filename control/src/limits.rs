@@ -1,5 +1,6 @@
-//! The open routes' limits: how many tokens one client address gets per minute, how many event
-//! streams one crew member holds; and what such limits count as one address ([`address_key`]).
+//! The open routes' limits: how many tokens one client address gets per minute, how many
+//! direct lines one panel opens per minute, how many event streams one crew member holds; and
+//! what such limits count as one address ([`address_key`]).
 //!
 //! A sliding window per address (the times of the last minute's grants), so a burst at the
 //! edge of a minute cannot get twice the rate. Addresses with nothing in the window are
@@ -15,10 +16,16 @@ use partyline_shared::sync::lock;
 
 const WINDOW: Duration = Duration::from_secs(60);
 
-/// Grants per client address within a sliding minute.
-#[derive(Debug, Default)]
-pub struct PerMinute {
-    granted: Mutex<HashMap<IpAddr, Grants>>,
+/// Grants per key (a client address, a crew member) within a sliding minute.
+#[derive(Debug)]
+pub struct PerMinute<K = IpAddr> {
+    granted: Mutex<HashMap<K, Grants>>,
+}
+
+impl<K> Default for PerMinute<K> {
+    fn default() -> Self {
+        Self { granted: Mutex::default() }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -38,14 +45,21 @@ pub enum Take {
     },
 }
 
-impl PerMinute {
-    /// Takes one grant for `from` if it has had fewer than `limit` in the last minute.
+impl PerMinute<IpAddr> {
+    /// Takes one grant for client address `from` (its [`address_key`]) if it has had fewer
+    /// than `limit` in the last minute.
     pub fn take(&self, from: IpAddr, limit: u32) -> Take {
-        self.take_at(from, limit, Instant::now())
+        self.take_at(address_key(from), limit, Instant::now())
+    }
+}
+
+impl<K: Hash + Eq> PerMinute<K> {
+    /// Takes one grant for `key` if it has had fewer than `limit` in the last minute.
+    pub fn take_for(&self, key: K, limit: u32) -> Take {
+        self.take_at(key, limit, Instant::now())
     }
 
-    fn take_at(&self, from: IpAddr, limit: u32, now: Instant) -> Take {
-        let from = address_key(from);
+    fn take_at(&self, from: K, limit: u32, now: Instant) -> Take {
         let mut granted = lock(&self.granted);
         granted.retain(|_, grants| {
             while grants.times.front().is_some_and(|&at| now.saturating_duration_since(at) >= WINDOW) {
@@ -167,8 +181,8 @@ mod tests {
 
     #[test]
     fn a_minute_s_grants_per_address_in_a_sliding_window() {
-        let limiter = PerMinute::default();
-        let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
+        let limiter = PerMinute::<&str>::default();
+        let (a, b) = ("ann-1", "ben-2");
         let start = Instant::now();
         let at = |s| start + Duration::from_secs(s);
         for i in 0..3 {

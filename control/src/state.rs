@@ -46,6 +46,8 @@ pub struct AppState {
     pub pins: Arc<PinLimiter>,
     /// Tokens per client address a minute.
     pub token_rate: Arc<PerMinute>,
+    /// Direct lines opened per crew member (one token, one session) a minute.
+    pub call_rate: Arc<PerMinute<String>>,
     /// Names and addresses the admin refuses tokens to for now.
     pub bans: Arc<Bans>,
     /// The event streams each crew member holds open.
@@ -83,6 +85,7 @@ impl AppState {
             streams: Arc::default(),
             pins: Arc::default(),
             token_rate: Arc::default(),
+            call_rate: Arc::default(),
             bans: Arc::default(),
             stream_places: StreamPlaces::default(),
             events,

@@ -26,7 +26,9 @@ mod streams;
 pub use aes67::{
     Aes67Config, Aes67Send, DEFAULT_RECEIVE_LATENCY_MS, DEFAULT_SEND_RANGE, MAX_RECEIVE_LATENCY_MS, MulticastRange,
 };
-pub use direct::{DIRECT_ROOM_PREFIX, DirectCalls, check_group_id_not_direct, check_talk_to, is_direct_room};
+pub use direct::{
+    DIRECT_ROOM_PREFIX, DirectCalls, Occupants, check_group_id_not_direct, check_talk_to, is_direct_room,
+};
 pub use ifb::{DEFAULT_IFB_DIM_DB, Ifb, IfbDim, IfbProgram, MIN_IFB_DIM_DB};
 pub use streams::{STREAM_TOKEN_SCHEME, StreamKind, StreamToken, check_stream_tokens};
 
@@ -586,6 +588,9 @@ pub struct Position {
     /// Person keys: the positions (ids) this panel opens a direct line to with one press.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub talk_to: Vec<String>,
+    /// Whether a second crew member may join while someone holds it (`one` or `many`).
+    #[serde(default, skip_serializing_if = "Occupants::is_default")]
+    pub occupants: Occupants,
 }
 
 /// One line of a panel: a group, heard and/or talked to.
@@ -754,6 +759,9 @@ pub struct CrewConfig {
     /// Who may open a direct line: `all` (anyone online, from a panel's People list),
     /// `positions` (the person keys of `positions[].talkTo` only), `off`.
     pub direct_calls: DirectCalls,
+    /// Direct lines one panel may open a minute (person keys pressed where no line was open):
+    /// a callee who declines cannot be rung again and again, nor Janus filled with rooms.
+    pub direct_calls_per_minute: CallRate,
 }
 
 impl Default for CrewConfig {
@@ -768,6 +776,9 @@ impl Default for CrewConfig {
             max_pending_per_address: PendingTokens(50),
             program_dim_db: -14,
             direct_calls: DirectCalls::default(),
+            // Twice the person keys a panel shows at most: a director ringing every position
+            // in a busy minute is never refused.
+            direct_calls_per_minute: CallRate(20),
         }
     }
 }
@@ -891,6 +902,11 @@ checked_number!(
 checked_number!(
     /// `crew.tokensPerMinute`: tokens per client address per minute.
     TokenRate(u32), |v| (1..=100_000).contains(&v), "1 to 100000 tokens a minute"
+);
+
+checked_number!(
+    /// `crew.directCallsPerMinute`: direct lines one panel opens per minute.
+    CallRate(u32), |v| (1..=600).contains(&v), "1 to 600 direct lines a minute"
 );
 
 checked_number!(

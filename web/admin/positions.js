@@ -44,6 +44,7 @@ export function init(context) {
     siteField: $('position-site-field'),
     site: $('position-site'),
     announce: $('position-announce'),
+    one: $('position-one'),
     talkToField: $('position-talk-to-field'),
     talkTo: $('position-talk-to'),
     error: $('position-error'),
@@ -100,6 +101,7 @@ function render() {
     ui.name.value = edited.name;
     ui.site.value = edited.site ?? '';
     ui.announce.checked = edited.announce;
+    ui.one.checked = edited.occupants === 'one';
     setPicked(edited);
     renderTalkTo(edited.talkTo);
     showMode();
@@ -120,6 +122,7 @@ function createRow(position) {
     h('td', { dataset: { label: 'Lines' } }, h('ul', { class: 'line-list position-lines' }),
       h('span', { class: 'badge position-site', hidden: true }),
       ' ', h('span', { class: 'badge position-announce', hidden: true }, 'Announce'),
+      ' ', h('span', { class: 'badge position-one', hidden: true }, 'One at a time'),
       ' ', h('span', { class: 'badge position-talk-to', hidden: true })),
     h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'position-pin' })),
     h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)));
@@ -142,6 +145,7 @@ function updateRow(row, position) {
   site.hidden = !position.site;
   setText(site, position.site ? `site: ${position.site}` : '');
   row.querySelector('.position-announce').hidden = !position.announce;
+  row.querySelector('.position-one').hidden = position.occupants !== 'one';
   const talkTo = row.querySelector('.position-talk-to');
   talkTo.hidden = position.talkTo.length === 0;
   setText(talkTo, position.talkTo.length ? `Person keys: ${position.talkTo.map(positionName).join(', ')}` : '');
@@ -267,6 +271,7 @@ function startEdit(id) {
   ui.name.value = position.name;
   ui.site.value = position.site ?? '';
   ui.announce.checked = position.announce;
+  ui.one.checked = position.occupants === 'one';
   setPicked(position);
   renderTalkTo(position.talkTo);
   showMode();
@@ -296,7 +301,9 @@ async function onSubmit(event) {
     return;
   }
   // Too few or too many lines: the API says so, in its own words, next to the form.
-  const body = { name, ...picked(), announce: ui.announce.checked, talkTo: checkedTalkTo() };
+  const body = {
+    name, ...picked(), announce: ui.announce.checked, talkTo: checkedTalkTo(), occupants: ui.one.checked ? 'one' : 'many',
+  };
   if (!ui.siteField.hidden) body.site = ui.site.value || null;
   if (editing && ui.pinRemove.checked && !ui.pinRemoveLabel.hidden) body.pin = null;
   else if (pin !== '') body.pin = pin;

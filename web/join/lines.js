@@ -6,7 +6,7 @@ import { LineOutput, drawMeter, volumeGain } from '/join/audio.js';
 import { sendCall, showCallButtons } from '/join/calls.js';
 import { pressTalk, releaseTalk, showAnnounce, showMicMuted } from '/join/keys.js';
 import { openMicrophone } from '/join/microphone.js';
-import { showPeople } from '/join/people.js';
+import { closeDirect, showPeople } from '/join/people.js';
 import { reportState } from '/join/remote.js';
 import { groupsById, session } from '/join/session.js';
 import { loadLineSettings, saveLineSettings } from '/join/settings.js';
@@ -65,6 +65,10 @@ class Line {
     if (info.direct) this.el.dataset.direct = name;
     else delete this.el.dataset.direct;
     this.q('.line-direct').hidden = !info.direct;
+    // Either end may close it: the callee declines, the caller hangs up.
+    const close = this.q('[data-action="close"]');
+    close.hidden = !info.direct;
+    close.setAttribute('aria-label', `Close the direct line with ${name}`);
     this.q('.line-program').hidden = !info.program;
     if (info.talk) this.el.dataset.talk = this.talk;
     else delete this.el.dataset.talk;
@@ -148,6 +152,7 @@ class Line {
       reportState();
     });
     this.q('[data-action="call"]').addEventListener('click', () => sendCall(this));
+    this.q('[data-action="close"]').addEventListener('click', () => closeDirect(this.groupId));
   }
 
   applyListen() {

@@ -53,7 +53,8 @@
 //                                            on while every talk line the admin does not hold talks
 //     data-direct="Ann"                      a direct line (a private line to one person, opened
 //                                            by a person key): the other end's name; absent on
-//                                            a group's line
+//                                            a group's line; its card's data-action="close"
+//                                            key closes it (declines, or hangs up)
 //   <section id="people"> with, per person key (its position's talkTo, and with
 //   crew.directCalls all everyone online), <button class="person" data-person="POSITION|IDENTITY"
 //   data-online="true|false" data-talk="off|opening|momentary|latched|remote">, and the reply key

@@ -1,9 +1,10 @@
 // People: the panel's person keys, its direct lines and its reply key, from the session's
 // `people` events (control's view: who is online for each key, which direct lines are open,
-// whom reply reaches). A person key talks to one person: its first press opens the direct line
-// (`POST /api/session/direct`), which both panels then join as a line of their own (a card
-// marked with the other's name); from then on it works that line's talk key, held or latched
-// like any other. The reply key (and `R`) works the talk key of the direct line of whoever last
+// whom reply reaches). A person key talks to a person (at a position for many, to everyone at
+// it, a direct line each): its first press opens the direct lines (`POST /api/session/direct`),
+// which both ends then join as lines of their own (a card marked with the other's name, with a
+// Close key: the callee declines, the caller hangs up); from then on it works those lines'
+// talk keys, held or latched like any other. The reply key (and `R`) works the talk key of the direct line of whoever last
 // spoke to this panel on one or opened one to it.
 //
 // DOM contract: `#people` (hidden without keys), each person key `button.person` with
@@ -29,10 +30,7 @@ const keyItems = new Map();
 export function applyPeople(body, setDirectLines) {
   people = body;
   setDirectLines(body.direct.map(directInfo));
-  for (const [key, press] of opening) {
-    const line = lineOf(personByKey(key));
-    if (line?.joinedOnce) startOpened(key, press, line);
-  }
+  for (const [key, press] of opening) startIfOpened(key, press);
   showPeople();
 }
 
@@ -51,41 +49,50 @@ function directInfo(direct) {
 
 const keyOf = (person) => person.position ?? person.identity;
 const personByKey = (key) => [...people.keys, ...people.online].find((p) => keyOf(p) === key);
-const lineOf = (person) => (person?.groupId ? lineById(person.groupId) : null);
+/** Whom a key reaches: everyone at a position for many, else one (or nobody). */
+const occupantsOf = (person) => person?.occupants ?? (person?.identity ? [person] : []);
+/** The direct lines a key talks on: one to each crew member it reaches, those open. */
+const linesOf = (person) => occupantsOf(person).map((o) => (o.groupId ? lineById(o.groupId) : null)).filter(Boolean);
+/** Every one it reaches has a line this panel joined: a press talks at once. */
+const allJoined = (person) => {
+  const occupants = occupantsOf(person);
+  return occupants.length > 0 && occupants.every((o) => o.groupId && lineById(o.groupId)?.joinedOnce);
+};
 
 /** A direct line's link joined (connection.js): a press waiting for it talks now. */
 export function directJoined(groupId) {
   const line = lineById(groupId);
   if (!line) return;
   line.joinedOnce = true;
-  for (const [key, press] of opening) {
-    if (personByKey(key)?.groupId === groupId) startOpened(key, press, line);
-  }
+  for (const [key, press] of opening) startIfOpened(key, press);
 }
 
-/** The line a waiting press opened is there: held on, it talks until released; tapped, it latches. */
-function startOpened(key, press, line) {
+/**
+ * A waiting press talks once every line it opened (control's answer: `press.rooms`) is joined:
+ * held on, it talks until released; tapped, it latches.
+ */
+function startIfOpened(key, press) {
+  const lines = (press.rooms ?? []).map(lineById);
+  if (!press.rooms || lines.some((line) => !line?.joinedOnce)) return;
   opening.delete(key);
-  if (press.released) {
-    if (press.tap) line.setTalk('latched');
-    return;
+  for (const line of lines) {
+    if (!press.released) pressTalk(line, press.source);
+    else if (press.tap) line.setTalk('latched');
   }
-  pressTalk(line, press.source);
 }
 
 export function pressPerson(key, source) {
   const person = personByKey(key);
   if (!person || opening.has(key)) return;
-  const line = lineOf(person);
-  if (line?.joinedOnce) {
-    pressTalk(line, source);
+  if (allJoined(person)) {
+    for (const line of linesOf(person)) pressTalk(line, source);
     return;
   }
-  if (!person.identity) {
+  if (occupantsOf(person).length === 0) {
     showMessage(`Nobody is at ${person.name} now.`, false);
     return;
   }
-  const press = { source, at: performance.now(), released: false };
+  const press = { source, at: performance.now(), released: false, rooms: null };
   opening.set(key, press);
   showPeople();
   // A line that never joins (its room failed) frees the key again.
@@ -96,11 +103,17 @@ export function pressPerson(key, source) {
     showMessage(`No line to ${person.name} could be opened.`, false);
   }, OPEN_TIMEOUT_MS);
   const to = person.position ? { position: person.position } : { identity: person.identity };
-  api('/session/direct', { method: 'POST', body: JSON.stringify({ token: session.token?.token, ...to }) }).catch((error) => {
-    opening.delete(key);
-    showPeople();
-    showMessage(error instanceof HttpError ? error.message : `Cannot reach ${person.name}: ${error.message}`, false);
-  });
+  api('/session/direct', { method: 'POST', body: JSON.stringify({ token: session.token?.token, ...to }) })
+    .then((answer) => {
+      // Older controls answer one line.
+      press.rooms = (answer.lines ?? [answer]).map((line) => line.groupId);
+      if (opening.get(key) === press) startIfOpened(key, press);
+    })
+    .catch((error) => {
+      opening.delete(key);
+      showPeople();
+      showMessage(error instanceof HttpError ? error.message : `Cannot reach ${person.name}: ${error.message}`, false);
+    });
 }
 
 export function releasePerson(key, source) {
@@ -111,8 +124,13 @@ export function releasePerson(key, source) {
     press.tap = performance.now() - press.at < 300;
     return;
   }
-  const line = lineOf(personByKey(key));
-  if (line) releaseTalk(line, source);
+  for (const line of linesOf(personByKey(key))) releaseTalk(line, source);
+}
+
+/** The Close key of a direct line's card: the callee declines it, the caller hangs up. */
+export function closeDirect(groupId) {
+  api('/session/direct/close', { method: 'POST', body: JSON.stringify({ token: session.token?.token, groupId }) })
+    .catch((error) => showMessage(`Cannot close the direct line: ${error.message}`, false));
 }
 
 const replyLine = () => (people.reply ? lineById(people.reply.groupId) : null);
@@ -168,18 +186,19 @@ function personKey(person) {
     keyItems.set(key, item);
   }
   const button = item.firstElementChild;
-  button.dataset.online = String(Boolean(person.identity));
-  const line = lineOf(person);
+  const occupants = occupantsOf(person);
+  button.dataset.online = String(occupants.length > 0);
+  const line = linesOf(person)[0];
   const talk = opening.has(key) ? 'opening' : line?.talk ?? 'off';
   button.dataset.talk = talk;
-  button.disabled = !person.identity;
+  button.disabled = occupants.length === 0;
   button.setAttribute('aria-pressed', String(talk !== 'off'));
   button.setAttribute('aria-label', `Talk to ${person.name}`);
   button.querySelector('.talk-label').textContent = person.name;
-  const who = person.position && person.who ? `${person.who}: ` : '';
-  button.querySelector('.talk-sub').textContent = !person.identity
+  const who = person.position && occupants.length > 0 ? `${occupants.map((o) => o.who).join(', ')}: ` : '';
+  button.querySelector('.talk-sub').textContent = occupants.length === 0
     ? 'not online'
-    : `${who}${talk === 'opening' ? 'opening a line…' : line ? 'direct line open' : 'hold or tap to latch'}`;
+    : `${who}${talk === 'opening' ? 'opening a line…' : allJoined(person) ? 'direct line open' : 'hold or tap to latch'}`;
   return item;
 }
 

@@ -6,7 +6,10 @@
 //   both panels; Ben hears Ann on it, and Cat hears nothing on Stage. A second press, on the
 //   line now open, is heard as fast as a line's (both reported).
 // - Ben's reply key names Ann; his `R` talks to her on the direct line, and Cat hears nothing.
-// - Ben leaves: Ann's direct line goes, and her key says Camera 1 is not online.
+// - Ben declines with his card's Close: the line goes from both panels.
+// - Bob joins Camera 1 too (a position for many): Ann's key names both, and her press is heard
+//   by each of them on a direct line of their own.
+// - Ben and Bob leave: Ann's direct lines go, and her key says Camera 1 is not online.
 // - `crew.directCalls: off` (the config file edited) hides Ann's person keys.
 //
 // Run: scripts/test-browser web/tests/direct.test.mjs.
@@ -26,6 +29,7 @@ describe('person keys: a direct line to one person, and reply', { timeout: 240_0
   let ann;
   let ben;
   let cat;
+  let bob;
   let room; // the direct line's room
   const people = [];
   const { check, reportLogsIfFailed } = trackedTests();
@@ -131,10 +135,47 @@ describe('person keys: a direct line to one person, and reply', { timeout: 240_0
     assert.deepEqual(ben.errors, []);
   }, { timeout: 60_000 });
 
-  check('Ben leaves: Ann\'s direct line goes and her key says Camera 1 is not online', async () => {
+  check('Ben declines with his card\'s Close: the line goes from both panels', async () => {
     assert.ok(room, 'needs the direct line');
+    await directLine(ben, 'Ann').locator('[data-action="close"]').click();
+    await directLine(ben, 'Ann').waitFor({ state: 'detached' });
+    await directLine(ann, 'Ben').waitFor({ state: 'detached' });
+    await waitFor('Ann\'s key ready to open a new line', async () => /hold or tap/.test(await personKey(ann).textContent()));
+    assert.equal(await personKey(ann).getAttribute('data-online'), 'true', 'Ben is still at Camera 1');
+    assert.deepEqual([...ann.errors, ...ben.errors], []);
+  }, { timeout: 30_000 });
+
+  check('Bob joins Camera 1 too: Ann\'s press reaches Ben and Bob, each on a line of their own', async () => {
+    assert.ok(ann, 'needs the first check');
+    bob = await Person.joined(browsers.cat, control.origin, 'Bob', '/?position=camera-1');
+    people.push(bob);
+    await waitFor('Ann\'s key naming Ben and Bob', async () => /Ben, Bob/.test(await personKey(ann).textContent()));
+    await personKey(ann).hover();
+    await ann.page.mouse.down();
+    try {
+      for (const [callee, name] of [[ben, 'Ben'], [bob, 'Bob']]) {
+        await directLine(ann, name).waitFor();
+        const line = await directLine(ann, name).getAttribute('data-line');
+        await ann.waitLine(line, 'talk', 'momentary', 10_000);
+        await directLine(callee, 'Ann').waitFor();
+        await callee.waitHearing(line, 10_000);
+        assert.ok(Math.abs((await callee.dominantHz(line)).hz - 440) < 20, `${name} hears Ann's tone`);
+      }
+      const rooms = await ann.page.locator('[data-line][data-direct]').evaluateAll((cards) => cards.map((c) => c.dataset.line));
+      assert.equal(new Set(rooms).size, 2, 'two direct lines');
+    } finally {
+      await ann.page.waitForTimeout(400);
+      await ann.page.mouse.up();
+    }
+    assert.deepEqual(ann.errors, []);
+  }, { timeout: 60_000 });
+
+  check('Ben and Bob leave: Ann\'s direct lines go and her key says Camera 1 is not online', async () => {
+    assert.ok(room && bob, 'needs the direct lines');
     await ben.page.locator('#leave').click();
     await directLine(ann, 'Ben').waitFor({ state: 'detached' });
+    await bob.page.locator('#leave').click();
+    await directLine(ann, 'Bob').waitFor({ state: 'detached' });
     await waitFor('Ann\'s key offline', async () => (await personKey(ann).getAttribute('data-online')) === 'false');
     assert.match(await personKey(ann).textContent(), /not online/);
     assert.equal(await ann.state(), 'connected', 'Ann\'s other lines go on');

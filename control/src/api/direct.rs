@@ -8,13 +8,14 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use partyline_shared::config::{DirectCalls, MAX_LINES, is_direct_room};
+use partyline_shared::config::{DirectCalls, MAX_LINES, Occupants, is_direct_room};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::unavailable;
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::janus::OpenDirectError;
+use crate::limits::Take;
 use crate::users::{DirectError, User, UserKind, UserState};
 
 /// Direct lines a panel already holding [`MAX_LINES`] group lines still takes.
@@ -66,11 +67,25 @@ pub struct Person {
     pub position: Option<String>,
     /// The position's name, or the crew member's.
     pub name: String,
-    /// The crew member online for it (the latest to join a position), if any…
+    /// The crew member online for it (at a position: the first of `occupants`), if any…
     pub identity: Option<String>,
     /// …and their name.
     pub who: Option<String>,
-    /// The direct line open to it, if any.
+    /// The direct line open to them, if any.
+    pub group_id: Option<String>,
+    /// Everyone the key reaches: at a position for `many`, every crew member online at it
+    /// (first in first), each on a direct line of their own; otherwise the one above.
+    pub occupants: Vec<Occupant>,
+}
+
+/// A crew member a person key reaches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Occupant {
+    pub identity: String,
+    /// Their name.
+    pub who: String,
+    /// The direct line open to them, if any.
     pub group_id: Option<String>,
 }
 
@@ -86,8 +101,8 @@ pub struct People {
     pub online: Vec<Person>,
     /// Its open direct lines.
     pub direct: Vec<DirectLine>,
-    /// The direct line its reply key talks on: whoever last opened one to it or spoke to it on
-    /// one.
+    /// The direct line its reply key talks on: whoever last spoke to it on one (before anyone
+    /// has, the first to open one to it).
     pub reply: Option<DirectLine>,
 }
 
@@ -105,8 +120,15 @@ pub fn people_of(state: &AppState, user: &User) -> People {
             Some(DirectLine { group_id: l.group_id.clone(), name, with, caller })
         })
         .collect();
-    let line_to = |identity: &Option<String>| {
-        identity.as_ref().and_then(|id| direct.iter().find(|d| d.with == *id)).map(|d| d.group_id.clone())
+    let occupant = |u: &User| Occupant {
+        identity: u.identity.clone(),
+        who: u.username.clone(),
+        group_id: direct.iter().find(|d| d.with == u.identity).map(|d| d.group_id.clone()),
+    };
+    let person = |position: Option<String>, name: String, occupants: Vec<Occupant>| {
+        let first = occupants.first();
+        let (identity, who) = (first.map(|o| o.identity.clone()), first.map(|o| o.who.clone()));
+        Person { position, name, identity, who, group_id: first.and_then(|o| o.group_id.clone()), occupants }
     };
     let position = user.position.as_deref().and_then(|id| config.position(id)).map(|(_, p)| p);
     let keys: Vec<Person> = match config.crew.direct_calls {
@@ -116,68 +138,116 @@ pub fn people_of(state: &AppState, user: &User) -> People {
     .into_iter()
     .filter_map(|id| {
         let (_, to) = config.position(&id)?;
-        let at = at_position(&crew, &id);
-        let (identity, who) = (at.map(|u| u.identity.clone()), at.map(|u| u.username.clone()));
-        Some(Person { name: to.name.clone(), group_id: line_to(&identity), identity, who, position: Some(id) })
+        let at = at_position(&crew, &id, to.occupants).into_iter().map(occupant).collect();
+        Some(person(Some(id), to.name.clone(), at))
     })
     .collect();
     let online: Vec<Person> = match config.crew.direct_calls {
-        DirectCalls::All => crew
-            .iter()
-            .map(|u| {
-                let (identity, who) = (Some(u.identity.clone()), Some(u.username.clone()));
-                Person { position: None, name: u.username.clone(), group_id: line_to(&identity), identity, who }
-            })
-            .collect(),
+        DirectCalls::All => crew.iter().map(|u| person(None, u.username.clone(), vec![occupant(u)])).collect(),
         _ => Vec::new(),
     };
     let reply = user.reply_to.as_ref().and_then(|(room, _)| direct.iter().find(|d| d.group_id == *room)).cloned();
     People { direct_calls: config.crew.direct_calls, keys, online, direct, reply }
 }
 
-/// The crew member online at position `id`: the latest to connect there.
-fn at_position<'a>(crew: &'a [User], id: &str) -> Option<&'a User> {
-    crew.iter().filter(|u| u.position.as_deref() == Some(id)).max_by_key(|u| u.connected_at)
+/// Whom a person key towards position `id` reaches among the crew online: at a position for
+/// many, everyone at it, first in first; at one for one, its holder (the latest to connect:
+/// a rejoin overlaps the session it resumed until that one is gone).
+fn at_position<'a>(crew: &'a [User], id: &str, occupants: Occupants) -> Vec<&'a User> {
+    let mut at: Vec<&User> = crew.iter().filter(|u| u.position.as_deref() == Some(id)).collect();
+    at.sort_by_key(|u| u.connected_at);
+    if occupants == Occupants::One {
+        at.drain(..at.len().saturating_sub(1));
+    }
+    at
 }
 
-/// Opens (or finds) the direct line from `caller` to the person `to` names, as
-/// `crew.directCalls` allows. Its line, as the caller sees it.
-pub(super) async fn open(state: &AppState, caller: &User, to: &PersonRef) -> Result<DirectLine, ApiError> {
+/// Opens (or finds) the direct lines from `caller` to the person `to` names, as
+/// `crew.directCalls` allows: one to each crew member the key reaches. Their lines, as the
+/// caller sees them. A press that opens a line takes one of the caller's direct calls a
+/// minute (`crew.directCallsPerMinute`); one on lines already open takes none.
+pub(super) async fn open(state: &AppState, caller: &User, to: &PersonRef) -> Result<Vec<DirectLine>, ApiError> {
+    let callees = callees(state, caller, to)?;
+    if callees.iter().any(|c| state.users.direct_between(&caller.identity, &c.identity).is_none()) {
+        take_call(state, caller)?;
+    }
+    let max_lines = MAX_LINES + DIRECT_LINES_BEYOND_A_FULL_PANEL;
+    let (mut lines, mut refused) = (Vec::new(), None);
+    for callee in callees {
+        match state.janus.open_direct(caller, &callee, max_lines).await {
+            Ok(room) => {
+                lines.push(DirectLine { group_id: room, name: callee.username, with: callee.identity, caller: true });
+            }
+            Err(e) => {
+                tracing::warn!(caller = caller.identity, callee = callee.identity, error = %e, "a direct line not opened");
+                refused.get_or_insert(e);
+            }
+        }
+    }
+    match refused {
+        // Some reached: the press talks to them.
+        Some(e) if lines.is_empty() => Err(match e {
+            OpenDirectError::Refused(DirectError::ToItself) => ApiError::BadRequest(e.to_string()),
+            OpenDirectError::Refused(DirectError::NotOnline(_)) => ApiError::NotFound(e.to_string()),
+            OpenDirectError::Refused(DirectError::Full(_)) => ApiError::Conflict(e.to_string()),
+            OpenDirectError::Janus(e) => unavailable(&e),
+        }),
+        _ => Ok(lines),
+    }
+}
+
+/// The crew members online whom `to` reaches from `caller`, as `crew.directCalls` allows.
+fn callees(state: &AppState, caller: &User, to: &PersonRef) -> Result<Vec<User>, ApiError> {
     let config = state.config.current();
     let calls = config.crew.direct_calls;
     let refused = |message: String| ApiError::Denied { code: "direct_call_refused", message };
-    let callee = match (to, calls) {
-        (_, DirectCalls::Off) => return Err(refused("direct lines are off (crew.directCalls: off)".into())),
+    match (to, calls) {
+        (_, DirectCalls::Off) => Err(refused("direct lines are off (crew.directCalls: off)".into())),
         (PersonRef { position: Some(id), identity: None }, _) => {
             let own = caller.position.as_deref().and_then(|p| config.position(p)).map(|(_, p)| p);
             if calls == DirectCalls::Positions && !own.is_some_and(|p| p.talk_to.contains(id)) {
                 return Err(refused(format!("this panel has no person key to position {id:?}")));
             }
-            config.position(id).ok_or_else(|| ApiError::NotFound(format!("no position has id {id:?}")))?;
+            let (_, position) =
+                config.position(id).ok_or_else(|| ApiError::NotFound(format!("no position has id {id:?}")))?;
             let crew = online_crew(state);
-            at_position(&crew, id)
-                .cloned()
-                .ok_or_else(|| ApiError::NotFound(format!("nobody is at position {id:?}")))?
-        }
-        (PersonRef { position: None, identity: Some(id) }, DirectCalls::All) => online_crew(state)
-            .into_iter()
-            .find(|u| u.identity == *id)
-            .ok_or_else(|| ApiError::NotFound(format!("no crew member {id:?} is online")))?,
-        (PersonRef { position: None, identity: Some(_) }, _) => {
-            return Err(refused("direct lines reach positions only (crew.directCalls: positions)".into()));
-        }
-        _ => return Err(ApiError::BadRequest("give exactly one of `position` and `identity`".into())),
-    };
-    let room =
-        state.janus.open_direct(caller, &callee, MAX_LINES + DIRECT_LINES_BEYOND_A_FULL_PANEL).await.map_err(|e| {
-            match e {
-                OpenDirectError::Refused(DirectError::ToItself) => ApiError::BadRequest(e.to_string()),
-                OpenDirectError::Refused(DirectError::NotOnline(_)) => ApiError::NotFound(e.to_string()),
-                OpenDirectError::Refused(DirectError::Full(_)) => ApiError::Conflict(e.to_string()),
-                OpenDirectError::Janus(e) => unavailable(&e),
+            let at: Vec<User> = at_position(&crew, id, position.occupants).into_iter().cloned().collect();
+            if at.is_empty() {
+                return Err(ApiError::NotFound(format!("nobody is at position {id:?}")));
             }
-        })?;
-    Ok(DirectLine { group_id: room, name: callee.username, with: callee.identity, caller: true })
+            Ok(at)
+        }
+        (PersonRef { position: None, identity: Some(id) }, DirectCalls::All) => {
+            let found = online_crew(state).into_iter().find(|u| u.identity == *id);
+            Ok(vec![found.ok_or_else(|| ApiError::NotFound(format!("no crew member {id:?} is online")))?])
+        }
+        (PersonRef { position: None, identity: Some(_) }, _) => {
+            Err(refused("direct lines reach positions only (crew.directCalls: positions)".into()))
+        }
+        _ => Err(ApiError::BadRequest("give exactly one of `position` and `identity`".into())),
+    }
+}
+
+/// Takes one of `caller`'s direct calls of the minute, or refuses (429 `too_many_calls`).
+fn take_call(state: &AppState, caller: &User) -> Result<(), ApiError> {
+    let per_minute = state.config.current().crew.direct_calls_per_minute.get();
+    if let Take::Refused { first } = state.call_rate.take_for(caller.identity.clone(), per_minute) {
+        if first {
+            tracing::warn!(
+                identity = caller.identity,
+                username = caller.username,
+                per_minute,
+                "direct lines opened over crew.directCallsPerMinute by one panel: refused"
+            );
+        }
+        return Err(ApiError::Limited {
+            code: "too_many_calls",
+            message: format!(
+                "this panel opened {per_minute} direct lines in the last minute (crew.directCallsPerMinute): wait a moment"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn online_crew(state: &AppState) -> Vec<User> {
@@ -191,19 +261,34 @@ fn is_person(user: &User) -> bool {
 
 /// Open a direct line to a person (a person key pressed): a private line between the two
 /// panels, which both are told on their session streams (`event: people`) and join. Opened
-/// once and kept while both are online: pressing again finds the same line.
+/// once and kept while both are online: pressing again finds the same line. A key towards a
+/// position for many opens one to each crew member at it.
 #[utoipa::path(post, path = "/session/direct", tag = "users", request_body = DirectRequest,
-    responses((status = 201, body = DirectLine), (status = 400, body = ErrorBody),
+    responses((status = 201, body = DirectOpened), (status = 400, body = ErrorBody),
         (status = 403, description = "Unknown session (`forbidden`), or `crew.directCalls` does not allow this call (`direct_call_refused`)", body = ErrorBody),
         (status = 404, description = "Nobody is online for this person", body = ErrorBody),
         (status = 409, description = "A panel has as many lines as it holds", body = ErrorBody),
+        (status = 429, description = "The panel opened `crew.directCallsPerMinute` direct lines in the last minute (`too_many_calls`)", body = ErrorBody),
         (status = 503, body = ErrorBody)))]
 pub async fn open_direct(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<DirectRequest>,
-) -> Result<(StatusCode, Json<DirectLine>), ApiError> {
+) -> Result<(StatusCode, Json<DirectOpened>), ApiError> {
     let caller = state.users.by_token(&body.token).ok_or(ApiError::Forbidden)?;
-    Ok((StatusCode::CREATED, Json(open(&state, &caller, &body.to).await?)))
+    let lines = open(&state, &caller, &body.to).await?;
+    let first = lines.first().cloned().ok_or_else(|| ApiError::Internal("no direct line opened".into()))?;
+    Ok((StatusCode::CREATED, Json(DirectOpened { first, lines })))
+}
+
+/// The direct lines a person key reaches.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectOpened {
+    /// The first of them (a key to one person reaches one).
+    #[serde(flatten)]
+    pub first: DirectLine,
+    /// Each of them: at a position for many, one line to each crew member at it.
+    pub lines: Vec<DirectLine>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -226,4 +311,77 @@ pub async fn close_direct(
     }
     tracing::warn!(group = group_id, by = "admin", "direct line closed by the admin");
     Ok(Json(DirectClosed { message: format!("Direct line {group_id:?} closed") }))
+}
+
+/// A panel closes one of its direct lines.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HangUpRequest {
+    /// The panel's token (from `POST /token`).
+    pub token: String,
+    /// The direct line's room (`direct-…`).
+    pub group_id: String,
+}
+
+/// Close a direct line from one of its ends: the callee declines it, or the caller hangs up.
+/// Taken off both panels (the other end's session stream tells it), its room destroyed; the
+/// caller's person key opens it again on its next press.
+#[utoipa::path(post, path = "/session/direct/close", tag = "users", request_body = HangUpRequest,
+    responses((status = 200, body = DirectClosed), (status = 400, body = ErrorBody),
+        (status = 403, description = "Unknown session", body = ErrorBody),
+        (status = 404, description = "The panel has no such direct line open", body = ErrorBody)))]
+pub async fn hang_up(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<HangUpRequest>,
+) -> Result<Json<DirectClosed>, ApiError> {
+    let user = state.users.by_token(&body.token).ok_or(ApiError::Forbidden)?;
+    let room = body.group_id;
+    let Some(peer) = user.line(&room).and_then(|l| l.direct.clone()) else {
+        return Err(ApiError::NotFound(format!("this panel has no direct line {room:?} open")));
+    };
+    let why =
+        if peer.caller { format!("hung up by {}", user.username) } else { format!("declined by {}", user.username) };
+    if !state.janus.close_direct(&room, &why).await {
+        return Err(ApiError::NotFound(format!("no direct line {room:?} is open")));
+    }
+    tracing::info!(group = room, identity = user.identity, other = peer.identity, why, "direct line closed by one end");
+    Ok(Json(DirectClosed { message: format!("Direct line to {} closed", peer.username) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::SecretValue;
+    use crate::users::{Line, Users};
+
+    /// Ann, Ben and Cat online at Camera 1, in that order; Dan elsewhere.
+    fn crew() -> Vec<User> {
+        let users = Users::default();
+        let start = time::OffsetDateTime::now_utc();
+        let joins = [("cat", "camera-1", 3), ("ann", "camera-1", 1), ("dan", "foh", 2), ("ben", "camera-1", 2)];
+        joins
+            .into_iter()
+            .map(|(name, position, second)| {
+                let key = SecretValue::new(format!("key-{name}"));
+                let mut user =
+                    users.register(format!("{name}-1"), name.into(), vec![Line::both("stage")], name.into(), key, None);
+                user.position = Some(position.into());
+                user.connected_at = Some(start + time::Duration::seconds(second));
+                user
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_key_to_a_position_for_many_reaches_everyone_at_it_and_for_one_its_latest() {
+        let crew = crew();
+        let names = |at: Vec<&User>| at.into_iter().map(|u| u.username.clone()).collect::<Vec<_>>();
+        assert_eq!(names(at_position(&crew, "camera-1", Occupants::Many)), ["ann", "ben", "cat"]);
+        assert_eq!(
+            names(at_position(&crew, "camera-1", Occupants::One)),
+            ["cat"],
+            "a rejoin overlapping its old session"
+        );
+        assert!(at_position(&crew, "nowhere", Occupants::Many).is_empty());
+    }
 }

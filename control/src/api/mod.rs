@@ -117,6 +117,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(session::session_state))
         .routes(routes!(session::session_link))
         .routes(routes!(direct::open_direct))
+        .routes(routes!(direct::hang_up))
         .routes(routes!(streams::whip, streams::whip_options))
         .routes(routes!(streams::whip_end, streams::whip_trickle, streams::whip_resource_options))
         .routes(routes!(streams::whep, streams::whep_options))

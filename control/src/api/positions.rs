@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use partyline_shared::Config;
-use partyline_shared::config::{PinHash, Position};
+use partyline_shared::config::{Occupants, PinHash, Position};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -63,6 +63,9 @@ pub struct PositionView {
     pub announce: bool,
     /// Person keys: the positions (ids) the panel opens a direct line to with one press.
     pub talk_to: Vec<String>,
+    /// `one`: a second join is refused while someone holds it; `many`: anyone may join, and a
+    /// person key towards it reaches every one of them.
+    pub occupants: Occupants,
 }
 
 impl PositionView {
@@ -79,6 +82,7 @@ impl PositionView {
             site: position.site.clone(),
             announce: position.announce,
             talk_to: position.talk_to.clone(),
+            occupants: position.occupants,
         }
     }
 }
@@ -146,6 +150,9 @@ pub struct PositionBody {
     /// Person keys: other positions' ids, each opening a direct line to whoever is at it.
     #[serde(default)]
     pub talk_to: Option<Vec<String>>,
+    /// `one` (a second join refused while someone holds it) or `many` (the default).
+    #[serde(default)]
+    pub occupants: Option<Occupants>,
 }
 
 impl PositionBody {
@@ -159,6 +166,7 @@ impl PositionBody {
             site: self.site,
             announce: self.announce,
             talk_to: self.talk_to,
+            occupants: self.occupants,
         })
     }
 }

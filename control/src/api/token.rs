@@ -16,9 +16,10 @@ use utoipa::ToSchema;
 use super::error::unavailable;
 use super::positions::LineView;
 use super::{ApiError, ApiJson, AppState, ErrorBody};
+use crate::janus::IssueError;
 use crate::limits::{Take, address_key};
 use crate::pin::TooManyTries;
-use crate::users::{Line, User};
+use crate::users::{Line, Seat, User};
 
 /// A crew member asking for a panel: one group (`groupId`), a prepared `position`, or its own
 /// `listen`/`talk` lists. A protected group or position needs its `pin`.
@@ -105,6 +106,7 @@ pub struct TokenResponse {
     responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, description = "A PIN is needed (`pin_required`) or wrong (`wrong_pin`)", body = ErrorBody),
         (status = 403, description = "The name or the address is banned by the admin for now (`banned`)", body = ErrorBody),
+        (status = 409, description = "The position takes one crew member at a time and someone holds it (`position_taken`; never the holder's own rejoin)", body = ErrorBody),
         (status = 429, description = "Too many wrong PINs from this address (`too_many_tries`), too many tokens asked from it (`too_many_tokens`) or unused ones held by it (`too_many_pending_here`), or too many unused tokens overall (`too_many_pending`: never for a panel that resumes)", body = ErrorBody),
         (status = 503, description = "Janus is unreachable; nothing was registered", body = ErrorBody)))]
 pub async fn token(
@@ -128,21 +130,22 @@ pub async fn token(
     }
     let (lines, pins) = requested_lines(&config, &body)?;
     let site = requested_site(&config, &body);
-    let position = body.position.as_deref().and_then(|id| config.position(id)).map(|(_, p)| (p.id(), p.announce));
+    let position = body.position.as_deref().and_then(|id| config.position(id)).map(|(_, p)| (p.id(), p));
     check_pins(&state, client, pins, body.pin).await?;
     let resume = body.resume.as_ref().map(|r| (r.token.as_str(), r.panel_key.as_str()));
-    let user = state
-        .janus
-        .issue_token(
-            &username,
-            lines,
-            resume,
-            client,
-            site.as_deref(),
-            position.as_ref().map(|(id, a)| (id.as_str(), *a)),
-        )
-        .await
-        .map_err(|e| unavailable(&e))?;
+    let seat = position.as_ref().map(|(id, p)| Seat {
+        position: id,
+        announce: p.announce,
+        occupants: p.occupants,
+        resuming: None,
+    });
+    let user =
+        state.janus.issue_token(&username, lines, resume, client, site.as_deref(), seat).await.map_err(
+            |e| match e {
+                IssueError::Janus(e) => unavailable(&e),
+                IssueError::Taken(taken) => ApiError::Refused { code: "position_taken", message: taken.to_string() },
+            },
+        )?;
     Ok(Json(token_response(&state, &config, &user, &headers)))
 }
 

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use partyline_shared::Config;
 use partyline_shared::config::{
-    Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, Ifb, JitterBufferMs, PinHash, Position,
-    SampleRate, ServerAudioUser, check_entity_name, check_group_id_not_direct, check_ifb, check_lines, check_talk_to,
+    Bitrate, Channel, ChannelNames, DeviceSampleRate, DeviceSelection, Group, Ifb, JitterBufferMs, Occupants, PinHash,
+    Position, SampleRate, ServerAudioUser, check_entity_name, check_group_id_not_direct, check_ifb, check_lines,
+    check_talk_to,
 };
 
 /// Why an edit was refused.
@@ -144,6 +145,8 @@ pub struct PositionFields {
     pub announce: Option<bool>,
     /// Person keys: other positions' ids.
     pub talk_to: Option<Vec<String>>,
+    /// One crew member at a time, or many.
+    pub occupants: Option<Occupants>,
 }
 
 fn ensure_position_id_free(config: &Config, id: &str, except: Option<usize>) -> Result<(), EditError> {
@@ -182,6 +185,7 @@ pub fn create_position(config: &mut Config, fields: PositionFields) -> Result<Po
         site: fields.site.flatten(),
         announce: fields.announce.unwrap_or_default(),
         talk_to: fields.talk_to.unwrap_or_default(),
+        occupants: fields.occupants.unwrap_or_default(),
     };
     check_position_lines(config, &position)?;
     check_position_talk_to(&position, |id| config.position(id).is_some())?;
@@ -208,6 +212,7 @@ pub fn update_position(config: &mut Config, id: &str, fields: PositionFields) ->
     }
     position.announce = fields.announce.unwrap_or(position.announce);
     position.talk_to = fields.talk_to.unwrap_or(position.talk_to);
+    position.occupants = fields.occupants.unwrap_or(position.occupants);
     check_position_lines(config, &position)?;
     let (old_id, new_id) = (config.positions[index].id(), position.id());
     check_position_talk_to(&position, |id| id == new_id || (id != old_id && config.position(id).is_some()))?;
@@ -448,6 +453,7 @@ mod tests {
             site: None,
             announce: None,
             talk_to: None,
+            occupants: None,
         }
     }
 

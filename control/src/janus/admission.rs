@@ -13,7 +13,17 @@ use super::node::Node;
 use super::{Janus, rooms};
 use crate::events::JanusState;
 use crate::secrets::{SecretValue, random_hex};
-use crate::users::{Ending, Line, Resumed, User};
+use crate::users::{Ending, Line, PositionTaken, Resumed, Seat, User};
+
+/// Why no token was issued.
+#[derive(Debug, thiserror::Error)]
+pub enum IssueError {
+    #[error(transparent)]
+    Janus(#[from] JanusError),
+    /// The position takes one crew member at a time and someone holds it.
+    #[error(transparent)]
+    Taken(#[from] PositionTaken),
+}
 
 impl Janus {
     /// Issues one token for `username` on `lines` and registers the user as pending, placed
@@ -21,7 +31,8 @@ impl Janus {
     /// stays registered unless Janus took it all. A panel
     /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
     /// admin's mutes of its lines, when [`Users::resume`] allows. A panel of a position gives
-    /// its id and whether it has an announce key. A token refused (no node up, Janus
+    /// its seat (refused while another holds a position for one; the resumed session's hold
+    /// passes to the rejoin). A token refused (no node up, Janus
     /// failing) costs the panel nothing: what it resumed may be asked for again.
     pub async fn issue_token(
         &self,
@@ -30,10 +41,11 @@ impl Janus {
         resume: Option<(&str, &str)>,
         address: std::net::IpAddr,
         site: Option<&str>,
-        position: Option<(&str, bool)>,
-    ) -> Result<User, JanusError> {
+        seat: Option<Seat<'_>>,
+    ) -> Result<User, IssueError> {
         let resumed = resume.and_then(|(token, key)| self.users.resume(token, key));
-        let admitted = self.admit(username, lines, resumed.as_ref(), address, site, position).await;
+        let seat = seat.map(|seat| Seat { resuming: resumed.as_ref().and(resume.map(|(token, _)| token)), ..seat });
+        let admitted = self.admit(username, lines, resumed.as_ref(), address, site, seat).await;
         if let (Err(_), Some((token, _)), Some(resumed)) = (&admitted, resume, resumed) {
             self.users.give_back(token, resumed);
         }
@@ -48,8 +60,8 @@ impl Janus {
         resumed: Option<&Resumed>,
         address: std::net::IpAddr,
         site: Option<&str>,
-        position: Option<(&str, bool)>,
-    ) -> Result<User, JanusError> {
+        seat: Option<Seat<'_>>,
+    ) -> Result<User, IssueError> {
         let token = random_hex(32).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let base = match slugify(username) {
             slug if slug.is_empty() => "user".to_owned(),
@@ -72,10 +84,11 @@ impl Janus {
         let mut avoid = Vec::new();
         let rejoining = resumed.is_some();
         let mut node = self.place(lines.len(), &avoid, site, rejoining)?;
-        let user = self.users.register(identity, username.to_owned(), lines, token, panel_key, Some(address));
-        if let Some((position, announce)) = position {
-            self.users.set_position(&user.identity, position, announce);
-        }
+        let (name, address) = (username.to_owned(), Some(address));
+        let user = match seat {
+            Some(seat) => self.users.register_seated(identity, name, lines, token, panel_key, address, seat)?,
+            None => self.users.register(identity, name, lines, token, panel_key, address),
+        };
         let at = loop {
             self.users.place(&user.identity, &node.name);
             match self.prepare_node(&node, &user.lines, user.token.expose()).await {
@@ -86,7 +99,7 @@ impl Janus {
                         Ok(next) => next,
                         Err(refused) => {
                             self.users.remove(&user.identity, Ending::Ended);
-                            return Err(refused);
+                            return Err(refused.into());
                         }
                     };
                     // Off that node first, then it is down (not at the next pass): its members
@@ -98,7 +111,7 @@ impl Janus {
                 }
                 Err(e) => {
                     self.users.remove(&user.identity, Ending::Ended);
-                    return Err(e);
+                    return Err(e.into());
                 }
             }
         };
@@ -111,7 +124,7 @@ impl Janus {
             if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Add, token).await {
                 self.users.remove(&user.identity, Ending::Ended);
                 self.revoke(&user).await;
-                return Err(e);
+                return Err(e.into());
             }
         }
         Ok(user)

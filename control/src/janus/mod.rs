@@ -36,6 +36,7 @@ use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::Notify;
 
+pub use admission::IssueError;
 pub use card::card_identity;
 pub use direct::OpenDirectError;
 pub use moderation::{DisconnectError, Disconnected};

@@ -28,7 +28,7 @@ use partyline_shared::sdp::BadSdp;
 use partyline_shared::sync::lock;
 use tokio::sync::mpsc;
 
-use crate::janus::Janus;
+use crate::janus::{IssueError, Janus};
 use crate::secrets::random_hex;
 use crate::users::{Line, Users};
 use sdp::{check_offer, tidy_answer};
@@ -133,7 +133,14 @@ impl Streams {
         let _slot = self.reserve(kind, &group)?;
         let whip = kind == StreamKind::Whip;
         let name = format!("{} ({})", token.name, kind.as_str().to_uppercase());
-        let user = janus.issue_token(&name, vec![Line::new(&group, !whip, whip)], None, address, None, None).await?;
+        let user = janus
+            .issue_token(&name, vec![Line::new(&group, !whip, whip)], None, address, None, None)
+            .await
+            .map_err(|e| match e {
+                IssueError::Janus(e) => StreamError::Janus(e),
+                // A stream takes no position.
+                IssueError::Taken(taken) => StreamError::Refused(taken.to_string()),
+            })?;
         users.set_stream(&user.identity, kind);
         let id = random_hex(8).map_err(|e| JanusError::Protocol(e.to_string()))?;
         let joined = async {

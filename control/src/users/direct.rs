@@ -1,7 +1,8 @@
 //! Direct lines in the registry: a private two-party line is one [`Line`] on each of its two
 //! crew members, on the same room, each naming the other ([`Peer`]). Both are added and taken
 //! away together, so a direct line always has its two ends or none. The callee's reply key
-//! reaches whoever last opened a direct line to it or spoke to it on one ([`User::reply_to`]).
+//! reaches whoever last spoke to it on a direct line, or the first to open one while nobody
+//! had ([`User::reply_to`]): opening a line does not take the reply from the last talker.
 
 use std::time::Instant;
 
@@ -44,8 +45,8 @@ impl Users {
     }
 
     /// Opens direct line `room` from `caller` to `callee` (both crew members registered):
-    /// a listen-and-talk line on each, and the callee's reply reaches the caller. Both ends or
-    /// neither.
+    /// a listen-and-talk line on each; the callee's reply reaches the caller if it reached
+    /// nobody. Both ends or neither.
     pub fn open_direct(&self, caller: &str, callee: &str, room: &str, max_lines: usize) -> Result<(), DirectError> {
         if caller == callee {
             return Err(DirectError::ToItself);
@@ -69,7 +70,9 @@ impl Users {
         }
         if let Some(user) = users.get_mut(callee) {
             user.lines.push(callee_line);
-            user.reply_to = Some((room.to_owned(), Instant::now()));
+            // A line opened is not a word spoken: the reply stays with whoever last talked to
+            // the callee, and reaches the new caller only when it reached nobody.
+            user.reply_to.get_or_insert_with(|| (room.to_owned(), Instant::now()));
         }
         users.crew_changed();
         tracing::info!(room, caller, callee, "direct line opened");
@@ -207,13 +210,14 @@ mod tests {
         let users = Users::default();
         let (ann, ben, cat) = (crew(&users, "ann"), crew(&users, "ben"), crew(&users, "cat"));
         users.open_direct(&ann, &ben, "direct-01", 12).expect("opened");
-        users.open_direct(&cat, &ben, "direct-02", 12).expect("opened");
         let reply = |id: &str| users.get(id).and_then(|u| u.reply_to).map(|(room, _)| room);
-        assert_eq!(reply(&ben).as_deref(), Some("direct-02"), "the last caller");
-        {
-            let mut registry = users.lock();
-            users.heard_on_direct(&mut registry, "direct-01", &ann);
-        }
+        assert_eq!(reply(&ben).as_deref(), Some("direct-01"), "the first caller, nobody else to reply to");
+        users.open_direct(&cat, &ben, "direct-02", 12).expect("opened");
+        assert_eq!(reply(&ben).as_deref(), Some("direct-01"), "a line opened takes no reply");
+        let heard = |room: &str, id: &str| users.heard_on_direct(&mut users.lock(), room, id);
+        heard("direct-02", &cat);
+        assert_eq!(reply(&ben).as_deref(), Some("direct-02"), "the last who spoke");
+        heard("direct-01", &ann);
         assert_eq!(reply(&ben).as_deref(), Some("direct-01"), "the last who spoke");
         users.close_direct("direct-01");
         assert_eq!(reply(&ben), None, "its line closed");

@@ -12,7 +12,7 @@
 //! Beside the registry (this file): `user` (a user, its lines, its view and record), `locked`
 //! (the lock every change takes, which hands the crew to the store), `store` (`crew.json`),
 //! `resume` (a panel's key across sessions), `sweeps` (what reconciliation takes out),
-//! `direct` (direct lines: one line on each of their two ends).
+//! `direct` (direct lines: one line on each of their two ends), `seats` (who holds a position).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -28,6 +28,7 @@ mod direct;
 mod locked;
 mod removals;
 mod resume;
+mod seats;
 mod store;
 mod sweeps;
 mod user;
@@ -37,6 +38,7 @@ use removals::Removals;
 pub use removals::{Ending, Removal};
 use resume::Ended;
 pub use resume::Resumed;
+pub use seats::{PositionTaken, Seat};
 pub use user::{Line, User, UserKind, UserState, UserView};
 
 use crate::events::{EventBus, LiveEvent};
@@ -127,16 +129,6 @@ impl Users {
         }
     }
 
-    /// Records the position a crew member joined as, and whether its panel has an announce
-    /// key (the position's `announce`).
-    pub fn set_position(&self, identity: &str, position: &str, announce: bool) {
-        let mut users = self.lock();
-        if let Some(user) = users.get_mut(identity) {
-            (user.position, user.announce) = (Some(position.to_owned()), announce);
-            users.crew_changed();
-        }
-    }
-
     /// Records the Janus node a crew member's session is placed on (before its token is
     /// handed out: its panel's `/janus` connection goes there).
     pub fn place(&self, identity: &str, node: &str) -> Option<User> {
@@ -168,15 +160,20 @@ impl Users {
     }
 
     fn insert(&self, user: User) -> User {
+        self.insert_locked(&mut self.lock(), user)
+    }
+
+    /// Registers `user`, the registry locked by the caller (who checked something first).
+    fn insert_locked(&self, users: &mut locked::Registry<'_>, user: User) -> User {
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::info!(
             identity = user.identity,
             username = user.username,
             group = groups.join(","),
+            position = user.position,
             kind = ?user.kind,
             "user registered (pending)"
         );
-        let mut users = self.lock();
         let replaced = users.insert(user.identity.clone(), user.clone());
         if user.kind == UserKind::Crew || replaced.is_some_and(|u| u.kind == UserKind::Crew) {
             users.crew_changed();

@@ -69,7 +69,8 @@ async fn a_person_key_opens_a_line_only_its_two_ends_can_join_and_it_closes_with
     let keys = people(control, &ann).await["keys"].clone();
     assert_eq!(
         keys,
-        json!([{"position": "camera-1", "name": "Camera 1", "identity": ben.identity, "who": "Ben", "groupId": null}])
+        json!([{"position": "camera-1", "name": "Camera 1", "identity": ben.identity, "who": "Ben", "groupId": null,
+            "occupants": [{"identity": ben.identity, "who": "Ben", "groupId": null}]}])
     );
 
     // Who may call whom (crew.directCalls: positions).
@@ -176,11 +177,170 @@ async fn with_direct_calls_all_anyone_online_can_be_called_by_identity() {
     let listed = people(control, &cat).await["online"].clone();
     assert_eq!(
         listed,
-        json!([{"position": null, "name": "Ann", "identity": ann.identity, "who": "Ann", "groupId": null}])
+        json!([{"position": null, "name": "Ann", "identity": ann.identity, "who": "Ann", "groupId": null,
+            "occupants": [{"identity": ann.identity, "who": "Ann", "groupId": null}]}])
     );
     let (status, line) = open(control, &cat, json!({"identity": ann.identity})).await;
     assert_eq!(status, StatusCode::CREATED, "{line}");
     assert_eq!(people(control, &ann).await["reply"]["name"], "Cat");
     let (status, body) = open(control, &cat, json!({"identity": cat.identity})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "not to itself: {body}");
+}
+
+/// Ann's and Ben's direct lines as each of their panels shows them.
+async fn direct_of(control: &Control, member: &Member) -> Vec<Value> {
+    people(control, member).await["direct"].as_array().expect("direct lines").clone()
+}
+
+/// The positions of [`HOUSE`], Camera 1 for one crew member at a time.
+fn house_with_camera_for_one() -> String {
+    format!("{HOUSE}    occupants: one\n")
+}
+
+#[tokio::test]
+async fn a_position_for_one_refuses_a_second_join_but_never_its_holder_s_rejoin() {
+    let stack = Stack::start_custom(Janus::builder(), GROUPS, &house_with_camera_for_one(), &[]).await;
+    let (control, janus) = (&stack.control, &stack.janus);
+    let (status, positions) = control.get_json("/admin/positions").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(positions["positions"][1]["occupants"], "one", "{positions}");
+
+    // Ben's token, not used yet, holds Camera 1 already: his panel is joining.
+    let (status, ben) = control.post_json("/token", json!({"username": "Ben", "position": "camera-1"})).await;
+    assert_eq!(status, StatusCode::OK, "{ben}");
+    let refused = async || {
+        let (status, body) = control.post_json("/token", json!({"username": "Bob", "position": "camera-1"})).await;
+        assert_eq!((status, body["code"].as_str()), (StatusCode::CONFLICT, Some("position_taken")), "{body}");
+        assert!(body["error"].as_str().is_some_and(|e| e.contains("Ben") && e.contains("camera-1")), "{body}");
+    };
+    refused().await;
+    let (status, ok) = control.post_json("/token", json!({"username": "Ann", "position": "director"})).await;
+    assert_eq!(status, StatusCode::OK, "a position for many takes anyone: {ok}");
+    let (_, users) = control.get_json("/admin/users?state=all").await;
+    let names: Vec<&str> =
+        users["users"].as_array().expect("users").iter().filter_map(|u| u["username"].as_str()).collect();
+    assert!(!names.contains(&"Bob"), "nothing registered for Bob: {names:?}");
+    assert!(control.log_text().contains("a second crew member asked for a position for one: refused"));
+
+    // Connected, he still holds it; his panel's rejoin (its secrets) is never refused.
+    let field = |key: &str| ben[key].as_str().expect(key).to_owned();
+    let probe = Probe::open(janus, &field("token")).await.expect("Ben's session");
+    probe.join_result("stage", &field("participantIdentity"), "Ben").await.expect("Ben joins");
+    wait_for("Ben connected", SOON, async || {
+        (crate::janus::user_state(control, &field("participantIdentity")).await.as_deref() == Some("connected"))
+            .then_some(())
+    })
+    .await;
+    refused().await;
+    let resume = json!({"token": field("token"), "panelKey": field("panelKey")});
+    let (status, again) =
+        control.post_json("/token", json!({"username": "Ben", "position": "camera-1", "resume": resume})).await;
+    assert_eq!(status, StatusCode::OK, "Ben's rejoin: {again}");
+    assert_eq!(again["panelKey"], ben["panelKey"], "his panel key kept");
+}
+
+#[tokio::test]
+async fn a_person_key_to_a_position_for_many_reaches_every_crew_member_at_it() {
+    let stack = Stack::start_custom(Janus::builder(), GROUPS, HOUSE, &[]).await;
+    let (control, janus) = (&stack.control, &stack.janus);
+    let ann = online(control, janus, json!({"username": "Ann", "position": "director"})).await;
+    let ben = online(control, janus, json!({"username": "Ben", "position": "camera-1"})).await;
+    let bob = online(control, janus, json!({"username": "Bob", "position": "camera-1"})).await;
+
+    let (status, opened) = open(control, &ann, json!({"position": "camera-1"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    for (member, name) in [(&ben, "Ben"), (&bob, "Bob")] {
+        let lines = direct_of(control, member).await;
+        assert_eq!(lines.len(), 1, "{name} is rung too: {lines:?}");
+        assert_eq!((lines[0]["name"].as_str(), lines[0]["caller"].as_bool()), (Some("Ann"), Some(false)));
+    }
+    let ann_lines = direct_of(control, &ann).await;
+    let mut with: Vec<&str> = ann_lines.iter().filter_map(|l| l["name"].as_str()).collect();
+    with.sort_unstable();
+    assert_eq!(with, ["Ben", "Bob"], "a line of its own to each: {ann_lines:?}");
+    assert_ne!(ann_lines[0]["groupId"], ann_lines[1]["groupId"], "Ben and Bob do not hear each other");
+    let key = people(control, &ann).await["keys"][0].clone();
+    let occupants: Vec<&str> =
+        key["occupants"].as_array().expect("occupants").iter().filter_map(|o| o["who"].as_str()).collect();
+    assert_eq!(occupants, ["Ben", "Bob"], "first in first: {key}");
+    let mut lines: Vec<&str> =
+        opened["lines"].as_array().expect("lines").iter().filter_map(|l| l["name"].as_str()).collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["Ben", "Bob"], "{opened}");
+}
+
+#[tokio::test]
+async fn a_callee_declines_a_direct_line_and_it_closes_on_both_panels() {
+    let stack = Stack::start_custom(Janus::builder(), GROUPS, HOUSE, &[]).await;
+    let (control, janus) = (&stack.control, &stack.janus);
+    let observer = Probe::admin(janus).await;
+    let ann = online(control, janus, json!({"username": "Ann", "position": "director"})).await;
+    let ben = online(control, janus, json!({"username": "Ben", "position": "camera-1"})).await;
+    let cat = online(control, janus, json!({"username": "Cat", "groupId": "stage"})).await;
+    let (status, line) = open(control, &ann, json!({"position": "camera-1"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{line}");
+    let room = line["groupId"].as_str().expect("its room").to_owned();
+    wait_for("the direct room made", SOON, async || observer.rooms().await.contains(&room).then_some(())).await;
+
+    let close = async |member: &Member, room: &str| {
+        control.post_json("/session/direct/close", json!({"token": member.token, "groupId": room})).await
+    };
+    let (status, body) = close(&cat, &room).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")), "not Cat's line: {body}");
+    let (status, _) = control.post_json("/session/direct/close", json!({"token": "nobody", "groupId": room})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(direct_of(control, &ann).await.len(), 1, "still open");
+
+    let (status, body) = close(&ben, &room).await;
+    assert_eq!(status, StatusCode::OK, "Ben declines: {body}");
+    assert_eq!(direct_of(control, &ann).await, Vec::<Value>::new(), "closed on Ann's panel");
+    assert_eq!(direct_of(control, &ben).await, Vec::<Value>::new(), "and on Ben's");
+    assert_eq!(people(control, &ann).await["keys"][0]["identity"], ben.identity.as_str(), "Ben still online");
+    wait_for("its room destroyed", SOON, async || (!observer.rooms().await.contains(&room)).then_some(())).await;
+    assert!(control.log_text().contains("declined by Ben"), "the log says who closed it");
+    assert_eq!(close(&ben, &room).await.0, StatusCode::NOT_FOUND, "closed already");
+    let (status, again) = open(control, &ann, json!({"position": "camera-1"})).await;
+    assert_eq!(status, StatusCode::CREATED, "Ann's key opens it again: {again}");
+}
+
+#[tokio::test]
+async fn direct_calls_are_limited_per_panel_and_a_press_on_an_open_line_costs_none() {
+    let house = HOUSE.replace("directCalls: positions", "directCalls: positions\n  directCallsPerMinute: 2");
+    let stack = Stack::start_custom(Janus::builder(), GROUPS, &house, &[]).await;
+    let (control, janus) = (&stack.control, &stack.janus);
+    let ann = online(control, janus, json!({"username": "Ann", "position": "director"})).await;
+    let dan = online(control, janus, json!({"username": "Dan", "position": "director"})).await;
+    let ben = online(control, janus, json!({"username": "Ben", "position": "camera-1"})).await;
+    for call in 1..=2 {
+        let (status, line) = open(control, &ann, json!({"position": "camera-1"})).await;
+        assert_eq!(status, StatusCode::CREATED, "call {call}: {line}");
+        let (status, _) = open(control, &ann, json!({"position": "camera-1"})).await;
+        assert_eq!(status, StatusCode::CREATED, "pressed again on the open line");
+        let body = json!({"token": ben.token, "groupId": line["groupId"]});
+        assert_eq!(control.post_json("/session/direct/close", body).await.0, StatusCode::OK, "Ben declines");
+    }
+    let (status, body) = open(control, &ann, json!({"position": "camera-1"})).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::TOO_MANY_REQUESTS, Some("too_many_calls")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("directCallsPerMinute")), "{body}");
+    assert_eq!(direct_of(control, &ben).await, Vec::<Value>::new(), "Ben is not rung");
+    assert!(control.log_text().contains("over crew.directCallsPerMinute"));
+    let (status, line) = open(control, &dan, json!({"position": "camera-1"})).await;
+    assert_eq!(status, StatusCode::CREATED, "another panel's calls are its own: {line}");
+}
+
+#[tokio::test]
+async fn opening_a_line_does_not_take_the_callee_s_reply_from_the_first_caller() {
+    let all = HOUSE.replace("directCalls: positions", "directCalls: all");
+    let stack = Stack::start_custom(Janus::builder(), GROUPS, &all, &[]).await;
+    let (control, janus) = (&stack.control, &stack.janus);
+    let ann = online(control, janus, json!({"username": "Ann", "position": "director"})).await;
+    let ben = online(control, janus, json!({"username": "Ben", "position": "camera-1"})).await;
+    let cat = online(control, janus, json!({"username": "Cat", "groupId": "stage"})).await;
+    let (status, _) = open(control, &ann, json!({"position": "camera-1"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(people(control, &ben).await["reply"]["name"], "Ann", "nobody else to reply to");
+    let (status, _) = open(control, &cat, json!({"identity": ben.identity})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(direct_of(control, &ben).await.len(), 2);
+    assert_eq!(people(control, &ben).await["reply"]["name"], "Ann", "Cat opened a line, but said nothing yet");
 }

@@ -30,6 +30,31 @@ pub enum DirectCalls {
     Off,
 }
 
+/// How many crew members may hold a position at once (`positions[].occupants`).
+///
+/// `many` is the default: a position is also a panel template a whole team joins (a stage
+/// crew, `partyline-crew --position` with twenty members), and a person key towards it opens
+/// a direct line to every member at it. `one` makes the position a role: while someone holds
+/// it (connected, or with a token not used yet), another join is refused; the holder's own
+/// rejoin (`resume`) never is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Occupants {
+    /// One crew member at a time.
+    One,
+    /// Anyone may join; person keys reach every one of them.
+    #[default]
+    Many,
+}
+
+impl Occupants {
+    /// Whether this is the default (`many`), which the file leaves out.
+    pub fn is_default(&self) -> bool {
+        *self == Occupants::default()
+    }
+}
+
 /// Whether `id` is a direct line's room (never a group's).
 pub fn is_direct_room(id: &str) -> bool {
     id.starts_with(DIRECT_ROOM_PREFIX)
@@ -88,5 +113,7 @@ mod tests {
         assert!(check_group_id_not_direct("direct-line").is_err());
         assert!(check_group_id_not_direct("directors").is_ok());
         assert_eq!(serde_json::to_string(&DirectCalls::default()).expect("json"), "\"positions\"");
+        assert_eq!(serde_json::to_string(&Occupants::default()).expect("json"), "\"many\"");
+        assert_eq!(serde_json::from_str::<Occupants>("\"one\"").expect("one"), Occupants::One);
     }
 }

@@ -25,7 +25,8 @@ pub struct PersonKeyRequest {
 
 /// Work a person key, as if pressed on the panel: opens the direct line to the person (a
 /// position of the panel's `talkTo`, or with `crew.directCalls: all` anyone online) when none
-/// is open, then works its talk key. Answers once the panel applied it.
+/// is open, then works its talk key (towards a position for many, one line to each crew member
+/// at it, each talk key worked). Answers once the panel applied it, with the first line.
 #[utoipa::path(post, path = "/panel/{key}/direct", operation_id = "panel_direct", tag = "panel", request_body = PersonKeyRequest,
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, description = "The direct line as the panel applied it", body = RemoteLine),
@@ -33,6 +34,7 @@ pub struct PersonKeyRequest {
         (status = 403, description = "`crew.directCalls` does not allow this call (`direct_call_refused`)", body = ErrorBody),
         (status = 404, description = "Unknown key, or nobody online for this person", body = ErrorBody),
         (status = 409, description = "Refused: `panel_offline`, or a panel full of lines", body = ErrorBody),
+        (status = 429, description = "The panel opened `crew.directCallsPerMinute` direct lines in the last minute (`too_many_calls`)", body = ErrorBody),
         (status = 504, description = "The panel did not apply it in time (`panel_not_responding`)", body = ErrorBody)))]
 pub async fn person(
     State(state): State<AppState>,
@@ -40,9 +42,14 @@ pub async fn person(
     ApiJson(body): ApiJson<PersonKeyRequest>,
 ) -> Result<Json<RemoteLine>, ApiError> {
     let user = panel_of(&state, &key)?;
-    let line = open(&state, &user, &body.to).await?;
+    let lines = open(&state, &user, &body.to).await?;
     let user = panel_of(&state, &key)?;
-    talk_on(&state, &user, &line.group_id, body.state).await
+    // A key reaching several (a position for many) works each of their lines' talk keys.
+    let mut answers = Vec::new();
+    for line in &lines {
+        answers.push(talk_on(&state, &user, &line.group_id, body.state).await?);
+    }
+    answers.into_iter().next().ok_or_else(|| ApiError::Internal("no direct line opened".into()))
 }
 
 /// Work the reply key, as if pressed on the panel: the talk key of the direct line of whoever
