@@ -4,6 +4,7 @@
 //! partyline's own, announced by SAP ([`Sender`]) so that Dante Controller can route it.
 
 mod channels;
+mod heard;
 mod ptp;
 mod sap;
 mod stream;
