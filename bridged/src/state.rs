@@ -167,9 +167,10 @@ impl StatusBoard {
     }
 
     /// The AES67 receive's figures.
-    pub fn set_receive(&self, packets: u64, lost: u64, late: u64, offset_p99_us: i64) {
+    pub fn set_receive(&self, packets: u64, lost: u64, late: u64, foreign: u64, offset_p99_us: i64) {
         let mut reported = self.lock();
         reported.aes67.receive_packets = packets;
+        reported.aes67.receive_foreign = foreign;
         reported.aes67.receive_lost = lost;
         reported.aes67.receive_late = late;
         reported.aes67.receive_offset_p99_us = offset_p99_us;

@@ -200,6 +200,9 @@ pub struct Aes67Status {
     /// their time, dropped): more than a few, and the receive latency is too short.
     pub receive_lost: u64,
     pub receive_late: u64,
+    /// Packets to the stream's group and port from another host than its SDP's origin, or
+    /// with another SSRC than the stream's: dropped before the jitter buffer.
+    pub receive_foreign: u64,
     pub receive_offset_p99_us: i64,
     /// The streams SAP announces on the media network, newest first.
     pub announced: Vec<AnnouncedStream>,
@@ -395,7 +398,7 @@ mod tests {
         assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyaya(ayssai))");
         assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
         assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai))(sysusssqyy))");
-        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts)((sysxx)stttxa(ssu)))");
+        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu)))");
     }
 
     #[test]

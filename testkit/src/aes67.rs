@@ -74,6 +74,8 @@ pub struct Aes67Net {
     pub grandmasters: [Host; 2],
     /// The console (`10.79.0.20`).
     pub console: Host,
+    /// A host that sends what it likes (`10.79.0.66`: [`crate::intruder::Intruder`]).
+    pub intruder: Host,
     _turn: Turn,
 }
 
@@ -96,6 +98,7 @@ impl Aes67Net {
             address: PARTYLINE_ADDRESS.to_owned(),
             grandmasters: [host("gm1", "10.79.0.11"), host("gm2", "10.79.0.12")],
             console: host("console", "10.79.0.20"),
+            intruder: host("intruder", "10.79.0.66"),
             _turn: turn,
         };
         // What a test process killed before its drop left in this namespace.
@@ -131,7 +134,7 @@ impl Aes67Net {
     }
 
     fn hosts(&self) -> impl Iterator<Item = &Host> {
-        self.grandmasters.iter().chain([&self.console])
+        self.grandmasters.iter().chain([&self.console, &self.intruder])
     }
 
     /// The namespaces (with their links, and what still runs in them) and the bridge.
@@ -724,6 +727,16 @@ impl Console {
     /// Its last `levels` report.
     pub fn latest_levels(&self) -> Option<Levels> {
         self.events().iter().rev().find_map(levels)
+    }
+
+    /// A mark in its events, for [`Console::levels_since`].
+    pub fn mark(&self) -> usize {
+        self.count()
+    }
+
+    /// Its `levels` reports made after `mark`.
+    pub fn levels_since(&self, mark: usize) -> Vec<Levels> {
+        self.events().get(mark..).unwrap_or_default().iter().filter_map(levels).collect()
     }
 
     /// Waits for a `levels` report made after this call that satisfies `check`.

@@ -12,6 +12,7 @@ pub mod bench;
 pub mod card;
 pub mod control;
 pub mod dbus;
+pub mod intruder;
 pub mod janus;
 pub mod netns;
 pub mod pipewire;

@@ -4,8 +4,10 @@
 //! partyline's own, announced by SAP ([`Sender`]) so that Dante Controller can route it.
 
 mod channels;
+mod heard;
 mod ptp;
 mod sap;
+mod source;
 mod stream;
 
 use std::net::Ipv4Addr;
@@ -101,6 +103,7 @@ pub fn receive(
                 stats.packets.load(Ordering::Relaxed),
                 lost,
                 late,
+                stats.dropped.total(),
                 stats.offset_p99_us.load(Ordering::Relaxed),
             );
         }

@@ -1,20 +1,19 @@
-//! SAP (RFC 2974) on the media network: the listener keeps the streams announced there (the
+//! SAP (RFC 2974) on the media network: the listener keeps the streams announced there (`heard.rs`; the
 //! admin picks the card's input stream from them), the announcer announces partyline's send
 //! every [`ANNOUNCE_EVERY`] and withdraws it when the send stops.
 
-use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use partyline_shared::aes67::sap::SapPacket;
 use partyline_shared::aes67::{SAP_GROUP, SAP_PORT};
-use partyline_shared::bridge::AnnouncedStream;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 
 use super::Interface;
+use super::heard::{Heard, MAX_PER_SENDER, MAX_STREAMS, Refused, Streams};
 use crate::state::StatusBoard;
 
 /// How often partyline announces its send. RFC 2974's interval for a few small sessions is
@@ -24,8 +23,10 @@ pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(30);
 /// An announcement not repeated for this long is dropped from the list (RFC 2974: ten
 /// announcement intervals, or an hour; devices here announce every 30 s or so).
 const FORGET_AFTER: Duration = Duration::from_secs(300);
-/// How often the list in the status is refreshed (ages, forgotten streams).
+/// How often the list in the status is rebuilt (ages, forgotten streams, new ones).
 const REFRESH_EVERY: Duration = Duration::from_secs(1);
+/// How often refused SAP packets are told (a flood is one warning a minute).
+const REFUSALS_TOLD_EVERY: Duration = Duration::from_secs(60);
 
 /// A UDP socket on SAP's port that other SAP listeners of the host can share, in SAP's group on
 /// `interface`, sending there.
@@ -43,55 +44,73 @@ fn sap_socket(interface: &Interface, ttl: u8) -> anyhow::Result<UdpSocket> {
     Ok(UdpSocket::from_std(socket.into())?)
 }
 
-/// Listens to SAP on `interface` and keeps the announced streams in the status (not ours).
+/// Listens to SAP on `interface` and keeps the announced streams in the status (not ours),
+/// bounded and checked as [`Streams`] says; the status's list is rebuilt every
+/// [`REFRESH_EVERY`].
 pub fn listen(interface: &Interface, board: Arc<StatusBoard>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let socket = sap_socket(interface, 1)?;
     let own = interface.address;
     Ok(tokio::spawn(async move {
-        let mut heard: HashMap<(Ipv4Addr, u16), (String, Instant)> = HashMap::new();
+        let mut streams = Streams::new(own, FORGET_AFTER);
+        let mut refused = RefusedCount::default();
         let mut buffer = vec![0; 65_536];
         let mut refresh = tokio::time::interval(REFRESH_EVERY);
         loop {
             tokio::select! {
                 received = socket.recv_from(&mut buffer) => {
-                    let Ok((length, _)) = received else { continue };
+                    let Ok((length, SocketAddr::V4(sender))) = received else { continue };
                     match SapPacket::decode(&buffer[..length]) {
-                        Ok(packet) if packet.origin == own => {}
-                        Ok(packet) if packet.deletion => {
-                            heard.remove(&(packet.origin, packet.hash));
-                        }
                         Ok(packet) => {
-                            // A changed SDP comes with a new hash: the old one goes.
-                            heard.retain(|(origin, _), (sdp, _)| *origin != packet.origin || !same_session(sdp, &packet.sdp));
-                            heard.insert((packet.origin, packet.hash), (packet.sdp, Instant::now()));
+                            if let Heard::Refused(why) = streams.hear(*sender.ip(), packet, Instant::now()) {
+                                refused.add(why, *sender.ip());
+                            }
                         }
                         Err(error) => tracing::debug!("SAP: {error}"),
                     }
                 }
-                _ = refresh.tick() => {}
+                _ = refresh.tick() => {
+                    board.set_announced(streams.list(Instant::now()));
+                    refused.tell_now_and_then();
+                }
             }
-            heard.retain(|_, (_, seen)| seen.elapsed() < FORGET_AFTER);
-            let mut streams: Vec<AnnouncedStream> = heard
-                .iter()
-                .map(|((origin, _), (sdp, seen))| AnnouncedStream {
-                    source: origin.to_string(),
-                    sdp: sdp.clone(),
-                    age_s: u32::try_from(seen.elapsed().as_secs()).unwrap_or(u32::MAX),
-                })
-                .collect();
-            streams.sort_by_key(|s| s.age_s);
-            board.set_announced(streams);
         }
     }))
 }
 
-/// Whether two SDPs describe the same session (their `o=` lines' session id), whatever the
-/// version.
-fn same_session(a: &str, b: &str) -> bool {
-    let session = |sdp: &str| {
-        sdp.lines().find_map(|l| l.strip_prefix("o=")).and_then(|o| o.split_whitespace().nth(1)).map(str::to_owned)
-    };
-    session(a).is_some() && session(a) == session(b)
+/// The SAP packets refused since the last warning, told at most once a minute.
+#[derive(Debug, Default)]
+struct RefusedCount {
+    spoofed: u64,
+    full: u64,
+    malformed: u64,
+    last_sender: Option<Ipv4Addr>,
+    told: Option<Instant>,
+}
+
+impl RefusedCount {
+    fn add(&mut self, why: Refused, sender: Ipv4Addr) {
+        match why {
+            Refused::Spoofed => self.spoofed += 1,
+            Refused::Full => self.full += 1,
+            Refused::Malformed => self.malformed += 1,
+        }
+        self.last_sender = Some(sender);
+    }
+
+    fn tell_now_and_then(&mut self) {
+        let Some(sender) = self.last_sender else { return };
+        if self.told.is_some_and(|t| t.elapsed() < REFUSALS_TOLD_EVERY) {
+            return;
+        }
+        tracing::warn!(
+            "SAP: refused {} announcements naming another host than their sender, {} over the list's caps \
+             ({MAX_PER_SENDER} a sender, {MAX_STREAMS} in all), {} malformed; the last from {sender}",
+            self.spoofed,
+            self.full,
+            self.malformed
+        );
+        *self = RefusedCount { told: Some(Instant::now()), ..RefusedCount::default() };
+    }
 }
 
 /// Announces one SDP on `interface` until stopped; then withdraws it.

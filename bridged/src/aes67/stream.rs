@@ -93,7 +93,10 @@ fn make(factory: &str, name: &str) -> anyhow::Result<gst::Element> {
 /// The receive's figures for the status.
 #[derive(Debug, Default)]
 pub struct ReceiveStats {
+    /// Packets of the stream (its origin's, of its SSRC) received.
     pub packets: AtomicU64,
+    /// Packets to its group and port that were not its own, dropped (`source.rs`).
+    pub dropped: super::source::Dropped,
     /// The jitter buffer, whose own figures say what came too late or never.
     jitter: std::sync::OnceLock<gst::Element>,
     /// |handed to the mix − (media time + latency)|, 99th percentile of the last second, µs.
@@ -133,11 +136,7 @@ pub fn receive(
             .property("auto-multicast", true)
             .property("caps", rtp_caps(&stream))
             .build()?;
-        let packets = stats.clone();
-        source.static_pad("src").expect("udpsrc's pad").add_probe(gst::PadProbeType::BUFFER, move |_, _| {
-            packets.packets.fetch_add(1, Ordering::Relaxed);
-            gst::PadProbeReturn::Ok
-        });
+        super::source::guard(&source, super::source::SourceFilter::new(stream.origin), stats.clone());
         let jitter = gst::ElementFactory::make("rtpjitterbuffer")
             .name("aes67-jitter")
             .property_from_str("mode", "synced")

@@ -27,6 +27,9 @@ pub struct Aes67View {
     /// Of those, the jitter buffer's lost (never came) and late (came after their time: dropped).
     pub receive_lost: u64,
     pub receive_late: u64,
+    /// Packets to the stream's group and port from another host than its SDP's origin, or with
+    /// another SSRC than the stream's: dropped (anyone on the LAN can send to a multicast group).
+    pub receive_foreign: u64,
     /// How far from its media time (+ the receive latency) each block reached the mix, 99th
     /// percentile over the last second, µs.
     pub receive_offset_p99_us: i64,
@@ -72,6 +75,7 @@ pub async fn get_aes67(State(state): State<AppState>) -> Json<Aes67View> {
         receive_packets: aes67.receive_packets,
         receive_lost: aes67.receive_lost,
         receive_late: aes67.receive_late,
+        receive_foreign: aes67.receive_foreign,
         receive_offset_p99_us: aes67.receive_offset_p99_us,
         announced,
     })

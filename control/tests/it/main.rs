@@ -14,6 +14,8 @@ mod aes67;
 #[cfg(feature = "services")]
 mod aes67_clocks;
 #[cfg(feature = "services")]
+mod aes67_lan;
+#[cfg(feature = "services")]
 mod aes67_media;
 mod api;
 #[cfg(feature = "services")]
