@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, crew_output, janus_for_control, machine_line, mib, status_field};
+use partyline_testkit::bench::{cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
 use partyline_testkit::janus::Janus;
@@ -56,6 +56,8 @@ struct Options {
     audio: Vec<String>,
     /// A/B: room settings (`KEY=VALUE,…` each) measured one after the other at `users`.
     ab: Vec<String>,
+    /// Janus's `event_loops` (a setting's `janusEventLoops=N`); none: a thread per handle.
+    janus_event_loops: Option<u32>,
     /// Control under a crowd of this many one-line members instead of the ramp.
     crowd: Option<u64>,
     /// Profile Janus inside the judged seconds of a one-step ramp.
@@ -74,6 +76,7 @@ fn options() -> Options {
         runs: 3,
         audio: Vec::new(),
         ab: Vec::new(),
+        janus_event_loops: None,
         crowd: None,
         profile: false,
     };
@@ -113,7 +116,19 @@ fn options() -> Options {
 
 /// `KEY=VALUE,…` as lines of control's `audio:` section.
 fn audio_lines(setting: &str) -> Vec<String> {
-    setting.split(',').filter(|kv| !kv.is_empty()).map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1))).collect()
+    setting
+        .split(',')
+        .filter(|kv| !kv.is_empty() && !kv.starts_with(JANUS_EVENT_LOOPS))
+        .map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1)))
+        .collect()
+}
+
+/// The setting that is Janus's, not control's: `janusEventLoops=N`.
+const JANUS_EVENT_LOOPS: &str = "janusEventLoops=";
+
+/// A setting's `janusEventLoops=N`, if any.
+fn janus_event_loops(setting: &str) -> Option<u32> {
+    setting.split(',').find_map(|kv| kv.strip_prefix(JANUS_EVENT_LOOPS)).map(|n| n.parse().expect("janusEventLoops=N"))
 }
 
 /// Pins every thread of `pid` to `cpu`; threads they start later inherit it.
@@ -316,7 +331,8 @@ struct Stack {
 impl Stack {
     async fn start(o: &Options) -> Stack {
         let bus = Bus::start();
-        let (janus, server, events_port) = janus_for_control(true);
+        let builder = o.janus_event_loops.into_iter().fold(Janus::builder(), |b, n| b.event_loops(n));
+        let (janus, server, events_port) = janus_built_for_control(builder, true);
         let config = format!(
             "{server}logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
             if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
@@ -739,13 +755,20 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 async fn ab(o: &Options, machine: &str) {
     let mut rows = Vec::new();
     for (k, setting) in (1..).zip(&o.ab) {
-        let one = Options { audio: audio_lines(setting), max_users: o.users, step: 1, ..o.clone() };
+        let one = Options {
+            audio: audio_lines(setting),
+            janus_event_loops: janus_event_loops(setting),
+            max_users: o.users,
+            step: 1,
+            ..o.clone()
+        };
         rows.push((setting, run(&one, k).await));
     }
     println!("## Room settings A/B (`bench/capacity --ab`): {} four-line members, Janus on one core\n", o.users);
     println!("{machine}\n");
     println!(
-        "Each setting on a fresh stack (control's `audio:` keys), one after the other in this run: {} members \
+        "Each setting on a fresh stack (control's `audio:` keys; `janusEventLoops=N`: Janus's `event_loops`, \
+         N shared loop threads instead of one per handle), one after the other in this run: {} members \
          joining over {} s, 10 s of settling, {} s judged. Users per core: the members over Janus's share of its \
          core (an extrapolation to 100 %). Codec noise: the worst line's everything-but-its-tone against its tone.\n",
         o.users, o.ramp, o.step_seconds

@@ -78,9 +78,14 @@ impl BenchStack {
 /// `janus:` sections that go with it (loopback, HTTPS when `tls`), and the events port they
 /// name, to be kept while control runs.
 pub fn janus_for_control(tls: bool) -> (Janus, String, ReservedPort) {
+    janus_built_for_control(Janus::builder(), tls)
+}
+
+/// [`janus_for_control`] with Janus from `builder` (its event loops, …).
+pub fn janus_built_for_control(builder: crate::janus::Builder, tls: bool) -> (Janus, String, ReservedPort) {
     let events_reserved = ReservedPort::loopback();
     let events_port = events_reserved.port();
-    let janus = Janus::builder()
+    let janus = builder
         .ice_iface(ICE_IFACE)
         .events(&format!("http://127.0.0.1:{events_port}/api/internal/janus-events"), EVENT_SECRET)
         .start();

@@ -39,6 +39,7 @@ pub struct Builder {
     event_pass: String,
     ice_iface: Option<String>,
     own_namespace: bool,
+    event_loops: Option<u32>,
 }
 
 impl Builder {
@@ -59,6 +60,13 @@ impl Builder {
     /// ICE only on `iface` (`nat: ice_enforce_list`): [`crate::ICE_IFACE`] for media tests.
     pub fn ice_iface(mut self, iface: &str) -> Builder {
         self.ice_iface = Some(iface.to_owned());
+        self
+    }
+
+    /// Janus's `event_loops`: `n` shared loop threads for the handles' media instead of one
+    /// thread per handle (the capacity bench's A/B).
+    pub fn event_loops(mut self, n: u32) -> Builder {
+        self.event_loops = Some(n);
         self
     }
 
@@ -118,6 +126,9 @@ impl Janus {
             command.args(["--ice-iface", NODE_IFACE]);
         } else if let Some(iface) = &self.options.ice_iface {
             command.args(["--ice-iface", iface]);
+        }
+        if let Some(loops) = self.options.event_loops {
+            command.args(["--event-loops", &loops.to_string()]);
         }
         let output = command.output().expect("run janus-instance");
         assert!(output.status.success(), "janus-instance start failed:\n{}", String::from_utf8_lossy(&output.stderr));

@@ -242,8 +242,9 @@ impl Users {
                 users.crew_changed();
                 drop(users);
                 if let Some(user) = &gone {
-                    self.announce_removed(user, Ending::Ended);
+                    // Kept before the removal is announced, which its panel may act on at once.
                     self.keep_for_resume(user);
+                    self.announce_removed(user, Ending::Ended);
                 }
                 gone
             }

@@ -41,10 +41,16 @@ impl Default for Removals {
 
 impl Users {
     /// Takes a crew member off a lost node: removed, its panel key kept for the panel's rejoin.
+    /// Kept before the removal is announced: the panel, told `moved`, rejoins at once.
     pub fn move_off(&self, identity: &str) -> Option<User> {
-        let user = self.remove(identity, Ending::Moved)?;
+        let user = self.get(identity)?;
         self.keep_for_resume(&user);
-        Some(user)
+        let removed = self.remove(identity, Ending::Moved);
+        if removed.is_none() {
+            // Removed otherwise meanwhile (the admin's disconnect): nothing to resume.
+            self.forget_resume(&user.token);
+        }
+        removed
     }
 
     /// The crew members removed from now on, whatever the reason (left, expired, disconnected,
