@@ -100,10 +100,10 @@ pub fn receive(
             every.tick().await;
             let (lost, late) = stats.lost_and_late();
             board.set_receive(
-                stats.packets.load(Ordering::Relaxed),
+                stats.source.packets.load(Ordering::Relaxed),
                 lost,
                 late,
-                stats.dropped.total(),
+                stats.source.dropped.total(),
                 stats.offset_p99_us.load(Ordering::Relaxed),
             );
         }

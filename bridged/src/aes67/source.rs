@@ -14,8 +14,6 @@ use gst::prelude::*;
 use gst_net::gio;
 use partyline_shared::sync::lock;
 
-use super::stream::ReceiveStats;
-
 /// How long the locked SSRC must have been silent before another from the same sender takes
 /// over (a console restarting takes longer than this; an interleaved injection never leaves it).
 pub const SSRC_SILENCE: Duration = Duration::from_millis(500);
@@ -72,6 +70,14 @@ impl SourceFilter {
     }
 }
 
+/// What the filter let through and what it dropped.
+#[derive(Debug, Default)]
+pub struct Counted {
+    /// Packets of the stream (its origin's, of its SSRC) let through.
+    pub packets: AtomicU64,
+    pub dropped: Dropped,
+}
+
 /// The packets the filter dropped.
 #[derive(Debug, Default)]
 pub struct Dropped {
@@ -89,7 +95,7 @@ impl Dropped {
 
 /// Puts `filter` on `udpsrc`'s output: what it refuses never reaches the jitter buffer. `stats`
 /// counts what it lets through and what it drops.
-pub fn guard(udpsrc: &gst::Element, filter: SourceFilter, stats: Arc<ReceiveStats>) {
+pub fn guard(udpsrc: &gst::Element, filter: SourceFilter, stats: Arc<Counted>) {
     let state = std::sync::Mutex::new((filter, Told::default()));
     let pad = udpsrc.static_pad("src").expect("udpsrc's pad");
     pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {

@@ -17,7 +17,7 @@
 //! send stamps each block with the PTP time it is due, so its RTP time is PTP time × 48000 (the
 //! payloader's offset is 0) and udpsink sends each packet when that time comes.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, anyhow};
@@ -93,10 +93,9 @@ fn make(factory: &str, name: &str) -> anyhow::Result<gst::Element> {
 /// The receive's figures for the status.
 #[derive(Debug, Default)]
 pub struct ReceiveStats {
-    /// Packets of the stream (its origin's, of its SSRC) received.
-    pub packets: AtomicU64,
-    /// Packets to its group and port that were not its own, dropped (`source.rs`).
-    pub dropped: super::source::Dropped,
+    /// Packets of the stream (its origin's, of its SSRC) received, and those to its group and
+    /// port that were not its own, dropped (`source.rs`).
+    pub source: Arc<super::source::Counted>,
     /// The jitter buffer, whose own figures say what came too late or never.
     jitter: std::sync::OnceLock<gst::Element>,
     /// |handed to the mix − (media time + latency)|, 99th percentile of the last second, µs.
@@ -136,7 +135,7 @@ pub fn receive(
             .property("auto-multicast", true)
             .property("caps", rtp_caps(&stream))
             .build()?;
-        super::source::guard(&source, super::source::SourceFilter::new(stream.origin), stats.clone());
+        super::source::guard(&source, super::source::SourceFilter::new(stream.origin), Arc::clone(&stats.source));
         let jitter = gst::ElementFactory::make("rtpjitterbuffer")
             .name("aes67-jitter")
             .property_from_str("mode", "synced")
