@@ -16,7 +16,7 @@ use super::error::unavailable;
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::janus::OpenDirectError;
 use crate::limits::Take;
-use crate::users::{DirectError, User, UserKind, UserState};
+use crate::users::{DirectError, Line, User, UserKind, UserState};
 
 /// Direct lines a panel already holding [`MAX_LINES`] group lines still takes.
 const DIRECT_LINES_BEYOND_A_FULL_PANEL: usize = 4;
@@ -111,15 +111,7 @@ pub fn people_of(state: &AppState, user: &User) -> People {
     let config = state.config.current();
     let crew: Vec<User> =
         state.users.list().into_iter().filter(|u| is_person(u) && u.identity != user.identity).collect();
-    let direct: Vec<DirectLine> = user
-        .lines
-        .iter()
-        .filter_map(|l| {
-            let peer = l.direct.as_ref()?;
-            let (name, with, caller) = (peer.username.clone(), peer.identity.clone(), peer.caller);
-            Some(DirectLine { group_id: l.group_id.clone(), name, with, caller })
-        })
-        .collect();
+    let direct = direct_lines(user);
     let occupant = |u: &User| Occupant {
         identity: u.identity.clone(),
         who: u.username.clone(),
@@ -148,6 +140,16 @@ pub fn people_of(state: &AppState, user: &User) -> People {
     };
     let reply = user.reply_to.as_ref().and_then(|(room, _)| direct.iter().find(|d| d.group_id == *room)).cloned();
     People { direct_calls: config.crew.direct_calls, keys, online, direct, reply }
+}
+
+/// `user`'s direct lines a panel may join: those whose room is made.
+fn direct_lines(user: &User) -> Vec<DirectLine> {
+    let line = |l: &Line| {
+        let peer = l.direct.as_ref().filter(|p| p.ready)?;
+        let (name, with, caller) = (peer.username.clone(), peer.identity.clone(), peer.caller);
+        Some(DirectLine { group_id: l.group_id.clone(), name, with, caller })
+    };
+    user.lines.iter().filter_map(line).collect()
 }
 
 /// Whom a person key towards position `id` reaches among the crew online: at a position for
@@ -352,7 +354,7 @@ pub async fn hang_up(
 mod tests {
     use super::*;
     use crate::secrets::SecretValue;
-    use crate::users::{Line, Users};
+    use crate::users::Users;
 
     /// Ann, Ben and Cat online at Camera 1, in that order; Dan elsewhere.
     fn crew() -> Vec<User> {
@@ -383,5 +385,32 @@ mod tests {
             "a rejoin overlapping its old session"
         );
         assert!(at_position(&crew, "nowhere", Occupants::Many).is_empty());
+    }
+
+    #[test]
+    fn a_direct_line_reaches_the_panels_once_its_room_is_made() {
+        let users = Users::default();
+        let (ann, ben) = (&crew()[1], &crew()[3]);
+        for user in [ann, ben] {
+            let key = SecretValue::new(format!("key-{}", user.username));
+            users.register(
+                user.identity.clone(),
+                user.username.clone(),
+                vec![Line::both("stage")],
+                user.username.clone(),
+                key,
+                None,
+            );
+        }
+        users.open_direct(&ann.identity, &ben.identity, "direct-1", 8).expect("opened");
+        let lines = |identity: &str| direct_lines(&users.get(identity).expect("online"));
+        assert!(
+            lines(&ann.identity).is_empty() && lines(&ben.identity).is_empty(),
+            "a room not made yet is no line to join"
+        );
+        users.direct_ready("direct-1");
+        let (at_ann, at_ben) = (lines(&ann.identity), lines(&ben.identity));
+        assert_eq!((at_ann.len(), at_ann[0].name.as_str(), at_ann[0].caller), (1, "ben", true));
+        assert_eq!((at_ben.len(), at_ben[0].name.as_str(), at_ben[0].caller), (1, "ann", false));
     }
 }

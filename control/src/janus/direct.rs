@@ -39,6 +39,7 @@ impl Janus {
             self.close_direct(&room, "its room could not be made").await;
             return Err(e.into());
         }
+        self.users.direct_ready(&room);
         self.events.publish(&LiveEvent::DirectOpened {
             group_id: room.clone(),
             caller: caller.username.clone(),

@@ -15,6 +15,9 @@ pub struct Peer {
     pub username: String,
     /// This end opened the line (pressed the person key).
     pub caller: bool,
+    /// Its room is made on the ends' nodes: until then the line is not shown to the panels,
+    /// whose join would find no room (and drop the line).
+    pub ready: bool,
 }
 
 /// A direct line as the registry knows it: its room and its two ends' names.
@@ -61,7 +64,12 @@ impl Users {
             }
         }
         let end = |other: &User, caller: bool| Line {
-            direct: Some(Peer { identity: other.identity.clone(), username: other.username.clone(), caller }),
+            direct: Some(Peer {
+                identity: other.identity.clone(),
+                username: other.username.clone(),
+                caller,
+                ready: false,
+            }),
             ..Line::both(room)
         };
         let (caller_line, callee_line) = (end(&to, true), end(&from, false));
@@ -77,6 +85,15 @@ impl Users {
         users.crew_changed();
         tracing::info!(room, caller, callee, "direct line opened");
         Ok(())
+    }
+
+    /// Direct line `room`'s room is made: its ends may join it.
+    pub fn direct_ready(&self, room: &str) {
+        let mut users = self.lock();
+        let ends = users.values_mut().flat_map(|u| u.lines.iter_mut()).filter(|l| l.group_id == room);
+        for peer in ends.filter_map(|l| l.direct.as_mut()) {
+            peer.ready = true;
+        }
     }
 
     /// Closes every direct line one of whose ends is `identity` (registered or not any more):
