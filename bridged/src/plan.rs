@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use partyline_shared::aes67::{Aes67Stream, MAX_CHANNELS};
+use partyline_shared::aes67::{Aes67Stream, MAX_CHANNELS, parse_eui64};
 use partyline_shared::bridge::{Plan, PlanGroup, PlanIfb};
 use partyline_shared::card::AES67_DEVICE;
 use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate, MAX_RECEIVE_LATENCY_MS, MulticastRange};
@@ -84,6 +84,9 @@ fn validate_aes67(plan: &Plan) -> Result<(), String> {
     }
     if aes67.ptp_domain > 127 {
         return Err(format!("ptp_domain: {} is over 127", aes67.ptp_domain));
+    }
+    if let Some(id) = aes67.ptp_grandmasters.iter().find(|id| parse_eui64(id).is_none()) {
+        return Err(format!("ptp_grandmasters: {id:?} is not a clock identity (an EUI-64)"));
     }
     if !aes67.receive_sdp.is_empty() {
         Aes67Stream::parse(&aes67.receive_sdp).map_err(|e| format!("receive_sdp: {e}"))?;
@@ -276,6 +279,7 @@ mod tests {
         cases.extend([
             (aes67(|a| a.interface.clear()), "aes67.interface"),
             (aes67(|a| a.ptp_domain = 128), "aes67.ptp_domain"),
+            (aes67(|a| a.ptp_grandmasters = vec!["00-1D".into()]), "aes67.ptp_grandmasters"),
             (aes67(|a| a.receive_sdp = "v=0".into()), "aes67.receive_sdp"),
             (aes67(|a| a.receive_latency_ms = 0), "aes67.receive_latency_ms"),
             (aes67(|a| a.send_channels = 9), "aes67.send_channels"),

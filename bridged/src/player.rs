@@ -163,7 +163,8 @@ impl Player {
     /// is logged; a card direction on AES67 then reports it.
     fn follow_network(&self, running: &mut Running, plan: &Plan) {
         let wanted = !plan.aes67.interface.is_empty();
-        if running.network.as_ref().is_some_and(|n| wanted && n.is(&plan.aes67)) {
+        if let Some(network) = running.network.as_ref().filter(|n| wanted && n.is(&plan.aes67)) {
+            network.allow(&plan.aes67);
             return;
         }
         if let Some(network) = running.network.take() {

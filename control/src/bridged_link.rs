@@ -115,6 +115,8 @@ fn plan_aes67(aes67: &Aes67Config) -> PlanAes67 {
     PlanAes67 {
         interface: aes67.interface.clone().unwrap_or_default(),
         ptp_domain: aes67.ptp_domain,
+        // Checked with the config: a list that does not read never reaches here.
+        ptp_grandmasters: aes67.grandmaster_ids().unwrap_or_default(),
         receive_sdp: aes67.receive_sdp.clone().unwrap_or_default(),
         receive_latency_ms: aes67.receive_latency_ms,
         send_name: send.name.clone(),

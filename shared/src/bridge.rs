@@ -61,6 +61,8 @@ pub struct PlanAes67 {
     /// The media network's interface; empty: AES67 is off.
     pub interface: String,
     pub ptp_domain: u8,
+    /// The grandmasters followed (EUI-64s as `format_eui64` writes them); empty: any.
+    pub ptp_grandmasters: Vec<String>,
     /// The SDP of the stream received as card inputs 1..N; empty: none.
     pub receive_sdp: String,
     /// The receive jitter buffer, ms.
@@ -251,6 +253,9 @@ pub enum PtpState {
     Locked,
     /// The grandmaster went silent: the clock runs free from its last rate, audio goes on.
     Lost,
+    /// A grandmaster outside `audio.aes67.grandmasters` won the domain: not followed, the clock
+    /// holds (runs free from the last allowed grandmaster's rate), audio goes on.
+    Held,
 }
 
 /// One server audio user. The room side (state, participant id, packets, last error) is its

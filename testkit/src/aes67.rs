@@ -243,20 +243,25 @@ impl Grandmaster {
     /// Grandmaster `which` on a clock of its own, `ppm` off the host's (this crate's
     /// `ptp-grandmaster`: `ptp4l`'s time is the host's), master from its start.
     pub fn start_off_the_host(net: &Aes67Net, which: u8, priority1: u8, ppm: f64) -> Grandmaster {
-        let host = net.grandmaster(which);
+        Grandmaster::start_own(net.grandmaster(which), OwnClock { priority1, ppm, ..OwnClock::of(which) })
+    }
+
+    /// A grandmaster of this crate's (`ptp-grandmaster`) on `host` (a grandmaster's, or the
+    /// intruder's: a rogue), master from its start, with `clock`'s identity, priority and time.
+    pub fn start_own(host: &Host, clock: OwnClock) -> Grandmaster {
         let dir = tempfile::tempdir().expect("dir");
-        let identity = Grandmaster::identity_of(which);
         let program = crate::binary("ptp-grandmaster").display().to_string();
-        let (priority1, ppm) = (priority1.to_string(), ppm.to_string());
+        let (priority1, ppm, offset) =
+            (clock.priority1.to_string(), clock.ppm.to_string(), clock.offset_ms.to_string());
         // Under SCHED_FIFO as a sending console is: a Follow_Up that leaves long after its Sync
         // is a measurement GStreamer's follower drops.
         let command: Vec<String> = ["chrt", "--fifo", SEND_PRIORITY, &program, "--address", &host.address]
             .into_iter()
-            .chain(["--identity", &identity, "--priority1", &priority1, "--ppm", &ppm])
+            .chain(["--identity", &clock.identity, "--priority1", &priority1, "--ppm", &ppm, "--offset-ms", &offset])
             .map(str::to_owned)
             .collect();
         let child = Grandmaster::spawn(&host.namespace, &dir, &command);
-        Grandmaster { child, namespace: host.namespace.clone(), command, identity, dir }
+        Grandmaster { child, namespace: host.namespace.clone(), command, identity: clock.identity, dir }
     }
 
     /// The clock identity grandmaster `which` has (an EUI-64, `02-00-00-FF-FE-79-00-1N`).
@@ -321,6 +326,26 @@ impl Grandmaster {
 impl Drop for Grandmaster {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The clock of a grandmaster of this crate's ([`Grandmaster::start_own`]).
+#[derive(Debug, Clone)]
+pub struct OwnClock {
+    /// Its clock identity (an EUI-64).
+    pub identity: String,
+    /// BMCA's priority1: lower wins.
+    pub priority1: u8,
+    /// How fast it runs against the host's clock.
+    pub ppm: f64,
+    /// How far its time is from the host's at its start, ms.
+    pub offset_ms: i64,
+}
+
+impl OwnClock {
+    /// Grandmaster host `which`'s identity, priority1 128, on the host's time.
+    pub fn of(which: u8) -> OwnClock {
+        OwnClock { identity: Grandmaster::identity_of(which), priority1: 128, ppm: 0.0, offset_ms: 0 }
     }
 }
 

@@ -96,6 +96,66 @@ impl Intruder {
     }
 }
 
+impl Intruder {
+    /// Listens to the RTP stream sent to `group`:`port` until the [`Tap`] is dropped, as any host
+    /// of the LAN can: each packet's arrival and RTP time.
+    pub fn tap_rtp(&self, group: Ipv4Addr, port: u16) -> Tap {
+        let address = self.address;
+        let socket = in_namespace(&self.namespace, move || {
+            let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).expect("a socket");
+            socket.set_reuse_address(true).expect("reuse");
+            socket.bind(&SocketAddrV4::new(group, port).into()).expect("bind the stream's port");
+            socket.join_multicast_v4(&group, &address).expect("join the stream's group");
+            socket.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
+            UdpSocket::from(socket)
+        });
+        let (heard, running) = (Arc::new(std::sync::Mutex::new(Vec::new())), Arc::new(AtomicBool::new(true)));
+        let (into, keep_going) = (heard.clone(), running.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buffer = vec![0; 2048];
+            while keep_going.load(Ordering::Relaxed) {
+                let Ok(length) = socket.recv(&mut buffer) else { continue };
+                if length >= 12 {
+                    let rtp_time = u32::from_be_bytes([buffer[4], buffer[5], buffer[6], buffer[7]]);
+                    into.lock().expect("the tap's packets").push(Tapped { at: Instant::now(), rtp_time });
+                }
+            }
+        });
+        Tap { heard, running, thread: Some(thread) }
+    }
+}
+
+/// One packet a [`Tap`] heard.
+#[derive(Debug, Clone, Copy)]
+pub struct Tapped {
+    pub at: Instant,
+    pub rtp_time: u32,
+}
+
+/// A stream listened to by [`Intruder::tap_rtp`]; stops on drop.
+#[derive(Debug)]
+pub struct Tap {
+    heard: Arc<std::sync::Mutex<Vec<Tapped>>>,
+    running: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Tap {
+    /// The packets heard since `from`.
+    pub fn since(&self, from: Instant) -> Vec<Tapped> {
+        self.heard.lock().expect("the tap's packets").iter().filter(|p| p.at >= from).copied().collect()
+    }
+}
+
+impl Drop for Tap {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// What [`Intruder::spray_rtp`] sends.
 #[derive(Debug, Clone, Copy)]
 pub struct RtpStream {

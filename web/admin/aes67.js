@@ -20,6 +20,7 @@ export function init(context) {
     iface: $('aes67-interface'),
     domain: $('aes67-domain'),
     latency: $('aes67-latency'),
+    grandmasters: $('aes67-grandmasters'),
     sendName: $('aes67-send-name'),
     sendAddress: $('aes67-send-address'),
     sendChannels: $('aes67-send-channels'),
@@ -72,6 +73,8 @@ function ptpText(view) {
       return `PTP: locked to grandmaster ${ptp.grandmaster} (${where}), offset ${(ptp.offsetNs / 1000).toFixed(1)} µs, ${delay}.`;
     case 'lost':
       return `PTP: grandmaster ${ptp.grandmaster} lost: the clock runs free, audio goes on (${where}).`;
+    case 'held':
+      return `PTP: grandmaster ${ptp.grandmaster} is not one of those followed: partyline's clock holds, audio goes on (${where}).`;
     case 'acquiring':
       return `PTP: looking for a grandmaster (${where}).`;
     default:
@@ -85,6 +88,7 @@ function fill(force) {
   setValue(ui.iface, settings.interface ?? '');
   setValue(ui.domain, settings.ptpDomain);
   setValue(ui.latency, settings.receiveLatencyMs);
+  setValue(ui.grandmasters, settings.grandmasters.join(', '));
   setValue(ui.sendName, settings.send.name);
   setValue(ui.sendAddress, settings.send.address ?? '');
   setValue(ui.sendChannels, settings.send.channels);
@@ -99,6 +103,7 @@ function fromForm() {
     interface: text(ui.iface),
     ptpDomain: Number(ui.domain.value),
     receiveLatencyMs: Number(ui.latency.value),
+    grandmasters: ui.grandmasters.value.split(/[\s,]+/).filter(Boolean),
     receiveSdp: text(ui.sdp),
     send: { ...settings.send, name: ui.sendName.value.trim(), address: text(ui.sendAddress), channels: Number(ui.sendChannels.value) },
   };

@@ -5,6 +5,7 @@
 
 mod channels;
 mod heard;
+mod media_clock;
 mod ptp;
 mod sap;
 mod source;
@@ -58,7 +59,7 @@ impl Network {
     /// Follows PTP and listens to SAP on `plan.interface`. Must run inside the tokio runtime.
     pub fn start(plan: &PlanAes67, board: Arc<StatusBoard>) -> anyhow::Result<Network> {
         let interface = Interface::find(&plan.interface)?;
-        let ptp = ptp::PtpFollower::start(&interface.name, plan.ptp_domain, board.clone())?;
+        let ptp = ptp::PtpFollower::start(&interface.name, plan.ptp_domain, &plan.ptp_grandmasters, board.clone())?;
         let sap_listener = sap::listen(&interface, board.clone())?;
         tracing::info!("AES67: media network on {} ({})", interface.name, interface.address);
         Ok(Network { interface, domain: plan.ptp_domain, ptp, sap_listener, board })
@@ -67,6 +68,11 @@ impl Network {
     /// Whether this is the network `plan` asks for.
     pub fn is(&self, plan: &PlanAes67) -> bool {
         self.interface.name == plan.interface && self.domain == plan.ptp_domain
+    }
+
+    /// Follows only the grandmasters `plan` allows from now on.
+    pub fn allow(&self, plan: &PlanAes67) {
+        self.ptp.set_grandmasters(&plan.ptp_grandmasters);
     }
 
     /// Stops following PTP and SAP; the card's AES67 directions, which hold the network, are

@@ -1,9 +1,12 @@
 //! bridged's PTP follower: GStreamer's PTP clock (`gst-ptp-helper` speaks PTP on the media
 //! network's interface; bridged never steers the host's clock), followed in one domain. The AES67
-//! pipelines run on it (`stream.rs`). Its statistics give the grandmaster, the offset and the path
-//! delay; a grandmaster silent for long ([`Learnt::lost_after`]) is a warning and a status change, while the clock
-//! runs free at its last rate and the audio goes on; the next sync from any grandmaster locks it
-//! again (a better grandmaster taking over is the same clock stepping by what they differ).
+//! pipelines run on a clock that takes its time while its grandmaster is allowed
+//! (`media_clock.rs`). Its statistics give the grandmaster, the offset and the path delay; a
+//! grandmaster silent for long ([`Learnt::lost_after`]) is a warning and a status change, while
+//! the clock runs free at its last rate and the audio goes on; the next sync locks it again. A
+//! grandmaster outside `audio.aes67.grandmasters` that wins the domain is not followed (`held`,
+//! a warning naming it); a better allowed grandmaster taking over, or one stepping its time, is a
+//! step of the directions' clock.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,11 +14,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use gst::prelude::*;
 use gst_net::PtpClock;
-use partyline_shared::aes67::format_eui64;
+use partyline_shared::aes67::{format_eui64, parse_eui64};
 use partyline_shared::bridge::{PtpState, PtpStatus};
 use partyline_shared::sync::lock;
 use tokio::sync::watch;
 
+use super::media_clock::{Measured, MediaClock};
 use crate::state::StatusBoard;
 
 /// A grandmaster silent for this long at least is lost: three announce intervals of AES67's
@@ -53,6 +57,9 @@ struct Learnt {
     /// GStreamer's mean path delay went past [`PATH_DELAY_LIMIT_NS`] (wrapped) at least once.
     path_delay_wrapped: bool,
     last_sync: Option<Instant>,
+    /// The grandmaster's last sync as measured, not looked at yet (none while the path delay
+    /// is not a path's).
+    measured: Option<Measured>,
     /// The last gaps between two updates of the clock.
     gaps: std::collections::VecDeque<Duration>,
 }
@@ -80,7 +87,9 @@ impl Learnt {
 /// A PTP clock of one domain, followed.
 #[derive(Debug)]
 pub struct PtpFollower {
-    clock: PtpClock,
+    clocks: watch::Receiver<gst::Clock>,
+    /// The grandmasters followed (clock identities); empty: any.
+    allowed: Arc<Mutex<Vec<u64>>>,
     synced: watch::Receiver<bool>,
     callback: Mutex<Option<gst_net::PtpStatisticsCallback>>,
     watchdog: tokio::task::JoinHandle<()>,
@@ -89,7 +98,12 @@ pub struct PtpFollower {
 impl PtpFollower {
     /// Starts following `domain` on `interface`; reports to `board`. Must run inside the tokio
     /// runtime (the watchdog is a task).
-    pub fn start(interface: &str, domain: u8, board: Arc<StatusBoard>) -> anyhow::Result<PtpFollower> {
+    pub fn start(
+        interface: &str,
+        domain: u8,
+        grandmasters: &[String],
+        board: Arc<StatusBoard>,
+    ) -> anyhow::Result<PtpFollower> {
         init(interface)?;
         let clock = PtpClock::new(Some("partyline-ptp"), u32::from(domain))
             .with_context(|| format!("no PTP clock for domain {domain}"))?;
@@ -105,13 +119,22 @@ impl PtpFollower {
         };
         let (synced_tx, synced) = watch::channel(false);
         board.set_ptp(PtpStatus { state: PtpState::Acquiring, domain, ..PtpStatus::default() });
-        let watchdog = tokio::spawn(watch(clock.clone(), domain, learnt, board, synced_tx, interface.to_owned()));
-        Ok(PtpFollower { clock, synced, callback: Mutex::new(Some(callback)), watchdog })
+        let media = MediaClock::new();
+        let clocks = media.clocks();
+        let allowed = Arc::new(Mutex::new(ids(grandmasters)));
+        let watched = Watched { clock, media, allowed: allowed.clone(), domain, learnt, board, synced: synced_tx };
+        let watchdog = tokio::spawn(watch(watched, interface.to_owned()));
+        Ok(PtpFollower { clocks, allowed, synced, callback: Mutex::new(Some(callback)), watchdog })
     }
 
-    /// The clock the AES67 pipelines run on.
-    pub fn clock(&self) -> gst::Clock {
-        self.clock.clone().upcast()
+    /// The clock the AES67 pipelines run on, and each new one after PTP time stepped.
+    pub fn clocks(&self) -> watch::Receiver<gst::Clock> {
+        self.clocks.clone()
+    }
+
+    /// Follows only `grandmasters` from now on (any when empty).
+    pub fn set_grandmasters(&self, grandmasters: &[String]) {
+        *lock(&self.allowed) = ids(grandmasters);
     }
 
     /// Waits until the clock has synced to a grandmaster once (it never unsyncs: a lost
@@ -150,12 +173,18 @@ fn init(interface: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Clock identities as numbers, as GStreamer's statistics give them.
+fn ids(grandmasters: &[String]) -> Vec<u64> {
+    grandmasters.iter().filter_map(|id| parse_eui64(id)).map(u64::from_be_bytes).collect()
+}
+
 /// Reads one statistics structure of our domain (names from GStreamer's `gstptpclock.c`).
 fn learn(learnt: &mut Learnt, stats: &gst::StructureRef) {
     match stats.name().as_str() {
         "GstPtpStatisticsBestMasterClockSelected" => {
             if let Ok(id) = stats.get::<u64>("grandmaster-clock-id") {
                 learnt.grandmaster = id;
+                learnt.measured = None;
             }
         }
         "GstPtpStatisticsPathDelayMeasured" => {
@@ -173,22 +202,35 @@ fn learn(learnt: &mut Learnt, stats: &gst::StructureRef) {
             if let Ok(discontinuity) = stats.get::<i64>("discontinuity") {
                 learnt.offset_ns = discontinuity;
             }
+            let path_delay = stats.get::<Option<gst::ClockTime>>("mean-path-delay-avg").ok().flatten();
+            let times =
+                (stats.get::<Option<gst::ClockTime>>("local-time"), stats.get::<Option<gst::ClockTime>>("ptp-time"));
+            if let (Some(delay), (Ok(Some(local)), Ok(Some(ptp)))) = (path_delay, times)
+                && delay.nseconds() <= PATH_DELAY_LIMIT_NS as u64
+            {
+                learnt.measured = Some(Measured { local, ptp });
+            }
             learnt.synced_now();
         }
         _ => {}
     }
 }
 
-/// Turns what was learnt into the status, logs each change of state, and says when the clock
-/// first syncs.
-async fn watch(
+/// What the watchdog looks after.
+struct Watched {
     clock: PtpClock,
+    media: MediaClock,
+    allowed: Arc<Mutex<Vec<u64>>>,
     domain: u8,
     learnt: Arc<Mutex<Learnt>>,
     board: Arc<StatusBoard>,
     synced: watch::Sender<bool>,
-    interface: String,
-) {
+}
+
+/// Turns what was learnt into the status, logs each change of state, keeps the directions'
+/// clock on the allowed grandmaster's time, and says when it first has it.
+async fn watch(mut w: Watched, interface: String) {
+    let domain = w.domain;
     let mut state = PtpState::Acquiring;
     let mut grandmaster = 0;
     let mut wrap_told = false;
@@ -196,17 +238,25 @@ async fn watch(
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
         let now = {
-            let learnt = lock(&learnt);
+            let mut learnt = lock(&w.learnt);
             let lost_after = learnt.lost_after();
             let fresh = learnt.last_sync.is_some_and(|t| t.elapsed() < lost_after);
-            let next = match (clock.is_synced(), fresh) {
-                (false, _) => PtpState::Acquiring,
-                (true, true) => PtpState::Locked,
-                (true, false) => PtpState::Lost,
+            let allowed = {
+                let list = lock(&w.allowed);
+                list.is_empty() || list.contains(&learnt.grandmaster)
             };
-            (next, learnt.grandmaster, learnt.offset_ns, learnt.path_delay_ns, lost_after, learnt.path_delay_wrapped)
+            let next = match (w.clock.is_synced(), allowed, fresh) {
+                (false, _, _) => PtpState::Acquiring,
+                (true, false, _) => PtpState::Held,
+                (true, true, true) => PtpState::Locked,
+                (true, true, false) => PtpState::Lost,
+            };
+            let measured = if allowed { learnt.measured.take() } else { None };
+            let figures =
+                (learnt.grandmaster, learnt.offset_ns, learnt.path_delay_ns, lost_after, learnt.path_delay_wrapped);
+            (next, figures, measured)
         };
-        let (next, gm, offset_ns, path_delay_ns, lost_after, wrapped) = now;
+        let (next, (gm, offset_ns, path_delay_ns, lost_after, wrapped), measured) = now;
         let id = format_eui64(&gm.to_be_bytes());
         if wrapped && !wrap_told {
             tracing::warn!(
@@ -217,27 +267,50 @@ async fn watch(
             );
             wrap_told = true;
         }
+        if matches!(next, PtpState::Locked | PtpState::Lost) {
+            follow(&mut w.media, &w.clock, measured, &id);
+        }
         if next != state || gm != grandmaster {
-            match next {
-                PtpState::Locked if state == PtpState::Lost => {
-                    tracing::info!("PTP: locked again, to grandmaster {id} (domain {domain})");
-                }
-                PtpState::Locked if gm != grandmaster && state == PtpState::Locked => {
-                    tracing::warn!("PTP: grandmaster {id} took over (domain {domain})");
-                }
-                PtpState::Locked => tracing::info!("PTP: locked to grandmaster {id} (domain {domain})"),
-                PtpState::Lost => tracing::warn!(
-                    "PTP: grandmaster {id} lost (no sync for {:.1} s): the clock runs free, audio goes on",
-                    lost_after.as_secs_f64()
-                ),
-                PtpState::Acquiring | PtpState::Off => {}
-            }
+            tell(next, state, gm != grandmaster, &id, domain, lost_after);
             state = next;
             grandmaster = gm;
-            synced.send_if_modified(|s| std::mem::replace(s, *s || next != PtpState::Acquiring) != *s);
+            w.synced.send_if_modified(|s| std::mem::replace(s, *s || next == PtpState::Locked) != *s);
         }
         let grandmaster = if gm == 0 { String::new() } else { id };
-        board.set_ptp(PtpStatus { state, domain, grandmaster, offset_ns, path_delay_ns });
+        w.board.set_ptp(PtpStatus { state, domain, grandmaster, offset_ns, path_delay_ns });
+    }
+}
+
+/// The directions' clock follows grandmaster `id`: its syncs and GStreamer's domain clock.
+fn follow(media: &mut MediaClock, clock: &PtpClock, measured: Option<Measured>, id: &str) {
+    let Some(domain_clock) = clock.property::<Option<gst::Clock>>("internal-clock") else { return };
+    if let Some(step) = media.follow(&domain_clock, measured) {
+        tracing::warn!(
+            "PTP: time stepped by {:+.3} ms (grandmaster {id}): the AES67 streams start again at the new time",
+            step as f64 / 1e6
+        );
+    }
+}
+
+/// Logs a change of state (or of grandmaster).
+fn tell(next: PtpState, was: PtpState, new_grandmaster: bool, id: &str, domain: u8, lost_after: Duration) {
+    match next {
+        PtpState::Locked if was == PtpState::Lost => {
+            tracing::info!("PTP: locked again, to grandmaster {id} (domain {domain})");
+        }
+        PtpState::Locked if new_grandmaster && was == PtpState::Locked => {
+            tracing::warn!("PTP: grandmaster {id} took over (domain {domain})");
+        }
+        PtpState::Locked => tracing::info!("PTP: locked to grandmaster {id} (domain {domain})"),
+        PtpState::Lost => tracing::warn!(
+            "PTP: grandmaster {id} lost (no sync for {:.1} s): the clock runs free, audio goes on",
+            lost_after.as_secs_f64()
+        ),
+        PtpState::Held => tracing::warn!(
+            "PTP: grandmaster {id} won domain {domain} but is not one of audio.aes67.grandmasters: not \
+             followed, the clock holds (runs free at the last allowed grandmaster's rate), audio goes on"
+        ),
+        PtpState::Acquiring | PtpState::Off => {}
     }
 }
 

@@ -41,7 +41,7 @@ use crate::state::StatusBoard;
 /// How far ahead of its PTP time a sent block is stamped when the send starts or catches up:
 /// the time to pass the payloader and reach udpsink.
 const SEND_LEAD_NS: u64 = 1_000_000;
-/// A send this far behind its schedule (a stalled thread) starts again from now.
+/// A send this far off its schedule (a stalled thread, a step of PTP time) starts again from now.
 const SEND_CATCH_UP_NS: u64 = 20_000_000;
 
 /// One AES67 direction of the card, running (or waiting for the PTP clock).
@@ -52,27 +52,37 @@ pub struct Direction {
 }
 
 impl Direction {
-    /// Plays `pipeline` on the network's clock once it has synced.
+    /// Plays `pipeline` on the network's clock once it has synced, and again on each new clock
+    /// after PTP time stepped (base time 0 on each: running time stays PTP time).
     fn start(
         pipeline: gst::Pipeline,
         network: &Arc<Network>,
         board: Arc<StatusBoard>,
         what: &'static str,
     ) -> Direction {
-        pipeline.use_clock(Some(&network.ptp.clock()));
         pipeline.set_start_time(gst::ClockTime::NONE);
         pipeline.set_base_time(gst::ClockTime::ZERO);
         let (network, playing) = (network.clone(), pipeline.clone());
         let starter = tokio::spawn(async move {
             network.ptp.synced().await;
-            if let Err(error) = playing.set_state(gst::State::Playing) {
-                let text = format!("the AES67 {what} pipeline does not start: {error}");
-                tracing::error!("{text}");
-                board.set_pipeline_error(Some(text));
-                return;
+            let mut clocks = network.ptp.clocks();
+            loop {
+                playing.use_clock(Some(&*clocks.borrow_and_update()));
+                if let Err(error) = playing.set_state(gst::State::Playing) {
+                    let text = format!("the AES67 {what} pipeline does not start: {error}");
+                    tracing::error!("{text}");
+                    board.set_pipeline_error(Some(text));
+                    return;
+                }
+                tracing::info!("AES67 {what}: running on the PTP clock");
+                let bus = playing.bus().expect("a pipeline's bus");
+                tokio::select! {
+                    () = crate::gstreamer_card::watch_bus(bus, board.clone()) => return,
+                    changed = clocks.changed() => if changed.is_err() { return },
+                }
+                // From Null: a clock's waits and its running time start again on the new one.
+                let _ = playing.set_state(gst::State::Null);
             }
-            tracing::info!("AES67 {what}: running on the PTP clock");
-            crate::gstreamer_card::watch_bus(playing.bus().expect("a pipeline's bus"), board).await;
         });
         Direction { pipeline, starter }
     }
@@ -175,7 +185,7 @@ pub fn receive(
     gst::Element::link_many(&chain)?;
 
     let mut offsets = Offsets::default();
-    let (offset_stats, clock) = (stats.clone(), network.ptp.clock());
+    let offset_stats = stats.clone();
     let mut promotion = PromoteOnce::new("the card's AES67 capture and mix");
     let mut told_latency = false;
     captured.set_callbacks(
@@ -186,7 +196,7 @@ pub fn receive(
                 let buffer = sample.buffer().ok_or(gst::FlowError::Error)?;
                 // GStreamer's own type hierarchy: an appsink is a base sink.
                 let latency = sink.dynamic_cast_ref::<gst_app::gst_base::BaseSink>().map(|s| s.latency());
-                if let (Some(pts), Some(latency)) = (buffer.pts(), latency) {
+                if let (Some(pts), Some(latency), Some(clock)) = (buffer.pts(), latency, sink.clock()) {
                     if !told_latency {
                         tracing::info!(
                             "AES67 receive: each block reaches the mix at its media time + {:.1} ms",
@@ -297,6 +307,10 @@ pub fn send(
             .property("min-ptime", packet_ns)
             .property("max-ptime", packet_ns)
             .property("timestamp-offset", 0_u32)
+            // One SSRC for the stream (its session id's: its name's on this host), not a new
+            // random one at each start: a start on a new clock after a step is the same stream
+            // to a receiver that locks on its sender's SSRC.
+            .property("ssrc", super::session_id(&plan.send_name, network.interface.address) as u32)
             .build()
             .context("GStreamer element rtpL24pay is missing (gstreamer1.0-plugins-good)")?,
         gst::ElementFactory::make("udpsink")
@@ -320,17 +334,18 @@ pub fn send(
     let period_ns = PERIOD_US as u64 * 1000;
     let mut block = vec![0.0; period_frames * CHANNELS];
     let mut next: Option<u64> = None;
-    let clock = network.ptp.clock();
     let mut promotion = PromoteOnce::new("the card's AES67 send");
     mixed.set_callbacks(
         gst_app::AppSrcCallbacks::builder()
             .need_data(move |src, _| {
                 promotion.here();
-                let now = clock.time().nseconds();
+                // The pipeline's clock: a new one after PTP time stepped.
+                let Some(now) = src.clock().map(|c| c.time().nseconds()) else { return };
                 let pts = match next {
-                    Some(pts) if pts + SEND_CATCH_UP_NS > now => pts,
-                    Some(_) => {
-                        tracing::warn!("AES67 send: fell behind its schedule, starting again from now");
+                    Some(pts) if pts.abs_diff(now) < SEND_CATCH_UP_NS => pts,
+                    Some(pts) => {
+                        let off_ms = (pts as f64 - now as f64) / 1e6;
+                        tracing::warn!("AES67 send: {off_ms:+.1} ms off its schedule, starting again from now");
                         now + SEND_LEAD_NS
                     }
                     None => now + SEND_LEAD_NS,

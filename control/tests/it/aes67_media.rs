@@ -16,8 +16,11 @@ use std::time::{Duration, Instant};
 use partyline_crew::control_api::Lines;
 use partyline_crew::{Crew, PersonHeard};
 use partyline_shared::aes67::{Aes67Stream, Encoding};
-use partyline_testkit::aes67::{Aes67Net, CONSOLE_NAME, Console, Grandmaster, Lateness, PARTYLINE_IFACE, Spread};
+use partyline_testkit::aes67::{
+    Aes67Net, CONSOLE_NAME, Console, Grandmaster, Lateness, OwnClock, PARTYLINE_IFACE, Spread,
+};
 use partyline_testkit::dbus::{Bridged, Bus};
+use partyline_testkit::intruder::{Intruder, Tapped};
 use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -58,8 +61,10 @@ pub(crate) async fn aes67(stack: &Stack) -> Value {
     stack.control.get_json("/admin/aes67").await.1
 }
 
+/// The network's settings: the tests' two grandmasters are the ones followed.
 pub(crate) fn settings(receive_sdp: Option<&str>) -> Value {
-    json!({ "interface": PARTYLINE_IFACE, "ptpDomain": 0, "receiveSdp": receive_sdp, "receiveLatencyMs": 2,
+    let grandmasters = [Grandmaster::identity_of(1), Grandmaster::identity_of(2)];
+    json!({ "interface": PARTYLINE_IFACE, "ptpDomain": 0, "grandmasters": grandmasters, "receiveSdp": receive_sdp, "receiveLatencyMs": 2,
             "send": { "name": "partyline", "port": 5004, "channels": 8 } })
 }
 
@@ -296,6 +301,108 @@ async fn a_grandmaster_lost_for_15_s_or_replaced_by_a_better_one_leaves_no_gap()
     rig.console.next_lateness(8, SLOW).await;
     no_gap("a better grandmaster taking over", &rig, &before, &crew.heard().await, 2).await;
     assert!(took_over.elapsed() > Duration::from_secs(1), "the console's reports span the takeover");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rogue_grandmaster_is_not_followed_and_an_allowed_one_s_step_either_way_is_taken_at_once() {
+    let mut rig = rig().await;
+    let stack = &rig.stack;
+    let sdp = aes67(stack).await["sendSdp"].as_str().expect("partyline's SDP").to_owned();
+    let sent = Aes67Stream::parse(&sdp).expect("partyline's SDP reads");
+    let tap = Intruder::on(&rig.net.intruder).tap_rtp(sent.group, sent.port);
+    let first = rig.grandmaster.identity.clone();
+
+    // A rogue on the LAN: the best priority, its time 3 s behind. GStreamer's follower takes it
+    // (and would stand still for 3 s); partyline's clock holds.
+    let rogue_id = "02-00-00-FF-FE-79-00-66";
+    let rogue_clock = OwnClock { identity: rogue_id.into(), priority1: 1, ppm: 0.0, offset_ms: -3000 };
+    let mut rogue = Grandmaster::start_own(&rig.net.intruder, rogue_clock);
+    rogue.wait_master(SLOW).await;
+    let from = Instant::now();
+    ptp_becomes(stack, "held", rogue_id).await;
+    println!("AES67 a rogue grandmaster → held after {} ms", from.elapsed().as_millis());
+    assert!(logs_say(stack, "is not one of audio.aes67.grandmasters").await, "a warning naming it");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let held = Timeline::of(&tap.since(from));
+    println!("AES67 held against the rogue: {held:?}");
+    assert!(held.packets > 5000 && held.longest_gap_ms < 20.0, "partyline's stream went on: {held:?}");
+    assert!(held.shift_ms.abs() < 2.0 && held.spread_ms < 5.0, "its RTP time kept the allowed time: {held:?}");
+    rogue.kill();
+    ptp_becomes(stack, "locked", &first).await;
+
+    // An allowed grandmaster 2 s behind takes over: partyline's time steps back at once.
+    let second_clock = OwnClock { priority1: 100, offset_ms: -2000, ..OwnClock::of(2) };
+    let mut second = Grandmaster::start_own(rig.net.grandmaster(2), second_clock);
+    second.wait_master(SLOW).await;
+    let from = Instant::now();
+    ptp_becomes(stack, "locked", &second.identity).await;
+    wait_for("the step back taken", SLOW, async || Timeline::of(&tap.since(from)).stepped(-2000.0).then_some(())).await;
+    let back = Timeline::of(&tap.since(from));
+    println!("AES67 an allowed grandmaster 2 s behind took over: {back:?}");
+    assert!(back.longest_gap_ms < 200.0, "the stream stalled: {back:?}");
+
+    // And forward again when it goes: the first grandmaster's time.
+    second.kill();
+    let from = Instant::now();
+    ptp_becomes(stack, "locked", &first).await;
+    wait_for("the step forward taken", SLOW, async || Timeline::of(&tap.since(from)).stepped(2000.0).then_some(()))
+        .await;
+    let forward = Timeline::of(&tap.since(from));
+    println!("AES67 back to the first grandmaster: {forward:?}");
+    assert!(forward.longest_gap_ms < 200.0, "the stream stalled: {forward:?}");
+    assert!(logs_say(stack, "time stepped by").await, "each step in the log");
+    rig.grandmaster.kill();
+}
+
+/// Waits until PTP's status is `state` with grandmaster `id`.
+async fn ptp_becomes(stack: &Stack, state: &str, id: &str) {
+    wait_for(&format!("PTP {state} with grandmaster {id}"), SLOW * 2, async || {
+        let ptp = &aes67(stack).await["ptp"];
+        (ptp["state"] == state && ptp["grandmaster"] == id).then_some(())
+    })
+    .await;
+}
+
+/// A stream as a host of the LAN heard it: its packets' arrivals against their RTP time.
+#[derive(Debug)]
+struct Timeline {
+    packets: usize,
+    /// The longest time between two packets.
+    longest_gap_ms: f64,
+    /// RTP time minus arrival time, from the first packet to the last (a step moves it by the
+    /// step; a clock that holds keeps it within the network's jitter).
+    shift_ms: f64,
+    /// Its largest minus its smallest.
+    spread_ms: f64,
+}
+
+impl Timeline {
+    fn of(packets: &[Tapped]) -> Timeline {
+        let Some(first) = packets.first() else {
+            return Timeline { packets: 0, longest_gap_ms: f64::INFINITY, shift_ms: 0.0, spread_ms: 0.0 };
+        };
+        let mut rtp = 0_i64;
+        let mut shifts = Vec::with_capacity(packets.len());
+        for pair in packets.windows(2) {
+            rtp += i64::from(pair[1].rtp_time.wrapping_sub(pair[0].rtp_time) as i32);
+            let arrival = pair[1].at.duration_since(first.at).as_secs_f64();
+            shifts.push((rtp as f64 / 48_000.0 - arrival) * 1000.0);
+        }
+        let gaps = packets.windows(2).map(|p| p[1].at.duration_since(p[0].at).as_secs_f64() * 1000.0);
+        let (low, high) = shifts.iter().fold((0.0_f64, 0.0_f64), |(l, h), s| (l.min(*s), h.max(*s)));
+        Timeline {
+            packets: packets.len(),
+            longest_gap_ms: gaps.fold(0.0, f64::max),
+            shift_ms: shifts.last().copied().unwrap_or(0.0),
+            spread_ms: high - low,
+        }
+    }
+
+    /// Its RTP time moved by `ms` (within 10 ms) from its first packet to its last, of a second's
+    /// worth at least.
+    fn stepped(&self, ms: f64) -> bool {
+        (self.shift_ms - ms).abs() < 10.0 && self.packets > 1000
+    }
 }
 
 /// Where the AES67 streams stand: partyline's receive counters and the console's reports so far.

@@ -10,6 +10,7 @@
 //!   aes67:
 //!     interface: eth1          # the media network
 //!     ptpDomain: 0
+//!     grandmasters: [00-1D-C1-FF-FE-12-34-56]   # the only grandmasters followed
 //!     receiveSdp: |            # pasted, or copied from a SAP announcement by the admin UI
 //!       v=0
 //!       …
@@ -21,13 +22,15 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::aes67::{Aes67Stream, DEFAULT_PORT, MAX_CHANNELS};
+use crate::aes67::{Aes67Stream, DEFAULT_PORT, MAX_CHANNELS, format_eui64, parse_eui64};
 
 /// The receive latency when none is configured: the jitter buffer in front of the card, on top
 /// of one card period (bridged mixes 5 ms blocks).
 pub const DEFAULT_RECEIVE_LATENCY_MS: u32 = 2;
 /// The most receive latency allowed (AES67 devices offer up to a few tens of ms).
 pub const MAX_RECEIVE_LATENCY_MS: u32 = 100;
+/// The most grandmasters `grandmasters` lists (a venue has one and a spare or two).
+pub const MAX_GRANDMASTERS: usize = 8;
 /// Dante's multicast range in AES67 mode, where partyline's send goes by default.
 pub const DEFAULT_SEND_RANGE: &str = "239.69.0.0/16";
 
@@ -40,6 +43,11 @@ pub struct Aes67Config {
     pub interface: Option<String>,
     /// The PTP domain of the venue's grandmaster (0..=127).
     pub ptp_domain: u8,
+    /// The clock identities (EUI-64, as SDP's `ts-refclk` writes them) of the grandmasters
+    /// partyline follows; any other that wins the domain is not followed (partyline's clock
+    /// holds, running free, and warns). Empty: any grandmaster is followed.
+    #[cfg_attr(feature = "openapi", schema(example = json!(["00-1D-C1-FF-FE-12-34-56"])))]
+    pub grandmasters: Vec<String>,
     /// The SDP of the stream heard on the card's inputs (its channel k on input k); `null`:
     /// none, the inputs are silent.
     pub receive_sdp: Option<String>,
@@ -53,6 +61,7 @@ impl Default for Aes67Config {
         Self {
             interface: None,
             ptp_domain: 0,
+            grandmasters: Vec::new(),
             receive_sdp: None,
             receive_latency_ms: DEFAULT_RECEIVE_LATENCY_MS,
             send: Aes67Send::default(),
@@ -132,6 +141,24 @@ impl Aes67Config {
         *self == Aes67Config::default()
     }
 
+    /// `grandmasters` as bridged takes them: each written as [`format_eui64`] writes it.
+    pub fn grandmaster_ids(&self) -> Result<Vec<String>, String> {
+        if self.grandmasters.len() > MAX_GRANDMASTERS {
+            return Err(format!("{} listed: at most {MAX_GRANDMASTERS}", self.grandmasters.len()));
+        }
+        let mut ids = Vec::new();
+        for text in &self.grandmasters {
+            let id = parse_eui64(text)
+                .map(|bytes| format_eui64(&bytes))
+                .ok_or_else(|| format!("{text:?} is not a clock identity (an EUI-64: 00-1D-C1-FF-FE-12-34-56)"))?;
+            if ids.contains(&id) {
+                return Err(format!("{id} is listed twice"));
+            }
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
     /// Checks the section; `Err((field, message))` names the field under `audio.aes67`.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if let Some(interface) = &self.interface {
@@ -145,6 +172,7 @@ impl Aes67Config {
         if self.ptp_domain > 127 {
             return Err(("ptpDomain", format!("{}: PTP domains are 0..=127", self.ptp_domain)));
         }
+        self.grandmaster_ids().map_err(|m| ("grandmasters", m))?;
         if let Some(sdp) = &self.receive_sdp {
             Aes67Stream::parse(sdp).map_err(|e| ("receiveSdp", e.message))?;
         }
@@ -196,9 +224,15 @@ mod tests {
     #[test]
     fn the_section_s_mistakes_are_named() {
         type Break = fn(&mut Aes67Config);
-        let cases: [(Break, &str); 6] = [
+        let cases: [(Break, &str); 9] = [
             (|c| c.interface = Some("eth0; rm".into()), "interface"),
             (|c| c.ptp_domain = 128, "ptpDomain"),
+            (|c| c.grandmasters = vec!["00-1D-C1-FF-FE-12-34".into()], "grandmasters"),
+            (
+                |c| c.grandmasters = vec!["00-1d-c1-ff-fe-12-34-56".into(), "00:1D:C1:FF:FE:12:34:56".into()],
+                "grandmasters",
+            ),
+            (|c| c.grandmasters = (0..9).map(|n| format!("00-1D-C1-FF-FE-12-34-{n:02}")).collect(), "grandmasters"),
             (|c| c.receive_sdp = Some("v=0\r\nhello".into()), "receiveSdp"),
             (|c| c.receive_latency_ms = 0, "receiveLatencyMs"),
             (|c| c.send.address = Some(Ipv4Addr::new(239, 70, 0, 1)), "send.address"),
@@ -210,5 +244,17 @@ mod tests {
             break_it(&mut config);
             assert_eq!(config.check().map_err(|(f, _)| f), Err(field));
         }
+    }
+
+    #[test]
+    fn grandmasters_are_written_one_way_whatever_way_they_were_typed() {
+        let config = Aes67Config {
+            grandmasters: vec!["00-1d-c1-ff-fe-12-34-56".into(), "02:00:00:FF:FE:79:00:11".into()],
+            ..Aes67Config::default()
+        };
+        assert_eq!(
+            config.grandmaster_ids(),
+            Ok(vec!["00-1D-C1-FF-FE-12-34-56".into(), "02-00-00-FF-FE-79-00-11".into()])
+        );
     }
 }

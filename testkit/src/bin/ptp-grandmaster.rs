@@ -55,9 +55,14 @@ struct Args {
     /// How fast its clock runs against the host's, in ppm (negative: slower).
     #[arg(long, allow_hyphen_values = true, default_value_t = 0.0)]
     ppm: f64,
+    /// How far its time is from the host's at its start, in ms (negative: behind): a
+    /// grandmaster set to another time than the last one (or a rogue's).
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0)]
+    offset_ms: i64,
 }
 
-/// The grandmaster's time: the host's at its start, then running `1 + ppm × 10⁻⁶` times as fast.
+/// The grandmaster's time: the host's at its start (plus an offset), then running
+/// `1 + ppm × 10⁻⁶` times as fast.
 struct Clock {
     started: Instant,
     at_start: Duration,
@@ -65,8 +70,10 @@ struct Clock {
 }
 
 impl Clock {
-    fn new(ppm: f64) -> Clock {
-        let at_start = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970");
+    fn new(ppm: f64, offset_ms: i64) -> Clock {
+        let host = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970");
+        let offset = Duration::from_millis(offset_ms.unsigned_abs());
+        let at_start = if offset_ms < 0 { host - offset } else { host + offset };
         Clock { started: Instant::now(), at_start, rate: 1.0 + ppm * 1e-6 }
     }
 
@@ -188,7 +195,7 @@ fn socket(port: u16, interface: Ipv4Addr) -> UdpSocket {
 
 fn main() {
     let args = Args::parse();
-    let clock = std::sync::Arc::new(Clock::new(args.ppm));
+    let clock = std::sync::Arc::new(Clock::new(args.ppm, args.offset_ms));
     let port = std::sync::Arc::new(Port {
         domain: args.domain,
         identity: parse_eui64(&args.identity).expect("an EUI-64: 02-00-00-FF-FE-79-00-11"),
