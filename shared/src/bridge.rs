@@ -402,7 +402,7 @@ mod tests {
         assert_eq!(PlanIfb::SIGNATURE.to_string(), "(ayssai)");
         assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyaya(ayssai))");
         assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
-        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai))(sysusssqyy))");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai))(syassusssqyy))");
         assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu)))");
     }
 
