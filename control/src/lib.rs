@@ -33,6 +33,7 @@ mod logring;
 mod panels;
 mod per_address;
 mod pin;
+mod rendered;
 mod secrets;
 mod server;
 mod stats;

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use partyline_shared::Config;
 use partyline_shared::bridge::BusChoice;
 
 use crate::bans::Bans;
@@ -20,13 +21,28 @@ use crate::links::Links;
 use crate::logring::LogRing;
 use crate::panels::Panels;
 use crate::pin::PinLimiter;
+use crate::rendered::{Rendered, Same};
 use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
 use crate::streams::Streams;
 use crate::users::Users;
 
-/// What every handler can reach.
+/// What every handler can reach: one `Arc`, so that the clone axum makes for each handler and
+/// each middleware of every request is one reference count, not one per part (the parts' own
+/// clones and drops were a fifth of a read's CPU).
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Parts>);
+
+impl std::ops::Deref for AppState {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+#[derive(Debug)]
+pub struct Parts {
     pub config: Arc<ConfigManager>,
     pub logs: LogRing,
     pub admin_token: Arc<AdminToken>,
@@ -59,6 +75,8 @@ pub struct AppState {
     /// The public listener's connections (open now, and the cap).
     pub connections: LingeringAcceptor,
     pub started: Instant,
+    /// `GET /api/admin/groups`'s answer, for the config and the muted lines it shows.
+    pub group_list: Rendered<(Same<Config>, Vec<String>)>,
 }
 
 impl AppState {
@@ -72,7 +90,7 @@ impl AppState {
         let users = Arc::new(Users::restore(state_dir, events.clone()));
         let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users), events.clone())?;
         let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus, events.clone());
-        Ok(AppState {
+        Ok(AppState(Arc::new(Parts {
             config,
             logs,
             admin_token: Arc::new(admin_token),
@@ -92,7 +110,8 @@ impl AppState {
             certificate_sha256: listener.certificate_sha256,
             connections: listener.connections,
             started: listener.started,
-        })
+            group_list: Rendered::default(),
+        })))
     }
 
     /// Whether the public listener speaks TLS (for the URLs handed to browsers): it has a

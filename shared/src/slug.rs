@@ -12,7 +12,13 @@ use unicode_normalization::char::is_combining_mark;
 /// `[a-z0-9_-]`, collapse `--`, trim `-`. The result may be empty (for a name written only in
 /// a non-Latin script, say); callers reject such names.
 pub fn slugify(name: &str) -> String {
-    let folded: String = name.nfd().filter(|c| !is_combining_mark(*c)).collect::<String>().to_lowercase();
+    // An ASCII name (the usual one) has nothing to decompose: the same answer, without the
+    // Unicode tables (ids are derived at every use, several per request).
+    let folded = if name.is_ascii() {
+        name.to_ascii_lowercase()
+    } else {
+        name.nfd().filter(|c| !is_combining_mark(*c)).collect::<String>().to_lowercase()
+    };
     let mut slug = String::with_capacity(folded.len());
     for word in folded.split_whitespace() {
         if !slug.is_empty() {

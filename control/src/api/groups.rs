@@ -1,8 +1,12 @@
 //! `/api/admin/groups`: the party lines.
 
+use std::sync::Arc;
+
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
 use partyline_shared::Config;
 use partyline_shared::config::{Bitrate, Group};
 use serde::{Deserialize, Serialize};
@@ -12,6 +16,7 @@ use super::extract::present;
 use super::positions::hash_pin;
 use super::{ApiError, ApiJson, ApiPath, AppState, ErrorBody};
 use crate::config;
+use crate::rendered::Same;
 
 /// A group as the API shows it: its id is derived from its name.
 #[derive(Debug, Serialize, ToSchema)]
@@ -108,12 +113,16 @@ pub struct UpdateGroup {
 /// List the groups.
 #[utoipa::path(get, operation_id = "groups_list", path = "/groups", tag = "groups", security(("admin_token" = [])),
     responses((status = 200, body = GroupList), (status = 401, body = ErrorBody)))]
-pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
-    let mut list = list_of(&state.config.current());
-    for group in &mut list.groups {
-        group.muted = state.janus.line_muted(&group.id);
-    }
-    Json(list)
+pub async fn list(State(state): State<AppState>) -> impl IntoResponse {
+    let (config, muted) = (state.config.current(), state.janus.muted_lines());
+    let answer = state.group_list.answer((Same(Arc::clone(&config)), muted.clone()), || {
+        let mut list = list_of(&config);
+        for group in &mut list.groups {
+            group.muted = muted.contains(&group.id);
+        }
+        Bytes::from(serde_json::to_vec(&list).expect("a group list serialises"))
+    });
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], answer)
 }
 
 fn list_of(config: &Config) -> GroupList {
