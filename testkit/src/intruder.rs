@@ -92,7 +92,7 @@ impl Intruder {
                 std::thread::sleep(next.saturating_duration_since(Instant::now()));
             }
         });
-        Spray { running, thread: Some(thread) }
+        Spray { _sending: Background { running, thread: Some(thread) } }
     }
 }
 
@@ -121,7 +121,7 @@ impl Intruder {
                 }
             }
         });
-        Tap { heard, running, thread: Some(thread) }
+        Tap { heard, _listening: Background { running, thread: Some(thread) } }
     }
 }
 
@@ -136,23 +136,13 @@ pub struct Tapped {
 #[derive(Debug)]
 pub struct Tap {
     heard: Arc<std::sync::Mutex<Vec<Tapped>>>,
-    running: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _listening: Background,
 }
 
 impl Tap {
     /// The packets heard since `from`.
     pub fn since(&self, from: Instant) -> Vec<Tapped> {
         self.heard.lock().expect("the tap's packets").iter().filter(|p| p.at >= from).copied().collect()
-    }
-}
-
-impl Drop for Tap {
-    fn drop(&mut self) {
-        self.running.store(false, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -193,11 +183,17 @@ impl RtpStream {
 /// An RTP stream being sent; stopped on drop.
 #[derive(Debug)]
 pub struct Spray {
+    _sending: Background,
+}
+
+/// A thread that runs while `running` is set; stopped and joined on drop.
+#[derive(Debug)]
+struct Background {
     running: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Drop for Spray {
+impl Drop for Background {
     fn drop(&mut self) {
         self.running.store(false, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {

@@ -322,6 +322,8 @@ async fn a_rogue_grandmaster_is_not_followed_and_an_allowed_one_s_step_either_wa
     ptp_becomes(stack, "held", rogue_id).await;
     println!("AES67 a rogue grandmaster → held after {} ms", from.elapsed().as_millis());
     assert!(logs_say(stack, "is not one of audio.aes67.grandmasters").await, "a warning naming it");
+    // Not a wait for a condition: the window over which partyline's stream is judged while the
+    // rogue holds the domain (GStreamer's own clock takes the rogue's time within it).
     tokio::time::sleep(Duration::from_secs(6)).await;
     let held = Timeline::of(&tap.since(from));
     println!("AES67 held against the rogue: {held:?}");
