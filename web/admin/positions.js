@@ -370,7 +370,7 @@ function renderLinks() {
   ui.linksEmpty.hidden = items.length > 0;
 }
 
-function createLink(item) {
+function createLink() {
   const copy = h('button', { class: 'secondary small-button link-copy', type: 'button' }, 'Copy link');
   const status = h('span', { class: 'link-copied muted small', role: 'status' });
   const card = h('article', { class: 'join-link-card' },

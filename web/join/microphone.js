@@ -20,7 +20,7 @@ export async function openMicrophone() {
       audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true },
     });
   } catch (error) {
-    throw new Error(microphoneProblem(error));
+    throw new Error(microphoneProblem(error), { cause: error });
   }
   session.microphone = stream.getAudioTracks()[0];
   micSource?.disconnect();
