@@ -57,7 +57,11 @@ export async function refresh() {
   fill(false);
   setText(ui.ptp, ptpText(view));
   const streams = view.announced;
-  syncKeyed(ui.rows, streams, { key: (s) => `${s.source} ${s.stream?.sessionId ?? s.sdp}`, create: createRow, update: updateRow });
+  syncKeyed(ui.rows, streams, {
+    key: (s) => `${s.source} ${s.stream?.sessionId ?? s.sdp}`,
+    create: createRow,
+    update: updateRow,
+  });
   ui.empty.hidden = streams.length > 0;
   ui.rows.closest('.table-box').hidden = streams.length === 0;
 }
@@ -78,7 +82,9 @@ function ptpText(view) {
     case 'acquiring':
       return `PTP: looking for a grandmaster (${where}).`;
     default:
-      return view.settings.interface ? 'PTP: partyline-bridged is not following the network yet.' : 'AES67 is off: set the media network interface.';
+      return view.settings.interface
+        ? 'PTP: partyline-bridged is not following the network yet.'
+        : 'AES67 is off: set the media network interface.';
   }
 }
 
@@ -105,7 +111,12 @@ function fromForm() {
     receiveLatencyMs: Number(ui.latency.value),
     grandmasters: ui.grandmasters.value.split(/[\s,]+/).filter(Boolean),
     receiveSdp: text(ui.sdp),
-    send: { ...settings.send, name: ui.sendName.value.trim(), address: text(ui.sendAddress), channels: Number(ui.sendChannels.value) },
+    send: {
+      ...settings.send,
+      name: ui.sendName.value.trim(),
+      address: text(ui.sendAddress),
+      channels: Number(ui.sendChannels.value),
+    },
   };
 }
 
@@ -127,13 +138,24 @@ function onSave(event) {
 }
 
 function createRow(stream) {
-  const hear = h('button', { class: 'secondary small-button', type: 'button', onclick: () => settings && save({ ...settings, receiveSdp: stream.sdp }) }, 'Hear on the inputs');
-  return h('tr', {},
+  const hear = h(
+    'button',
+    {
+      class: 'secondary small-button',
+      type: 'button',
+      onclick: () => settings && save({ ...settings, receiveSdp: stream.sdp }),
+    },
+    'Hear on the inputs',
+  );
+  return h(
+    'tr',
+    {},
     h('td', { class: 'aes-name', dataset: { label: 'Name' } }),
     h('td', { class: 'aes-channels', dataset: { label: 'Channels' } }),
     h('td', { class: 'aes-source', dataset: { label: 'From' } }),
     h('td', { class: 'aes-address', dataset: { label: 'Address' } }),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, hear)));
+    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, hear)),
+  );
 }
 
 function updateRow(row, announced) {

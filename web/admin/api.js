@@ -51,7 +51,9 @@ export async function api(method, path, body, { bearer = token.get() } = {}) {
     });
   } catch (error) {
     listeners.unreachable(error);
-    throw new Unreachable(`The server does not answer (${error.name === 'TimeoutError' ? 'timeout' : 'network error'}).`);
+    throw new Unreachable(
+      `The server does not answer (${error.name === 'TimeoutError' ? 'timeout' : 'network error'}).`,
+    );
   }
   // A proxy in front of control answering for it does not count as control answering.
   if (response.status === 502 || response.status === 504) {

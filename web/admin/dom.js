@@ -216,7 +216,11 @@ export function confirmDialog({ title, text, ok = 'Confirm', choices = [] }) {
   setText(dialog.querySelector('#confirm-text'), text);
   setText(dialog.querySelector('#confirm-ok'), ok);
   const box = dialog.querySelector('#confirm-choices');
-  box.replaceChildren(...choices.map(({ value, label }) => h('label', { class: 'choice' }, h('input', { type: 'checkbox', value }), ' ', label)));
+  box.replaceChildren(
+    ...choices.map(({ value, label }) =>
+      h('label', { class: 'choice' }, h('input', { type: 'checkbox', value }), ' ', label),
+    ),
+  );
   box.hidden = choices.length === 0;
   dialog.returnValue = '';
   dialog.showModal();

@@ -103,7 +103,8 @@ export const PIN_PATTERN = /^[0-9]{4,12}$/;
 
 function localCheck(body) {
   if (!body.name) return 'Type a name.';
-  if (body.audioBitrate !== null && !Number.isInteger(body.audioBitrate)) return 'The bitrate is a whole number of kbit/s.';
+  if (body.audioBitrate !== null && !Number.isInteger(body.audioBitrate))
+    return 'The bitrate is a whole number of kbit/s.';
   if (typeof body.pin === 'string' && !PIN_PATTERN.test(body.pin)) return 'The PIN is 4 to 12 digits.';
   return null;
 }
@@ -152,12 +153,29 @@ function updateRow(row, group) {
   row.dataset.group = JSON.stringify(group);
   if (!row.firstElementChild || row.dataset.mode !== 'view') {
     row.dataset.mode = 'view';
-    const edit = h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit');
-    const remove = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete');
-    const mute = h('button', { class: 'secondary small-button group-mute', type: 'button', onclick: () => onMute(row) }, 'Mute line');
+    const edit = h(
+      'button',
+      { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) },
+      'Edit',
+    );
+    const remove = h(
+      'button',
+      { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) },
+      'Delete',
+    );
+    const mute = h(
+      'button',
+      { class: 'secondary small-button group-mute', type: 'button', onclick: () => onMute(row) },
+      'Mute line',
+    );
     row.replaceChildren(
-      h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'group-name' }),
-        ' ', h('span', { class: 'badge group-program', hidden: true }, 'Program')),
+      h(
+        'td',
+        { class: 'cell-name', dataset: { label: 'Name' } },
+        h('strong', { class: 'group-name' }),
+        ' ',
+        h('span', { class: 'badge group-program', hidden: true }, 'Program'),
+      ),
       h('td', { dataset: { label: 'Id' } }, h('code', { class: 'group-id' })),
       h('td', { class: 'group-bitrate', dataset: { label: 'Bitrate' } }),
       h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'group-pin' })),
@@ -196,13 +214,30 @@ function startEdit(row) {
   row.dataset.editing = '';
   row.dataset.mode = 'edit';
   const id = `edit-${group.id}`;
-  const name = h('input', { id: `${id}-name`, type: 'text', maxlength: 64, value: group.name, autocomplete: 'off', required: true });
+  const name = h('input', {
+    id: `${id}-name`,
+    type: 'text',
+    maxlength: 64,
+    value: group.name,
+    autocomplete: 'off',
+    required: true,
+  });
   const bitrate = h('input', {
-    id: `${id}-bitrate`, type: 'number', min: 6, max: 510, step: 1, inputmode: 'numeric',
-    value: group.followsDefaultBitrate ? '' : group.audioBitrate, placeholder: `default (${group.audioBitrate})`,
+    id: `${id}-bitrate`,
+    type: 'number',
+    min: 6,
+    max: 510,
+    step: 1,
+    inputmode: 'numeric',
+    value: group.followsDefaultBitrate ? '' : group.audioBitrate,
+    placeholder: `default (${group.audioBitrate})`,
   });
   const pin = h('input', {
-    id: `${id}-pin`, type: 'password', inputmode: 'numeric', maxlength: 12, autocomplete: 'new-password',
+    id: `${id}-pin`,
+    type: 'password',
+    inputmode: 'numeric',
+    maxlength: 12,
+    autocomplete: 'new-password',
     placeholder: group.pin ? 'unchanged' : 'none',
   });
   const program = h('input', { id: `${id}-program`, type: 'checkbox', checked: group.program });
@@ -216,12 +251,30 @@ function startEdit(row) {
   const form = h(
     'form',
     { class: 'edit-form', novalidate: true, 'aria-label': `Edit group ${group.name}` },
-    h('div', { class: 'form-grid' },
+    h(
+      'div',
+      { class: 'form-grid' },
       h('div', { class: 'field' }, h('label', { for: name.id }, 'Name'), name),
       h('div', { class: 'field' }, h('label', { for: bitrate.id }, 'Bitrate (kbit/s, optional)'), bitrate),
-      h('div', { class: 'field' }, h('label', { for: pin.id }, group.pin ? 'New PIN (4–12 digits)' : 'PIN (4–12 digits, optional)'), pin,
-        removePin && h('label', { class: 'toggle toggle-inline pin-remove', for: removePin.id }, removePin, h('span', {}, 'Remove the PIN'))),
-      h('div', { class: 'field' }, h('label', { class: 'toggle toggle-inline', for: program.id }, program, h('span', {}, 'Program line')))),
+      h(
+        'div',
+        { class: 'field' },
+        h('label', { for: pin.id }, group.pin ? 'New PIN (4–12 digits)' : 'PIN (4–12 digits, optional)'),
+        pin,
+        removePin &&
+          h(
+            'label',
+            { class: 'toggle toggle-inline pin-remove', for: removePin.id },
+            removePin,
+            h('span', {}, 'Remove the PIN'),
+          ),
+      ),
+      h(
+        'div',
+        { class: 'field' },
+        h('label', { class: 'toggle toggle-inline', for: program.id }, program, h('span', {}, 'Program line')),
+      ),
+    ),
     error,
     h('div', { class: 'actions' }, cancel, save),
   );

@@ -20,21 +20,37 @@ const dipLabel = (dimDb) => (dimDb === 'cut' ? 'cut' : `${String(dimDb).replace(
  * names change), `read()` gives the API's `ifb` (null when the box is off).
  */
 export function ifbFields(id, ifb, inputLabel) {
-  const on = h('input', { id: `${id}-ifb`, type: 'checkbox', checked: Boolean(ifb), 'aria-describedby': `${id}-ifb-hint` });
+  const on = h('input', {
+    id: `${id}-ifb`,
+    type: 'checkbox',
+    checked: Boolean(ifb),
+    'aria-describedby': `${id}-ifb-hint`,
+  });
   const program = h('select', { id: `${id}-ifb-program` });
   const interrupt = h('select', { id: `${id}-ifb-interrupt` });
   const dip = h('select', { id: `${id}-ifb-dip` });
   const field = (label, control) => h('div', { class: 'field' }, h('label', { for: control.id }, label), control);
-  const details = h('div', { class: 'form-grid ifb-fields', hidden: !ifb },
-    field('Program', program), field('Interrupted by', interrupt), field('Program under talk', dip));
+  const details = h(
+    'div',
+    { class: 'form-grid ifb-fields', hidden: !ifb },
+    field('Program', program),
+    field('Interrupted by', interrupt),
+    field('Program under talk', dip),
+  );
   on.addEventListener('change', () => {
     details.hidden = !on.checked;
   });
-  const element = h('div', { class: 'field ifb' },
+  const element = h(
+    'div',
+    { class: 'field ifb' },
     h('label', { class: 'toggle toggle-inline', for: on.id }, on, ' ', h('span', {}, 'IFB on the output')),
-    h('p', { id: `${id}-ifb-hint`, class: 'field-hint' },
-      'For a presenter\'s earpiece: the output plays the program, which dips while the interrupt group talks.'),
-    details);
+    h(
+      'p',
+      { id: `${id}-ifb-hint`, class: 'field-hint' },
+      "For a presenter's earpiece: the output plays the program, which dips while the interrupt group talks.",
+    ),
+    details,
+  );
 
   function sync() {
     const list = groups.current();
@@ -43,13 +59,23 @@ export function ifbFields(id, ifb, inputLabel) {
       fill();
       if ([...select.options].some((o) => o.value === value)) select.value = value;
     };
-    keep(program, () => setOptions(program, [
-      ...Array.from({ length: 8 }, (_, i) => ({ value: `in:${i}`, label: `Input ${inputLabel(i)}` })),
-      ...list.map((g) => ({ value: `group:${g.id}`, label: `Group ${g.name}` })),
-    ]));
-    keep(interrupt, () => setOptions(interrupt, list.map((g) => ({ value: g.id, label: g.name }))));
-    const dips = ifb && ifb.dimDb !== 'cut' && !DIPS.includes(ifb.dimDb) ? [...DIPS, ifb.dimDb].sort((a, b) => b - a) : DIPS;
-    keep(dip, () => setOptions(dip, [...dips.map((d) => ({ value: d, label: dipLabel(d) })), { value: 'cut', label: 'Cut' }]));
+    keep(program, () =>
+      setOptions(program, [
+        ...Array.from({ length: 8 }, (_, i) => ({ value: `in:${i}`, label: `Input ${inputLabel(i)}` })),
+        ...list.map((g) => ({ value: `group:${g.id}`, label: `Group ${g.name}` })),
+      ]),
+    );
+    keep(interrupt, () =>
+      setOptions(
+        interrupt,
+        list.map((g) => ({ value: g.id, label: g.name })),
+      ),
+    );
+    const dips =
+      ifb && ifb.dimDb !== 'cut' && !DIPS.includes(ifb.dimDb) ? [...DIPS, ifb.dimDb].sort((a, b) => b - a) : DIPS;
+    keep(dip, () =>
+      setOptions(dip, [...dips.map((d) => ({ value: d, label: dipLabel(d) })), { value: 'cut', label: 'Cut' }]),
+    );
   }
 
   function read() {

@@ -131,10 +131,13 @@ function fieldsText(fields) {
 function line(entry) {
   const level = LEVELS.includes(entry.level) ? entry.level : 'info';
   const fields = fieldsText(entry.meta);
-  return h('li', { class: `log-line level-${level}`, dataset: { seq: entry.seq, level } },
+  return h(
+    'li',
+    { class: `log-line level-${level}`, dataset: { seq: entry.seq, level } },
     h('time', { class: 'log-time', datetime: entry.timestamp, title: entry.timestamp }, time(entry.timestamp)),
     h('span', { class: 'log-level' }, level.toUpperCase()),
     h('span', { class: 'log-message' }, entry.message),
     fields ? h('span', { class: 'log-fields' }, fields) : null,
-    h('span', { class: 'log-source' }, entry.source));
+    h('span', { class: 'log-source' }, entry.source),
+  );
 }

@@ -9,7 +9,19 @@
 // field is emptied after every save.
 
 import { del, get, post, put, seg } from '/admin/api.js';
-import { canSync, clean, confirmDialog, copyText, h, setAttr, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
+import {
+  canSync,
+  clean,
+  confirmDialog,
+  copyText,
+  h,
+  setAttr,
+  setText,
+  showError,
+  submitting,
+  syncKeyed,
+  trackDirty,
+} from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import { drawQr } from '/common/qr.js';
 
@@ -115,17 +127,40 @@ function render() {
 // The list
 
 function createRow(position) {
-  const edit = h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(position.id) }, 'Edit');
-  const remove = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(position.id) }, 'Delete');
-  return h('tr', {},
-    h('td', { class: 'cell-name', dataset: { label: 'Name' } }, h('strong', { class: 'position-name' }), h('code', { class: 'position-id muted' })),
-    h('td', { dataset: { label: 'Lines' } }, h('ul', { class: 'line-list position-lines' }),
+  const edit = h(
+    'button',
+    { class: 'secondary small-button', type: 'button', onclick: () => startEdit(position.id) },
+    'Edit',
+  );
+  const remove = h(
+    'button',
+    { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(position.id) },
+    'Delete',
+  );
+  return h(
+    'tr',
+    {},
+    h(
+      'td',
+      { class: 'cell-name', dataset: { label: 'Name' } },
+      h('strong', { class: 'position-name' }),
+      h('code', { class: 'position-id muted' }),
+    ),
+    h(
+      'td',
+      { dataset: { label: 'Lines' } },
+      h('ul', { class: 'line-list position-lines' }),
       h('span', { class: 'badge position-site', hidden: true }),
-      ' ', h('span', { class: 'badge position-announce', hidden: true }, 'Announce'),
-      ' ', h('span', { class: 'badge position-one', hidden: true }, 'One at a time'),
-      ' ', h('span', { class: 'badge position-talk-to', hidden: true })),
+      ' ',
+      h('span', { class: 'badge position-announce', hidden: true }, 'Announce'),
+      ' ',
+      h('span', { class: 'badge position-one', hidden: true }, 'One at a time'),
+      ' ',
+      h('span', { class: 'badge position-talk-to', hidden: true }),
+    ),
     h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'position-pin' })),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)));
+    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)),
+  );
 }
 
 function updateRow(row, position) {
@@ -133,7 +168,8 @@ function updateRow(row, position) {
   setText(row.querySelector('.position-id'), position.id);
   syncKeyed(row.querySelector('.position-lines'), position.lines, {
     key: (line) => line.groupId,
-    create: () => h('li', { class: 'line-chip' }, h('span', { class: 'lc-name' }), ' ', h('span', { class: 'line-keys' })),
+    create: () =>
+      h('li', { class: 'line-chip' }, h('span', { class: 'lc-name' }), ' ', h('span', { class: 'line-keys' })),
     update: (li, line) => {
       setText(li.querySelector('.lc-name'), line.name);
       setText(li.querySelector('.line-keys'), keysText(line));
@@ -171,13 +207,22 @@ function renderPicker() {
   syncKeyed(ui.lineRows, list, {
     key: (g) => g.id,
     create: (group) => {
-      const box = (kind) => h('input', { type: 'checkbox', name: kind, value: group.id, id: `position-${kind}-${group.id}` });
+      const box = (kind) =>
+        h('input', { type: 'checkbox', name: kind, value: group.id, id: `position-${kind}-${group.id}` });
       const listen = box('listen');
       const talk = box('talk');
-      return h('div', { class: 'line-pick' },
+      return h(
+        'div',
+        { class: 'line-pick' },
         h('span', { class: 'line-pick-name' }),
-        h('label', { class: 'line-pick-box', for: listen.id }, listen, h('span', { class: 'line-pick-label' }, 'Listen')),
-        h('label', { class: 'line-pick-box', for: talk.id }, talk, h('span', { class: 'line-pick-label' }, 'Talk')));
+        h(
+          'label',
+          { class: 'line-pick-box', for: listen.id },
+          listen,
+          h('span', { class: 'line-pick-label' }, 'Listen'),
+        ),
+        h('label', { class: 'line-pick-box', for: talk.id }, talk, h('span', { class: 'line-pick-label' }, 'Talk')),
+      );
     },
     update: (row, group) => {
       setText(row.querySelector('.line-pick-name'), group.program ? `${group.name} (program)` : group.name);
@@ -243,11 +288,18 @@ const positionName = (id) => positions.find((p) => p.id === id)?.name ?? id;
 function renderTalkTo(selected) {
   const others = positions.filter((p) => p.id !== editing);
   ui.talkToField.hidden = others.length === 0;
-  ui.talkTo.replaceChildren(...others.map((p) => {
-    const id = `position-talk-to-${p.id}`;
-    return h('label', { class: 'toggle toggle-inline', for: id },
-      h('input', { id, type: 'checkbox', value: p.id, checked: selected.includes(p.id) }), ' ', h('span', {}, p.name));
-  }));
+  ui.talkTo.replaceChildren(
+    ...others.map((p) => {
+      const id = `position-talk-to-${p.id}`;
+      return h(
+        'label',
+        { class: 'toggle toggle-inline', for: id },
+        h('input', { id, type: 'checkbox', value: p.id, checked: selected.includes(p.id) }),
+        ' ',
+        h('span', {}, p.name),
+      );
+    }),
+  );
 }
 
 const checkedTalkTo = () => [...ui.talkTo.querySelectorAll('input:checked')].map((input) => input.value);
@@ -302,13 +354,19 @@ async function onSubmit(event) {
   }
   // Too few or too many lines: the API says so, in its own words, next to the form.
   const body = {
-    name, ...picked(), announce: ui.announce.checked, talkTo: checkedTalkTo(), occupants: ui.one.checked ? 'one' : 'many',
+    name,
+    ...picked(),
+    announce: ui.announce.checked,
+    talkTo: checkedTalkTo(),
+    occupants: ui.one.checked ? 'one' : 'many',
   };
   if (!ui.siteField.hidden) body.site = ui.site.value || null;
   if (editing && ui.pinRemove.checked && !ui.pinRemoveLabel.hidden) body.pin = null;
   else if (pin !== '') body.pin = pin;
   const id = editing;
-  const ok = await submitting(ui.submit, ui.error, () => (id ? put(`/positions/${seg(id)}`, body) : post('/positions', body)));
+  const ok = await submitting(ui.submit, ui.error, () =>
+    id ? put(`/positions/${seg(id)}`, body) : post('/positions', body),
+  );
   if (ok) {
     editing = null;
     resetForm();
@@ -363,8 +421,16 @@ export function groupLink(id) {
 
 function renderLinks() {
   const items = [
-    ...positions.map((p) => ({ key: `position:${p.id}`, kind: 'Position', name: p.name, pin: p.pin, url: positionLink(p.id) })),
-    ...groups.current().map((g) => ({ key: `group:${g.id}`, kind: 'Group', name: g.name, pin: g.pin, url: groupLink(g.id) })),
+    ...positions.map((p) => ({
+      key: `position:${p.id}`,
+      kind: 'Position',
+      name: p.name,
+      pin: p.pin,
+      url: positionLink(p.id),
+    })),
+    ...groups
+      .current()
+      .map((g) => ({ key: `group:${g.id}`, kind: 'Group', name: g.name, pin: g.pin, url: groupLink(g.id) })),
   ];
   syncKeyed(ui.links, items, { key: (item) => item.key, create: createLink, update: updateLink });
   ui.linksEmpty.hidden = items.length > 0;
@@ -373,14 +439,20 @@ function renderLinks() {
 function createLink() {
   const copy = h('button', { class: 'secondary small-button link-copy', type: 'button' }, 'Copy link');
   const status = h('span', { class: 'link-copied muted small', role: 'status' });
-  const card = h('article', { class: 'join-link-card' },
-    h('div', { class: 'join-link-head' },
+  const card = h(
+    'article',
+    { class: 'join-link-card' },
+    h(
+      'div',
+      { class: 'join-link-head' },
       h('h3', { class: 'join-link-name' }),
       h('span', { class: 'badge join-link-kind' }),
-      h('span', { class: 'badge join-link-pin', hidden: true }, 'PIN')),
+      h('span', { class: 'badge join-link-pin', hidden: true }, 'PIN'),
+    ),
     h('div', { class: 'qr', role: 'img' }),
     h('a', { class: 'join-link', target: '_blank', rel: 'noopener' }),
-    h('div', { class: 'join-link-actions' }, copy, status));
+    h('div', { class: 'join-link-actions' }, copy, status),
+  );
   copy.addEventListener('click', () => {
     const link = card.querySelector('.join-link');
     copyText(link.href, link, status);

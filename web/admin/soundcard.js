@@ -6,7 +6,17 @@
 
 import { del, get, post, put, seg } from '/admin/api.js';
 import {
-  canSync, clean, confirmDialog, h, setOptions, setText, setValue, showError, submitting, syncKeyed, trackDirty,
+  canSync,
+  clean,
+  confirmDialog,
+  h,
+  setOptions,
+  setText,
+  setValue,
+  showError,
+  submitting,
+  syncKeyed,
+  trackDirty,
 } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import { ifbFields, ifbSummary } from '/admin/ifb.js';
@@ -59,13 +69,26 @@ export function init(context) {
   };
   ui.suIfb = ifbFields('su-create', null, inputLabel);
   ui.suForm.querySelector('.form-grid').after(ui.suIfb.element);
-  setOptions(ui.deviceRate, CARD_RATES.map((r) => ({ value: r, label: `${r.toLocaleString('en')} Hz` })));
-  for (const [kind, box] of [['inputs', ui.channelsInputs], ['outputs', ui.channelsOutputs]]) {
+  setOptions(
+    ui.deviceRate,
+    CARD_RATES.map((r) => ({ value: r, label: `${r.toLocaleString('en')} Hz` })),
+  );
+  for (const [kind, box] of [
+    ['inputs', ui.channelsInputs],
+    ['outputs', ui.channelsOutputs],
+  ]) {
     for (let i = 0; i < CHANNELS; i += 1) {
       const id = `channel-${kind}-${i}`;
       box.append(
         h('label', { for: id, class: 'channel-label' }, `${kind === 'inputs' ? 'In' : 'Out'} ${i}`),
-        h('input', { id, name: `${kind}.${i}`, type: 'text', maxlength: 64, autocomplete: 'off', placeholder: 'unnamed' }),
+        h('input', {
+          id,
+          name: `${kind}.${i}`,
+          type: 'text',
+          maxlength: 64,
+          autocomplete: 'off',
+          placeholder: 'unnamed',
+        }),
       );
     }
   }
@@ -175,7 +198,10 @@ async function refreshDevice() {
     setValue(ui.deviceInput, device.inputDeviceId ?? '');
     setValue(ui.deviceOutput, device.outputDeviceId ?? '');
     if (!CARD_RATES.includes(device.sampleRate)) {
-      setOptions(ui.deviceRate, [...CARD_RATES, device.sampleRate].sort((a, b) => a - b).map((r) => ({ value: r, label: `${r} Hz` })));
+      setOptions(
+        ui.deviceRate,
+        [...CARD_RATES, device.sampleRate].sort((a, b) => a - b).map((r) => ({ value: r, label: `${r} Hz` })),
+      );
     }
     setValue(ui.deviceRate, device.sampleRate);
   } catch (error) {
@@ -286,7 +312,10 @@ function channelOptions(kind, withNone) {
 
 function syncGroupSelect(select) {
   const list = groups.current();
-  setOptions(select, list.length ? list.map((g) => ({ value: g.id, label: g.name })) : [{ value: '', label: 'No groups yet' }]);
+  setOptions(
+    select,
+    list.length ? list.map((g) => ({ value: g.id, label: g.name })) : [{ value: '', label: 'No groups yet' }],
+  );
 }
 
 /**
@@ -296,7 +325,8 @@ function syncGroupSelect(select) {
 function syncChannelSelects() {
   if (document.activeElement !== ui.suInput) setOptions(ui.suInput, channelOptions('inputs', false));
   if (document.activeElement !== ui.suOutput) setOptions(ui.suOutput, channelOptions('outputs', true));
-  for (const row of ui.suRows.children) if (row.dataset.editing === undefined) updateServerUserRow(row, JSON.parse(row.dataset.user));
+  for (const row of ui.suRows.children)
+    if (row.dataset.editing === undefined) updateServerUserRow(row, JSON.parse(row.dataset.user));
   if (!ui.suIfb.element.contains(document.activeElement)) ui.suIfb.sync();
 }
 
@@ -360,16 +390,31 @@ function updateServerUserRow(row, user) {
       h('td', { dataset: { label: 'Name' } }, h('strong', { class: 'su-name' })),
       h('td', { class: 'su-group', dataset: { label: 'Group' } }),
       h('td', { class: 'su-input', dataset: { label: 'Input' } }),
-      h('td', { dataset: { label: 'Output' } }, h('span', { class: 'su-output' }), h('div', { class: 'su-ifb muted small' })),
-      h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' },
-        h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit'),
-        h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete'))),
+      h(
+        'td',
+        { dataset: { label: 'Output' } },
+        h('span', { class: 'su-output' }),
+        h('div', { class: 'su-ifb muted small' }),
+      ),
+      h(
+        'td',
+        { class: 'cell-actions' },
+        h(
+          'div',
+          { class: 'row-actions' },
+          h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit'),
+          h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete'),
+        ),
+      ),
     );
   }
   setText(row.querySelector('.su-name'), user.name);
   setText(row.querySelector('.su-group'), groups.nameOf(user.group));
   setText(row.querySelector('.su-input'), channelLabel('inputs', user.inputChannel));
-  setText(row.querySelector('.su-output'), user.outputChannel == null ? 'No output' : channelLabel('outputs', user.outputChannel));
+  setText(
+    row.querySelector('.su-output'),
+    user.outputChannel == null ? 'No output' : channelLabel('outputs', user.outputChannel),
+  );
   const ifb = row.querySelector('.su-ifb');
   ifb.hidden = !user.ifb;
   setText(ifb, user.ifb ? ifbSummary(user.ifb, inputLabel) : '');
@@ -399,11 +444,21 @@ function startEdit(row) {
   const save = h('button', { class: 'primary', type: 'submit' }, 'Save');
   const cancel = h('button', { class: 'secondary', type: 'button', onclick: () => stopEdit(row) }, 'Cancel');
   const field = (label, control) => h('div', { class: 'field' }, h('label', { for: control.id }, label), control);
-  const form = h('form', { class: 'edit-form', novalidate: true, 'aria-label': `Edit server audio user ${user.name}` },
-    h('div', { class: 'form-grid' }, field('Name', name), field('Group', group), field('Input channel', input), field('Output channel', output)),
+  const form = h(
+    'form',
+    { class: 'edit-form', novalidate: true, 'aria-label': `Edit server audio user ${user.name}` },
+    h(
+      'div',
+      { class: 'form-grid' },
+      field('Name', name),
+      field('Group', group),
+      field('Input channel', input),
+      field('Output channel', output),
+    ),
     ifb.element,
     error,
-    h('div', { class: 'actions' }, cancel, save));
+    h('div', { class: 'actions' }, cancel, save),
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const body = serverUserBody(name, group, input, output, ifb);

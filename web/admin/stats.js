@@ -96,12 +96,16 @@ function render(stats) {
   // The pool's nodes (one, `local`, unless the config lists several), the first beside bridged.
   syncKeyed(ui.nodes, janus.nodes ?? [], {
     key: (n) => n.name,
-    create: () => h('tr', {},
-      h('td', { class: 'n-name', dataset: { label: 'Node' } }),
-      h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge n-state' })),
-      h('td', { class: 'n-sessions num', dataset: { label: 'Sessions' } }),
-      h('td', { class: 'n-load num', dataset: { label: 'Participants / capacity' } }),
-      h('td', { class: 'n-cascaded', dataset: { label: 'Cascaded groups' } })),
+    create: () =>
+      h(
+        'tr',
+        {},
+        h('td', { class: 'n-name', dataset: { label: 'Node' } }),
+        h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge n-state' })),
+        h('td', { class: 'n-sessions num', dataset: { label: 'Sessions' } }),
+        h('td', { class: 'n-load num', dataset: { label: 'Participants / capacity' } }),
+        h('td', { class: 'n-cascaded', dataset: { label: 'Cascaded groups' } }),
+      ),
     update: (row, n) => {
       setText(row.querySelector('.n-name'), n.site ? `${n.name} (${n.site})` : n.name);
       badge(row.querySelector('.n-state'), n.state, { up: 'ok', down: 'bad' });
@@ -112,19 +116,31 @@ function render(stats) {
   });
 
   const bridge = stats.bridge ?? {};
-  badge(ui.bridgeState, bridge.state, { running: 'ok', idle: 'ok', degraded: 'warn', unconfigured: 'warn', error: 'bad', unreachable: 'bad', absent: 'bad' });
+  badge(ui.bridgeState, bridge.state, {
+    running: 'ok',
+    idle: 'ok',
+    degraded: 'warn',
+    unconfigured: 'warn',
+    error: 'bad',
+    unreachable: 'bad',
+    absent: 'bad',
+  });
   setText(ui.bridgeGeneration, bridge.generation ?? '—');
   setText(ui.bridgeMessage, bridge.message || '—');
   const stateTones = { joined: 'ok', connecting: 'warn', retrying: 'warn', stopped: 'bad' };
   const participants = bridge.participants ?? [];
   syncKeyed(ui.participants, participants, {
     key: (p) => p.room,
-    create: () => h('tr', {},
-      h('td', { class: 'p-room', dataset: { label: 'Room' } }),
-      h('td', { class: 'p-display', dataset: { label: 'As' } }),
-      h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge p-state' })),
-      h('td', { class: 'p-packets num', dataset: { label: 'Packets out / in' } }),
-      h('td', { class: 'p-error', dataset: { label: 'Last error' } })),
+    create: () =>
+      h(
+        'tr',
+        {},
+        h('td', { class: 'p-room', dataset: { label: 'Room' } }),
+        h('td', { class: 'p-display', dataset: { label: 'As' } }),
+        h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge p-state' })),
+        h('td', { class: 'p-packets num', dataset: { label: 'Packets out / in' } }),
+        h('td', { class: 'p-error', dataset: { label: 'Last error' } }),
+      ),
     update: (row, p) => {
       setText(row.querySelector('.p-room'), p.room);
       setText(row.querySelector('.p-display'), p.display);
@@ -138,12 +154,16 @@ function render(stats) {
   const branches = bridge.branches ?? [];
   syncKeyed(ui.branches, branches, {
     key: (b) => b.name,
-    create: () => h('tr', {},
-      h('td', { class: 'b-name', dataset: { label: 'User' } }),
-      h('td', { class: 'b-room', dataset: { label: 'Group' } }),
-      h('td', { dataset: { label: 'Room state' } }, h('span', { class: 'badge b-state' })),
-      h('td', { class: 'b-level num', dataset: { label: 'Input level' } }),
-      h('td', { class: 'b-output num', dataset: { label: 'Output level' } })),
+    create: () =>
+      h(
+        'tr',
+        {},
+        h('td', { class: 'b-name', dataset: { label: 'User' } }),
+        h('td', { class: 'b-room', dataset: { label: 'Group' } }),
+        h('td', { dataset: { label: 'Room state' } }, h('span', { class: 'badge b-state' })),
+        h('td', { class: 'b-level num', dataset: { label: 'Input level' } }),
+        h('td', { class: 'b-output num', dataset: { label: 'Output level' } }),
+      ),
     update: (row, b) => {
       setText(row.querySelector('.b-name'), b.name);
       setText(row.querySelector('.b-room'), b.room);
@@ -196,8 +216,20 @@ function niceCeil(value) {
 function drawCharts() {
   if (!ui) return;
   const now = Date.now();
-  drawChart(ui.charts.connections, samples.map((s) => [s.t, s.active]), now, (v) => String(Math.round(v)), true);
-  drawChart(ui.charts.memory, samples.map((s) => [s.t, s.rss / 1024 / 1024]), now, (v) => (v >= 10 || Number.isInteger(v) ? v.toFixed(0) : v.toFixed(1)), false);
+  drawChart(
+    ui.charts.connections,
+    samples.map((s) => [s.t, s.active]),
+    now,
+    (v) => String(Math.round(v)),
+    true,
+  );
+  drawChart(
+    ui.charts.memory,
+    samples.map((s) => [s.t, s.rss / 1024 / 1024]),
+    now,
+    (v) => (v >= 10 || Number.isInteger(v) ? v.toFixed(0) : v.toFixed(1)),
+    false,
+  );
 }
 
 function drawChart(chart, points, now, format, integer) {
@@ -220,7 +252,9 @@ function drawChart(chart, points, now, format, integer) {
   const lines = [0, top / 2, top];
   chart.grid.replaceChildren(...lines.map((v) => svg('line', { x1: x0, x2: x1, y1: y(v), y2: y(v) })));
   chart.labels.replaceChildren(
-    ...lines.map((v) => svg('text', { x: x0 - 6, y: y(v) + 4, 'text-anchor': 'end' }, document.createTextNode(format(v)))),
+    ...lines.map((v) =>
+      svg('text', { x: x0 - 6, y: y(v) + 4, 'text-anchor': 'end' }, document.createTextNode(format(v))),
+    ),
     svg('text', { x: x0, y: H - 4, 'text-anchor': 'start' }, document.createTextNode(`−${span / 60_000} min`)),
     svg('text', { x: x1, y: H - 4, 'text-anchor': 'end' }, document.createTextNode('now')),
   );
@@ -244,5 +278,8 @@ function drawChart(chart, points, now, format, integer) {
   chart.area.setAttribute('d', `${d}V${y0}H${x(points[0][0]).toFixed(1)}Z`);
   chart.line.setAttribute('data-last-x', lastX);
   const values = points.map(([, v]) => v);
-  setText(chart.range, `now ${format(values.at(-1))}, min ${format(Math.min(...values))}, max ${format(Math.max(...values))}`);
+  setText(
+    chart.range,
+    `now ${format(values.at(-1))}, min ${format(Math.min(...values))}, max ${format(Math.max(...values))}`,
+  );
 }

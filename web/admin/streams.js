@@ -65,13 +65,20 @@ function render(list) {
 }
 
 function createRow(token) {
-  const revoke = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onRevoke(token.group, token.id) }, 'Revoke');
-  return h('tr', {},
+  const revoke = h(
+    'button',
+    { class: 'danger-outline small-button', type: 'button', onclick: () => onRevoke(token.group, token.id) },
+    'Revoke',
+  );
+  return h(
+    'tr',
+    {},
     h('td', { class: 'st-group', dataset: { label: 'Group' } }),
     h('td', { class: 'st-kind', dataset: { label: 'Kind' } }),
     h('td', { class: 'st-name', dataset: { label: 'Name' } }),
     h('td', { class: 'st-sessions', dataset: { label: 'Sessions' } }),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, revoke)));
+    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, revoke)),
+  );
 }
 
 function updateRow(row, token) {

@@ -50,7 +50,11 @@ export function reset() {
 
 export async function refresh() {
   try {
-    const [body, banned] = await Promise.all([get('/users?state=all'), get('/bans'), groups.fetchGroups().catch(() => null)]);
+    const [body, banned] = await Promise.all([
+      get('/users?state=all'),
+      get('/bans'),
+      groups.fetchGroups().catch(() => null),
+    ]);
     users = body.users;
     bans = banned.bans;
   } catch (error) {
@@ -68,7 +72,11 @@ function order(a, b) {
 function render() {
   const sorted = [...users].sort(order);
   const keyed = { key: (u) => u.identity, create: createRow, update: updateRow };
-  syncKeyed(ui.rows, sorted.filter((u) => u.state === 'connected'), keyed);
+  syncKeyed(
+    ui.rows,
+    sorted.filter((u) => u.state === 'connected'),
+    keyed,
+  );
   const pending = sorted.filter((u) => u.state !== 'connected');
   syncKeyed(ui.pendingRows, pending, keyed);
   ui.pendingHead.hidden = pending.length === 0;
@@ -85,12 +93,31 @@ function renderBans() {
   syncKeyed(ui.bans, bans, {
     key: (ban) => String(ban.id),
     create: (ban) =>
-      h('tr', {},
+      h(
+        'tr',
+        {},
         h('td', { dataset: { label: 'Name' } }, ban.username ?? '—'),
         h('td', { dataset: { label: 'Address' } }, ban.address ? h('code', {}, ban.address) : '—'),
-        h('td', { dataset: { label: 'Until' } }, h('time', { datetime: ban.until, title: dateTime(ban.until) }, dateTime(ban.until))),
-        h('td', { class: 'cell-actions' },
-          h('button', { class: 'secondary small-button', type: 'button', 'aria-label': `Lift the ban of ${ban.username ?? ban.address}`, onclick: () => onLift(ban) }, 'Lift'))),
+        h(
+          'td',
+          { dataset: { label: 'Until' } },
+          h('time', { datetime: ban.until, title: dateTime(ban.until) }, dateTime(ban.until)),
+        ),
+        h(
+          'td',
+          { class: 'cell-actions' },
+          h(
+            'button',
+            {
+              class: 'secondary small-button',
+              type: 'button',
+              'aria-label': `Lift the ban of ${ban.username ?? ban.address}`,
+              onclick: () => onLift(ban),
+            },
+            'Lift',
+          ),
+        ),
+      ),
     update: () => {},
   });
   ui.bans.closest('.table-box').hidden = bans.length === 0;
@@ -111,27 +138,48 @@ async function onLift(ban) {
 }
 
 function createRow(user) {
-  const button = h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDisconnect(user.identity) }, 'Disconnect');
-  return h('tr', {},
+  const button = h(
+    'button',
+    { class: 'danger-outline small-button', type: 'button', onclick: () => onDisconnect(user.identity) },
+    'Disconnect',
+  );
+  return h(
+    'tr',
+    {},
     h('td', { dataset: { label: 'Name' } }, h('strong', { class: 'u-name' })),
     h('td', { class: 'u-lines-cell', dataset: { label: 'Lines' } }, h('ul', { class: 'line-list u-lines' })),
     h('td', { class: 'u-kind', dataset: { label: 'Kind' } }),
     h('td', { dataset: { label: 'State' } }, h('span', { class: 'badge u-state' })),
     h('td', { dataset: { label: 'Since' } }, h('time', { class: 'u-since' })),
-    h('td', { dataset: { label: 'Identity' } }, h('code', { class: 'u-identity' }), ' ', h('span', { class: 'muted small u-address' })),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, button)));
+    h(
+      'td',
+      { dataset: { label: 'Identity' } },
+      h('code', { class: 'u-identity' }),
+      ' ',
+      h('span', { class: 'muted small u-address' }),
+    ),
+    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, button)),
+  );
 }
 
 function updateRow(row, user) {
   row.dataset.state = user.state;
   setText(row.querySelector('.u-name'), user.username);
-  syncKeyed(row.querySelector('.u-lines'), user.lines ?? [{ groupId: user.groupId, listen: true, talk: true, joined: user.state === 'connected' }], {
-    key: (line) => line.groupId,
-    create: (line) => createLine(user.identity, line.groupId),
-    update: (li, line) => updateLine(li, user, line),
-  });
+  syncKeyed(
+    row.querySelector('.u-lines'),
+    user.lines ?? [{ groupId: user.groupId, listen: true, talk: true, joined: user.state === 'connected' }],
+    {
+      key: (line) => line.groupId,
+      create: (line) => createLine(user.identity, line.groupId),
+      update: (li, line) => updateLine(li, user, line),
+    },
+  );
   // A WHIP source or WHEP player: another system's client in the line, not a panel.
-  const kind = user.stream ? `${user.stream.toUpperCase()} ${user.stream === 'whip' ? 'source' : 'player'}` : user.kind === 'server' ? 'server' : 'crew';
+  const kind = user.stream
+    ? `${user.stream.toUpperCase()} ${user.stream === 'whip' ? 'source' : 'player'}`
+    : user.kind === 'server'
+      ? 'server'
+      : 'crew';
   setText(row.querySelector('.u-kind'), kind);
   setAttr(row, 'data-stream', user.stream ?? null);
   const state = row.querySelector('.u-state');
@@ -154,17 +202,40 @@ function updateRow(row, user) {
 }
 
 function createLine(identity, groupId) {
-  const remove = h('button', { class: 'ghost small-button line-remove', type: 'button', onclick: () => onRemoveLine(identity, groupId) }, 'Remove');
-  const mute = h('button', { class: 'ghost small-button line-mute', type: 'button', onclick: () => onLineAction(identity, groupId, 'mute') }, 'Mute');
-  const talkOff = h('button', { class: 'ghost small-button line-talk-off', type: 'button', onclick: () => onLineAction(identity, groupId, 'talk-off') }, 'Talk off');
-  return h('li', { class: 'line-chip u-line' },
-    h('span', { class: 'lc-name' }), ' ',
-    h('span', { class: 'line-keys' }), ' ',
+  const remove = h(
+    'button',
+    { class: 'ghost small-button line-remove', type: 'button', onclick: () => onRemoveLine(identity, groupId) },
+    'Remove',
+  );
+  const mute = h(
+    'button',
+    { class: 'ghost small-button line-mute', type: 'button', onclick: () => onLineAction(identity, groupId, 'mute') },
+    'Mute',
+  );
+  const talkOff = h(
+    'button',
+    {
+      class: 'ghost small-button line-talk-off',
+      type: 'button',
+      onclick: () => onLineAction(identity, groupId, 'talk-off'),
+    },
+    'Talk off',
+  );
+  return h(
+    'li',
+    { class: 'line-chip u-line' },
+    h('span', { class: 'lc-name' }),
+    ' ',
+    h('span', { class: 'line-keys' }),
+    ' ',
     h('span', { class: 'line-joined' }),
     h('span', { class: 'line-call' }, 'calling'),
     h('span', { class: 'line-muted' }, 'muted by admin'),
     h('span', { class: 'line-link' }),
-    mute, talkOff, remove);
+    mute,
+    talkOff,
+    remove,
+  );
 }
 
 /** A line's link in a few words: `link good: 0.4 % lost, 3 ms jitter, 12 ms round trip`. */
@@ -188,7 +259,13 @@ function updateLine(li, user, line) {
   setAttr(li, 'data-direct', line.directWith ?? null);
   const remove = li.querySelector('.line-remove');
   setText(remove, line.directWith ? 'Close' : 'Remove');
-  setAttr(remove, 'aria-label', line.directWith ? `Close the direct line of ${user.username} and ${line.directWith}` : `Remove ${user.username} from ${name}`);
+  setAttr(
+    remove,
+    'aria-label',
+    line.directWith
+      ? `Close the direct line of ${user.username} and ${line.directWith}`
+      : `Remove ${user.username} from ${name}`,
+  );
   remove.hidden = user.kind === 'server';
   remove.disabled = leaving.has(user.identity) || leaving.has(`${user.identity} ${line.groupId}`);
   setAttr(li, 'data-muted', line.mutedByAdmin ? '' : null);
@@ -229,19 +306,21 @@ async function onRemoveLine(identity, groupId) {
   const line = user.lines?.find((l) => l.groupId === groupId);
   const name = line ? lineName(line) : groups.nameOf(groupId);
   const last = (user.lines?.length ?? 1) <= 1;
-  const yes = await confirmDialog(line?.directWith
-    ? {
-      title: `Close the direct line of ${user.username} and ${line.directWith}?`,
-      text: 'Both panels hang it up now; a person key opens a new one.',
-      ok: 'Close direct line',
-    }
-    : {
-      title: `Remove ${user.username} from ${name}?`,
-      text: last
-        ? `${name} is ${user.username}'s only line: they are disconnected and their token is revoked.`
-        : `${user.username} leaves ${name} now and cannot join it again with this token; their other lines go on.`,
-      ok: 'Remove from line',
-    });
+  const yes = await confirmDialog(
+    line?.directWith
+      ? {
+          title: `Close the direct line of ${user.username} and ${line.directWith}?`,
+          text: 'Both panels hang it up now; a person key opens a new one.',
+          ok: 'Close direct line',
+        }
+      : {
+          title: `Remove ${user.username} from ${name}?`,
+          text: last
+            ? `${name} is ${user.username}'s only line: they are disconnected and their token is revoked.`
+            : `${user.username} leaves ${name} now and cannot join it again with this token; their other lines go on.`,
+          ok: 'Remove from line',
+        },
+  );
   if (!yes) return;
   const key = `${identity} ${groupId}`;
   leaving.add(key);
@@ -264,7 +343,11 @@ async function onDisconnect(identity) {
   const user = users.find((u) => u.identity === identity);
   if (!user) return;
   const choices = [{ value: 'banName', label: `Refuse the name “${user.username}” new tokens for an hour` }];
-  if (user.address) choices.push({ value: 'banAddress', label: `Refuse the address ${user.address} new tokens for an hour (everyone behind it)` });
+  if (user.address)
+    choices.push({
+      value: 'banAddress',
+      label: `Refuse the address ${user.address} new tokens for an hour (everyone behind it)`,
+    });
   const chosen = await confirmDialog({
     title: `Disconnect ${user.username}?`,
     text: `${user.username} leaves ${(user.lines ?? [user]).map((l) => groups.nameOf(l.groupId)).join(', ')} now and their token is revoked: they have to join again.`,

@@ -76,29 +76,33 @@ async function instrument(context) {
  * MediaStreamSource of that stream.
  */
 export async function startEnvelope(page, key, line) {
-  await page.evaluate(async ([name, groupId, code, rate]) => {
-    const stream = groupId === null
-      ? window.benchMicrophone
-      : document.querySelector(groupId.selector ?? `[data-line="${groupId}"] .line-audio`)?.srcObject;
-    if (!stream) throw new Error(`no stream to measure for ${groupId ?? 'the microphone'}`);
-    const ctx = new AudioContext({ sampleRate: rate });
-    await ctx.resume();
-    const module = URL.createObjectURL(new Blob([code], { type: 'text/javascript' }));
-    await ctx.audioWorklet.addModule(module);
-    URL.revokeObjectURL(module);
-    const node = new AudioWorkletNode(ctx, 'bench-envelope', { numberOfInputs: 1, numberOfOutputs: 0 });
-    ctx.createMediaStreamSource(stream).connect(node);
-    const probe = { ctx, node, rms: [], first: -1, offset: Infinity };
-    node.port.onmessage = ({ data }) => {
-      // A quantum is processed before its message arrives: the earliest arrival against its
-      // frame bounds when the audio went through the graph.
-      const now = performance.timeOrigin + performance.now();
-      probe.offset = Math.min(probe.offset, now - (data.frame / rate) * 1000);
-      if (probe.first < 0) probe.first = data.first;
-      for (const v of data.rms) probe.rms.push(v);
-    };
-    (window.benchEnvelopes ??= {})[name] = probe;
-  }, [key, line, WORKLET, ENVELOPE_RATE]);
+  await page.evaluate(
+    async ([name, groupId, code, rate]) => {
+      const stream =
+        groupId === null
+          ? window.benchMicrophone
+          : document.querySelector(groupId.selector ?? `[data-line="${groupId}"] .line-audio`)?.srcObject;
+      if (!stream) throw new Error(`no stream to measure for ${groupId ?? 'the microphone'}`);
+      const ctx = new AudioContext({ sampleRate: rate });
+      await ctx.resume();
+      const module = URL.createObjectURL(new Blob([code], { type: 'text/javascript' }));
+      await ctx.audioWorklet.addModule(module);
+      URL.revokeObjectURL(module);
+      const node = new AudioWorkletNode(ctx, 'bench-envelope', { numberOfInputs: 1, numberOfOutputs: 0 });
+      ctx.createMediaStreamSource(stream).connect(node);
+      const probe = { ctx, node, rms: [], first: -1, offset: Infinity };
+      node.port.onmessage = ({ data }) => {
+        // A quantum is processed before its message arrives: the earliest arrival against its
+        // frame bounds when the audio went through the graph.
+        const now = performance.timeOrigin + performance.now();
+        probe.offset = Math.min(probe.offset, now - (data.frame / rate) * 1000);
+        if (probe.first < 0) probe.first = data.first;
+        for (const v of data.rms) probe.rms.push(v);
+      };
+      (window.benchEnvelopes ??= {})[name] = probe;
+    },
+    [key, line, WORKLET, ENVELOPE_RATE],
+  );
 }
 
 /**
@@ -106,16 +110,19 @@ export async function startEnvelope(page, key, line) {
  * window and every window's level in dBFS (one decimal); `clear` empties it.
  */
 export function readEnvelope(page, key, { clear = false } = {}) {
-  return page.evaluate(([name, empty, rate]) => {
-    const probe = window.benchEnvelopes[name];
-    const startMs = probe.offset + (probe.first / rate) * 1000;
-    const db = probe.rms.map((v) => (v > 0 ? Math.max(-100, Math.round(200 * Math.log10(v)) / 10) : -100));
-    if (empty) {
-      probe.first += probe.rms.length * (rate / 1000);
-      probe.rms = [];
-    }
-    return { startMs, db };
-  }, [key, clear, ENVELOPE_RATE]);
+  return page.evaluate(
+    ([name, empty, rate]) => {
+      const probe = window.benchEnvelopes[name];
+      const startMs = probe.offset + (probe.first / rate) * 1000;
+      const db = probe.rms.map((v) => (v > 0 ? Math.max(-100, Math.round(200 * Math.log10(v)) / 10) : -100));
+      if (empty) {
+        probe.first += probe.rms.length * (rate / 1000);
+        probe.rms = [];
+      }
+      return { startMs, db };
+    },
+    [key, clear, ENVELOPE_RATE],
+  );
 }
 
 /** Stops the envelope `key` (its AudioContext closed). */
@@ -136,8 +143,15 @@ export function stopEnvelope(page, key) {
 export function inboundStats(page) {
   return page.evaluate(async () => {
     const sum = {
-      packetsReceived: 0, packetsLost: 0, concealedSamples: 0, silentConcealedSamples: 0, totalSamplesReceived: 0,
-      concealmentEvents: 0, jitterBufferDelay: 0, jitterBufferEmittedCount: 0, jitter: 0,
+      packetsReceived: 0,
+      packetsLost: 0,
+      concealedSamples: 0,
+      silentConcealedSamples: 0,
+      totalSamplesReceived: 0,
+      concealmentEvents: 0,
+      jitterBufferDelay: 0,
+      jitterBufferEmittedCount: 0,
+      jitter: 0,
     };
     for (const pc of window.benchPeerConnections ?? []) {
       if (pc.connectionState === 'closed') continue;

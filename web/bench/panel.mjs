@@ -36,7 +36,16 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import {
-  Control, Person, bundleForPage, epochMs, iceAddress, launchBrowser, setLink, waitFor, writeBursts, writeTone,
+  Control,
+  Person,
+  bundleForPage,
+  epochMs,
+  iceAddress,
+  launchBrowser,
+  setLink,
+  waitFor,
+  writeBursts,
+  writeTone,
 } from '../tests/harness.mjs';
 import { INSTRUMENTED, inboundStats, readEnvelope, startEnvelope } from './pages.mjs';
 import { CpuWindow, children, processTree } from './system.mjs';
@@ -94,10 +103,18 @@ const quantile = (values, q) => {
 const fmt = (v, digits = 0) => (v === null || v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(digits));
 const stats = (values) => {
   const s = sorted(values);
-  return { n: s.length, median: quantile(s, 0.5), p95: quantile(s, 0.95), p99: quantile(s, 0.99), min: s[0] ?? null, max: s.at(-1) ?? null };
+  return {
+    n: s.length,
+    median: quantile(s, 0.5),
+    p95: quantile(s, 0.95),
+    p99: quantile(s, 0.99),
+    min: s[0] ?? null,
+    max: s.at(-1) ?? null,
+  };
 };
 const load = () => readFile('/proc/loadavg', 'utf8').then((text) => text.split(' ').slice(0, 3).join(' '));
-const cpuLine = (u) => `the machine ${fmt(u.machine)} % busy of ${u.cpus * 100} % over ${fmt(u.seconds)} s: this benchmark ${fmt(u.own)} %, everything else ${fmt(u.others)} %`;
+const cpuLine = (u) =>
+  `the machine ${fmt(u.machine)} % busy of ${u.cpus * 100} % over ${fmt(u.seconds)} s: this benchmark ${fmt(u.own)} %, everything else ${fmt(u.others)} %`;
 
 /** Onsets in an envelope (`{ startMs, db }`): their wall-clock times. */
 function onsets({ startMs, db }) {
@@ -119,10 +136,12 @@ function onsets({ startMs, db }) {
  * when none; sources too late for the heard envelope (`heardUntil`) are left out.
  */
 function delays(sources, heard, heardUntil) {
-  return sources.filter((s) => s + HEARD_WITHIN_MS < heardUntil).map((s) => {
-    const h = heard.find((t) => t > s && t < s + HEARD_WITHIN_MS);
-    return h === undefined ? null : h - s;
-  });
+  return sources
+    .filter((s) => s + HEARD_WITHIN_MS < heardUntil)
+    .map((s) => {
+      const h = heard.find((t) => t > s && t < s + HEARD_WITHIN_MS);
+      return h === undefined ? null : h - s;
+    });
 }
 const endOf = ({ startMs, db }) => startMs + db.length;
 
@@ -179,10 +198,15 @@ async function latchAll(p, lines) {
 }
 
 /** Every line of `p` heard over SOUND_DB (bounded). */
-const hearsAll = (p, lines, timeout = 15_000) => waitFor(`${p.name} hearing ${lines}`, async () => {
-  const levels = await Promise.all(lines.map((line) => p.lineLevel(line)));
-  return levels.every((db) => db > SOUND_DB);
-}, { timeout, interval: 50 });
+const hearsAll = (p, lines, timeout = 15_000) =>
+  waitFor(
+    `${p.name} hearing ${lines}`,
+    async () => {
+      const levels = await Promise.all(lines.map((line) => p.lineLevel(line)));
+      return levels.every((db) => db > SOUND_DB);
+    },
+    { timeout, interval: 50 },
+  );
 
 /**
  * Waits until the card's output (`recording`, channel 0) carries the talker's bursts; while it
@@ -196,10 +220,14 @@ async function cardOutputCarries(control, recording, desk) {
     await sleep(3 * BURST_EVERY_MS);
     if (onsets(recording.envelope(0, from)).length >= 2) return rebuilds;
     if (rebuilds === 3) break;
-    progress('latency: the card\'s output is silent: the server audio user again (bridged rebuilds its card side)');
+    progress("latency: the card's output is silent: the server audio user again (bridged rebuilds its card side)");
     const { status } = await control.admin('DELETE', '/server-users/desk');
     if (status !== 200 && status !== 204) throw new Error(`DELETE /api/admin/server-users/desk: ${status}`);
-    await waitFor('the server audio user gone from bridged', async () => ((await control.bridge()).branches ?? []).length === 0, { timeout: 15_000 });
+    await waitFor(
+      'the server audio user gone from bridged',
+      async () => ((await control.bridge()).branches ?? []).length === 0,
+      { timeout: 15_000 },
+    );
     await control.addServerUser(desk);
     await sleep(2000); // the card side's first seconds
   }
@@ -218,7 +246,11 @@ async function withBurstStack(groups, body) {
     const browsers = [];
     const recordings = [];
     try {
-      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, { burstMs: 80, everyMs: BURST_EVERY_MS, seconds: (BURST_EVERY_MS * 10) / 1000 });
+      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, {
+        burstMs: 80,
+        everyMs: BURST_EVERY_MS,
+        seconds: (BURST_EVERY_MS * 10) / 1000,
+      });
       browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser());
       recordings.push(await control.card.record('card_out.monitor'), await control.card.record('card_in.monitor'));
       const [talkBrowser, listenBrowser] = browsers;
@@ -279,13 +311,17 @@ async function latency() {
       ['browser → room → card (bridged)', browserToCard],
     ]) {
       const s = stats(values);
-      md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} |`);
+      md(
+        `| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} |`,
+      );
     }
     md();
     if (rebuilds !== 0) {
-      md(rebuilds === null
-        ? 'The card\'s output stayed silent through 3 rebuilds of bridged\'s card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).'
-        : `The card's output carried sound after ${rebuilds} rebuild(s) of bridged's card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).`);
+      md(
+        rebuilds === null
+          ? "The card's output stayed silent through 3 rebuilds of bridged's card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md)."
+          : `The card's output carried sound after ${rebuilds} rebuild(s) of bridged's card side (its playback stuck in clock-skew corrections on a busy machine: web/tests/README.md).`,
+      );
     }
     md(`While measuring: ${cpuLine(usage)}.`);
     md();
@@ -309,7 +345,10 @@ async function networkSeries(downSecs) {
     const tries = [];
     let cpu;
     try {
-      browsers.push(await launchBrowser({ audioFile: await writeTone(join(dir, '440.wav'), 440) }), await launchBrowser());
+      browsers.push(
+        await launchBrowser({ audioFile: await writeTone(join(dir, '440.wav'), 440) }),
+        await launchBrowser(),
+      );
       const talker = await panel(browsers[0], control, 'Talker', `/?groups=${lines}`);
       const listener = await panel(browsers[1], control, 'Listener', `/?groups=${lines}&talk=`);
       await latchAll(talker, lines);
@@ -324,25 +363,30 @@ async function networkSeries(downSecs) {
           await listener.waitState('reconnecting', 20_000);
           await sleep(Math.max(0, downSecs * 1000 - (performance.now() - tDown)));
           // Each line's first rise over SOUND_DB from under it, on the page's clock.
-          const watching = listener.page.evaluate(([ids, threshold]) => new Promise((resolve) => {
-            const heard = {};
-            const quiet = new Set();
-            const timer = setInterval(() => {
-              for (const id of ids) {
-                const db = Number(document.querySelector(`[data-line="${id}"]`)?.dataset.levelIn ?? -100);
-                if (db <= threshold) quiet.add(id);
-                else if (quiet.has(id) && heard[id] === undefined) heard[id] = performance.timeOrigin + performance.now();
-              }
-              if (ids.every((id) => heard[id] !== undefined)) {
-                clearInterval(timer);
-                resolve(heard);
-              }
-            }, 10);
-            setTimeout(() => {
-              clearInterval(timer);
-              resolve(heard);
-            }, 60_000);
-          }), [lines, SOUND_DB]);
+          const watching = listener.page.evaluate(
+            ([ids, threshold]) =>
+              new Promise((resolve) => {
+                const heard = {};
+                const quiet = new Set();
+                const timer = setInterval(() => {
+                  for (const id of ids) {
+                    const db = Number(document.querySelector(`[data-line="${id}"]`)?.dataset.levelIn ?? -100);
+                    if (db <= threshold) quiet.add(id);
+                    else if (quiet.has(id) && heard[id] === undefined)
+                      heard[id] = performance.timeOrigin + performance.now();
+                  }
+                  if (ids.every((id) => heard[id] !== undefined)) {
+                    clearInterval(timer);
+                    resolve(heard);
+                  }
+                }, 10);
+                setTimeout(() => {
+                  clearInterval(timer);
+                  resolve(heard);
+                }, 60_000);
+              }),
+            [lines, SOUND_DB],
+          );
           await sleep(100); // the watcher sees every line quiet first
           await setLink(true);
           up = true;
@@ -354,7 +398,9 @@ async function networkSeries(downSecs) {
           const connectedMs = await connected;
           const rejoined = listener.token.participantIdentity !== identity;
           tries.push({ all, perLine, connectedMs, rejoined });
-          progress(`network (${downSecs} s down): try ${n}: audio on every line ${fmt(all)} ms after link up (lines ${perLine.map((v) => fmt(v)).join(', ')}), panel connected after ${fmt(connectedMs)} ms, ${rejoined ? 'rejoined' : 'same session'}`);
+          progress(
+            `network (${downSecs} s down): try ${n}: audio on every line ${fmt(all)} ms after link up (lines ${perLine.map((v) => fmt(v)).join(', ')}), panel connected after ${fmt(connectedMs)} ms, ${rejoined ? 'rejoined' : 'same session'}`,
+          );
         } finally {
           if (!up) await setLink(true);
         }
@@ -374,11 +420,19 @@ async function networkSeries(downSecs) {
     const rejoins = tries.filter((t) => t.rejoined).length;
     md('| from link up to | median ms | p95 ms | min | max | tries |');
     md('|---|---|---|---|---|---|');
-    md(`| audio on **every** line (the last line heard) | **${fmt(all.median)}** | **${fmt(all.p95)}** | ${fmt(all.min)} | ${fmt(all.max)} | ${all.n} of ${tries.length} |`);
-    md(`| audio on the first line | ${fmt(first.median)} | ${fmt(first.p95)} | ${fmt(first.min)} | ${fmt(first.max)} | ${first.n} |`);
-    md(`| the panel \`connected\` | ${fmt(connected.median)} | ${fmt(connected.p95)} | ${fmt(connected.min)} | ${fmt(connected.max)} | ${connected.n} |`);
+    md(
+      `| audio on **every** line (the last line heard) | **${fmt(all.median)}** | **${fmt(all.p95)}** | ${fmt(all.min)} | ${fmt(all.max)} | ${all.n} of ${tries.length} |`,
+    );
+    md(
+      `| audio on the first line | ${fmt(first.median)} | ${fmt(first.p95)} | ${fmt(first.min)} | ${fmt(first.max)} | ${first.n} |`,
+    );
+    md(
+      `| the panel \`connected\` | ${fmt(connected.median)} | ${fmt(connected.p95)} | ${fmt(connected.min)} | ${fmt(connected.max)} | ${connected.n} |`,
+    );
     md();
-    md(`${tries.length - rejoins} of ${tries.length} tries came back in the same session (ICE recovered), ${rejoins} rejoined with a new token.`);
+    md(
+      `${tries.length - rejoins} of ${tries.length} tries came back in the same session (ICE recovered), ${rejoins} rejoined with a new token.`,
+    );
     md(`While measuring: ${cpuLine(usage)}.`);
     md();
   });
@@ -424,7 +478,8 @@ function watchParticipant(janus, room, display) {
     while (running) {
       handle ??= await find();
       if (handle) {
-        const info = (await janus.admin({ janus: 'handle_info', session_id: handle.session, handle_id: handle.id })).info;
+        const info = (await janus.admin({ janus: 'handle_info', session_id: handle.session, handle_id: handle.id }))
+          .info;
         const queue = info?.plugin_specific?.['queue-in'];
         if (queue === undefined) {
           handle = null;
@@ -458,7 +513,11 @@ async function capacitySeries(confined) {
     const control = await Control.start(['Load 1', 'Load 2', 'Load 3', 'Load 4']);
     const browsers = [];
     try {
-      const launched = [await launch({ audioFile: await writeTone(join(dir, '440.wav'), 440) }), await launch(), await launch()];
+      const launched = [
+        await launch({ audioFile: await writeTone(join(dir, '440.wav'), 440) }),
+        await launch(),
+        await launch(),
+      ];
       browsers.push(...launched.map((l) => l.browser));
       const [talkBrowser, listenBrowser, loadBrowser] = browsers;
       const [talkPid, listenPid, loadPid] = launched.map((l) => l.pid);
@@ -486,11 +545,14 @@ async function capacitySeries(confined) {
         await readEnvelope(listener.page, 'ear', { clear: true });
         const before = await inboundStats(listener.page);
         const talkerInJanus = watchParticipant(control.janus, L, 'Talker');
-        const cpu = new CpuWindow({
-          janus: () => [janus],
-          load: () => processTree(loadPid),
-          measuring: () => [...processTree(talkPid), ...processTree(listenPid)],
-        }, janus);
+        const cpu = new CpuWindow(
+          {
+            janus: () => [janus],
+            load: () => processTree(loadPid),
+            measuring: () => [...processTree(talkPid), ...processTree(listenPid)],
+          },
+          janus,
+        );
         await sleep(WINDOW_SECS * 1000);
         const usage = cpu.stop();
         const inJanus = await talkerInJanus.stop();
@@ -503,10 +565,27 @@ async function capacitySeries(confined) {
         const connected = states.filter((state) => state === 'connected').length;
         // Degraded: the listener hears dropouts the talker's page did not send, conceals 1 % of
         // its audio or more, or hears nothing; or a user could not join or fell out.
-        const degraded = heard.count > sent.count || !(concealed < 1) || heard.median < SOUND_DB
-          || joinsFailed > 0 || connected < users.length;
-        rows.push({ users: users.length, connected, joinsFailed, usage, heard, sent, inJanus, concealed, jitterMs: after.jitter * 1000, degraded });
-        progress(`capacity (${confined ? 'confined' : 'shared'}): ${users.length} users (${connected} connected): Janus ${usage.groups.janus} % (busiest thread ${usage.busiestThread?.name} ${usage.busiestThread?.percent} %), users' Chromium ${usage.groups.load} %, machine ${usage.machine} % (others ${usage.others} %); listener median ${heard.median} dBFS, ${heard.count} dropouts (longest ${heard.longest} ms; the talker's microphone ${sent.count}; the talker's queue in Janus empty in ${inJanus.emptyQueue} of ${inJanus.samples} samples), concealed ${fmt(concealed, 2)} %${degraded ? ': DEGRADED' : ''}`);
+        const degraded =
+          heard.count > sent.count ||
+          !(concealed < 1) ||
+          heard.median < SOUND_DB ||
+          joinsFailed > 0 ||
+          connected < users.length;
+        rows.push({
+          users: users.length,
+          connected,
+          joinsFailed,
+          usage,
+          heard,
+          sent,
+          inJanus,
+          concealed,
+          jitterMs: after.jitter * 1000,
+          degraded,
+        });
+        progress(
+          `capacity (${confined ? 'confined' : 'shared'}): ${users.length} users (${connected} connected): Janus ${usage.groups.janus} % (busiest thread ${usage.busiestThread?.name} ${usage.busiestThread?.percent} %), users' Chromium ${usage.groups.load} %, machine ${usage.machine} % (others ${usage.others} %); listener median ${heard.median} dBFS, ${heard.count} dropouts (longest ${heard.longest} ms; the talker's microphone ${sent.count}; the talker's queue in Janus empty in ${inJanus.emptyQueue} of ${inJanus.samples} samples), concealed ${fmt(concealed, 2)} %${degraded ? ': DEGRADED' : ''}`,
+        );
         bad = degraded ? bad + 1 : 0;
         if (bad >= 2) break;
       }
@@ -524,28 +603,38 @@ async function capacity() {
     const confined = series === 'confined';
     const rows = await capacitySeries(confined);
     md();
-    md(confined
-      ? '#### The users\' Chromium confined to CPU 0 at nice 19 (Janus, the talker and the listener keep the other CPU)'
-      : '#### Everything shares both CPUs (the users\' Chromium competes with Janus, as on one machine)');
+    md(
+      confined
+        ? "#### The users' Chromium confined to CPU 0 at nice 19 (Janus, the talker and the listener keep the other CPU)"
+        : "#### Everything shares both CPUs (the users' Chromium competes with Janus, as on one machine)",
+    );
     md();
-    md('| users (lines) | connected | Janus CPU % (busiest thread) | Chromium CPU %: users / talker + listener | machine busy % (others) | listener level dBFS | dropouts ≥ 10 ms heard (longest) / sent | talker\'s queue in Janus empty | concealed % | jitter ms: Janus → listener / talker → Janus | |');
+    md(
+      "| users (lines) | connected | Janus CPU % (busiest thread) | Chromium CPU %: users / talker + listener | machine busy % (others) | listener level dBFS | dropouts ≥ 10 ms heard (longest) / sent | talker's queue in Janus empty | concealed % | jitter ms: Janus → listener / talker → Janus | |",
+    );
     md('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const r of rows) {
       const u = r.usage;
-      md(`| ${r.users} (${r.users * 4}) | ${r.connected}${r.joinsFailed ? ` (${r.joinsFailed} joins failed)` : ''} | ${fmt(u.groups.janus)} (${u.busiestThread?.name ?? '–'} ${fmt(u.busiestThread?.percent)}) | ${fmt(u.groups.load)} / ${fmt(u.groups.measuring)} | ${fmt(u.machine)} (${fmt(u.others)}) | ${fmt(r.heard.median, 1)} | ${r.heard.count} (${r.heard.longest} ms) / ${r.sent.count} | ${r.inJanus.emptyQueue} of ${r.inJanus.samples} | ${fmt(r.concealed, 2)} | ${fmt(r.jitterMs)} / ${fmt(r.inJanus.jitterMs)} | ${r.degraded ? 'degraded' : 'clean'} |`);
+      md(
+        `| ${r.users} (${r.users * 4}) | ${r.connected}${r.joinsFailed ? ` (${r.joinsFailed} joins failed)` : ''} | ${fmt(u.groups.janus)} (${u.busiestThread?.name ?? '–'} ${fmt(u.busiestThread?.percent)}) | ${fmt(u.groups.load)} / ${fmt(u.groups.measuring)} | ${fmt(u.machine)} (${fmt(u.others)}) | ${fmt(r.heard.median, 1)} | ${r.heard.count} (${r.heard.longest} ms) / ${r.sent.count} | ${r.inJanus.emptyQueue} of ${r.inJanus.samples} | ${fmt(r.concealed, 2)} | ${fmt(r.jitterMs)} / ${fmt(r.inJanus.jitterMs)} | ${r.degraded ? 'degraded' : 'clean'} |`,
+      );
     }
     md();
     const firstBad = rows.findIndex((r) => r.degraded);
     const lastClean = (firstBad < 0 ? rows : rows.slice(0, firstBad)).at(-1);
-    md(firstBad < 0
-      ? `No step degraded up to ${rows.at(-1)?.users} users.`
-      : `Last clean step: **${lastClean ? `${lastClean.users} users (${lastClean.users * 4} lines)` : 'none'}**; first degraded: ${rows[firstBad].users} users, with Janus at ${fmt(rows[firstBad].usage.groups.janus)} %, the users' Chromium at ${fmt(rows[firstBad].usage.groups.load)} % and the machine at ${fmt(rows[firstBad].usage.machine)} % of ${rows[firstBad].usage.cpus * 100} %.`);
+    md(
+      firstBad < 0
+        ? `No step degraded up to ${rows.at(-1)?.users} users.`
+        : `Last clean step: **${lastClean ? `${lastClean.users} users (${lastClean.users * 4} lines)` : 'none'}**; first degraded: ${rows[firstBad].users} users, with Janus at ${fmt(rows[firstBad].usage.groups.janus)} %, the users' Chromium at ${fmt(rows[firstBad].usage.groups.load)} % and the machine at ${fmt(rows[firstBad].usage.machine)} % of ${rows[firstBad].usage.cpus * 100} %.`,
+    );
     // The cost of a user from the clean steps (a degraded step's users may have fallen out).
     const measured = (firstBad < 0 ? rows : rows.slice(0, firstBad)).filter((r) => r.users > 0);
     if (measured.length >= 2) {
       const [a, b] = [measured[0], measured.at(-1)];
       const perUser = (key) => (b.usage.groups[key] - a.usage.groups[key]) / (b.users - a.users);
-      md(`Per user (4 lines), from ${a.users} to ${b.users} users: Janus ${fmt(perUser('janus'), 1)} % of one CPU, the users' Chromium ${fmt(perUser('load'), 1)} %.`);
+      md(
+        `Per user (4 lines), from ${a.users} to ${b.users} users: Janus ${fmt(perUser('janus'), 1)} % of one CPU, the users' Chromium ${fmt(perUser('load'), 1)} %.`,
+      );
     }
     md();
   }
@@ -566,7 +655,8 @@ async function cost() {
       const { browser, pid } = await launch({ audioFile: await writeTone(join(dir, '440.wav'), 440) });
       try {
         const users = [];
-        for (let n = 1; n <= COST_USERS; n += 1) users.push(await panel(browser, control, `User ${n}`, `/?groups=${lines}`));
+        for (let n = 1; n <= COST_USERS; n += 1)
+          users.push(await panel(browser, control, `User ${n}`, `/?groups=${lines}`));
         await latchAll(users[0], lines);
         await sleep(3000);
         const cpu = new CpuWindow({ chromium: () => processTree(pid) });
@@ -576,13 +666,35 @@ async function cost() {
       } finally {
         await browser.close();
       }
-      const args = ['--server', control.origin, '--listen', lines.join(','), '--talk', lines.join(','),
-        '--users', String(COST_USERS), '--ramp', '2', '--duration', String(WINDOW_SECS), '--turn', '3',
-        '--media-address', iceAddress(), '--json'];
+      const args = [
+        '--server',
+        control.origin,
+        '--listen',
+        lines.join(','),
+        '--talk',
+        lines.join(','),
+        '--users',
+        String(COST_USERS),
+        '--ramp',
+        '2',
+        '--duration',
+        String(WINDOW_SECS),
+        '--turn',
+        '3',
+        '--media-address',
+        iceAddress(),
+        '--json',
+      ];
       const { stdout } = await run(CREW_BIN, args, { maxBuffer: 1 << 24 });
       const report = JSON.parse(stdout);
-      if (report.joins_failed > 0 || report.users !== COST_USERS) throw new Error(`partyline-crew: ${report.users} joined, ${report.joins_failed} failed`);
-      rows.push({ what: 'partyline-crew members', lines: report.lines, percent: report.crew_cpu_percent, gaps: report.gaps });
+      if (report.joins_failed > 0 || report.users !== COST_USERS)
+        throw new Error(`partyline-crew: ${report.users} joined, ${report.joins_failed} failed`);
+      rows.push({
+        what: 'partyline-crew members',
+        lines: report.lines,
+        percent: report.crew_cpu_percent,
+        gaps: report.gaps,
+      });
     } finally {
       await control.stop();
     }
@@ -594,7 +706,9 @@ async function cost() {
   for (const r of rows) md(`| ${r.what} | ${r.lines} | ${fmt(r.percent, 1)} | ${fmt(r.percent / r.lines, 2)} |`);
   md();
   const [chromium, crew] = rows.map((r) => r.percent / r.lines);
-  md(`A simulated line costs **${fmt((crew / chromium) * 100, 1)} %** of a Chromium panel's line (goal: at most 10 %); the crew's listeners heard ${rows[1].gaps} gaps.`);
+  md(
+    `A simulated line costs **${fmt((crew / chromium) * 100, 1)} %** of a Chromium panel's line (goal: at most 10 %); the crew's listeners heard ${rows[1].gaps} gaps.`,
+  );
   md();
 }
 
@@ -605,26 +719,36 @@ async function cost() {
  */
 async function remote() {
   const X = 'remote';
-  md('### Remote control (`remote`): a surface\'s key press');
+  md("### Remote control (`remote`): a surface's key press");
   md();
   await withTemp(async (dir) => {
     const control = await Control.start(['Remote']);
     const browsers = [];
     try {
-      browsers.push(await launchBrowser({ audioFile: await writeTone(join(dir, '1k.wav'), 1000) }), await launchBrowser());
+      browsers.push(
+        await launchBrowser({ audioFile: await writeTone(join(dir, '1k.wav'), 1000) }),
+        await launchBrowser(),
+      );
       const talker = await panel(browsers[0], control, 'Talker', `/?groups=${X}`);
       const listener = await panel(browsers[1], control, 'Listener', `/?groups=${X}&talk=`, INSTRUMENTED);
-      await waitFor('the listener receiving the line', async () => (await listener.lineLevel(X)) !== null, { timeout: 15_000 });
+      await waitFor('the listener receiving the line', async () => (await listener.lineLevel(X)) !== null, {
+        timeout: 15_000,
+      });
       const key = talker.token.panelKey;
-      await waitFor('the talker\'s panel online for its surface', async () => {
-        const response = await fetch(`${control.origin}/api/panel/${key}`);
-        return response.ok && (await response.json()).online;
-      }, { timeout: 15_000 });
+      await waitFor(
+        "the talker's panel online for its surface",
+        async () => {
+          const response = await fetch(`${control.origin}/api/panel/${key}`);
+          return response.ok && (await response.json()).online;
+        },
+        { timeout: 15_000 },
+      );
       await talker.page.evaluate((id) => {
         const line = document.querySelector(`[data-line="${id}"]`);
         window.benchTalk = [];
-        new MutationObserver(() => window.benchTalk.push({ at: performance.timeOrigin + performance.now(), talk: line.dataset.talk }))
-          .observe(line, { attributes: true, attributeFilter: ['data-talk'] });
+        new MutationObserver(() =>
+          window.benchTalk.push({ at: performance.timeOrigin + performance.now(), talk: line.dataset.talk }),
+        ).observe(line, { attributes: true, attributeFilter: ['data-talk'] });
       }, X);
       const press = async (state) => {
         const t0 = epochMs();
@@ -661,7 +785,11 @@ async function remote() {
       }
       await sleep(HEARD_WITHIN_MS);
       const ear = await readEnvelope(listener.page, 'ear');
-      const toAudio = delays(ons.map((p) => p.t0), onsets(ear), endOf(ear));
+      const toAudio = delays(
+        ons.map((p) => p.t0),
+        onsets(ear),
+        endOf(ear),
+      );
       const pressApplied = await applied(ons);
 
       // Commands back to back (on, off, …, 50 ms apart): request to applied, and to the answer.
@@ -675,7 +803,7 @@ async function remote() {
       const commandApplied = await applied(sent);
       const usage = cpu.stop();
 
-      md('| from the surface\'s request to | median ms | p95 ms | p99 ms | min | max | matched |');
+      md("| from the surface's request to | median ms | p95 ms | p99 ms | min | max | matched |");
       md('|---|---|---|---|---|---|---|');
       for (const [what, values] of [
         ['audio heard in another browser (talk `on`)', toAudio],
@@ -684,7 +812,9 @@ async function remote() {
         ['the answer (the panel reported it applied), commands 50 ms apart', sent.map((c) => c.answeredMs)],
       ]) {
         const st = stats(values);
-        md(`| ${what} | **${fmt(st.median, 1)}** | **${fmt(st.p95, 1)}** | **${fmt(st.p99, 1)}** | ${fmt(st.min, 1)} | ${fmt(st.max, 1)} | ${st.n} of ${values.length} |`);
+        md(
+          `| ${what} | **${fmt(st.median, 1)}** | **${fmt(st.p95, 1)}** | **${fmt(st.p99, 1)}** | ${fmt(st.min, 1)} | ${fmt(st.max, 1)} | ${st.n} of ${values.length} |`,
+        );
       }
       md();
       md(`While measuring: ${cpuLine(usage)}.`);
@@ -702,10 +832,11 @@ async function remote() {
 /**
  * Each onset's delay to the first `dimmed` time (epoch ms) after it, within HEARD_WITHIN_MS.
  */
-const reactions = (starts, dims) => starts.map((s) => {
-  const d = dims.find((t) => t >= s && t < s + HEARD_WITHIN_MS);
-  return d === undefined ? null : d - s;
-});
+const reactions = (starts, dims) =>
+  starts.map((s) => {
+    const d = dims.find((t) => t >= s && t < s + HEARD_WITHIN_MS);
+    return d === undefined ? null : d - s;
+  });
 
 /** Records in `page` every time `[data-line=LINE]` turns `data-dimmed="true"` (epoch ms). */
 async function watchDimmed(page, line) {
@@ -754,7 +885,10 @@ async function keys() {
     await control.addServerUser({ name: 'Desk', group: TALK, inputChannel: 0 });
     await control.addServerUser({ name: 'Monitor', group: TALK, inputChannel: 6, outputChannel: MONITOR_OUTPUT });
     await control.addServerUser({
-      name: 'Presenter', group: SHOW, inputChannel: 4, outputChannel: IFB_OUTPUT,
+      name: 'Presenter',
+      group: SHOW,
+      inputChannel: 4,
+      outputChannel: IFB_OUTPUT,
       ifb: { program: 2, interrupt: TALK, dimDb: -20 },
     });
     const a = await panel(talkBrowser, control, 'Producer', `/?groups=${TALK}&talk=${TALK}`, INSTRUMENTED);
@@ -792,7 +926,10 @@ async function keys() {
     await feed.stop();
     const cardToIfb = delays(input, onsets(ifbTicks), endOf(ifbTicks));
     const cardToMonitor = delays(input, onsets(monitorTicks), endOf(monitorTicks));
-    const dimReaction = reactions(onsets(heard).filter((t) => t + HEARD_WITHIN_MS < endOf(heard)), dims);
+    const dimReaction = reactions(
+      onsets(heard).filter((t) => t + HEARD_WITHIN_MS < endOf(heard)),
+      dims,
+    );
     const usage = cpu.stop();
 
     const median = (values) => stats(values).median;
@@ -805,9 +942,16 @@ async function keys() {
     md('|---|---|---|---|---|---|---|');
     let missed = 0;
     for (const [path, values, verdict] of [
-      ['program dim: the desk first heard on the listener\'s Talk line → its Show line dimmed (`data-dimmed`)', dimReaction,
-        { goal: `p95 ≤ ${DIM_GOAL_MS}`, met: dim.n > 0 && dim.p95 <= DIM_GOAL_MS }],
-      ['producer talk: browser → room → IFB output on the card (bridged)', browserToIfb, overOutput(browserToIfb, browserToMonitor)],
+      [
+        "program dim: the desk first heard on the listener's Talk line → its Show line dimmed (`data-dimmed`)",
+        dimReaction,
+        { goal: `p95 ≤ ${DIM_GOAL_MS}`, met: dim.n > 0 && dim.p95 <= DIM_GOAL_MS },
+      ],
+      [
+        'producer talk: browser → room → IFB output on the card (bridged)',
+        browserToIfb,
+        overOutput(browserToIfb, browserToMonitor),
+      ],
       ['the same bursts → a plain output hearing Talk', browserToMonitor, null],
       ['producer talk: a card input of Talk → IFB output', cardToIfb, overOutput(cardToIfb, cardToMonitor)],
       ['the same ticks → a plain output hearing Talk', cardToMonitor, null],
@@ -815,10 +959,14 @@ async function keys() {
       const s = stats(values);
       missed += verdict && !verdict.met ? 1 : 0;
       const goal = verdict ? `${verdict.goal}: ${verdict.met ? 'met' : '**missed**'}` : '—';
-      md(`| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} | ${goal} |`);
+      md(
+        `| ${path} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} | ${goal} |`,
+      );
     }
     md();
-    md('The card is the harness\'s PulseAudio card (10 ms capture, 20 ms playback buffers, each side read by a recorder of its own): its own paths are in "The matrix" on the PipeWire test card.');
+    md(
+      'The card is the harness\'s PulseAudio card (10 ms capture, 20 ms playback buffers, each side read by a recorder of its own): its own paths are in "The matrix" on the PipeWire test card.',
+    );
     md();
     if (missed) process.exitCode = 1;
     md(`While measuring: ${cpuLine(usage)}.`);
@@ -839,13 +987,19 @@ async function pressToHeard(a, b, key, line) {
   await key.hover();
   const t0 = performance.now();
   await a.page.mouse.down();
-  await b.page.waitForFunction(([selector, db]) => Number(document.querySelector(selector)?.dataset.levelIn ?? -100) > db,
-    [line, SOUND_DB], { timeout: 15_000, polling: 5 });
+  await b.page.waitForFunction(
+    ([selector, db]) => Number(document.querySelector(selector)?.dataset.levelIn ?? -100) > db,
+    [line, SOUND_DB],
+    { timeout: 15_000, polling: 5 },
+  );
   const ms = performance.now() - t0;
   await sleep(350); // a hold, not a tap (which latches)
   await a.page.mouse.up();
-  await b.page.waitForFunction(([selector]) => Number(document.querySelector(selector)?.dataset.levelIn ?? -100) < -60,
-    [line], { timeout: 15_000, polling: 20 });
+  await b.page.waitForFunction(
+    ([selector]) => Number(document.querySelector(selector)?.dataset.levelIn ?? -100) < -60,
+    [line],
+    { timeout: 15_000, polling: 20 },
+  );
   return ms;
 }
 
@@ -868,11 +1022,16 @@ async function personKeys() {
         const { status, body } = await control.admin('POST', '/positions', position);
         if (status !== 201) throw new Error(`POST /positions: ${status} ${JSON.stringify(body)}`);
       }
-      browsers.push(await launchBrowser({ audioFile: await writeTone(join(dir, 'tone.wav'), 440) }), await launchBrowser());
+      browsers.push(
+        await launchBrowser({ audioFile: await writeTone(join(dir, 'tone.wav'), 440) }),
+        await launchBrowser(),
+      );
       const a = await panel(browsers[0], control, 'Producer', '/?position=producer');
       const b = await panel(browsers[1], control, 'Presenter', '/?position=presenter');
       const personKey = a.page.locator('button.person[data-person="presenter"]');
-      await waitFor('the person key online', async () => (await personKey.getAttribute('data-online')) === 'true', { timeout: 15_000 });
+      await waitFor('the person key online', async () => (await personKey.getAttribute('data-online')) === 'true', {
+        timeout: 15_000,
+      });
       const [direct, line] = ['[data-direct="Producer"]', `[data-line="${TALK}"]`];
       progress(`keys: the person key's first press, then ${PRESSES} presses of it and of a line's key`);
       const first = await pressToHeard(a, b, personKey, direct);
@@ -883,13 +1042,20 @@ async function personKeys() {
       }
       md('| key | median ms | p95 ms | min | max | presses |');
       md('|---|---|---|---|---|---|');
-      md(`| person key, first press: the direct line opened and joined by both panels → heard | **${fmt(first)}** | – | – | – | 1 |`);
-      for (const [what, values] of [['person key, the direct line open → heard', person], ['a line\'s talk key → heard', group]]) {
+      md(
+        `| person key, first press: the direct line opened and joined by both panels → heard | **${fmt(first)}** | – | – | – | 1 |`,
+      );
+      for (const [what, values] of [
+        ['person key, the direct line open → heard', person],
+        ["a line's talk key → heard", group],
+      ]) {
         const s = stats(values);
         md(`| ${what} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} |`);
       }
       md();
-      md('Press → heard in the other panel\'s page: the key pressed, the line\'s `data-level-in` over -50 dBFS (a meter over 2048 samples, polled every 5 ms): both keys measured alike, in turn.');
+      md(
+        "Press → heard in the other panel's page: the key pressed, the line's `data-level-in` over -50 dBFS (a meter over 2048 samples, polled every 5 ms): both keys measured alike, in turn.",
+      );
       md();
     } finally {
       await Promise.all(browsers.map((browser) => browser.close()));
@@ -913,10 +1079,21 @@ async function streams() {
     const control = await Control.start(['Show'], {});
     const browsers = [];
     try {
-      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, { burstMs: 80, everyMs: BURST_EVERY_MS, seconds: (BURST_EVERY_MS * 10) / 1000 });
-      browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser({ audioFile: bursts }), await launchBrowser());
+      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, {
+        burstMs: 80,
+        everyMs: BURST_EVERY_MS,
+        seconds: (BURST_EVERY_MS * 10) / 1000,
+      });
+      browsers.push(
+        await launchBrowser({ audioFile: bursts }),
+        await launchBrowser({ audioFile: bursts }),
+        await launchBrowser(),
+      );
       const token = async (kind) => {
-        const { status, body } = await control.admin('POST', `/groups/${SHOW}/stream-tokens`, { kind, name: `Bench ${kind}` });
+        const { status, body } = await control.admin('POST', `/groups/${SHOW}/stream-tokens`, {
+          kind,
+          name: `Bench ${kind}`,
+        });
         if (status !== 201) throw new Error(`POST stream-tokens: ${status} ${JSON.stringify(body)}`);
         return body;
       };
@@ -924,12 +1101,20 @@ async function streams() {
       const listener = await panel(browsers[2], control, 'Listener', `/?groups=${SHOW}&talk=`, INSTRUMENTED);
       const publisher = await Person.open(browsers[0], control.origin, 'Publisher', INSTRUMENTED);
       await publisher.page.addScriptTag({ content: await bundleForPage('@eyevinn/whip-web-client', 'WHIP') });
-      await publisher.page.evaluate(async ([url, secret]) => {
-        const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
-        window.whip = new window.WHIP.WHIPClient({ endpoint: url, opts: { noTrickleIce: true, authkey: secret, iceServers: [] } });
-        await window.whip.ingest(stream);
-      }, [whip.url, whip.secret]);
-      await waitFor('the listener hearing the WHIP source', async () => (await listener.lineLevel(SHOW)) > SOUND_DB, { timeout: 15_000 });
+      await publisher.page.evaluate(
+        async ([url, secret]) => {
+          const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+          window.whip = new window.WHIP.WHIPClient({
+            endpoint: url,
+            opts: { noTrickleIce: true, authkey: secret, iceServers: [] },
+          });
+          await window.whip.ingest(stream);
+        },
+        [whip.url, whip.secret],
+      );
+      await waitFor('the listener hearing the WHIP source', async () => (await listener.lineLevel(SHOW)) > SOUND_DB, {
+        timeout: 15_000,
+      });
       await sleep(1000);
       const cpu = new CpuWindow();
 
@@ -937,21 +1122,31 @@ async function streams() {
       await startEnvelope(listener.page, 'ear', SHOW);
       progress(`streams: ${BURSTS} bursts from the WHIP client`);
       await sleep((BURSTS + 1) * BURST_EVERY_MS);
-      const [whipMouth, whipEar] = [await readEnvelope(publisher.page, 'mouth'), await readEnvelope(listener.page, 'ear', { clear: true })];
+      const [whipMouth, whipEar] = [
+        await readEnvelope(publisher.page, 'mouth'),
+        await readEnvelope(listener.page, 'ear', { clear: true }),
+      ];
       await publisher.page.evaluate(() => window.whip.destroy());
       const whipToPanel = delays(onsets(whipMouth), onsets(whipEar), endOf(whipEar));
 
       const talker = await panel(browsers[1], control, 'Talker', `/?groups=${SHOW}`, INSTRUMENTED);
       const player = await Person.open(browsers[0], control.origin, 'Player', INSTRUMENTED);
       await player.page.addScriptTag({ content: await bundleForPage('@eyevinn/webrtc-player', 'WHEP') });
-      await player.page.evaluate(async ([url, secret]) => {
-        const video = document.createElement('video');
-        Object.assign(video, { id: 'whep', muted: true, autoplay: true });
-        document.body.append(video);
-        window.player = new window.WHEP.WebRTCPlayer({ video, type: 'whep', iceServers: [] });
-        await window.player.load(new URL(url), `Bearer ${secret}`);
-      }, [whep.url, whep.secret]);
-      await waitFor('the player\'s stream', async () => player.page.evaluate(() => Boolean(document.querySelector('#whep')?.srcObject)), { timeout: 15_000 });
+      await player.page.evaluate(
+        async ([url, secret]) => {
+          const video = document.createElement('video');
+          Object.assign(video, { id: 'whep', muted: true, autoplay: true });
+          document.body.append(video);
+          window.player = new window.WHEP.WebRTCPlayer({ video, type: 'whep', iceServers: [] });
+          await window.player.load(new URL(url), `Bearer ${secret}`);
+        },
+        [whep.url, whep.secret],
+      );
+      await waitFor(
+        "the player's stream",
+        async () => player.page.evaluate(() => Boolean(document.querySelector('#whep')?.srcObject)),
+        { timeout: 15_000 },
+      );
       await sleep(1000);
       await startEnvelope(talker.page, 'mouth', null);
       await startEnvelope(player.page, 'ear', { selector: '#whep' });
@@ -959,7 +1154,9 @@ async function streams() {
       progress(`streams: ${BURSTS} bursts from the talker's panel`);
       await sleep((BURSTS + 1) * BURST_EVERY_MS);
       const [mouth, panelEar, playerEar] = [
-        await readEnvelope(talker.page, 'mouth'), await readEnvelope(listener.page, 'ear'), await readEnvelope(player.page, 'ear'),
+        await readEnvelope(talker.page, 'mouth'),
+        await readEnvelope(listener.page, 'ear'),
+        await readEnvelope(player.page, 'ear'),
       ];
       const panelToPanel = delays(onsets(mouth), onsets(panelEar), endOf(panelEar));
       const panelToWhep = delays(onsets(mouth), onsets(playerEar), endOf(playerEar));
@@ -973,10 +1170,14 @@ async function streams() {
         ['panel → room → WHEP player', panelToWhep],
       ]) {
         const st = stats(values);
-        md(`| ${path} | **${fmt(st.median)}** | **${fmt(st.p95)}** | ${fmt(st.min)} | ${fmt(st.max)} | ${st.n} of ${values.length} |`);
+        md(
+          `| ${path} | **${fmt(st.median)}** | **${fmt(st.p95)}** | ${fmt(st.min)} | ${fmt(st.max)} | ${st.n} of ${values.length} |`,
+        );
       }
       md();
-      md('The WHIP client (Eyevinn\'s whip-web-client) and the WHEP player (Eyevinn\'s webrtc-player) are Chromium pages of their own; each mouth is its page\'s microphone, each ear the stream its page plays, measured in the page.');
+      md(
+        "The WHIP client (Eyevinn's whip-web-client) and the WHEP player (Eyevinn's webrtc-player) are Chromium pages of their own; each mouth is its page's microphone, each ear the stream its page plays, measured in the page.",
+      );
       md();
       md(`While measuring: ${cpuLine(usage)}.`);
       md();
@@ -991,7 +1192,8 @@ async function streams() {
 
 const PARTS = { latency, network, capacity, remote, cost, keys, streams };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
-for (const name of chosen) if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys, streams)`);
+for (const name of chosen)
+  if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys, streams)`);
 const parts = chosen.length ? chosen : Object.keys(PARTS);
 
 md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);

@@ -26,7 +26,10 @@ function stat(path) {
   return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
 }
 
-const pids = () => readdirSync('/proc').filter((name) => /^\d+$/.test(name)).map(Number);
+const pids = () =>
+  readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number);
 
 /** `pid` and every process below it. */
 export function processTree(pid) {
@@ -64,10 +67,14 @@ function ownProcesses() {
 function machineTicks() {
   const [, ...values] = read('/proc/stat').split('\n')[0].trim().split(/\s+/).map(Number);
   const [user, nice, system, idle, iowait, irq, softirq, steal] = values;
-  return { busy: user + nice + system + irq + softirq + steal, total: user + nice + system + idle + iowait + irq + softirq + steal };
+  return {
+    busy: user + nice + system + irq + softirq + steal,
+    total: user + nice + system + idle + iowait + irq + softirq + steal,
+  };
 }
 
-const ticksOf = (list) => new Map(list.map((p) => [p, stat(`/proc/${p}/stat`)?.ticks]).filter(([, t]) => t !== undefined));
+const ticksOf = (list) =>
+  new Map(list.map((p) => [p, stat(`/proc/${p}/stat`)?.ticks]).filter(([, t]) => t !== undefined));
 
 /** The ticks gained between two samples by the processes present in both. */
 function gained(before, after) {
@@ -106,7 +113,9 @@ export class CpuWindow {
     const cpus = (machine.total - this.machine.total) / TICKS_PER_SECOND / seconds;
     const machineBusy = Math.round(((machine.busy - this.machine.busy) / TICKS_PER_SECOND / seconds) * 1000) / 10;
     const own = percent(gained(this.own, ticksOf([...this.own.keys()])));
-    const groups = Object.fromEntries(this.groups.map(([name, before]) => [name, percent(gained(before, ticksOf([...before.keys()])))]));
+    const groups = Object.fromEntries(
+      this.groups.map(([name, before]) => [name, percent(gained(before, ticksOf([...before.keys()])))]),
+    );
     let busiestThread = null;
     if (this.threads) {
       const after = this.threadTicks();
@@ -118,6 +127,14 @@ export class CpuWindow {
         }
       }
     }
-    return { seconds, cpus: Math.round(cpus), machine: machineBusy, own, others: Math.max(0, Math.round((machineBusy - own) * 10) / 10), groups, busiestThread };
+    return {
+      seconds,
+      cpus: Math.round(cpus),
+      machine: machineBusy,
+      own,
+      others: Math.max(0, Math.round((machineBusy - own) * 10) / 10),
+      groups,
+      busiestThread,
+    };
   }
 }

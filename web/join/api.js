@@ -22,7 +22,8 @@ export async function api(path, options = {}) {
 }
 
 /** A GET that answers null on 404: a route this control does not have (yet). */
-export const optional = (path) => api(path).catch((error) => {
-  if (error instanceof HttpError && error.status === 404) return null;
-  throw error;
-});
+export const optional = (path) =>
+  api(path).catch((error) => {
+    if (error instanceof HttpError && error.status === 404) return null;
+    throw error;
+  });

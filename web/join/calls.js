@@ -25,6 +25,8 @@ export async function sendCall(line) {
       showMessage(`Call on ${line.info.name} failed: ${error.message}`, true);
     }
   } finally {
-    setTimeout(() => { button.disabled = false; }, 1_000);
+    setTimeout(() => {
+      button.disabled = false;
+    }, 1_000);
   }
 }

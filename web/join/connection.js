@@ -91,7 +91,8 @@ export class Connection {
       this.settle = { resolve, reject };
       this.timer = setTimeout(() => this.fail(new Error('Joining took too long.')), JOIN_TIMEOUT_MS);
       // Listening before janus.js does: the code is known when janus.js reports the close.
-      SignallingSocket.onSocket = (socket) => socket.addEventListener('close', (event) => (this.closeCode = event.code));
+      SignallingSocket.onSocket = (socket) =>
+        socket.addEventListener('close', (event) => (this.closeCode = event.code));
       this.janus = new Janus({
         server: this.credentials.url,
         token: this.credentials.token,
@@ -173,7 +174,8 @@ export class Connection {
     }
     this.close();
     if (this.settle) this.settle.reject(error);
-    else if (CLOSE_MEDIA_SERVER_LOST.has(this.closeCode)) this.events.onLost('The media server was lost: joining again.');
+    else if (CLOSE_MEDIA_SERVER_LOST.has(this.closeCode))
+      this.events.onLost('The media server was lost: joining again.');
     else this.events.onLost(error.message);
   }
 
@@ -351,7 +353,10 @@ class LineLink {
     }
     const down = state === 'disconnected';
     if (down) {
-      this.iceTimer = setTimeout(() => this.fail(new Error('The network path to the media server was lost.')), ICE_GRACE_MS);
+      this.iceTimer = setTimeout(
+        () => this.fail(new Error('The network path to the media server was lost.')),
+        ICE_GRACE_MS,
+      );
     }
     if (down !== this.iceDown && (down || state === 'connected' || state === 'completed')) {
       this.iceDown = down;

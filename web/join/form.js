@@ -17,7 +17,11 @@ function readPreset() {
   const params = new URLSearchParams(location.search);
   const position = params.get('position');
   if (position) return { position };
-  const list = (name) => (params.get(name) ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const list = (name) =>
+    (params.get(name) ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   const groups = list('groups');
   if (groups.length === 0) return null;
   const talk = params.has('talk') ? list('talk').filter((id) => groups.includes(id)) : groups;
@@ -53,7 +57,10 @@ export async function loadChoices() {
 
 function fillPicker(groups, positions, selected) {
   const options = (list, prefix) =>
-    list.map((item) => new Option(item.pin ? `${item.name} 🔒` : item.name, prefix + item.id, false, prefix + item.id === selected));
+    list.map(
+      (item) =>
+        new Option(item.pin ? `${item.name} 🔒` : item.name, prefix + item.id, false, prefix + item.id === selected),
+    );
   if (positions.length > 0) {
     ui.groupLabel.textContent = 'Position or group';
     const byPosition = document.createElement('optgroup');
@@ -99,7 +106,10 @@ function showPinField() {
 /** What POST /api/token is asked for (without the name), and a label for it. */
 function chosenRequest() {
   if (preset?.position) {
-    return { request: { position: preset.position }, label: positionsById.get(preset.position)?.name ?? preset.position };
+    return {
+      request: { position: preset.position },
+      label: positionsById.get(preset.position)?.name ?? preset.position,
+    };
   }
   if (preset) {
     const [only] = preset.listen;

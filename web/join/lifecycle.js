@@ -63,12 +63,20 @@ function resumeRequest() {
 export async function join() {
   clearTimeout(session.retryTimer);
   const reconnecting = session.attempt > 0;
-  setState(reconnecting ? 'reconnecting' : 'joining', reconnecting ? 'Rejoining every line…' : `Joining ${session.label}…`);
+  setState(
+    reconnecting ? 'reconnecting' : 'joining',
+    reconnecting ? 'Rejoining every line…' : `Joining ${session.label}…`,
+  );
   try {
     await initJanus();
     const answer = await api('/token', {
       method: 'POST',
-      body: JSON.stringify({ username: session.username, ...tokenRequest(), ...(session.pin ? { pin: session.pin } : {}), ...resumeRequest() }),
+      body: JSON.stringify({
+        username: session.username,
+        ...tokenRequest(),
+        ...(session.pin ? { pin: session.pin } : {}),
+        ...resumeRequest(),
+      }),
     });
     session.token = answer;
     setLines(linesOf(answer));
@@ -112,7 +120,13 @@ const connectionEvents = {
     if (!ok && state === 'connected') {
       setState('reconnecting', 'Network lost: waiting for it to come back…');
       showMessage(`No audio path to the server on ${lineById(groupId)?.info.name ?? groupId}.`, false);
-    } else if (ok && session.netDown.size === 0 && state === 'reconnecting' && session.connection && !session.retryTimer) {
+    } else if (
+      ok &&
+      session.netDown.size === 0 &&
+      state === 'reconnecting' &&
+      session.connection &&
+      !session.retryTimer
+    ) {
       showMessage(null);
       setState('connected', connectedText());
     }
@@ -170,7 +184,10 @@ function scheduleReconnect(reason) {
   session.attempt += 1;
   // ±20 % jitter, so that a room full of phones does not come back in lockstep.
   const wait = Math.round(delay * (0.8 + Math.random() * 0.4));
-  setState('reconnecting', wait > 0 ? `Connection lost. Rejoining in ${Math.ceil(wait / 1000)} s…` : 'Connection lost. Rejoining…');
+  setState(
+    'reconnecting',
+    wait > 0 ? `Connection lost. Rejoining in ${Math.ceil(wait / 1000)} s…` : 'Connection lost. Rejoining…',
+  );
   showMessage(reason, false);
   session.retryTimer = setTimeout(() => {
     session.retryTimer = null;

@@ -92,9 +92,12 @@ class Line {
     }
     showAnnounce();
     const message = this.q('.line-admin');
-    message.textContent = this.admin === 'muted'
-      ? `Muted by the admin on ${this.info.name}: your talk key works again once released.`
-      : this.admin === 'line-muted' ? `The admin muted ${this.info.name}: nobody is heard on it.` : '';
+    message.textContent =
+      this.admin === 'muted'
+        ? `Muted by the admin on ${this.info.name}: your talk key works again once released.`
+        : this.admin === 'line-muted'
+          ? `The admin muted ${this.info.name}: nobody is heard on it.`
+          : '';
     message.hidden = !this.admin;
   }
 
@@ -102,9 +105,10 @@ class Line {
   showReleased(reason) {
     this.el.dataset.released = reason;
     const message = this.q('.line-released');
-    message.textContent = reason === 'surface-silent'
-      ? 'Talk released: the remote control went silent.'
-      : 'The admin switched your talk off.';
+    message.textContent =
+      reason === 'surface-silent'
+        ? 'Talk released: the remote control went silent.'
+        : 'The admin switched your talk off.';
     message.hidden = false;
   }
 
@@ -171,11 +175,12 @@ class Line {
     const key = this.q('[data-action="talk"]');
     key.setAttribute('aria-pressed', String(state !== 'off'));
     this.q('.talk-label').textContent = state === 'off' ? 'Talk' : 'Talking';
-    this.q('.talk-sub').textContent = {
-      latched: 'latched: tap to stop',
-      momentary: 'release to stop',
-      remote: 'by remote control: tap to stop',
-    }[state] ?? 'hold or tap to latch';
+    this.q('.talk-sub').textContent =
+      {
+        latched: 'latched: tap to stop',
+        momentary: 'release to stop',
+        remote: 'by remote control: tap to stop',
+      }[state] ?? 'hold or tap to latch';
     session.connection?.setTalking(this.groupId, state !== 'off');
     showMicMuted();
     showAnnounce();
@@ -210,9 +215,10 @@ class Line {
     bars.setAttribute('aria-label', `Link to ${this.info.name}: ${quality}, ${text}`);
     const warning = this.q('.line-link-warning');
     warning.hidden = quality === 'good';
-    warning.textContent = quality === 'poor'
-      ? `Poor link (${text}): words will drop. Move closer to the access point or change network.`
-      : `Weak link (${text}): a word may drop now and then.`;
+    warning.textContent =
+      quality === 'poor'
+        ? `Poor link (${text}): words will drop. Move closer to the access point or change network.`
+        : `Weak link (${text}): a word may drop now and then.`;
   }
 
   setPeople(people) {
@@ -326,7 +332,8 @@ export async function setDirectLines(infos) {
   const had = session.lines.filter((line) => line.info.direct);
   const groups = session.lines.filter((line) => !line.info.direct && !line.ended).map((line) => line.info);
   if (had.length === infos.length && had.every((line, i) => line.groupId === infos[i].groupId)) return;
-  for (const line of had) if (!infos.some((info) => info.groupId === line.groupId)) session.connection?.dropLine(line.groupId);
+  for (const line of had)
+    if (!infos.some((info) => info.groupId === line.groupId)) session.connection?.dropLine(line.groupId);
   setLines([...groups, ...infos]);
   const added = infos.filter((info) => !had.some((line) => line.groupId === info.groupId));
   if (added.length === 0) return;

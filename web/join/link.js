@@ -26,13 +26,17 @@ async function report() {
   const connection = session.connection;
   const token = session.token?.token;
   if (!connection || connection.closed || !token) return;
-  const measured = (await Promise.all(connection.liveLinks.map((link) => link.measure().catch(() => null))))
-    .filter((figures) => figures !== null);
+  const measured = (await Promise.all(connection.liveLinks.map((link) => link.measure().catch(() => null)))).filter(
+    (figures) => figures !== null,
+  );
   if (measured.length === 0) return;
   try {
     const judged = await api('/session/link', { method: 'POST', body: JSON.stringify({ token, lines: measured }) });
     for (const { groupId, quality } of judged.lines ?? []) {
-      lineById(groupId)?.setLink(quality, measured.find((m) => m.groupId === groupId));
+      lineById(groupId)?.setLink(
+        quality,
+        measured.find((m) => m.groupId === groupId),
+      );
     }
   } catch {
     // A report lost (the network, a session ending) is the next one's to make.

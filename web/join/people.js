@@ -52,7 +52,10 @@ const personByKey = (key) => [...people.keys, ...people.online].find((p) => keyO
 /** Whom a key reaches: everyone at a position for many, else one (or nobody). */
 const occupantsOf = (person) => person?.occupants ?? (person?.identity ? [person] : []);
 /** The direct lines a key talks on: one to each crew member it reaches, those open. */
-const linesOf = (person) => occupantsOf(person).map((o) => (o.groupId ? lineById(o.groupId) : null)).filter(Boolean);
+const linesOf = (person) =>
+  occupantsOf(person)
+    .map((o) => (o.groupId ? lineById(o.groupId) : null))
+    .filter(Boolean);
 /** Every one it reaches has a line this panel joined: a press talks at once. */
 const allJoined = (person) => {
   const occupants = occupantsOf(person);
@@ -129,8 +132,10 @@ export function releasePerson(key, source) {
 
 /** The Close key of a direct line's card: the callee declines it, the caller hangs up. */
 export function closeDirect(groupId) {
-  api('/session/direct/close', { method: 'POST', body: JSON.stringify({ token: session.token?.token, groupId }) })
-    .catch((error) => showMessage(`Cannot close the direct line: ${error.message}`, false));
+  api('/session/direct/close', {
+    method: 'POST',
+    body: JSON.stringify({ token: session.token?.token, groupId }),
+  }).catch((error) => showMessage(`Cannot close the direct line: ${error.message}`, false));
 }
 
 const replyLine = () => (people.reply ? lineById(people.reply.groupId) : null);
@@ -181,7 +186,11 @@ function personKey(person) {
     const sub = document.createElement('span');
     sub.className = 'talk-sub';
     button.append(label, sub);
-    bindKey(button, () => pressPerson(key, 'person'), () => releasePerson(key, 'person'));
+    bindKey(
+      button,
+      () => pressPerson(key, 'person'),
+      () => releasePerson(key, 'person'),
+    );
     item.append(button);
     keyItems.set(key, item);
   }
@@ -189,16 +198,17 @@ function personKey(person) {
   const occupants = occupantsOf(person);
   button.dataset.online = String(occupants.length > 0);
   const line = linesOf(person)[0];
-  const talk = opening.has(key) ? 'opening' : line?.talk ?? 'off';
+  const talk = opening.has(key) ? 'opening' : (line?.talk ?? 'off');
   button.dataset.talk = talk;
   button.disabled = occupants.length === 0;
   button.setAttribute('aria-pressed', String(talk !== 'off'));
   button.setAttribute('aria-label', `Talk to ${person.name}`);
   button.querySelector('.talk-label').textContent = person.name;
   const who = person.position && occupants.length > 0 ? `${occupants.map((o) => o.who).join(', ')}: ` : '';
-  button.querySelector('.talk-sub').textContent = occupants.length === 0
-    ? 'not online'
-    : `${who}${talk === 'opening' ? 'opening a line…' : allJoined(person) ? 'direct line open' : 'hold or tap to latch'}`;
+  button.querySelector('.talk-sub').textContent =
+    occupants.length === 0
+      ? 'not online'
+      : `${who}${talk === 'opening' ? 'opening a line…' : allJoined(person) ? 'direct line open' : 'hold or tap to latch'}`;
   return item;
 }
 
@@ -229,9 +239,18 @@ export function clearPeople() {
 
 /** The reply key on screen and `R` on the keyboard. */
 export function initPeopleKeys() {
-  bindKey(ui.reply, () => pressReply('reply'), () => releaseReply('reply'));
-  const isReplyKey = (event) => event.code === 'KeyR' && !ui.callView.hidden && !event.ctrlKey && !event.metaKey
-    && !event.altKey && !event.target.closest?.('input:not([type="range"]), select, textarea');
+  bindKey(
+    ui.reply,
+    () => pressReply('reply'),
+    () => releaseReply('reply'),
+  );
+  const isReplyKey = (event) =>
+    event.code === 'KeyR' &&
+    !ui.callView.hidden &&
+    !event.ctrlKey &&
+    !event.metaKey &&
+    !event.altKey &&
+    !event.target.closest?.('input:not([type="range"]), select, textarea');
   document.addEventListener('keydown', (event) => {
     if (!isReplyKey(event)) return;
     event.preventDefault();

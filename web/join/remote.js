@@ -64,7 +64,11 @@ export async function reportState(ack) {
       reporting.again = false;
       const acks = reporting.acks.splice(0);
       const lines = session.lines.filter((line) => !line.ended).map((line) => line.report());
-      const send = (id) => api('/session/state', { method: 'POST', body: JSON.stringify({ token, lines, ...(id === undefined ? {} : { ack: id }) }) });
+      const send = (id) =>
+        api('/session/state', {
+          method: 'POST',
+          body: JSON.stringify({ token, lines, ...(id === undefined ? {} : { ack: id }) }),
+        });
       // Each acknowledged command gets its own report (a report acknowledges one).
       await Promise.all(acks.length ? acks.map(send) : [send()]);
     } while (reporting.again || reporting.acks.length);

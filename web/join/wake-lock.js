@@ -9,7 +9,9 @@ export async function holdWakeLock() {
   if (!('wakeLock' in navigator) || wakeLock || document.visibilityState !== 'visible') return;
   try {
     wakeLock = await navigator.wakeLock.request('screen');
-    wakeLock.addEventListener('release', () => { wakeLock = null; });
+    wakeLock.addEventListener('release', () => {
+      wakeLock = null;
+    });
   } catch {
     // refused (battery saver, no permission): the panel works, the screen may sleep
   }

@@ -9,7 +9,15 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import {
-  PHONE_VIEWPORT, Person, SHOTS, logIn, openAdmin, report, startWithBrowser, trackedTests, waitFor,
+  PHONE_VIEWPORT,
+  Person,
+  SHOTS,
+  logIn,
+  openAdmin,
+  report,
+  startWithBrowser,
+  trackedTests,
+  waitFor,
 } from './harness.mjs';
 
 /** The UI refreshes every 3 s (start to start); one fetch on top of that is the grace. */
@@ -45,7 +53,9 @@ describe('admin UI', { timeout: 120_000 }, () => {
 
   /** Resolves at the next GET of `path` (below /api/admin) the page makes. */
   const nextFetch = (p, path) =>
-    p.waitForResponse((r) => r.request().method() === 'GET' && new URL(r.url()).pathname === `/api/admin${path}`, { timeout: 5_000 });
+    p.waitForResponse((r) => r.request().method() === 'GET' && new URL(r.url()).pathname === `/api/admin${path}`, {
+      timeout: 5_000,
+    });
 
   /**
    * Waits until an element matching `selector` whose text contains `text` is in the page;
@@ -111,24 +121,27 @@ describe('admin UI', { timeout: 120_000 }, () => {
     await page.locator('#app').waitFor({ state: 'visible' });
   });
 
-  check('live: the badge says the event stream is up; a change elsewhere shows at once, not at the next tick', async () => {
-    await page.locator('#tab-groups').click();
-    await page.locator('#live[data-live="on"]').waitFor();
-    assert.equal(await page.locator('#live').textContent(), 'Live');
-    const delays = [];
-    for (const name of ['Live One', 'Live Two', 'Live Three']) {
-      // Just after a tick, so the next one is ~3 s away: only the event can show it sooner.
-      await nextFetch(page, '/groups');
-      const t0 = Date.now();
-      assert.equal((await control.admin('POST', '/groups', { name })).status, 201);
-      delays.push((await shownAt(page, '#groups-rows tr', name, REFRESH_BOUND_MS)) - t0);
-    }
-    report(`admin: groups created through the API showed in ${delays.join(', ')} ms (live events)`);
-    for (const ms of delays) assert.ok(ms <= LIVE_BOUND_MS, `showed after ${ms} ms: ${delays}`);
-    for (const id of ['live-one', 'live-two', 'live-three']) {
-      assert.equal((await control.admin('DELETE', `/groups/${id}`)).status, 200);
-    }
-  });
+  check(
+    'live: the badge says the event stream is up; a change elsewhere shows at once, not at the next tick',
+    async () => {
+      await page.locator('#tab-groups').click();
+      await page.locator('#live[data-live="on"]').waitFor();
+      assert.equal(await page.locator('#live').textContent(), 'Live');
+      const delays = [];
+      for (const name of ['Live One', 'Live Two', 'Live Three']) {
+        // Just after a tick, so the next one is ~3 s away: only the event can show it sooner.
+        await nextFetch(page, '/groups');
+        const t0 = Date.now();
+        assert.equal((await control.admin('POST', '/groups', { name })).status, 201);
+        delays.push((await shownAt(page, '#groups-rows tr', name, REFRESH_BOUND_MS)) - t0);
+      }
+      report(`admin: groups created through the API showed in ${delays.join(', ')} ms (live events)`);
+      for (const ms of delays) assert.ok(ms <= LIVE_BOUND_MS, `showed after ${ms} ms: ${delays}`);
+      for (const id of ['live-one', 'live-two', 'live-three']) {
+        assert.equal((await control.admin('DELETE', `/groups/${id}`)).status, 200);
+      }
+    },
+  );
 
   check('create, rename and delete a group through the forms, each in the YAML on disk', async () => {
     await page.locator('#tab-groups').click();
@@ -233,7 +246,10 @@ describe('admin UI', { timeout: 120_000 }, () => {
 
     // Revert takes the server's value; Cancel ends the edit.
     await page.locator('#audio-reset').click();
-    await waitFor('the jitter field to show the server value', async () => (await page.locator('#audio-jitter').inputValue()) === '60');
+    await waitFor(
+      'the jitter field to show the server value',
+      async () => (await page.locator('#audio-jitter').inputValue()) === '60',
+    );
     await row.getByRole('button', { name: 'Cancel' }).click();
     await row.getByRole('button', { name: 'Edit Backstage' }).waitFor();
     await page.locator('#group-create-name').fill('');
@@ -300,7 +316,9 @@ describe('admin UI', { timeout: 120_000 }, () => {
     await dana.join('stage-left');
     await dana.waitState('connected');
     const t0 = Date.now(); // Dana's page shows "connected"
-    await waitFor('Dana connected in the API', async () => (await control.user('Dana'))?.state === 'connected', { timeout: 5_000 });
+    await waitFor('Dana connected in the API', async () => (await control.user('Dana'))?.state === 'connected', {
+      timeout: 5_000,
+    });
     const row = page.locator('#users-rows tr', { hasText: 'Dana' });
     const danaMs = (await shownAt(page, '#users-rows tr[data-state="connected"]', 'Dana')) - t0;
     report(`admin: a joined user showed in Users ${danaMs} ms after their page showed them connected`);
@@ -329,16 +347,21 @@ describe('admin UI', { timeout: 120_000 }, () => {
     assert.match(await row.textContent(), /from \d+\.\d+\.\d+\.\d+/, 'the client address is shown');
     await row.getByRole('button', { name: 'Disconnect Eve' }).click();
     await page.getByLabel(/Refuse the name “Eve”/).check();
-    assert.equal(await page.getByLabel(/Refuse the address/).isChecked(), false, 'an address ban is a choice of its own');
+    assert.equal(
+      await page.getByLabel(/Refuse the address/).isChecked(),
+      false,
+      'an address ban is a choice of its own',
+    );
     await page.locator('#confirm-ok').click();
     await row.waitFor({ state: 'detached', timeout: REFRESH_BOUND_MS });
     await eve.waitState('kicked', 10_000);
     const ban = page.locator('#bans-rows tr', { hasText: 'Eve' });
     await ban.waitFor({ timeout: REFRESH_BOUND_MS });
-    const ask = () => control.request('POST', '/api/token', {
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username: 'Eve', groupId: 'stage-left' }),
-    });
+    const ask = () =>
+      control.request('POST', '/api/token', {
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ username: 'Eve', groupId: 'stage-left' }),
+      });
     const refused = await ask();
     assert.equal(refused.status, 403, refused.text);
     assert.equal(JSON.parse(refused.text).code, 'banned');
@@ -371,7 +394,10 @@ describe('admin UI', { timeout: 120_000 }, () => {
     const DARK_BG = 'rgb(14, 17, 21)';
 
     // Something in every table.
-    await control.admin('PUT', '/audio/channels/names', { inputs: { 0: 'Stage mic', 1: 'FOH talkback' }, outputs: { 0: 'FOH return' } });
+    await control.admin('PUT', '/audio/channels/names', {
+      inputs: { 0: 'Stage mic', 1: 'FOH talkback' },
+      outputs: { 0: 'FOH return' },
+    });
     const erin = await Person.open(browser, control.origin, 'Erin');
     people.push(erin);
     await erin.join('backstage');
@@ -390,9 +416,16 @@ describe('admin UI', { timeout: 120_000 }, () => {
 
     await dark.locator('#tab-stats').click();
     // Two samples in the chart (one per 3 s tick).
-    await dark.waitForFunction(() => /H/.test(document.querySelector('#chart-connections .chart-line')?.getAttribute('d') ?? ''), null, { timeout: 8_000 });
+    await dark.waitForFunction(
+      () => /H/.test(document.querySelector('#chart-connections .chart-line')?.getAttribute('d') ?? ''),
+      null,
+      { timeout: 8_000 },
+    );
     // This suite's control speaks plain HTTP: no certificate to pin (companion.test.mjs shows one).
-    assert.deepEqual([await dark.locator('#tls-state').textContent(), await dark.locator('#tls-copy').isVisible()], ['off', false]);
+    assert.deepEqual(
+      [await dark.locator('#tls-state').textContent(), await dark.locator('#tls-copy').isVisible()],
+      ['off', false],
+    );
     assert.equal(await background(dark), DARK_BG);
     await dark.screenshot({ path: join(SHOTS, 'admin-dark.png'), fullPage: true });
 
@@ -411,11 +444,20 @@ describe('admin UI', { timeout: 120_000 }, () => {
     // A phone: every tab fits in 360 px.
     for (const tab of ['groups', 'positions', 'users', 'stats', 'logs']) {
       await phone.locator(`#tab-${tab}`).click();
-      const first = { groups: '#groups-rows tr', positions: '#join-links article', users: '#users-rows tr', stats: '#stat-uptime', logs: '#log-list li' }[tab];
+      const first = {
+        groups: '#groups-rows tr',
+        positions: '#join-links article',
+        users: '#users-rows tr',
+        stats: '#stat-uptime',
+        logs: '#log-list li',
+      }[tab];
       await phone.locator(first).first().waitFor();
       const { scrollWidth, innerWidth } = await noOverflow(phone);
       assert.ok(scrollWidth <= innerWidth, `${tab} at 360 px: scrollWidth ${scrollWidth} > ${innerWidth}`);
-      await phone.screenshot({ path: join(SHOTS, tab === 'groups' ? 'admin-mobile.png' : `admin-mobile-${tab}.png`), fullPage: true });
+      await phone.screenshot({
+        path: join(SHOTS, tab === 'groups' ? 'admin-mobile.png' : `admin-mobile-${tab}.png`),
+        fullPage: true,
+      });
     }
     // The login form too.
     const out = await open({ viewport: PHONE_VIEWPORT, colorScheme: 'dark' });

@@ -36,10 +36,14 @@ describe('join page', { timeout: 120_000 }, () => {
     await alice.join('stage-left');
     await alice.waitState('connected');
     const pageMs = since(t0);
-    const user = await waitFor('Alice connected in /api/admin/users', async () => {
-      const u = await control.user('Alice');
-      return u?.state === 'connected' && u;
-    }, { timeout: 5000, interval: 25 });
+    const user = await waitFor(
+      'Alice connected in /api/admin/users',
+      async () => {
+        const u = await control.user('Alice');
+        return u?.state === 'connected' && u;
+      },
+      { timeout: 5000, interval: 25 },
+    );
     const apiMs = since(t0);
     report(`join → page connected ${pageMs} ms, → /api/admin/users connected ${apiMs} ms`);
     assert.equal(user.groupId, 'stage-left');
@@ -63,7 +67,11 @@ describe('join page', { timeout: 120_000 }, () => {
     await waitFor('Ben hearing the room (data-level-in)', async () => (await ben.lineLevel('stage-right')) !== null);
 
     // Nobody talks: Ben hears silence.
-    await waitFor(`Ben's level-in below ${QUIET_DB} dBFS before anyone talks`, async () => (await ben.lineLevel('stage-right')) < QUIET_DB, { timeout: 5000 });
+    await waitFor(
+      `Ben's level-in below ${QUIET_DB} dBFS before anyone talks`,
+      async () => (await ben.lineLevel('stage-right')) < QUIET_DB,
+      { timeout: 5000 },
+    );
     const before = await ben.levelRange({ line: 'stage-right' }, 1000);
     report(`nobody talking: Ben hears max ${before.max} dBFS`);
     assert.ok(before.max < QUIET_DB, `Ben hears ${before.max} dBFS while nobody talks`);
@@ -76,17 +84,26 @@ describe('join page', { timeout: 120_000 }, () => {
     try {
       assert.equal(await talk.getAttribute('aria-pressed'), 'true');
       assert.match(await talk.textContent(), /Talking/);
-      await waitFor(`Ben's level-in above ${SOUND_DB} dBFS while Anna talks`, async () => (await ben.lineLevel('stage-right')) > SOUND_DB, { timeout: 5000, interval: 20 });
+      await waitFor(
+        `Ben's level-in above ${SOUND_DB} dBFS while Anna talks`,
+        async () => (await ben.lineLevel('stage-right')) > SOUND_DB,
+        { timeout: 5000, interval: 20 },
+      );
       const riseMs = since(t0);
       const heard = await ben.levelRange({ line: 'stage-right' }, 1500);
       const sent = await anna.levelRange('levelOut', 300);
       const self = await anna.levelRange({ line: 'stage-right' }, 300);
       const loud = heard.samples.filter((db) => db > SOUND_DB).length / heard.samples.length;
-      report(`Anna talking: Ben hears median ${heard.median} dBFS (${heard.min}..${heard.max}, ${Math.round(loud * 100)} % of 50 ms samples above ${SOUND_DB}; first above after ${riseMs} ms); Anna sends max ${sent.max} dBFS, hears herself max ${self.max} dBFS`);
+      report(
+        `Anna talking: Ben hears median ${heard.median} dBFS (${heard.min}..${heard.max}, ${Math.round(loud * 100)} % of 50 ms samples above ${SOUND_DB}; first above after ${riseMs} ms); Anna sends max ${sent.max} dBFS, hears herself max ${self.max} dBFS`,
+      );
       // The fake microphone beeps (short periodic tones) and the meter falls 30 dB/s in
       // between; on a busy machine a late or lost beep dips it further for a moment. What
       // counts is that Ben hears Anna most of the time: the median.
-      assert.ok(heard.median > SOUND_DB, `Ben's level while Anna talked: median ${heard.median} dBFS, samples ${heard.samples}`);
+      assert.ok(
+        heard.median > SOUND_DB,
+        `Ben's level while Anna talked: median ${heard.median} dBFS, samples ${heard.samples}`,
+      );
       assert.ok(sent.max > SOUND_DB, `Anna's own meter shows ${sent.max} dBFS`);
       assert.ok(self.max < QUIET_DB, `Anna hears herself at ${self.max} dBFS (the room's mix leaves her out)`);
     } finally {
@@ -96,7 +113,11 @@ describe('join page', { timeout: 120_000 }, () => {
 
     // Released: back to silence (the meter falls 30 dB/s).
     const t1 = performance.now();
-    await waitFor(`Ben's level-in back below ${QUIET_DB} dBFS after Anna released`, async () => (await ben.lineLevel('stage-right')) < QUIET_DB, { timeout: 6000 });
+    await waitFor(
+      `Ben's level-in back below ${QUIET_DB} dBFS after Anna released`,
+      async () => (await ben.lineLevel('stage-right')) < QUIET_DB,
+      { timeout: 6000 },
+    );
     const fallMs = since(t1);
     const afterRelease = await ben.levelRange({ line: 'stage-right' }, 1000);
     report(`Anna released: Ben below ${QUIET_DB} dBFS after ${fallMs} ms, then max ${afterRelease.max} dBFS`);
@@ -119,7 +140,8 @@ describe('join page', { timeout: 120_000 }, () => {
 
     const probe = await control.janus.probe();
     try {
-      const inRoom = async () => (await probe.call({ request: 'listparticipants', room: 'backstage' })).participants.map((p) => p.id);
+      const inRoom = async () =>
+        (await probe.call({ request: 'listparticipants', room: 'backstage' })).participants.map((p) => p.id);
       assert.deepEqual((await inRoom()).sort(), [cleo.token.participantIdentity, danUser.identity].sort());
 
       const t0 = performance.now();
@@ -137,12 +159,19 @@ describe('join page', { timeout: 120_000 }, () => {
       report(`kick → Dan's page shows "Disconnected by the admin" after ${kickedMs} ms`);
 
       // Janus: Dan is out of the room, Cleo stays.
-      await waitFor('Dan gone from listparticipants', async () => {
-        const ids = await inRoom();
-        return !ids.includes(danUser.identity) && ids;
-      }, { timeout: 3000 });
+      await waitFor(
+        'Dan gone from listparticipants',
+        async () => {
+          const ids = await inRoom();
+          return !ids.includes(danUser.identity) && ids;
+        },
+        { timeout: 3000 },
+      );
       assert.deepEqual(await inRoom(), [cleo.token.participantIdentity]);
-      await cleo.line('backstage').locator('.line-people', { hasText: 'Nobody else on the line' }).waitFor({ timeout: 5000 });
+      await cleo
+        .line('backstage')
+        .locator('.line-people', { hasText: 'Nobody else on the line' })
+        .waitFor({ timeout: 5000 });
       assert.equal(await cleo.state(), 'connected');
 
       // The admin's view.
@@ -158,7 +187,9 @@ describe('join page', { timeout: 120_000 }, () => {
       // The log says who and why.
       const logs = await control.admin('GET', '/logs?level=warn&limit=1000');
       assert.equal(logs.status, 200);
-      const line = logs.body.logs.find((e) => e.message === 'user disconnected' && e.meta.identity === danUser.identity);
+      const line = logs.body.logs.find(
+        (e) => e.message === 'user disconnected' && e.meta.identity === danUser.identity,
+      );
       assert.ok(line, `a "user disconnected" warn line naming Dan in ${JSON.stringify(logs.body.logs)}`);
       assert.equal(line.level, 'warn');
       assert.equal(line.meta.username, 'Dan');
@@ -216,7 +247,10 @@ describe('join page', { timeout: 120_000 }, () => {
     await eve.page.locator('#leave').click();
     await eve.waitState('idle', 3000);
     assert.ok(await eve.page.locator('#join-view').isVisible(), 'the join form is back');
-    await waitFor('Eve gone from /api/admin/users', async () => !(await control.user('Eve')), { timeout: 3000, interval: 25 });
+    await waitFor('Eve gone from /api/admin/users', async () => !(await control.user('Eve')), {
+      timeout: 3000,
+      interval: 25,
+    });
     report(`Leave → gone from /api/admin/users after ${since(t0)} ms`);
     assert.deepEqual(eve.errors, []);
     await eve.close();
@@ -229,7 +263,10 @@ describe('join page', { timeout: 120_000 }, () => {
     await waitFor('Finn connected', async () => (await control.user('Finn'))?.state === 'connected');
     const t0 = performance.now();
     await finn.page.close();
-    await waitFor('Finn gone from /api/admin/users', async () => !(await control.user('Finn')), { timeout: 3000, interval: 25 });
+    await waitFor('Finn gone from /api/admin/users', async () => !(await control.user('Finn')), {
+      timeout: 3000,
+      interval: 25,
+    });
     report(`page closed → gone from /api/admin/users after ${since(t0)} ms`);
     await finn.close();
   });

@@ -50,62 +50,72 @@ describe('program lines: listen only, dimmed while someone talks to the panel', 
    * Ms from the first sound in the Talk line's stream (its card's `<audio>`, before the gain)
    * to the Show line dimmed, watched in the page every 5 ms.
    */
-  const dimReaction = (person) => person.page.evaluate(async ([talk, show]) => {
-    const stream = document.querySelector(`[data-line="${talk}"] .line-audio`).srcObject;
-    const ctx = new AudioContext();
-    const analyser = ctx.createAnalyser();
-    analyser.fftSize = 256;
-    ctx.createMediaStreamSource(stream).connect(analyser);
-    const samples = new Float32Array(analyser.fftSize);
-    let heardAt = null;
-    const deadline = performance.now() + 10_000;
-    while (performance.now() < deadline) {
-      analyser.getFloatTimeDomainData(samples);
-      const rms = Math.sqrt(samples.reduce((sum, x) => sum + x * x, 0) / samples.length);
-      if (heardAt === null && rms > 0.01) heardAt = performance.now();
-      if (heardAt !== null && document.querySelector(`[data-line="${show}"]`).dataset.dimmed === 'true') {
+  const dimReaction = (person) =>
+    person.page.evaluate(
+      async ([talk, show]) => {
+        const stream = document.querySelector(`[data-line="${talk}"] .line-audio`).srcObject;
+        const ctx = new AudioContext();
+        const analyser = ctx.createAnalyser();
+        analyser.fftSize = 256;
+        ctx.createMediaStreamSource(stream).connect(analyser);
+        const samples = new Float32Array(analyser.fftSize);
+        let heardAt = null;
+        const deadline = performance.now() + 10_000;
+        while (performance.now() < deadline) {
+          analyser.getFloatTimeDomainData(samples);
+          const rms = Math.sqrt(samples.reduce((sum, x) => sum + x * x, 0) / samples.length);
+          if (heardAt === null && rms > 0.01) heardAt = performance.now();
+          if (heardAt !== null && document.querySelector(`[data-line="${show}"]`).dataset.dimmed === 'true') {
+            await ctx.close();
+            return performance.now() - heardAt;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
         await ctx.close();
-        return performance.now() - heardAt;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    await ctx.close();
-    throw new Error(`not dimmed within 10 s (talker heard: ${heardAt !== null})`);
-  }, [TALK, SHOW]);
+        throw new Error(`not dimmed within 10 s (talker heard: ${heardAt !== null})`);
+      },
+      [TALK, SHOW],
+    );
 
-  check('a program line dims by 14 dB within 100 ms of a talker heard on another line, and comes back', async () => {
-    const ann = await Person.joined(browsers.ann, control.origin, 'Ann', `/?groups=${SHOW},${TALK}&talk=${TALK}`);
-    people.push(ann);
-    const ben = await Person.joined(browsers.ben, control.origin, 'Ben', `/?groups=${TALK}&talk=${TALK}`);
-    people.push(ben);
-    const show = await ann.lineState(SHOW);
-    assert.deepEqual([show.program, show.talk, show.dimmed], ['true', undefined, 'false'], 'listen only, not dimmed');
-    assert.equal(ann.token.lines.find((l) => l.groupId === SHOW).talk, false, 'the token gives no talk on it');
-    await ann.waitHearing(SHOW, 10_000);
-    const before = await showLevel(ann);
+  check(
+    'a program line dims by 14 dB within 100 ms of a talker heard on another line, and comes back',
+    async () => {
+      const ann = await Person.joined(browsers.ann, control.origin, 'Ann', `/?groups=${SHOW},${TALK}&talk=${TALK}`);
+      people.push(ann);
+      const ben = await Person.joined(browsers.ben, control.origin, 'Ben', `/?groups=${TALK}&talk=${TALK}`);
+      people.push(ben);
+      const show = await ann.lineState(SHOW);
+      assert.deepEqual([show.program, show.talk, show.dimmed], ['true', undefined, 'false'], 'listen only, not dimmed');
+      assert.equal(ann.token.lines.find((l) => l.groupId === SHOW).talk, false, 'the token gives no talk on it');
+      await ann.waitHearing(SHOW, 10_000);
+      const before = await showLevel(ann);
 
-    const reaction = dimReaction(ann);
-    await ben.tapTalk(TALK);
-    await ben.waitLine(TALK, 'talk', 'latched');
-    const reactionMs = await reaction;
-    // The meter falls 30 dB/s: 14 dB take it about half a second.
-    await ann.page.waitForTimeout(800);
-    const during = await showLevel(ann);
-    await ben.tapTalk(TALK);
-    await ben.waitLine(TALK, 'talk', 'off');
-    await ann.waitLine(SHOW, 'dimmed', 'false', 3000);
-    await ann.page.waitForTimeout(500);
-    const afterwards = await showLevel(ann);
-    report(`program: dimmed ${reactionMs.toFixed(0)} ms after Ben was first heard; Show at ${before} dBFS, ${during} while Ben talks, ${afterwards} after`);
-    assert.ok(reactionMs <= 100, `dimmed ${reactionMs.toFixed(0)} ms after the talker was heard`);
-    assert.ok(Math.abs(during - before - DIM_DB) <= 1, `dimmed by ${(during - before).toFixed(1)} dB, not ${DIM_DB}`);
-    assert.ok(Math.abs(afterwards - before) <= 1, `back at ${afterwards} dBFS, was ${before}`);
+      const reaction = dimReaction(ann);
+      await ben.tapTalk(TALK);
+      await ben.waitLine(TALK, 'talk', 'latched');
+      const reactionMs = await reaction;
+      // The meter falls 30 dB/s: 14 dB take it about half a second.
+      await ann.page.waitForTimeout(800);
+      const during = await showLevel(ann);
+      await ben.tapTalk(TALK);
+      await ben.waitLine(TALK, 'talk', 'off');
+      await ann.waitLine(SHOW, 'dimmed', 'false', 3000);
+      await ann.page.waitForTimeout(500);
+      const afterwards = await showLevel(ann);
+      report(
+        `program: dimmed ${reactionMs.toFixed(0)} ms after Ben was first heard; Show at ${before} dBFS, ${during} while Ben talks, ${afterwards} after`,
+      );
+      assert.ok(reactionMs <= 100, `dimmed ${reactionMs.toFixed(0)} ms after the talker was heard`);
+      assert.ok(Math.abs(during - before - DIM_DB) <= 1, `dimmed by ${(during - before).toFixed(1)} dB, not ${DIM_DB}`);
+      assert.ok(Math.abs(afterwards - before) <= 1, `back at ${afterwards} dBFS, was ${before}`);
 
-    // The panel's own talk dims it too.
-    await ann.tapTalk(TALK);
-    await ann.waitLine(SHOW, 'dimmed', 'true', 1000);
-    await ann.tapTalk(TALK);
-    await ann.waitLine(SHOW, 'dimmed', 'false', 3000);
-    assert.deepEqual([...ann.errors, ...ben.errors], []);
-  }, { timeout: 90_000 });
+      // The panel's own talk dims it too.
+      await ann.tapTalk(TALK);
+      await ann.waitLine(SHOW, 'dimmed', 'true', 1000);
+      await ann.tapTalk(TALK);
+      await ann.waitLine(SHOW, 'dimmed', 'false', 3000);
+      assert.deepEqual([...ann.errors, ...ben.errors], []);
+    },
+    { timeout: 90_000 },
+  );
 });
