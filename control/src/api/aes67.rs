@@ -52,7 +52,7 @@ pub struct AnnouncedView {
 }
 
 /// AES67's settings and state.
-#[utoipa::path(get, path = "/aes67", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/aes67", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = Aes67View), (status = 401, body = ErrorBody)))]
 pub async fn get_aes67(State(state): State<AppState>) -> Json<Aes67View> {
     let settings = state.config.current().audio.aes67.clone();
@@ -91,7 +91,7 @@ pub struct Aes67Changed {
 /// stream partyline can receive is refused with its reason's code (`unsupported_rate`,
 /// `unsupported_encoding`, `bad_channels`, `not_multicast`, `no_ptp_clock`, `no_audio`,
 /// `bad_sdp`).
-#[utoipa::path(put, path = "/config/aes67", tag = "audio", security(("admin_token" = [])), request_body = Aes67Config,
+#[utoipa::path(put, path = "/api/admin/config/aes67", tag = "audio", security(("admin_token" = [])), request_body = Aes67Config,
     responses((status = 200, body = Aes67Changed), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn set_aes67(
     State(state): State<AppState>,

@@ -65,7 +65,7 @@ pub struct UpdateAudio {
 }
 
 /// Change the encoding settings.
-#[utoipa::path(put, path = "/config/audio", tag = "audio", security(("admin_token" = [])), request_body = UpdateAudio,
+#[utoipa::path(put, path = "/api/admin/config/audio", tag = "audio", security(("admin_token" = [])), request_body = UpdateAudio,
     responses((status = 200, body = AudioChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn set_audio(
     State(state): State<AppState>,
@@ -154,7 +154,7 @@ pub struct SelectDevice {
 }
 
 /// The selected sound card.
-#[utoipa::path(get, path = "/audio/device", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/audio/device", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = DeviceResponse), (status = 401, body = ErrorBody)))]
 pub async fn get_device(State(state): State<AppState>) -> Json<DeviceResponse> {
     let device = state.config.current().audio.device.clone();
@@ -162,7 +162,7 @@ pub async fn get_device(State(state): State<AppState>) -> Json<DeviceResponse> {
 }
 
 /// Select the sound card (the bridge rebuilds its pipeline).
-#[utoipa::path(post, path = "/audio/device", tag = "audio", security(("admin_token" = [])), request_body = SelectDevice,
+#[utoipa::path(post, path = "/api/admin/audio/device", tag = "audio", security(("admin_token" = [])), request_body = SelectDevice,
     responses((status = 200, body = DeviceResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 503, description = "Server audio users exist and partyline-bridged is not running", body = ErrorBody)))]
 pub async fn set_device(
@@ -240,14 +240,14 @@ pub struct SetChannelNames {
 }
 
 /// The names of the card's channels.
-#[utoipa::path(get, path = "/audio/channels/names", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/audio/channels/names", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = ChannelNamesResponse), (status = 401, body = ErrorBody)))]
 pub async fn get_channel_names(State(state): State<AppState>) -> Json<ChannelNamesResponse> {
     Json(ChannelNamesResponse { channel_names: ChannelNamesView::of(&state.config.current().audio.channel_names) })
 }
 
 /// Name some of the card's channels; the others keep their names.
-#[utoipa::path(put, path = "/audio/channels/names", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(put, path = "/api/admin/audio/channels/names", tag = "audio", security(("admin_token" = [])),
     request_body = SetChannelNames,
     responses((status = 200, body = ChannelNamesResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn set_channel_names(
@@ -344,7 +344,7 @@ pub struct DevicesResponse {
 }
 
 /// Every input and output device, with the defaults, in the original system's shape.
-#[utoipa::path(get, path = "/audio/devices", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/audio/devices", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = DevicesResponse), (status = 401, body = ErrorBody)))]
 pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
     let mut listing = devices::list_devices().await;
@@ -359,7 +359,7 @@ pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
 }
 
 /// Input and output devices of the sound server (identifiers as `audio.device` uses them).
-#[utoipa::path(get, path = "/devices/list", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/devices/list", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = DeviceListing), (status = 401, body = ErrorBody)))]
 pub async fn devices_list(State(state): State<AppState>) -> Json<DeviceListing> {
     let mut listing = devices::list_devices().await;

@@ -265,7 +265,7 @@ fn is_person(user: &User) -> bool {
 /// panels, which both are told on their session streams (`event: people`) and join. Opened
 /// once and kept while both are online: pressing again finds the same line. A key towards a
 /// position for many opens one to each crew member at it.
-#[utoipa::path(post, path = "/session/direct", tag = "users", request_body = DirectRequest,
+#[utoipa::path(post, path = "/api/session/direct", tag = "users", request_body = DirectRequest,
     responses((status = 201, body = DirectOpened), (status = 400, body = ErrorBody),
         (status = 403, description = "Unknown session (`forbidden`), or `crew.directCalls` does not allow this call (`direct_call_refused`)", body = ErrorBody),
         (status = 404, description = "Nobody is online for this person", body = ErrorBody),
@@ -299,7 +299,7 @@ pub struct DirectClosed {
 }
 
 /// Close a direct line: taken off both panels, its room destroyed.
-#[utoipa::path(delete, path = "/direct/{group_id}", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(delete, path = "/api/admin/direct/{group_id}", tag = "users", security(("admin_token" = [])),
     params(("group_id" = String, Path, description = "The direct line's room (`direct-…`)")),
     responses((status = 200, body = DirectClosed), (status = 401, body = ErrorBody),
         (status = 404, description = "No such direct line is open", body = ErrorBody)))]
@@ -328,7 +328,7 @@ pub struct HangUpRequest {
 /// Close a direct line from one of its ends: the callee declines it, or the caller hangs up.
 /// Taken off both panels (the other end's session stream tells it), its room destroyed; the
 /// caller's person key opens it again on its next press.
-#[utoipa::path(post, path = "/session/direct/close", tag = "users", request_body = HangUpRequest,
+#[utoipa::path(post, path = "/api/session/direct/close", tag = "users", request_body = HangUpRequest,
     responses((status = 200, body = DirectClosed), (status = 400, body = ErrorBody),
         (status = 403, description = "Unknown session", body = ErrorBody),
         (status = 404, description = "The panel has no such direct line open", body = ErrorBody)))]

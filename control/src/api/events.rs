@@ -16,7 +16,7 @@ use crate::events::LiveEvent;
 /// `reset` event: read the state again. A client more than 256 events behind is cut: its stream
 /// ends with an `overflow` event; one that stops reading loses the connection once writes to it
 /// have waited 30 s.
-#[utoipa::path(get, path = "/events", tag = "system", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/events", tag = "system", security(("admin_token" = [])),
     params(("Last-Event-ID" = Option<u64>, Header, description = "The id of the last event received")),
     responses((status = 200, description = "The stream of live events", body = LiveEvent, content_type = "text/event-stream"),
         (status = 401, body = ErrorBody)))]

@@ -111,7 +111,7 @@ pub struct UpdateGroup {
 }
 
 /// List the groups.
-#[utoipa::path(get, operation_id = "groups_list", path = "/groups", tag = "groups", security(("admin_token" = [])),
+#[utoipa::path(get, operation_id = "groups_list", path = "/api/admin/groups", tag = "groups", security(("admin_token" = [])),
     responses((status = 200, body = GroupList), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>) -> impl IntoResponse {
     let (config, muted) = (state.config.current(), state.janus.muted_lines());
@@ -130,7 +130,7 @@ fn list_of(config: &Config) -> GroupList {
 }
 
 /// Create a group.
-#[utoipa::path(post, operation_id = "groups_create", path = "/groups", tag = "groups", security(("admin_token" = [])), request_body = CreateGroup,
+#[utoipa::path(post, operation_id = "groups_create", path = "/api/admin/groups", tag = "groups", security(("admin_token" = [])), request_body = CreateGroup,
     responses((status = 201, body = GroupChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 409, description = "Another group has the same id", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
@@ -152,7 +152,7 @@ pub async fn create(
 }
 
 /// Rename a group or change its bitrate. Server audio users follow a rename.
-#[utoipa::path(put, operation_id = "groups_update", path = "/groups/{id}", tag = "groups", security(("admin_token" = [])), request_body = UpdateGroup,
+#[utoipa::path(put, operation_id = "groups_update", path = "/api/admin/groups/{id}", tag = "groups", security(("admin_token" = [])), request_body = UpdateGroup,
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = GroupChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -181,7 +181,7 @@ pub async fn update(
 }
 
 /// Delete a group (refused while server audio users send into it).
-#[utoipa::path(delete, operation_id = "groups_delete", path = "/groups/{id}", tag = "groups", security(("admin_token" = [])),
+#[utoipa::path(delete, operation_id = "groups_delete", path = "/api/admin/groups/{id}", tag = "groups", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = GroupDeleted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Server audio users use the group", body = ErrorBody)))]

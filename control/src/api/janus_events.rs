@@ -44,7 +44,7 @@ pub(crate) async fn authenticate_node(
 /// Janus's event handler posts (a JSON array of events) with HTTP basic auth: the node's name
 /// and its `eventSecret` (the first node: also `janus` and `janus.eventSecret`). Events about
 /// participants another node carries are ignored with a warning.
-#[utoipa::path(post, path = "/internal/janus-events", tag = "internal",
+#[utoipa::path(post, path = "/api/internal/janus-events", tag = "internal",
     request_body(content = Vec<Object>, description = "Events of Janus's sample event handler"),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn janus_events(

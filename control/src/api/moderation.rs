@@ -24,7 +24,7 @@ pub struct UserLineChanged {
 /// Mute a user on one line (AudioBridge `mute`): the others stop hearing it there, its panel
 /// shows "muted by the admin" and refuses its talk key on that line (its remote control too,
 /// `muted_by_admin`), and an unmute it sends Janus itself is undone. Its other lines go on.
-#[utoipa::path(post, path = "/users/{identity}/lines/{group}/mute", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(post, path = "/api/admin/users/{identity}/lines/{group}/mute", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity"),
         ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, body = UserLineChanged), (status = 401, body = ErrorBody),
@@ -39,7 +39,7 @@ pub async fn mute_user(
 
 /// Release a user muted on one line: its talk key works there again (it stays silent until
 /// it talks).
-#[utoipa::path(post, path = "/users/{identity}/lines/{group}/unmute", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(post, path = "/api/admin/users/{identity}/lines/{group}/unmute", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity"),
         ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, body = UserLineChanged), (status = 401, body = ErrorBody),
@@ -85,7 +85,7 @@ pub struct TalkForcedOff {
 
 /// Force a crew member's talk off on one line: muted in the room at once, and its panel lets
 /// the key go as if released (it may talk again by pressing it).
-#[utoipa::path(post, path = "/users/{identity}/lines/{group}/talk-off", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(post, path = "/api/admin/users/{identity}/lines/{group}/talk-off", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity"),
         ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, body = TalkForcedOff), (status = 401, body = ErrorBody),
@@ -124,7 +124,7 @@ pub struct LineMuted {
 
 /// Mute a whole line (AudioBridge `mute_room`): nobody on it is heard, server audio users
 /// included, and every panel on it shows it and refuses its talk key, until released.
-#[utoipa::path(post, path = "/groups/{id}/mute", tag = "groups", security(("admin_token" = [])),
+#[utoipa::path(post, path = "/api/admin/groups/{id}/mute", tag = "groups", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = LineMuted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 503, description = "Janus is unreachable; nothing was changed", body = ErrorBody)))]
@@ -136,7 +136,7 @@ pub async fn mute_line(
 }
 
 /// Release a muted line.
-#[utoipa::path(post, path = "/groups/{id}/unmute", tag = "groups", security(("admin_token" = [])),
+#[utoipa::path(post, path = "/api/admin/groups/{id}/unmute", tag = "groups", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = LineMuted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 503, description = "Janus is unreachable; nothing was changed", body = ErrorBody)))]

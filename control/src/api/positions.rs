@@ -184,7 +184,7 @@ pub(super) async fn hash_pin(pin: Patch<Option<String>>) -> Result<Patch<Option<
 }
 
 /// List the positions.
-#[utoipa::path(get, operation_id = "positions_list", path = "/positions", tag = "positions", security(("admin_token" = [])),
+#[utoipa::path(get, operation_id = "positions_list", path = "/api/admin/positions", tag = "positions", security(("admin_token" = [])),
     responses((status = 200, body = PositionList), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>) -> Json<PositionList> {
     Json(list_of(&state.config.current()))
@@ -195,7 +195,7 @@ fn list_of(config: &Config) -> PositionList {
 }
 
 /// Create a position.
-#[utoipa::path(post, operation_id = "positions_create", path = "/positions", tag = "positions", security(("admin_token" = [])), request_body = PositionBody,
+#[utoipa::path(post, operation_id = "positions_create", path = "/api/admin/positions", tag = "positions", security(("admin_token" = [])), request_body = PositionBody,
     responses((status = 201, body = PositionChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 409, description = "Another position has the same id", body = ErrorBody)))]
 pub async fn create(
@@ -211,7 +211,7 @@ pub async fn create(
 }
 
 /// Change a position (a new name gives a new id).
-#[utoipa::path(put, operation_id = "positions_update", path = "/positions/{id}", tag = "positions", security(("admin_token" = [])), request_body = PositionBody,
+#[utoipa::path(put, operation_id = "positions_update", path = "/api/admin/positions/{id}", tag = "positions", security(("admin_token" = [])), request_body = PositionBody,
     params(("id" = String, Path, description = "Position id")),
     responses((status = 200, body = PositionChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -231,7 +231,7 @@ pub async fn update(
 }
 
 /// Delete a position (crew members who joined with it keep their lines).
-#[utoipa::path(delete, operation_id = "positions_delete", path = "/positions/{id}", tag = "positions", security(("admin_token" = [])),
+#[utoipa::path(delete, operation_id = "positions_delete", path = "/api/admin/positions/{id}", tag = "positions", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Position id")),
     responses((status = 200, body = PositionDeleted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn delete(
@@ -258,7 +258,7 @@ pub struct PublicPositionList {
 }
 
 /// The positions a crew member can join.
-#[utoipa::path(get, path = "/positions", tag = "users", responses((status = 200, body = PublicPositionList)))]
+#[utoipa::path(get, path = "/api/positions", tag = "users", responses((status = 200, body = PublicPositionList)))]
 pub async fn public(State(state): State<AppState>) -> Json<PublicPositionList> {
     let config = state.config.current();
     let positions = list_of(&config)

@@ -105,7 +105,7 @@ pub struct UpdateServerUser {
 }
 
 /// The server audio users.
-#[utoipa::path(get, operation_id = "server_users_list", path = "/server-users", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(get, operation_id = "server_users_list", path = "/api/admin/server-users", tag = "audio", security(("admin_token" = [])),
     responses((status = 200, body = ServerUserList), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>) -> Json<ServerUserList> {
     let config = state.config.current();
@@ -113,7 +113,7 @@ pub async fn list(State(state): State<AppState>) -> Json<ServerUserList> {
 }
 
 /// Bridge a sound-card channel into a group.
-#[utoipa::path(post, operation_id = "server_users_create", path = "/server-users", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(post, operation_id = "server_users_create", path = "/api/admin/server-users", tag = "audio", security(("admin_token" = [])),
     request_body = CreateServerUser,
     responses((status = 201, body = ServerUserChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 503, description = "partyline-bridged is not running", body = ErrorBody)))]
@@ -137,7 +137,7 @@ pub async fn create(
 }
 
 /// Change a server audio user.
-#[utoipa::path(put, operation_id = "server_users_update", path = "/server-users/{id}", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(put, operation_id = "server_users_update", path = "/api/admin/server-users/{id}", tag = "audio", security(("admin_token" = [])),
     request_body = UpdateServerUser, params(("id" = String, Path, description = "Server audio user id")),
     responses((status = 200, body = ServerUserChanged), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
@@ -166,7 +166,7 @@ pub async fn update(
 }
 
 /// Stop bridging a server audio user.
-#[utoipa::path(delete, operation_id = "server_users_delete", path = "/server-users/{id}", tag = "audio", security(("admin_token" = [])),
+#[utoipa::path(delete, operation_id = "server_users_delete", path = "/api/admin/server-users/{id}", tag = "audio", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Server audio user id")),
     responses((status = 200, body = ServerUserDeleted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 503, body = ErrorBody)))]

@@ -38,7 +38,7 @@ pub struct CallRequest {
 }
 
 /// Call a line: every panel on it (and the admin's user view) flashes it for 5 s.
-#[utoipa::path(post, path = "/call", tag = "users", request_body = CallRequest,
+#[utoipa::path(post, path = "/api/call", tag = "users", request_body = CallRequest,
     responses((status = 204), (status = 400, body = ErrorBody),
         (status = 403, description = "The token does not hold this line (or no longer exists)", body = ErrorBody)))]
 pub async fn call(State(state): State<AppState>, ApiJson(body): ApiJson<CallRequest>) -> Result<StatusCode, ApiError> {
@@ -77,7 +77,7 @@ pub struct SessionQuery {
 /// [`People`] at once and whenever they change (person keys and who is online for them, its
 /// direct lines, whom its reply reaches). Ends when the session does. A session holds at most
 /// 8 event streams (its own and its control surfaces') at once.
-#[utoipa::path(get, path = "/session/events", tag = "users", params(SessionQuery),
+#[utoipa::path(get, path = "/api/session/events", tag = "users", params(SessionQuery),
     responses((status = 200, description = "The stream of `call`, `admin` and `command` events", body = Call, content_type = "text/event-stream"),
         (status = 403, description = "Unknown or ended session", body = ErrorBody),
         (status = 429, description = "The session holds its most streams already (8)", body = ErrorBody)))]
@@ -268,7 +268,7 @@ pub struct StateReport {
 }
 
 /// The panel reports its state: what `GET /panel/{key}` shows a control surface.
-#[utoipa::path(post, path = "/session/state", tag = "users", request_body = StateReport,
+#[utoipa::path(post, path = "/api/session/state", tag = "users", request_body = StateReport,
     responses((status = 204), (status = 400, body = ErrorBody),
         (status = 403, description = "Unknown or ended session", body = ErrorBody)))]
 pub async fn session_state(
@@ -325,7 +325,7 @@ pub struct LinkJudged {
 /// statistics); control judges each good, degraded or poor, answers the judgement for the
 /// panel to show, publishes a `linkChanged` event when one changes, and the admin's users list
 /// shows the figures. At most one report a second per session.
-#[utoipa::path(post, path = "/session/link", tag = "users", request_body = LinkReport,
+#[utoipa::path(post, path = "/api/session/link", tag = "users", request_body = LinkReport,
     responses((status = 200, body = LinkJudged), (status = 400, body = ErrorBody),
         (status = 403, description = "Unknown or ended session", body = ErrorBody),
         (status = 429, description = "A report less than a second after the last", body = ErrorBody)))]

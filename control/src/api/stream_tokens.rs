@@ -69,7 +69,7 @@ pub struct StreamTokenCreated {
 }
 
 /// The group's stream tokens.
-#[utoipa::path(get, operation_id = "stream_tokens_list", path = "/groups/{id}/stream-tokens", tag = "streams", security(("admin_token" = [])),
+#[utoipa::path(get, operation_id = "stream_tokens_list", path = "/api/admin/groups/{id}/stream-tokens", tag = "streams", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Group id")),
     responses((status = 200, body = StreamTokenList), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn list(
@@ -84,7 +84,7 @@ pub async fn list(
 }
 
 /// Create a stream token for the group: its secret is in this answer only.
-#[utoipa::path(post, operation_id = "stream_tokens_create", path = "/groups/{id}/stream-tokens", tag = "streams", security(("admin_token" = [])),
+#[utoipa::path(post, operation_id = "stream_tokens_create", path = "/api/admin/groups/{id}/stream-tokens", tag = "streams", security(("admin_token" = [])),
     request_body = CreateStreamToken, params(("id" = String, Path, description = "Group id")),
     responses((status = 201, body = StreamTokenCreated), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, description = "The group has 16 stream tokens", body = ErrorBody)))]
@@ -117,7 +117,7 @@ pub struct StreamTokenRevoked {
 }
 
 /// Revoke a stream token: its running sessions end, its secret is refused from now on.
-#[utoipa::path(delete, operation_id = "stream_tokens_revoke", path = "/groups/{id}/stream-tokens/{token}", tag = "streams", security(("admin_token" = [])),
+#[utoipa::path(delete, operation_id = "stream_tokens_revoke", path = "/api/admin/groups/{id}/stream-tokens/{token}", tag = "streams", security(("admin_token" = [])),
     params(("id" = String, Path, description = "Group id"), ("token" = String, Path, description = "The token's id")),
     responses((status = 200, body = StreamTokenRevoked), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn revoke(

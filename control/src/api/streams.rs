@@ -121,7 +121,7 @@ fn no_trickle(uri: &Uri) -> ApiError {
 
 /// Publish into a line (WHIP): the offer's audio is heard on the group's line, as a
 /// participant named after the token (`NAME (WHIP)`). 201 with the SDP answer and `Location`.
-#[utoipa::path(post, path = "/whip/{group}", tag = "streams", request_body(content = String, content_type = "application/sdp"),
+#[utoipa::path(post, path = "/api/whip/{group}", tag = "streams", request_body(content = String, content_type = "application/sdp"),
     params(("group" = String, Path, description = "The group's id")),
     responses((status = 201, description = "The SDP answer; `Location`: the session", body = String, content_type = "application/sdp"),
         (status = 400, description = "A bad offer: `bad_sdp`, `no_audio`, `unsupported_codec`, `wrong_direction`, `offer_refused`", body = ErrorBody),
@@ -141,7 +141,7 @@ pub async fn whip(
 }
 
 /// Listen to a line (WHEP): a recvonly offer gets the group's mix, as a listen-only participant.
-#[utoipa::path(post, path = "/whep/{group}", tag = "streams", request_body(content = String, content_type = "application/sdp"),
+#[utoipa::path(post, path = "/api/whep/{group}", tag = "streams", request_body(content = String, content_type = "application/sdp"),
     params(("group" = String, Path, description = "The group's id")),
     responses((status = 201, description = "The SDP answer; `Location`: the session", body = String, content_type = "application/sdp"),
         (status = 400, description = "A bad offer: `bad_sdp`, `no_audio`, `unsupported_codec`, `wrong_direction`, `offer_refused`", body = ErrorBody),
@@ -161,7 +161,7 @@ pub async fn whep(
 }
 
 /// End a WHIP session (with the token it was started with).
-#[utoipa::path(delete, path = "/whip/{group}/{session}", tag = "streams",
+#[utoipa::path(delete, path = "/api/whip/{group}/{session}", tag = "streams",
     params(("group" = String, Path), ("session" = String, Path, description = "From the `Location` of the POST")),
     responses((status = 200), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn whip_end(
@@ -173,7 +173,7 @@ pub async fn whip_end(
 }
 
 /// End a WHEP session (with the token it was started with).
-#[utoipa::path(delete, path = "/whep/{group}/{session}", tag = "streams",
+#[utoipa::path(delete, path = "/api/whep/{group}/{session}", tag = "streams",
     params(("group" = String, Path), ("session" = String, Path, description = "From the `Location` of the POST")),
     responses((status = 200), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn whep_end(
@@ -185,39 +185,39 @@ pub async fn whep_end(
 }
 
 /// Trickle ICE is not offered (RFC 9725: 405): the client puts its candidates in the offer.
-#[utoipa::path(patch, path = "/whip/{group}/{session}", tag = "streams",
+#[utoipa::path(patch, path = "/api/whip/{group}/{session}", tag = "streams",
     params(("group" = String, Path), ("session" = String, Path)), responses((status = 405, body = ErrorBody)))]
 pub async fn whip_trickle(uri: Uri) -> ApiError {
     no_trickle(&uri)
 }
 
 /// Trickle ICE is not offered (405): the client puts its candidates in the offer.
-#[utoipa::path(patch, path = "/whep/{group}/{session}", tag = "streams",
+#[utoipa::path(patch, path = "/api/whep/{group}/{session}", tag = "streams",
     params(("group" = String, Path), ("session" = String, Path)), responses((status = 405, body = ErrorBody)))]
 pub async fn whep_trickle(uri: Uri) -> ApiError {
     no_trickle(&uri)
 }
 
 /// What a WHIP or WHEP endpoint takes (`Accept-Post`), and the CORS preflight's answer.
-#[utoipa::path(options, path = "/whip/{group}", tag = "streams", params(("group" = String, Path)), responses((status = 204)))]
+#[utoipa::path(options, path = "/api/whip/{group}", tag = "streams", params(("group" = String, Path)), responses((status = 204)))]
 pub async fn whip_options() -> Response {
     options()
 }
 
 /// What a WHEP endpoint takes (`Accept-Post`), and the CORS preflight's answer.
-#[utoipa::path(options, path = "/whep/{group}", tag = "streams", params(("group" = String, Path)), responses((status = 204)))]
+#[utoipa::path(options, path = "/api/whep/{group}", tag = "streams", params(("group" = String, Path)), responses((status = 204)))]
 pub async fn whep_options() -> Response {
     options()
 }
 
 /// The CORS preflight of a WHIP session's resource (its `DELETE`).
-#[utoipa::path(options, path = "/whip/{group}/{session}", tag = "streams", params(("group" = String, Path), ("session" = String, Path)), responses((status = 204)))]
+#[utoipa::path(options, path = "/api/whip/{group}/{session}", tag = "streams", params(("group" = String, Path), ("session" = String, Path)), responses((status = 204)))]
 pub async fn whip_resource_options() -> Response {
     options()
 }
 
 /// The CORS preflight of a WHEP session's resource (its `DELETE`).
-#[utoipa::path(options, path = "/whep/{group}/{session}", tag = "streams", params(("group" = String, Path), ("session" = String, Path)), responses((status = 204)))]
+#[utoipa::path(options, path = "/api/whep/{group}/{session}", tag = "streams", params(("group" = String, Path), ("session" = String, Path)), responses((status = 204)))]
 pub async fn whep_resource_options() -> Response {
     options()
 }

@@ -22,7 +22,7 @@ use crate::stats::Memory;
 /// The config in force, as JSON, with secrets redacted. The API speaks camelCase: the server
 /// audio users, snake_case in the file (the original system's keys), are `serverAudioUsers`
 /// here, each as `GET /admin/server-users` shows it.
-#[utoipa::path(get, path = "/config", tag = "system", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/config", tag = "system", security(("admin_token" = [])),
     responses((status = 200, description = "The config file's content as JSON (camelCase keys)", body = Object), (status = 401, body = ErrorBody)))]
 pub async fn config(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let config = state.config.current().redacted();
@@ -84,7 +84,7 @@ pub struct LogList {
 }
 
 /// The newest log entries, newest first.
-#[utoipa::path(get, path = "/logs", tag = "system", security(("admin_token" = [])), params(LogQuery),
+#[utoipa::path(get, path = "/api/admin/logs", tag = "system", security(("admin_token" = [])), params(LogQuery),
     responses((status = 200, body = LogList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn logs(
     State(state): State<AppState>,
@@ -140,7 +140,7 @@ pub struct TlsView {
 }
 
 /// Process and connection figures.
-#[utoipa::path(get, path = "/stats", tag = "system", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/stats", tag = "system", security(("admin_token" = [])),
     responses((status = 200, body = Stats), (status = 401, body = ErrorBody)))]
 pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
     let bridge = state.bridge.view();
@@ -204,7 +204,7 @@ pub struct NodeHealth {
 /// partyline carries audio (`ok`, or `degraded`), 503 with the API's error body naming what
 /// stops it otherwise. Open, like the original system's; it shows states, never configuration
 /// or secrets.
-#[utoipa::path(get, path = "/health", tag = "system",
+#[utoipa::path(get, path = "/api/health", tag = "system",
     responses((status = 200, body = Health),
         (status = 503, description = "partyline cannot carry audio: Janus is not up, or server audio users are configured and partyline-bridged is not running them", body = ErrorBody)))]
 pub async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
@@ -268,7 +268,7 @@ fn judge_health(
 }
 
 /// This document.
-#[utoipa::path(get, path = "/openapi.json", tag = "system", responses((status = 200, body = Object)))]
+#[utoipa::path(get, path = "/api/openapi.json", tag = "system", responses((status = 200, body = Object)))]
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(super::openapi())
 }

@@ -102,7 +102,7 @@ pub struct TokenResponse {
 }
 
 /// Get a token for a panel of lines.
-#[utoipa::path(post, path = "/token", tag = "users", request_body = TokenRequest,
+#[utoipa::path(post, path = "/api/token", tag = "users", request_body = TokenRequest,
     responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, description = "A PIN is needed (`pin_required`) or wrong (`wrong_pin`)", body = ErrorBody),
         (status = 403, description = "The name or the address is banned by the admin for now (`banned`)", body = ErrorBody),

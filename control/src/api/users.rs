@@ -51,7 +51,7 @@ impl StateFilter {
 
 /// The users in their group's room (`connected`); with `?state=pending` or `?state=all`, also
 /// those holding a token who have not joined.
-#[utoipa::path(get, operation_id = "users_list", path = "/users", tag = "users", security(("admin_token" = [])), params(UserQuery),
+#[utoipa::path(get, operation_id = "users_list", path = "/api/admin/users", tag = "users", security(("admin_token" = [])), params(UserQuery),
     responses((status = 200, body = UserList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, ApiQuery(query): ApiQuery<UserQuery>) -> Json<UserList> {
     let filter = query.state.unwrap_or_default();
@@ -90,7 +90,7 @@ pub struct BanQuery {
 /// address are refused for `banMinutes`, and every other session of that name or address ends
 /// too. While Janus is unreachable the user is removed all the
 /// same, and kicked and revoked once Janus is back (the message says so).
-#[utoipa::path(delete, path = "/users/{identity}", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(delete, path = "/api/admin/users/{identity}", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity"), BanQuery),
     responses((status = 200, body = UserDisconnected), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
@@ -157,7 +157,7 @@ pub struct BanList {
 }
 
 /// The bans in force.
-#[utoipa::path(get, path = "/bans", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(get, path = "/api/admin/bans", tag = "users", security(("admin_token" = [])),
     responses((status = 200, body = BanList), (status = 401, body = ErrorBody)))]
 pub async fn bans(State(state): State<AppState>) -> Json<BanList> {
     Json(BanList { bans: state.bans.list() })
@@ -170,7 +170,7 @@ pub struct BanLifted {
 }
 
 /// Lift a ban.
-#[utoipa::path(delete, path = "/bans/{id}", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(delete, path = "/api/admin/bans/{id}", tag = "users", security(("admin_token" = [])),
     params(("id" = u64, Path, description = "The ban's id")),
     responses((status = 200, body = BanLifted), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn lift_ban(State(state): State<AppState>, ApiPath(id): ApiPath<u64>) -> Result<Json<BanLifted>, ApiError> {
@@ -200,7 +200,7 @@ pub struct LineRemoved {
 
 /// Take one line away from a user: kicked from that group's room, which no longer admits its
 /// token; its other lines go on. Taking its last line disconnects it.
-#[utoipa::path(delete, path = "/users/{identity}/lines/{group}", tag = "users", security(("admin_token" = [])),
+#[utoipa::path(delete, path = "/api/admin/users/{identity}/lines/{group}", tag = "users", security(("admin_token" = [])),
     params(("identity" = String, Path, description = "The user's participant identity"),
         ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, body = LineRemoved), (status = 401, body = ErrorBody),
@@ -242,7 +242,7 @@ pub struct PublicGroupList {
 }
 
 /// The groups a crew member can join.
-#[utoipa::path(get, path = "/groups", tag = "users", responses((status = 200, body = PublicGroupList)))]
+#[utoipa::path(get, path = "/api/groups", tag = "users", responses((status = 200, body = PublicGroupList)))]
 pub async fn groups(State(state): State<AppState>) -> Json<PublicGroupList> {
     let config = state.config.current();
     let groups = config

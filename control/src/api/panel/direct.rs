@@ -27,7 +27,7 @@ pub struct PersonKeyRequest {
 /// position of the panel's `talkTo`, or with `crew.directCalls: all` anyone online) when none
 /// is open, then works its talk key (towards a position for many, one line to each crew member
 /// at it, each talk key worked). Answers once the panel applied it, with the first line.
-#[utoipa::path(post, path = "/panel/{key}/direct", operation_id = "panel_direct", tag = "panel", request_body = PersonKeyRequest,
+#[utoipa::path(post, path = "/api/panel/{key}/direct", operation_id = "panel_direct", tag = "panel", request_body = PersonKeyRequest,
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, description = "The direct line as the panel applied it", body = RemoteLine),
         (status = 400, body = ErrorBody),
@@ -54,7 +54,7 @@ pub async fn person(
 
 /// Work the reply key, as if pressed on the panel: the talk key of the direct line of whoever
 /// last opened one to the panel or spoke to it on one (`people.reply` of the panel).
-#[utoipa::path(post, path = "/panel/{key}/reply", operation_id = "panel_reply", tag = "panel", request_body = super::SwitchRequest,
+#[utoipa::path(post, path = "/api/panel/{key}/reply", operation_id = "panel_reply", tag = "panel", request_body = super::SwitchRequest,
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, description = "The direct line as the panel applied it", body = RemoteLine),
         (status = 400, body = ErrorBody), (status = 404, description = "Unknown key", body = ErrorBody),

@@ -184,7 +184,7 @@ pub struct VolumeRequest {
 }
 
 /// The panel of a key: its lines and their states.
-#[utoipa::path(get, path = "/panel/{key}", operation_id = "panel_get", tag = "panel",
+#[utoipa::path(get, path = "/api/panel/{key}", operation_id = "panel_get", tag = "panel",
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, body = RemotePanel),
         (status = 404, description = "Unknown key, or its session ended", body = ErrorBody)))]
@@ -197,7 +197,7 @@ pub async fn panel(
 }
 
 /// Switch a line's listen, as if pressed on the panel.
-#[utoipa::path(post, path = "/panel/{key}/lines/{group}/listen", operation_id = "panel_listen", tag = "panel", request_body = SwitchRequest,
+#[utoipa::path(post, path = "/api/panel/{key}/lines/{group}/listen", operation_id = "panel_listen", tag = "panel", request_body = SwitchRequest,
     params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
         (status = 400, body = ErrorBody), (status = 404, description = "Unknown key or line", body = ErrorBody),
@@ -218,7 +218,7 @@ pub async fn listen(
 }
 
 /// Set a line's volume, as if moved on the panel.
-#[utoipa::path(post, path = "/panel/{key}/lines/{group}/volume", operation_id = "panel_volume", tag = "panel", request_body = VolumeRequest,
+#[utoipa::path(post, path = "/api/panel/{key}/lines/{group}/volume", operation_id = "panel_volume", tag = "panel", request_body = VolumeRequest,
     params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
         (status = 400, body = ErrorBody), (status = 404, description = "Unknown key or line", body = ErrorBody),
@@ -239,7 +239,7 @@ pub async fn volume(
 }
 
 /// Call a line from the panel: every panel on it (and the admin's user view) flashes it for 5 s.
-#[utoipa::path(post, path = "/panel/{key}/lines/{group}/call", operation_id = "panel_call", tag = "panel",
+#[utoipa::path(post, path = "/api/panel/{key}/lines/{group}/call", operation_id = "panel_call", tag = "panel",
     params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, description = "The line, calling", body = RemoteLine),
         (status = 404, description = "Unknown key or line", body = ErrorBody)))]
@@ -257,7 +257,7 @@ pub async fn call(
 /// at once and after every change (a key, listen, volume, who talks on its lines, the admin's
 /// mutes, the panel going on- or offline), and `event: call` with a [`Call`] for calls on its
 /// lines. Ends when the session does.
-#[utoipa::path(get, path = "/panel/{key}/events", operation_id = "panel_events", tag = "panel",
+#[utoipa::path(get, path = "/api/panel/{key}/events", operation_id = "panel_events", tag = "panel",
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, description = "`state` and `call` events", body = RemotePanel, content_type = "text/event-stream"),
         (status = 404, description = "Unknown key, or its session ended", body = ErrorBody),

@@ -14,7 +14,7 @@ use crate::users::{Line, User};
 /// Work a line's talk key, as if pressed on the panel. `on` holds it (released after
 /// `crew.maxRemoteTalkSeconds` without a request from the surface; a key already on stays as it
 /// is), `toggle` latches it or lets it go, `off` lets it go. Answers once the panel applied it.
-#[utoipa::path(post, path = "/panel/{key}/lines/{group}/talk", operation_id = "panel_talk", tag = "panel", request_body = SwitchRequest,
+#[utoipa::path(post, path = "/api/panel/{key}/lines/{group}/talk", operation_id = "panel_talk", tag = "panel", request_body = SwitchRequest,
     params(("key" = String, Path, description = "The panel key"), ("group" = String, Path, description = "The line's group id")),
     responses((status = 200, description = "The line as the panel applied it", body = RemoteLine),
         (status = 400, body = ErrorBody),
@@ -68,7 +68,7 @@ fn hold_if_remote(state: &AppState, user: &User, group: &str, talk: TalkState) {
 /// talk line the admin does not hold talks (`on` holds them, as a line's `on`), or every one
 /// stops (`off`); `toggle` stops them when all of them talk and latches the silent ones otherwise. Answers
 /// the panel once it applied every line.
-#[utoipa::path(post, path = "/panel/{key}/announce", operation_id = "panel_announce", tag = "panel", request_body = SwitchRequest,
+#[utoipa::path(post, path = "/api/panel/{key}/announce", operation_id = "panel_announce", tag = "panel", request_body = SwitchRequest,
     params(("key" = String, Path, description = "The panel key")),
     responses((status = 200, description = "The panel as it applied it", body = RemotePanel),
         (status = 400, body = ErrorBody), (status = 404, description = "Unknown key", body = ErrorBody),
