@@ -4,9 +4,9 @@
 // cannot receive is refused with the reason, shown next to the form).
 
 import { get, put } from '/admin/api.js';
-import { canSync, clean, h, setText, setValue, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
+import { canSync, clean, h, setText, setValue, showError, submitting, syncKeyed } from '/admin/dom.js';
+import { actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
 
-const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 /** The settings as the server has them (the form's “Revert” and the base of each save). */
@@ -14,25 +14,24 @@ let settings = null;
 
 export function init(context) {
   ctx = context;
-  ui = {
-    form: $('aes67-form'),
-    ptp: $('aes67-ptp'),
-    iface: $('aes67-interface'),
-    domain: $('aes67-domain'),
-    latency: $('aes67-latency'),
-    grandmasters: $('aes67-grandmasters'),
-    sendName: $('aes67-send-name'),
-    sendAddress: $('aes67-send-address'),
-    sendChannels: $('aes67-send-channels'),
-    sdp: $('aes67-sdp'),
-    error: $('aes67-error'),
-    ok: $('aes67-ok'),
-    submit: $('aes67-submit'),
-    rows: $('aes67-streams-rows'),
-    empty: $('aes67-streams-empty'),
-  };
-  trackDirty(ui.form);
-  ui.form.addEventListener('submit', onSave);
+  ui = elements({
+    form: 'aes67-form',
+    ptp: 'aes67-ptp',
+    iface: 'aes67-interface',
+    domain: 'aes67-domain',
+    latency: 'aes67-latency',
+    grandmasters: 'aes67-grandmasters',
+    sendName: 'aes67-send-name',
+    sendAddress: 'aes67-send-address',
+    sendChannels: 'aes67-send-channels',
+    sdp: 'aes67-sdp',
+    error: 'aes67-error',
+    ok: 'aes67-ok',
+    submit: 'aes67-submit',
+    rows: 'aes67-streams-rows',
+    empty: 'aes67-streams-empty',
+  });
+  wireForm(ui.form, onSave);
   ui.form.addEventListener('reset', (event) => {
     event.preventDefault();
     fill(true);
@@ -47,12 +46,16 @@ export function reset() {
 
 export async function refresh() {
   let view;
-  try {
-    view = await get('/aes67');
-  } catch (error) {
-    showError(ui.error, `Could not load the AES67 settings: ${error.message}`);
-    return;
-  }
+  const loaded = await load(
+    ui.error,
+    'AES67 settings',
+    async () => {
+      view = await get('/aes67');
+    },
+    // The same element says why a save failed: a refresh keeps it.
+    { clear: false },
+  );
+  if (!loaded) return;
   settings = view.settings;
   fill(false);
   setText(ui.ptp, ptpText(view));
@@ -62,8 +65,7 @@ export async function refresh() {
     create: createRow,
     update: updateRow,
   });
-  ui.empty.hidden = streams.length > 0;
-  ui.rows.closest('.table-box').hidden = streams.length === 0;
+  showRows(ui.rows, ui.empty, streams.length);
 }
 
 function ptpText(view) {
@@ -154,7 +156,7 @@ function createRow(stream) {
     h('td', { class: 'aes-channels', dataset: { label: 'Channels' } }),
     h('td', { class: 'aes-source', dataset: { label: 'From' } }),
     h('td', { class: 'aes-address', dataset: { label: 'Address' } }),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, hear)),
+    actionsCell(hear),
   );
 }
 

@@ -4,9 +4,9 @@
 // caused them.
 
 import { del, get, post, put, seg } from '/admin/api.js';
-import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
+import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed } from '/admin/dom.js';
+import { actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
 
-const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 
@@ -28,20 +28,19 @@ export function nameOf(id) {
 
 export function init(context) {
   ctx = context;
-  ui = {
-    rows: $('groups-rows'),
-    empty: $('groups-empty'),
-    listError: $('groups-error'),
-    form: $('group-create'),
-    name: $('group-create-name'),
-    bitrate: $('group-create-bitrate'),
-    pin: $('group-create-pin'),
-    program: $('group-create-program'),
-    error: $('group-create-error'),
-    submit: $('group-create-submit'),
-  };
-  trackDirty(ui.form);
-  ui.form.addEventListener('submit', onCreate);
+  ui = elements({
+    rows: 'groups-rows',
+    empty: 'groups-empty',
+    listError: 'groups-error',
+    form: 'group-create',
+    name: 'group-create-name',
+    bitrate: 'group-create-bitrate',
+    pin: 'group-create-pin',
+    program: 'group-create-program',
+    error: 'group-create-error',
+    submit: 'group-create-submit',
+  });
+  wireForm(ui.form, onCreate);
 }
 
 export function reset() {
@@ -62,14 +61,7 @@ export async function fetchGroups() {
 }
 
 export async function refresh() {
-  try {
-    await fetchGroups();
-    showError(ui.listError, null);
-  } catch (error) {
-    showError(ui.listError, `Could not load the groups: ${error.message}`);
-    return;
-  }
-  render();
+  if (await load(ui.listError, 'groups', fetchGroups)) render();
 }
 
 function render() {
@@ -79,8 +71,8 @@ function render() {
     update: updateRow,
     keep: (row) => row.dataset.editing !== undefined,
   });
-  ui.empty.hidden = groups.length > 0 || ui.rows.children.length > 0;
-  ui.rows.closest('.table-box').hidden = ui.rows.children.length === 0;
+  // The rows, not the groups: a row being edited stays while its group is gone.
+  showRows(ui.rows, ui.empty, ui.rows.children.length);
 }
 
 /**
@@ -179,7 +171,7 @@ function updateRow(row, group) {
       h('td', { dataset: { label: 'Id' } }, h('code', { class: 'group-id' })),
       h('td', { class: 'group-bitrate', dataset: { label: 'Bitrate' } }),
       h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'group-pin' })),
-      h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, mute, edit, remove)),
+      actionsCell(mute, edit, remove),
     );
   }
   setText(row.querySelector('.group-name'), group.name);

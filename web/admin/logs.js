@@ -5,8 +5,8 @@
 
 import { get } from '/admin/api.js';
 import { h, setText, showError } from '/admin/dom.js';
+import { elements, load } from '/admin/tab.js';
 
-const $ = (id) => document.getElementById(id);
 const FIRST = 200;
 const MAX_LINES = 1000;
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
@@ -17,15 +17,15 @@ let paused = false;
 let generation = 0;
 
 export function init(context) {
-  ui = {
-    level: $('log-level'),
-    follow: $('log-follow'),
-    pause: $('log-pause'),
-    clear: $('log-clear'),
-    list: $('log-list'),
-    status: $('log-status'),
-    error: $('logs-error'),
-  };
+  ui = elements({
+    level: 'log-level',
+    follow: 'log-follow',
+    pause: 'log-pause',
+    clear: 'log-clear',
+    list: 'log-list',
+    status: 'log-status',
+    error: 'logs-error',
+  });
   ui.level.value = sessionStorage.getItem('partyline.admin.logLevel') ?? 'trace';
   ui.level.addEventListener('change', () => {
     sessionStorage.setItem('partyline.admin.logLevel', ui.level.value);
@@ -79,13 +79,10 @@ export async function refresh() {
   const level = ui.level.value;
   const query = lastSeq ? `level=${level}&after=${lastSeq}&limit=${MAX_LINES}` : `level=${level}&limit=${FIRST}`;
   let body;
-  try {
+  const loaded = await load(ui.error, 'logs', async () => {
     body = await get(`/logs?${query}`);
-    showError(ui.error, null);
-  } catch (error) {
-    showError(ui.error, `Could not load the logs: ${error.message}`);
-    return;
-  }
+  });
+  if (!loaded) return;
   // The level changed (or the view was reset) while this was on its way: drop it.
   if (asked !== generation || paused) return;
   const fresh = body.logs.filter((entry) => entry.seq > lastSeq).reverse();

@@ -10,6 +10,7 @@
 import { initTheme } from '/common/theme.js';
 import { ApiError, Unreachable, api, on, token } from '/admin/api.js';
 import { setText, showError } from '/admin/dom.js';
+import { $, elements } from '/admin/tab.js';
 import * as aes67 from '/admin/aes67.js';
 import * as groups from '/admin/groups.js';
 import * as positions from '/admin/positions.js';
@@ -22,21 +23,24 @@ import * as live from '/admin/live.js';
 
 const REFRESH_MS = 3_000;
 const TABS = ['groups', 'positions', 'users', 'stats', 'logs'];
+/** The tabs' modules (the Groups tab has four): `init(context)`, `reset()`, and `shown(tab)` for some. */
+const MODULES = [groups, streams, positions, soundcard, aes67, users, stats, logs];
 
 const root = document.documentElement;
-const $ = (id) => document.getElementById(id);
 const ui = {
-  loginView: $('login-view'),
-  loginForm: $('login-form'),
-  token: $('token'),
-  loginError: $('login-error'),
-  login: $('login'),
-  app: $('app'),
-  logout: $('logout'),
-  offline: $('offline'),
-  offlineDetail: $('offline-detail'),
-  lastRefresh: $('last-refresh'),
-  live: $('live'),
+  ...elements({
+    loginView: 'login-view',
+    loginForm: 'login-form',
+    token: 'token',
+    loginError: 'login-error',
+    login: 'login',
+    app: 'app',
+    logout: 'logout',
+    offline: 'offline',
+    offlineDetail: 'offline-detail',
+    lastRefresh: 'last-refresh',
+    live: 'live',
+  }),
   tablist: document.querySelector('[role="tablist"]'),
 };
 
@@ -147,7 +151,7 @@ function selectTab(name, { focus = false, fromHash = false } = {}) {
   root.dataset.tab = name;
   if (focus) tabButton(name).focus();
   if (!fromHash && location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
-  for (const module of [groups, positions, soundcard, users, stats, logs]) module.shown?.(name);
+  for (const module of MODULES) module.shown?.(name);
   refreshNow();
 }
 
@@ -199,7 +203,7 @@ function logout(message) {
   live.stop();
   ui.live.hidden = true;
   token.clear();
-  for (const module of [groups, streams, positions, soundcard, aes67, users, stats, logs]) module.reset?.();
+  for (const module of MODULES) module.reset?.();
   lastContact = 0;
   showLogin(message);
 }
@@ -237,7 +241,7 @@ async function onLogin(event) {
 function init() {
   initTheme($('theme'));
   const context = { refreshNow };
-  for (const module of [groups, streams, positions, soundcard, aes67, users, stats, logs]) module.init(context);
+  for (const module of MODULES) module.init(context);
   live.init(ui.live, onLiveEvents);
   initTabs();
   ui.loginForm.addEventListener('submit', onLogin);

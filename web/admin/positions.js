@@ -20,15 +20,14 @@ import {
   showError,
   submitting,
   syncKeyed,
-  trackDirty,
 } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
+import { actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
 import { drawQr } from '/common/qr.js';
 
 /** The API's bound on a position's lines. */
 const MAX_LINES = 12;
 
-const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 let positions = [];
@@ -39,34 +38,33 @@ let editing = null;
 
 export function init(context) {
   ctx = context;
-  ui = {
-    rows: $('positions-rows'),
-    empty: $('positions-empty'),
-    listError: $('positions-error'),
-    form: $('position-form'),
-    title: $('position-form-title'),
-    name: $('position-name'),
-    lineRows: $('position-line-rows'),
-    linesCount: $('position-lines-count'),
-    noGroups: $('position-no-groups'),
-    pin: $('position-pin'),
-    pinLabel: $('position-pin-label'),
-    pinRemove: $('position-pin-remove'),
-    pinRemoveLabel: $('position-pin-remove-label'),
-    siteField: $('position-site-field'),
-    site: $('position-site'),
-    announce: $('position-announce'),
-    one: $('position-one'),
-    talkToField: $('position-talk-to-field'),
-    talkTo: $('position-talk-to'),
-    error: $('position-error'),
-    submit: $('position-submit'),
-    cancel: $('position-cancel'),
-    links: $('join-links'),
-    linksEmpty: $('join-links-empty'),
-  };
-  trackDirty(ui.form);
-  ui.form.addEventListener('submit', onSubmit);
+  ui = elements({
+    rows: 'positions-rows',
+    empty: 'positions-empty',
+    listError: 'positions-error',
+    form: 'position-form',
+    title: 'position-form-title',
+    name: 'position-name',
+    lineRows: 'position-line-rows',
+    linesCount: 'position-lines-count',
+    noGroups: 'position-no-groups',
+    pin: 'position-pin',
+    pinLabel: 'position-pin-label',
+    pinRemove: 'position-pin-remove',
+    pinRemoveLabel: 'position-pin-remove-label',
+    siteField: 'position-site-field',
+    site: 'position-site',
+    announce: 'position-announce',
+    one: 'position-one',
+    talkToField: 'position-talk-to-field',
+    talkTo: 'position-talk-to',
+    error: 'position-error',
+    submit: 'position-submit',
+    cancel: 'position-cancel',
+    links: 'join-links',
+    linksEmpty: 'join-links-empty',
+  });
+  wireForm(ui.form, onSubmit);
   ui.form.addEventListener('change', countLines);
   ui.form.addEventListener('keydown', (event) => {
     if (event.key === 'Escape' && editing) stopEdit();
@@ -88,22 +86,17 @@ export function reset() {
 }
 
 export async function refresh() {
-  try {
+  const loaded = await load(ui.listError, 'positions', async () => {
     const [body, stats] = await Promise.all([get('/positions'), get('/stats'), groups.fetchGroups()]);
     positions = body.positions;
     sites = [...new Set((stats.janus?.nodes ?? []).map((node) => node.site).filter(Boolean))].sort();
-    showError(ui.listError, null);
-  } catch (error) {
-    showError(ui.listError, `Could not load the positions: ${error.message}`);
-    return;
-  }
-  render();
+  });
+  if (loaded) render();
 }
 
 function render() {
   syncKeyed(ui.rows, positions, { key: (p) => p.id, create: createRow, update: updateRow });
-  ui.empty.hidden = positions.length > 0;
-  ui.rows.closest('.table-box').hidden = positions.length === 0;
+  showRows(ui.rows, ui.empty, positions.length);
   renderPicker();
   renderSites();
   // The position being edited changed on the server (a group renamed, say): while the admin
@@ -159,7 +152,7 @@ function createRow(position) {
       h('span', { class: 'badge position-talk-to', hidden: true }),
     ),
     h('td', { dataset: { label: 'PIN' } }, h('span', { class: 'position-pin' })),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, edit, remove)),
+    actionsCell(edit, remove),
   );
 }
 

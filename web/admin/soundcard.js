@@ -16,12 +16,11 @@ import {
   showError,
   submitting,
   syncKeyed,
-  trackDirty,
 } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import { ifbFields, ifbSummary } from '/admin/ifb.js';
+import { $, actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
 
-const $ = (id) => document.getElementById(id);
 const CHANNELS = 8;
 const CARD_RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000, 88200, 96000, 176400, 192000];
 
@@ -33,40 +32,40 @@ let devicesAt = 0;
 
 export function init(context) {
   ctx = context;
-  ui = {
-    deviceForm: $('device-form'),
-    deviceInput: $('device-input'),
-    deviceOutput: $('device-output'),
-    deviceRate: $('device-rate'),
-    devicePlatform: $('device-platform'),
-    deviceError: $('device-error'),
-    deviceOk: $('device-ok'),
-    deviceSubmit: $('device-submit'),
-    deviceRescan: $('device-rescan'),
-    audioForm: $('audio-form'),
-    audioRate: $('audio-rate'),
-    audioBitrate: $('audio-bitrate'),
-    audioJitter: $('audio-jitter'),
-    audioError: $('audio-error'),
-    audioOk: $('audio-ok'),
-    audioSubmit: $('audio-submit'),
-    channelsForm: $('channels-form'),
-    channelsInputs: $('channels-inputs'),
-    channelsOutputs: $('channels-outputs'),
-    channelsError: $('channels-error'),
-    channelsOk: $('channels-ok'),
-    channelsSubmit: $('channels-submit'),
-    suRows: $('server-users-rows'),
-    suEmpty: $('server-users-empty'),
-    suListError: $('server-users-list-error'),
-    suForm: $('server-user-create'),
-    suName: $('su-create-name'),
-    suGroup: $('su-create-group'),
-    suInput: $('su-create-input'),
-    suOutput: $('su-create-output'),
-    suError: $('su-create-error'),
-    suSubmit: $('su-create-submit'),
-  };
+  ui = elements({
+    deviceForm: 'device-form',
+    deviceInput: 'device-input',
+    deviceOutput: 'device-output',
+    deviceRate: 'device-rate',
+    devicePlatform: 'device-platform',
+    deviceError: 'device-error',
+    deviceOk: 'device-ok',
+    deviceSubmit: 'device-submit',
+    deviceRescan: 'device-rescan',
+    audioForm: 'audio-form',
+    audioRate: 'audio-rate',
+    audioBitrate: 'audio-bitrate',
+    audioJitter: 'audio-jitter',
+    audioError: 'audio-error',
+    audioOk: 'audio-ok',
+    audioSubmit: 'audio-submit',
+    channelsForm: 'channels-form',
+    channelsInputs: 'channels-inputs',
+    channelsOutputs: 'channels-outputs',
+    channelsError: 'channels-error',
+    channelsOk: 'channels-ok',
+    channelsSubmit: 'channels-submit',
+    suRows: 'server-users-rows',
+    suEmpty: 'server-users-empty',
+    suListError: 'server-users-list-error',
+    suForm: 'server-user-create',
+    suName: 'su-create-name',
+    suGroup: 'su-create-group',
+    suInput: 'su-create-input',
+    suOutput: 'su-create-output',
+    suError: 'su-create-error',
+    suSubmit: 'su-create-submit',
+  });
   ui.suIfb = ifbFields('su-create', null, inputLabel);
   ui.suForm.querySelector('.form-grid').after(ui.suIfb.element);
   setOptions(
@@ -92,7 +91,10 @@ export function init(context) {
       );
     }
   }
-  for (const form of [ui.deviceForm, ui.audioForm, ui.channelsForm, ui.suForm]) trackDirty(form);
+  wireForm(ui.deviceForm, onDevice);
+  wireForm(ui.audioForm, onAudio);
+  wireForm(ui.channelsForm, onChannels);
+  wireForm(ui.suForm, onCreateServerUser);
   // "Revert": the form takes the server's values again at the next refresh (now).
   for (const form of [ui.deviceForm, ui.audioForm, ui.channelsForm]) {
     form.addEventListener('reset', (event) => {
@@ -103,15 +105,11 @@ export function init(context) {
       ctx.refreshNow();
     });
   }
-  ui.deviceForm.addEventListener('submit', onDevice);
   ui.deviceRescan.addEventListener('click', async () => {
     ui.deviceRescan.disabled = true;
     await refreshDeviceList();
     ui.deviceRescan.disabled = false;
   });
-  ui.audioForm.addEventListener('submit', onAudio);
-  ui.channelsForm.addEventListener('submit', onChannels);
-  ui.suForm.addEventListener('submit', onCreateServerUser);
   groups.subscribe(() => {
     syncChannelSelects();
     if (document.activeElement !== ui.suGroup) syncGroupSelect(ui.suGroup);
@@ -334,15 +332,11 @@ function syncChannelSelects() {
 // Server audio users
 
 async function refreshServerUsers() {
-  try {
+  const loaded = await load(ui.suListError, 'server audio users', async () => {
     const body = await get('/server-users');
     serverUsers = body.serverUsers;
-    showError(ui.suListError, null);
-  } catch (error) {
-    showError(ui.suListError, `Could not load the server audio users: ${error.message}`);
-    return;
-  }
-  render();
+  });
+  if (loaded) render();
 }
 
 function render() {
@@ -352,8 +346,8 @@ function render() {
     update: updateServerUserRow,
     keep: (row) => row.dataset.editing !== undefined,
   });
-  ui.suEmpty.hidden = serverUsers.length > 0 || ui.suRows.children.length > 0;
-  ui.suRows.closest('.table-box').hidden = ui.suRows.children.length === 0;
+  // The rows, not the users: a row being edited stays while its user is gone.
+  showRows(ui.suRows, ui.suEmpty, ui.suRows.children.length);
 }
 
 function serverUserBody(name, group, input, output, ifb) {
@@ -396,15 +390,9 @@ function updateServerUserRow(row, user) {
         h('span', { class: 'su-output' }),
         h('div', { class: 'su-ifb muted small' }),
       ),
-      h(
-        'td',
-        { class: 'cell-actions' },
-        h(
-          'div',
-          { class: 'row-actions' },
-          h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit'),
-          h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete'),
-        ),
+      actionsCell(
+        h('button', { class: 'secondary small-button', type: 'button', onclick: () => startEdit(row) }, 'Edit'),
+        h('button', { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) }, 'Delete'),
       ),
     );
   }

@@ -4,9 +4,9 @@
 // certificate's SHA-256, with a copy button, for a control surface to pin.
 
 import { get } from '/admin/api.js';
-import { bytes, copyText, duration, h, setAttr, setText, showError, svg, syncKeyed } from '/admin/dom.js';
+import { bytes, copyText, duration, h, setAttr, setText, svg, syncKeyed } from '/admin/dom.js';
+import { $, elements, load, showRows } from '/admin/tab.js';
 
-const $ = (id) => document.getElementById(id);
 const SAMPLES_KEY = 'partyline.admin.samples';
 const WINDOW_MS = 15 * 60_000;
 const MAX_SAMPLES = 400;
@@ -18,26 +18,28 @@ let samples = [];
 
 export function init() {
   ui = {
-    active: $('stat-active'),
-    total: $('stat-total'),
-    uptime: $('stat-uptime'),
-    rss: $('stat-rss'),
-    janusState: $('janus-state'),
-    janusVersion: $('janus-version'),
-    janusRooms: $('janus-rooms'),
-    janusParticipants: $('janus-participants'),
-    janusError: $('janus-error'),
-    nodes: $('nodes-rows'),
-    bridgeState: $('bridge-state'),
-    bridgeGeneration: $('bridge-generation'),
-    bridgeMessage: $('bridge-message'),
-    participants: $('participants-rows'),
-    branches: $('branches-rows'),
-    branchesEmpty: $('branches-empty'),
-    tlsState: $('tls-state'),
-    tlsSha256: $('tls-sha256'),
-    tlsCopyActions: $('tls-copy-actions'),
-    error: $('stats-error'),
+    ...elements({
+      active: 'stat-active',
+      total: 'stat-total',
+      uptime: 'stat-uptime',
+      rss: 'stat-rss',
+      janusState: 'janus-state',
+      janusVersion: 'janus-version',
+      janusRooms: 'janus-rooms',
+      janusParticipants: 'janus-participants',
+      janusError: 'janus-error',
+      nodes: 'nodes-rows',
+      bridgeState: 'bridge-state',
+      bridgeGeneration: 'bridge-generation',
+      bridgeMessage: 'bridge-message',
+      participants: 'participants-rows',
+      branches: 'branches-rows',
+      branchesEmpty: 'branches-empty',
+      tlsState: 'tls-state',
+      tlsSha256: 'tls-sha256',
+      tlsCopyActions: 'tls-copy-actions',
+      error: 'stats-error',
+    }),
     charts: {
       connections: makeChart($('chart-connections'), 'series-1', 'Connections over the last minutes'),
       memory: makeChart($('chart-memory'), 'series-2', 'Memory (RSS) over the last minutes'),
@@ -63,13 +65,10 @@ export function shown(tab) {
 
 export async function refresh() {
   let stats;
-  try {
+  const loaded = await load(ui.error, 'stats', async () => {
     stats = await get('/stats');
-    showError(ui.error, null);
-  } catch (error) {
-    showError(ui.error, `Could not load the stats: ${error.message}`);
-    return;
-  }
+  });
+  if (!loaded) return;
   const now = Date.now();
   samples.push({ t: now, active: stats.activeConnections, rss: stats.memory?.rss ?? 0 });
   samples = samples.filter((s) => s.t > now - WINDOW_MS).slice(-MAX_SAMPLES);
@@ -149,7 +148,7 @@ function render(stats) {
       setText(row.querySelector('.p-error'), p.lastError || '—');
     },
   });
-  ui.participants.closest('.table-box').hidden = participants.length === 0;
+  showRows(ui.participants, null, participants.length);
   const level = (db) => (Number.isFinite(db) ? `${db.toFixed(1)} dBFS` : '—');
   const branches = bridge.branches ?? [];
   syncKeyed(ui.branches, branches, {
@@ -172,8 +171,7 @@ function render(stats) {
       setText(row.querySelector('.b-output'), level(b.outputLevelDb));
     },
   });
-  ui.branchesEmpty.hidden = branches.length > 0;
-  ui.branches.closest('.table-box').hidden = branches.length === 0;
+  showRows(ui.branches, ui.branchesEmpty, branches.length);
 
   const sha256 = stats.tls?.certificateSha256;
   badge(ui.tlsState, stats.tls?.enabled ? 'on' : 'off', { on: 'ok', off: 'neutral' });

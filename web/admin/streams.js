@@ -3,10 +3,10 @@
 // form that creates one and shows its URL and secret this once (the API keeps only a hash).
 
 import { del, get, post, seg } from '/admin/api.js';
-import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed, trackDirty } from '/admin/dom.js';
+import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
+import { actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
 
-const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 /** Every group's tokens: `{ group, id, kind, name, sessions }`. */
@@ -14,22 +14,21 @@ let tokens = [];
 
 export function init(context) {
   ctx = context;
-  ui = {
-    rows: $('stream-tokens-rows'),
-    empty: $('stream-tokens-empty'),
-    listError: $('stream-tokens-error'),
-    form: $('stream-token-create'),
-    group: $('stream-token-group'),
-    kind: $('stream-token-kind'),
-    name: $('stream-token-name'),
-    error: $('stream-token-error'),
-    submit: $('stream-token-submit'),
-    created: $('stream-token-created'),
-    url: $('stream-token-url'),
-    secret: $('stream-token-secret'),
-  };
-  trackDirty(ui.form);
-  ui.form.addEventListener('submit', onCreate);
+  ui = elements({
+    rows: 'stream-tokens-rows',
+    empty: 'stream-tokens-empty',
+    listError: 'stream-tokens-error',
+    form: 'stream-token-create',
+    group: 'stream-token-group',
+    kind: 'stream-token-kind',
+    name: 'stream-token-name',
+    error: 'stream-token-error',
+    submit: 'stream-token-submit',
+    created: 'stream-token-created',
+    url: 'stream-token-url',
+    secret: 'stream-token-secret',
+  });
+  wireForm(ui.form, onCreate);
 }
 
 export function reset() {
@@ -44,15 +43,11 @@ export function reset() {
 
 export async function refresh() {
   const list = groups.current();
-  try {
+  const loaded = await load(ui.listError, 'stream tokens', async () => {
     const answers = await Promise.all(list.map((g) => get(`/groups/${seg(g.id)}/stream-tokens`)));
     tokens = answers.flatMap((body, i) => body.tokens.map((t) => ({ group: list[i].id, ...t })));
-    showError(ui.listError, null);
-  } catch (error) {
-    showError(ui.listError, `Could not load the stream tokens: ${error.message}`);
-    return;
-  }
-  render(list);
+  });
+  if (loaded) render(list);
 }
 
 function render(list) {
@@ -60,8 +55,7 @@ function render(list) {
   ui.group.replaceChildren(...list.map((g) => h('option', { value: g.id }, g.name)));
   if (list.some((g) => g.id === chosen)) ui.group.value = chosen;
   syncKeyed(ui.rows, tokens, { key: (t) => `${t.group}/${t.id}`, create: createRow, update: updateRow });
-  ui.empty.hidden = tokens.length > 0;
-  ui.rows.closest('.table-box').hidden = tokens.length === 0;
+  showRows(ui.rows, ui.empty, tokens.length);
 }
 
 function createRow(token) {
@@ -77,7 +71,7 @@ function createRow(token) {
     h('td', { class: 'st-kind', dataset: { label: 'Kind' } }),
     h('td', { class: 'st-name', dataset: { label: 'Name' } }),
     h('td', { class: 'st-sessions', dataset: { label: 'Sessions' } }),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, revoke)),
+    actionsCell(revoke),
   );
 }
 

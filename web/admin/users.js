@@ -11,8 +11,8 @@ import { del, get, post, seg } from '/admin/api.js';
 import { confirmDialog, dateTime, h, relative, setAttr, setText, showError, syncKeyed } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import { keysText } from '/admin/positions.js';
+import { actionsCell, elements, load, showRows } from '/admin/tab.js';
 
-const $ = (id) => document.getElementById(id);
 let ctx;
 let ui;
 let users = [];
@@ -24,17 +24,17 @@ const leaving = new Set();
 
 export function init(context) {
   ctx = context;
-  ui = {
-    rows: $('users-rows'),
-    pendingHead: $('users-pending-head'),
-    pendingRows: $('users-pending-rows'),
-    empty: $('users-empty'),
-    error: $('users-error'),
-    count: $('users-count'),
-    bans: $('bans-rows'),
-    bansEmpty: $('bans-empty'),
-    bansError: $('bans-error'),
-  };
+  ui = elements({
+    rows: 'users-rows',
+    pendingHead: 'users-pending-head',
+    pendingRows: 'users-pending-rows',
+    empty: 'users-empty',
+    error: 'users-error',
+    count: 'users-count',
+    bans: 'bans-rows',
+    bansEmpty: 'bans-empty',
+    bansError: 'bans-error',
+  });
 }
 
 export function reset() {
@@ -49,19 +49,22 @@ export function reset() {
 }
 
 export async function refresh() {
-  try {
-    const [body, banned] = await Promise.all([
-      get('/users?state=all'),
-      get('/bans'),
-      groups.fetchGroups().catch(() => null),
-    ]);
-    users = body.users;
-    bans = banned.bans;
-  } catch (error) {
-    showError(ui.error, `Could not load the users: ${error.message}`);
-    return;
-  }
-  render();
+  const loaded = await load(
+    ui.error,
+    'users',
+    async () => {
+      const [body, banned] = await Promise.all([
+        get('/users?state=all'),
+        get('/bans'),
+        groups.fetchGroups().catch(() => null),
+      ]);
+      users = body.users;
+      bans = banned.bans;
+    },
+    // The same element says why a disconnect or a line's action failed: a refresh keeps it.
+    { clear: false },
+  );
+  if (loaded) render();
 }
 
 /** By name. */
@@ -80,8 +83,7 @@ function render() {
   const pending = sorted.filter((u) => u.state !== 'connected');
   syncKeyed(ui.pendingRows, pending, keyed);
   ui.pendingHead.hidden = pending.length === 0;
-  ui.empty.hidden = sorted.length > 0;
-  ui.rows.closest('.table-box').hidden = sorted.length === 0;
+  showRows(ui.rows, ui.empty, sorted.length);
   const connected = sorted.length - pending.length;
   setText(ui.count, String(connected));
   ui.count.hidden = connected === 0;
@@ -120,8 +122,7 @@ function renderBans() {
       ),
     update: () => {},
   });
-  ui.bans.closest('.table-box').hidden = bans.length === 0;
-  ui.bansEmpty.hidden = bans.length > 0;
+  showRows(ui.bans, ui.bansEmpty, bans.length);
 }
 
 async function onLift(ban) {
@@ -158,7 +159,7 @@ function createRow(user) {
       ' ',
       h('span', { class: 'muted small u-address' }),
     ),
-    h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, button)),
+    actionsCell(button),
   );
 }
 
