@@ -1,4 +1,4 @@
-// Groups tab, AES67 network audio (`/aes67`, `/config/aes67`): the settings, the PTP follower's
+// Sound card tab, AES67 network audio (`/aes67`, `/config/aes67`): the settings, the PTP follower's
 // state, and the streams SAP announces on the media network, each with a “Hear on the inputs”
 // button that stores its SDP as the received stream (the server checks it: a stream partyline
 // cannot receive is refused with the reason, shown next to the form).

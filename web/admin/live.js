@@ -1,6 +1,7 @@
 // The live event stream (`GET /api/admin/events`, Server-Sent Events): every event makes the
 // page fetch again at once, so a change shows within one fetch instead of at the next 3 s tick
-// (which stays underneath as the floor). EventSource cannot send the admin token, so the stream
+// (which stays underneath as the floor); and each event with its data goes, as it comes, to
+// whoever writes it into the page in place (the Show tab's talk lights). EventSource cannot send the admin token, so the stream
 // is read with fetch. Reconnects with Last-Event-ID after a drop; the badge says whether the
 // stream is up (`data-live="on|off"`).
 
@@ -10,16 +11,20 @@ const RETRY_MS = 1_000;
 
 let badge = null;
 let onChange = () => {};
+let onEvent = () => {};
 let controller = null;
 let lastId = null;
 
 /**
  * `badgeElement` shows the state; `changed(names)` is called at most once per frame with the
- * names of the events since the last call (`null`: unknown, after a reconnect).
+ * names of the events since the last call (`null`: unknown, after a reconnect);
+ * `event(name, data)` at once for each event (`data`: its JSON, parsed; `name` null after a
+ * reconnect, when events may have been missed).
  */
-export function init(badgeElement, changed) {
+export function init(badgeElement, changed, event = () => {}) {
   badge = badgeElement;
   onChange = changed;
+  onEvent = event;
   show(false);
 }
 
@@ -73,6 +78,25 @@ async function run(signal) {
   }
 }
 
+/** Hands one event and its data (`data:` lines, JSON) to `onEvent`; a page error there stays there. */
+function deliver(name, lines) {
+  const text = lines
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(5).replace(/^ /, ''))
+    .join('\n');
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: passed on as null
+  }
+  try {
+    onEvent(name, data);
+  } catch (error) {
+    console.error(error);
+  }
+}
+
 async function follow(signal) {
   const headers = { Accept: 'text/event-stream', Authorization: `Bearer ${token.get()}` };
   if (lastId !== null) headers['Last-Event-ID'] = lastId;
@@ -80,6 +104,7 @@ async function follow(signal) {
   if (!response.ok) throw new Error(`HTTP ${response.status}`);
   show(true);
   // Whatever happened while the stream was down: fetch once now.
+  onEvent(null, null);
   changed(null);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
@@ -94,8 +119,14 @@ async function follow(signal) {
       const id = block.split('\n').find((line) => line.startsWith('id:'));
       if (id) lastId = id.slice(3).trim();
       // A comment (keep-alive) is no change; any event is, `reset` and `overflow` included.
-      const name = block.split('\n').find((line) => line.startsWith('event:'));
-      if (name) changed(name.slice(6).trim());
+      const lines = block.split('\n');
+      const name = lines
+        .find((line) => line.startsWith('event:'))
+        ?.slice(6)
+        .trim();
+      if (!name) continue;
+      deliver(name, lines);
+      changed(name);
     }
   }
 }

@@ -1,4 +1,4 @@
-// Logs tab: control's log ring (`GET /logs`), oldest at the top and newest at the bottom like
+// System tab, the logs: control's log ring (`GET /logs`), oldest at the top and newest at the bottom like
 // a terminal, coloured by level. The first fetch takes the newest 200 entries of the chosen
 // level; every later one only what is newer than the newest `seq` seen (`after=`). Pause stops
 // fetching (and catches up on resume); Auto-scroll keeps the newest line in view.

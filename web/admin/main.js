@@ -1,11 +1,15 @@
-// The admin UI: login, five tabs (Groups with the sound card, Positions with the join links,
-// Users, Stats, Logs), an "unreachable" banner, logout. Plain ES modules, no build step; served
-// by control at /admin, talking to /api/admin on the same origin.
+// The admin UI: login, six tabs by task (Show: the live grid of lines and crew; Lines: groups,
+// positions, join links and the rooms' audio; Crew: who is connected, bans; Sound card: device,
+// channel names, server audio users, AES67; Streams: WHIP and WHEP; System: stats, nodes,
+// logs), an "unreachable" banner, logout. Plain ES modules, no build step; served by control at
+// /admin, talking to /api/admin on the same origin. The tab is in the address (`/admin#crew`),
+// each tab chosen is a step of the browser's history (Back returns to the tab before).
 //
 // Refresh rules: the stats (the chart keeps sampling on every tab) and the visible tab are
 // fetched again on every live event (live.js: the server's event stream) and every 3 s
 // whatever happens, and written into the page in place (keyed rows, text only where it
-// changed); a form with focus or unsaved input is never overwritten.
+// changed); a form with focus or unsaved input is never overwritten. The Show tab also takes
+// each event as it comes (show.js), so a talk lights its cell without a fetch.
 
 import { initTheme } from '/common/theme.js';
 import { ApiError, Unreachable, api, on, token } from '/admin/api.js';
@@ -14,6 +18,7 @@ import { $, elements } from '/admin/tab.js';
 import * as aes67 from '/admin/aes67.js';
 import * as groups from '/admin/groups.js';
 import * as positions from '/admin/positions.js';
+import * as show from '/admin/show.js';
 import * as soundcard from '/admin/soundcard.js';
 import * as streams from '/admin/streams.js';
 import * as users from '/admin/users.js';
@@ -22,9 +27,11 @@ import * as logs from '/admin/logs.js';
 import * as live from '/admin/live.js';
 
 const REFRESH_MS = 3_000;
-const TABS = ['groups', 'positions', 'users', 'stats', 'logs'];
-/** The tabs' modules (the Groups tab has four): `init(context)`, `reset()`, and `shown(tab)` for some. */
-const MODULES = [groups, streams, positions, soundcard, aes67, users, stats, logs];
+const TABS = ['show', 'lines', 'crew', 'soundcard', 'streams', 'system'];
+/** The tabs of earlier versions, still in bookmarks: where each went. */
+const OLD_TABS = { groups: 'lines', positions: 'lines', users: 'crew', stats: 'system', logs: 'system' };
+/** The tabs' modules: `init(context)`, `reset()`, and `shown(tab)` for some. */
+const MODULES = [show, groups, streams, positions, soundcard, aes67, users, stats, logs];
 
 const root = document.documentElement;
 const ui = {
@@ -44,16 +51,20 @@ const ui = {
   tablist: document.querySelector('[role="tablist"]'),
 };
 
+/** The groups, for the tabs that only name them (select options): a failure is said elsewhere. */
+const groupNames = () => groups.fetchGroups().catch(() => null);
+
 /** What each tab fetches when it is visible. */
 const refreshers = {
-  groups: () => Promise.all([groups.refresh().then(() => streams.refresh()), soundcard.refresh(), aes67.refresh()]),
-  positions: () => positions.refresh(),
-  users: () => users.refresh(),
-  stats: async () => {}, // fetched on every tick anyway
-  logs: () => logs.refresh(),
+  show: () => show.refresh(),
+  lines: () => Promise.all([groups.refresh(), positions.refresh(), soundcard.refreshAudio()]),
+  crew: () => users.refresh(),
+  soundcard: () => Promise.all([groupNames().then(() => soundcard.refresh()), aes67.refresh()]),
+  streams: () => groupNames().then(() => streams.refresh()),
+  system: () => logs.refresh(), // the stats are fetched on every tick anyway
 };
 
-let active = 'groups';
+let active = 'show';
 let loggedIn = false;
 let timer = null;
 let running = null;
@@ -89,16 +100,19 @@ async function tick() {
 }
 
 /**
- * Live events: fetch again now. A log line alone matters to the Logs tab only (and a refused
- * request of a refresh logs one: refreshing on it would loop).
+ * Events that change nothing the admin UI shows outside the System tab's logs: a log line, and
+ * who talks (only the Show tab has talk lights, and it takes them from the event itself:
+ * refreshing on each would fetch every page at voice pace).
  */
-/** Events that change nothing the admin UI shows outside the Logs tab: a log line, and who
- * talks (the UI has no talk lights; refreshing on each would fetch every page at voice pace). */
 const QUIET_EVENTS = new Set(['log', 'talking', 'stoppedTalking']);
+/** On the Show tab, also what it writes in place from the event (a link's quality, a member's node). */
+const QUIET_ON_SHOW = new Set([...QUIET_EVENTS, 'linkChanged', 'sessionMoved']);
 
+/** Live events (`names`: those since the last call, null after a reconnect): fetch again now. */
 function onLiveEvents(names) {
-  const onlyQuiet = names && [...names].every((name) => QUIET_EVENTS.has(name));
-  if (!onlyQuiet || active === 'logs') refreshNow();
+  const quiet = active === 'show' ? QUIET_ON_SHOW : QUIET_EVENTS;
+  const onlyQuiet = names && [...names].every((name) => quiet.has(name));
+  if (!onlyQuiet || (active === 'system' && names.has('log'))) refreshNow();
 }
 
 /** Fetch again now (after a change, on a tab switch). */
@@ -138,8 +152,20 @@ function tabButton(name) {
   return $(`tab-${name}`);
 }
 
-function selectTab(name, { focus = false, fromHash = false } = {}) {
-  if (!TABS.includes(name)) name = 'groups';
+/** The tab a hash names (`#crew`, or an old name such as `#users`), or null. */
+function tabOfHash(hash) {
+  const name = hash.replace(/^#/, '');
+  if (TABS.includes(name)) return name;
+  return OLD_TABS[name] ?? null;
+}
+
+/**
+ * Shows tab `name`. A tab the admin chose is a new step of the history (`push`), so that Back
+ * returns to the previous one; one taken from the address (a deep link, Back) only replaces
+ * an old name in it.
+ */
+function selectTab(name, { focus = false, push = false } = {}) {
+  if (!TABS.includes(name)) name = 'show';
   active = name;
   for (const tab of TABS) {
     const selected = tab === name;
@@ -150,24 +176,32 @@ function selectTab(name, { focus = false, fromHash = false } = {}) {
   }
   root.dataset.tab = name;
   if (focus) tabButton(name).focus();
-  if (!fromHash && location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
+  if (location.hash !== `#${name}`) {
+    if (push) history.pushState(null, '', `#${name}`);
+    else history.replaceState(null, '', `#${name}`);
+  }
   for (const module of MODULES) module.shown?.(name);
   refreshNow();
 }
 
 function initTabs() {
-  for (const tab of TABS) tabButton(tab).addEventListener('click', () => selectTab(tab));
+  for (const tab of TABS) tabButton(tab).addEventListener('click', () => selectTab(tab, { push: true }));
   ui.tablist.addEventListener('keydown', (event) => {
     const at = TABS.indexOf(active);
     const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: TABS.length - 1 }[event.key];
     if (to === undefined) return;
     event.preventDefault();
-    selectTab(TABS[(to + TABS.length) % TABS.length], { focus: true });
+    selectTab(TABS[(to + TABS.length) % TABS.length], { focus: true, push: true });
   });
-  window.addEventListener('hashchange', () => {
-    const name = location.hash.slice(1);
-    if (TABS.includes(name) && name !== active) selectTab(name, { fromHash: true });
-  });
+  // Back and Forward (popstate), and a hash typed or followed (hashchange).
+  const follow = () => {
+    const name = tabOfHash(location.hash);
+    if (!name) return;
+    if (name !== active) selectTab(name);
+    else if (location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`); // an old name
+  };
+  window.addEventListener('hashchange', follow);
+  window.addEventListener('popstate', follow);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -196,7 +230,7 @@ function enterApp() {
   ui.logout.hidden = false;
   ui.live.hidden = false;
   live.start();
-  selectTab(location.hash.slice(1), { fromHash: true });
+  selectTab(tabOfHash(location.hash) ?? 'show');
 }
 
 function logout(message) {
@@ -242,7 +276,7 @@ function init() {
   initTheme($('theme'));
   const context = { refreshNow };
   for (const module of MODULES) module.init(context);
-  live.init(ui.live, onLiveEvents);
+  live.init(ui.live, onLiveEvents, show.onEvent);
   initTabs();
   ui.loginForm.addEventListener('submit', onLogin);
   ui.logout.addEventListener('click', () => logout());

@@ -1,4 +1,4 @@
-// Groups tab, second half: the sound card. Device and sample rate (`/audio/device`, choices
+// Sound card tab (and the Lines tab's audio of the rooms). Device and sample rate (`/audio/device`, choices
 // from `/devices/list`), the rooms' audio settings (`/config/audio`), the names of the 8
 // inputs and 8 outputs (`/audio/channels/names`) and the server audio users
 // (`/server-users`; writes answer 503 while partyline-bridged is not running, and that error is
@@ -228,7 +228,7 @@ async function onDevice(event) {
 // ---------------------------------------------------------------------------------------------
 // Audio settings
 
-async function refreshAudio() {
+export async function refreshAudio() {
   try {
     const config = await get('/config');
     const audio = config.audio ?? {};

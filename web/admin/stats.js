@@ -1,4 +1,4 @@
-// Stats tab: figures from `GET /stats`, fetched on every tick whatever the tab (the chart needs
+// System tab, the stats: figures from `GET /stats`, fetched on every tick whatever the tab (the chart needs
 // the samples, and it tells the app whether the server answers), a chart of the last minutes
 // drawn in SVG from the samples this page keeps (also across a reload of the tab), and the TLS
 // certificate's SHA-256, with a copy button, for a control surface to pin.
@@ -60,7 +60,7 @@ export function reset() {
 }
 
 export function shown(tab) {
-  if (tab === 'stats') drawCharts();
+  if (tab === 'system') drawCharts();
 }
 
 export async function refresh() {

@@ -155,7 +155,7 @@ describe('crew panel and the sound card', { timeout: 180_000 }, () => {
         await page.locator('#token').fill(control.adminToken);
         await page.locator('#login').click();
         await page.locator('#app').waitFor({ state: 'visible' });
-        await page.locator('#tab-stats').click();
+        await page.locator('#tab-system').click();
         const room = page.locator('#participants-rows tr').filter({ has: page.locator('.p-room', { hasText: X }) });
         await room.locator('.p-state', { hasText: 'joined' }).waitFor({ timeout: 10_000 });
         assert.equal(

@@ -423,7 +423,7 @@ describe('the Companion module against the real server', { timeout: 300_000 }, (
         await admin.goto(`${control.origin}/admin`);
         await admin.locator('#token').fill(control.adminToken);
         await admin.locator('#login').click();
-        await admin.locator('#tab-stats').click();
+        await admin.locator('#tab-system').click();
         await admin.locator('#tls-copy').waitFor(); // shown once the stats brought a certificate
         assert.equal(await admin.locator('#tls-sha256').innerText(), shown);
       } finally {

@@ -56,7 +56,7 @@ describe('person keys: a direct line to one person, and reply', { timeout: 240_0
     async () => {
       const page = await openAdmin(browsers.ann, control.origin, { token: control.adminToken });
       try {
-        await page.locator('#tab-positions').click();
+        await page.locator('#tab-lines').click();
         await page.locator('#position-talk-to-camera-1').waitFor();
         await page.locator('#position-name').fill('Director');
         await page.locator(`#position-listen-${STAGE}`).check();

@@ -82,6 +82,7 @@ describe("IFB on the card: the program dips under the interrupt group's talk", {
     async () => {
       const page = await openAdmin(browsers.ann, control.origin, { token: control.adminToken });
       try {
+        await page.locator('#tab-soundcard').click();
         await page.locator('#su-create-name').fill('Presenter');
         await page.locator('#su-create-group').selectOption(X);
         await page.locator('#su-create-input').selectOption('1');

@@ -68,7 +68,7 @@ describe('a pool of two Janus nodes, in the browser', { timeout: 180_000 }, () =
     );
 
   check("the Positions form offers the nodes' sites; a position keeps the one chosen", async () => {
-    await admin.locator('#tab-positions').click();
+    await admin.locator('#tab-lines').click();
     const site = admin.locator('#position-site');
     await site.waitFor();
     const options = await site.locator('option').evaluateAll((list) => list.map((o) => [o.value, o.textContent]));
@@ -132,7 +132,7 @@ describe('a pool of two Janus nodes, in the browser', { timeout: 180_000 }, () =
       );
       assert.equal(ann.errors.length + ben.errors.length, 0, `page errors: ${[...ann.errors, ...ben.errors]}`);
 
-      await admin.locator('#tab-stats').click();
+      await admin.locator('#tab-system').click();
       const lost = admin.locator('#nodes-rows tr', { hasText: 'b (truck)' }).locator('.n-state');
       await waitFor('node b down in the Stats tab', async () => (await lost.textContent()) === 'down', {
         timeout: 10_000,

@@ -101,6 +101,7 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
     async () => {
       const page = await openAdmin(browsers.ann, control.origin, { token: control.adminToken });
       try {
+        await page.locator('#tab-streams').click();
         await page.locator('#stream-token-group option[value="show"]').waitFor({ state: 'attached' });
         await page.locator('#stream-token-group').selectOption(SHOW);
         await page.locator('#stream-token-kind').selectOption('whip');
