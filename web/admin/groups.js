@@ -1,11 +1,11 @@
-// Groups tab, first half: the list of groups (keyed rows, edited in place), the create form,
-// delete with confirmation. A group may ask for a PIN (4 to 12 digits; the API only says
+// Lines tab, the groups: the list (keyed rows, edited in place), the create form,
+// delete confirmed in place. A group may ask for a PIN (4 to 12 digits; the API only says
 // whether one is set, `pin: true`). The API's own error messages are shown next to the form that
 // caused them.
 
 import { del, get, post, put, seg } from '/admin/api.js';
-import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed } from '/admin/dom.js';
-import { actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
+import { clean, h, setText, showError, submitting, syncKeyed } from '/admin/dom.js';
+import { actionsCell, confirmInPlace, elements, labelButton, load, showRows, wireForm } from '/admin/tab.js';
 
 let ctx;
 let ui;
@@ -152,9 +152,14 @@ function updateRow(row, group) {
     );
     const remove = h(
       'button',
-      { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(row) },
+      {
+        class: 'danger-outline small-button',
+        type: 'button',
+        title: 'Its room closes and everybody in it is disconnected. This cannot be undone.',
+      },
       'Delete',
     );
+    confirmInPlace(remove, () => onDelete(row));
     const mute = h(
       'button',
       { class: 'secondary small-button group-mute', type: 'button', onclick: () => onMute(row) },
@@ -181,7 +186,7 @@ function updateRow(row, group) {
   pinBadge(row.querySelector('.group-pin'), group.pin);
   const [mute, edit, remove] = row.querySelectorAll('button');
   edit.setAttribute('aria-label', `Edit ${group.name}`);
-  remove.setAttribute('aria-label', `Delete ${group.name}`);
+  labelButton(remove, `Delete ${group.name}`);
   // The admin's mute of the whole line: nobody on it is heard until released.
   row.toggleAttribute('data-muted', group.muted === true);
   setText(mute, group.muted ? 'Unmute line' : 'Mute line');
@@ -303,12 +308,6 @@ function stopEdit(row) {
 
 async function onDelete(row) {
   const group = JSON.parse(row.dataset.group);
-  const yes = await confirmDialog({
-    title: `Delete the group “${group.name}”?`,
-    text: 'Its room closes and everybody in it is disconnected. This cannot be undone.',
-    ok: 'Delete group',
-  });
-  if (!yes) return;
   try {
     await del(`/groups/${seg(group.id)}`);
     showError(ui.listError, null);

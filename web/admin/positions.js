@@ -1,28 +1,17 @@
-// Positions tab: the prepared panels (`/positions`: a name, the groups heard and talked to, an
+// Lines tab, the positions: the prepared panels (`/positions`: a name, the groups heard and talked to, an
 // optional PIN, a site when the Janus nodes have sites, person keys to other positions), one
 // form to create or edit them (a row of Listen/Talk checkboxes per group, a checkbox per other
 // position for its person keys, the site among those of `/stats`' nodes),
-// delete with confirmation; and the join links of every position and group, each with its QR
+// delete confirmed in place; and the join links of every position and group, each with its QR
 // code (/common/qr.js) and a copy button.
 //
 // The API never gives a PIN back, only `pin: true`: the page shows "PIN set", and the PIN
 // field is emptied after every save.
 
 import { del, get, post, put, seg } from '/admin/api.js';
-import {
-  canSync,
-  clean,
-  confirmDialog,
-  copyText,
-  h,
-  setAttr,
-  setText,
-  showError,
-  submitting,
-  syncKeyed,
-} from '/admin/dom.js';
+import { canSync, clean, copyText, h, setAttr, setText, showError, submitting, syncKeyed } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
-import { actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
+import { actionsCell, confirmInPlace, elements, labelButton, load, showRows, wireForm } from '/admin/tab.js';
 import { drawQr } from '/common/qr.js';
 
 /** The API's bound on a position's lines. */
@@ -127,9 +116,14 @@ function createRow(position) {
   );
   const remove = h(
     'button',
-    { class: 'danger-outline small-button', type: 'button', onclick: () => onDelete(position.id) },
+    {
+      class: 'danger-outline small-button',
+      type: 'button',
+      title: 'Its join link stops working; crew who joined with it keep their lines. This cannot be undone.',
+    },
     'Delete',
   );
+  confirmInPlace(remove, () => onDelete(position.id));
   return h(
     'tr',
     {},
@@ -182,7 +176,7 @@ function updateRow(row, position) {
   // The buttons act on the id the row shows now (a rename gives a new row).
   const [edit, remove] = row.querySelectorAll('.row-actions button');
   setAttr(edit, 'aria-label', `Edit ${position.name}`);
-  setAttr(remove, 'aria-label', `Delete ${position.name}`);
+  labelButton(remove, `Delete ${position.name}`);
 }
 
 /** "listen · talk", "listen only", "talk only". */
@@ -375,12 +369,6 @@ async function onSubmit(event) {
 async function onDelete(id) {
   const position = positions.find((p) => p.id === id);
   if (!position) return;
-  const yes = await confirmDialog({
-    title: `Delete the position “${position.name}”?`,
-    text: 'Its join link stops working. Crew members who joined with it keep their lines. This cannot be undone.',
-    ok: 'Delete position',
-  });
-  if (!yes) return;
   try {
     await del(`/positions/${seg(id)}`);
     showError(ui.listError, null);

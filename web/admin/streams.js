@@ -1,11 +1,11 @@
-// Groups tab, WHIP and WHEP: each group's stream tokens (`/groups/{id}/stream-tokens`), one
-// table for all groups with a Revoke per token (with confirmation: its sessions end), and a
+// Streams tab, WHIP and WHEP: each group's stream tokens (`/groups/{id}/stream-tokens`), one
+// table for all groups with a Revoke per token (confirmed in place: its sessions end), and a
 // form that creates one and shows its URL and secret this once (the API keeps only a hash).
 
 import { del, get, post, seg } from '/admin/api.js';
-import { clean, confirmDialog, h, setText, showError, submitting, syncKeyed } from '/admin/dom.js';
+import { clean, h, setText, showError, submitting, syncKeyed } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
-import { actionsCell, elements, load, showRows, wireForm } from '/admin/tab.js';
+import { actionsCell, confirmInPlace, elements, labelButton, load, showRows, wireForm } from '/admin/tab.js';
 
 let ctx;
 let ui;
@@ -61,9 +61,14 @@ function render(list) {
 function createRow(token) {
   const revoke = h(
     'button',
-    { class: 'danger-outline small-button', type: 'button', onclick: () => onRevoke(token.group, token.id) },
+    {
+      class: 'danger-outline small-button',
+      type: 'button',
+      title: 'Its running sessions end now, and its secret is refused from now on.',
+    },
     'Revoke',
   );
+  confirmInPlace(revoke, () => onRevoke(token.group, token.id));
   return h(
     'tr',
     {},
@@ -80,7 +85,7 @@ function updateRow(row, token) {
   setText(row.querySelector('.st-kind'), token.kind === 'whip' ? 'WHIP (publish)' : 'WHEP (listen)');
   setText(row.querySelector('.st-name'), token.name);
   setText(row.querySelector('.st-sessions'), String(token.sessions));
-  row.querySelector('button').setAttribute('aria-label', `Revoke ${token.kind.toUpperCase()} token ${token.name}`);
+  labelButton(row.querySelector('button'), `Revoke ${token.kind.toUpperCase()} token ${token.name}`);
 }
 
 async function onCreate(event) {
@@ -107,12 +112,6 @@ async function onCreate(event) {
 async function onRevoke(group, id) {
   const token = tokens.find((t) => t.group === group && t.id === id);
   if (!token) return;
-  const yes = await confirmDialog({
-    title: `Revoke the ${token.kind.toUpperCase()} token “${token.name}”?`,
-    text: `Its ${token.sessions} running session(s) end now, and its secret is refused from now on.`,
-    ok: 'Revoke token',
-  });
-  if (!yes) return;
   try {
     await del(`/groups/${seg(group)}/stream-tokens/${seg(id)}`);
     showError(ui.listError, null);

@@ -1,9 +1,9 @@
 // What every tab of the admin UI does the same way, written once: find its elements by id, wire
 // its forms (kept from the refresh while in use, dom.js), fetch what it shows with the failure
 // said next to it, show a list's table only when it has rows and its "none yet" text only when
-// not, and the actions cell that ends a row.
+// not, the actions cell that ends a row, and the confirmation of a destructive button in place.
 
-import { h, showError, trackDirty } from '/admin/dom.js';
+import { h, setAttr, showError, trackDirty } from '/admin/dom.js';
 
 /** The element of id `id`, or null. */
 export const $ = (id) => document.getElementById(id);
@@ -47,4 +47,56 @@ export function showRows(rows, empty, count) {
 /** The last cell of a row: its buttons. */
 export function actionsCell(...buttons) {
   return h('td', { class: 'cell-actions' }, h('div', { class: 'row-actions' }, ...buttons));
+}
+
+/** How long a destructive button waits for its second click. */
+export const CONFIRM_MS = 4_000;
+
+/**
+ * Wires a destructive button to confirm in place: the first click (or Enter) turns it into
+ * "Confirm?" for CONFIRM_MS, a second one runs `action()`; the time running out, Escape or the
+ * focus leaving puts it back. No dialog: the admin's eyes stay on the row, and a slip of the
+ * mouse costs nothing. While it waits it has `data-confirming`, and its accessible name says
+ * so (set the name with `labelButton`, which keeps that).
+ */
+export function confirmInPlace(button, action) {
+  const disarm = () => {
+    if (button.dataset.confirming === undefined) return;
+    clearTimeout(button.confirmTimer);
+    delete button.dataset.confirming;
+    button.textContent = button.dataset.text;
+    setAttr(button, 'aria-label', button.dataset.label ?? null);
+    delete button.dataset.label;
+  };
+  button.addEventListener('click', () => {
+    if (button.dataset.confirming !== undefined) {
+      disarm();
+      action();
+      return;
+    }
+    button.dataset.text = button.textContent;
+    const label = button.getAttribute('aria-label');
+    if (label !== null) button.dataset.label = label;
+    button.dataset.confirming = '';
+    button.textContent = 'Confirm?';
+    button.setAttribute('aria-label', `Confirm: ${label ?? button.dataset.text}`);
+    button.confirmTimer = setTimeout(disarm, CONFIRM_MS);
+  });
+  button.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape') disarm();
+  });
+  button.addEventListener('blur', disarm);
+}
+
+/**
+ * Sets the accessible name of a button wired by `confirmInPlace` (a refresh renames rows):
+ * while it waits for the second click, "Confirm: {label}".
+ */
+export function labelButton(button, label) {
+  if (button.dataset.confirming === undefined) {
+    setAttr(button, 'aria-label', label);
+    return;
+  }
+  button.dataset.label = label;
+  setAttr(button, 'aria-label', `Confirm: ${label}`);
 }

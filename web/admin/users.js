@@ -1,8 +1,8 @@
-// Users tab: who is in a room, and apart who holds a token without having joined
+// Crew tab: who is in a room, and apart who holds a token without having joined
 // (`GET /users?state=all`), since when, from which address, each one's lines (group,
 // listen/talk, joined or not; a line being called flashes for the 5 s the API reports `call`),
-// and after a confirmation the forced disconnect (`DELETE /users/{identity}`, with a ban of the
-// name and/or the address when ticked) or one line taken away
+// and the forced disconnect (`DELETE /users/{identity}`: confirmed in place, or with a ban of
+// the name and/or the address chosen in a dialog) or one line taken away
 // (`DELETE /users/{identity}/lines/{group}`); per line, the admin's mute of that user there
 // (`POST …/lines/{group}/mute|unmute`) and forcing its talk off (`POST …/lines/{group}/talk-off`).
 // Below, the bans in force (`GET /bans`) and lifting one (`DELETE /bans/{id}`).
@@ -11,7 +11,7 @@ import { del, get, post, seg } from '/admin/api.js';
 import { confirmDialog, dateTime, h, relative, setAttr, setText, showError, syncKeyed } from '/admin/dom.js';
 import * as groups from '/admin/groups.js';
 import { keysText } from '/admin/positions.js';
-import { actionsCell, elements, load, showRows } from '/admin/tab.js';
+import { actionsCell, confirmInPlace, elements, labelButton, load, showRows } from '/admin/tab.js';
 
 let ctx;
 let ui;
@@ -141,8 +141,19 @@ async function onLift(ban) {
 function createRow(user) {
   const button = h(
     'button',
-    { class: 'danger-outline small-button', type: 'button', onclick: () => onDisconnect(user.identity) },
+    {
+      class: 'danger-outline small-button u-disconnect',
+      type: 'button',
+      title: 'They leave every line now and their token is revoked: they have to join again.',
+    },
     'Disconnect',
+  );
+  confirmInPlace(button, () => onDisconnect(user.identity));
+  // A ban is a choice among several (the name, the address): a dialog, which is its confirmation.
+  const ban = h(
+    'button',
+    { class: 'ghost small-button u-ban', type: 'button', onclick: () => onDisconnectAndBan(user.identity) },
+    'Ban…',
   );
   return h(
     'tr',
@@ -159,7 +170,7 @@ function createRow(user) {
       ' ',
       h('span', { class: 'muted small u-address' }),
     ),
-    actionsCell(button),
+    actionsCell(button, ban),
   );
 }
 
@@ -195,11 +206,13 @@ function updateRow(row, user) {
   setText(row.querySelector('.u-identity'), user.identity);
   const where = [user.address ? `from ${user.address}` : '', user.node ? `on node ${user.node}` : ''];
   setText(row.querySelector('.u-address'), where.filter(Boolean).join(', '));
-  const button = row.querySelector('.cell-actions button');
-  setAttr(button, 'aria-label', `Disconnect ${user.username}`);
-  // A server audio user is bridged by the sound card: remove it in the Groups tab instead.
-  button.hidden = user.kind === 'server';
-  button.disabled = leaving.has(user.identity);
+  const button = row.querySelector('.u-disconnect');
+  const ban = row.querySelector('.u-ban');
+  labelButton(button, `Disconnect ${user.username}`);
+  setAttr(ban, 'aria-label', `Disconnect and ban ${user.username}`);
+  // A server audio user is bridged by the sound card: remove it in the Sound card tab instead.
+  button.hidden = ban.hidden = user.kind === 'server';
+  button.disabled = ban.disabled = leaving.has(user.identity);
 }
 
 function createLine(identity, groupId) {
@@ -340,7 +353,8 @@ async function onRemoveLine(identity, groupId) {
   }
 }
 
-async function onDisconnect(identity) {
+/** Disconnect with a ban of the name and/or the address, chosen (and confirmed) in a dialog. */
+async function onDisconnectAndBan(identity) {
   const user = users.find((u) => u.identity === identity);
   if (!user) return;
   const choices = [{ value: 'banName', label: `Refuse the name “${user.username}” new tokens for an hour` }];
@@ -350,12 +364,23 @@ async function onDisconnect(identity) {
       label: `Refuse the address ${user.address} new tokens for an hour (everyone behind it)`,
     });
   const chosen = await confirmDialog({
-    title: `Disconnect ${user.username}?`,
+    title: `Disconnect and ban ${user.username}?`,
     text: `${user.username} leaves ${(user.lines ?? [user]).map((l) => groups.nameOf(l.groupId)).join(', ')} now and their token is revoked: they have to join again.`,
     ok: 'Disconnect',
     choices,
   });
-  if (!chosen) return;
+  if (chosen) await disconnect(user, chosen);
+}
+
+/** Disconnect (confirmed in place). */
+async function onDisconnect(identity) {
+  const user = users.find((u) => u.identity === identity);
+  if (user) await disconnect(user, new Set());
+}
+
+/** `DELETE /users/{identity}`, with the bans in `chosen` (`banName`, `banAddress`). */
+async function disconnect(user, chosen) {
+  const { identity } = user;
   leaving.add(identity);
   render();
   const ban = [...chosen].map((choice) => `${choice}=true`);

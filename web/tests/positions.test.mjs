@@ -197,7 +197,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
   check(
     'positions: create, edit the lines, 400 and 409 next to the form, delete; each in the YAML on disk',
     async () => {
-      await page.locator('#tab-positions').click();
+      await page.locator('#tab-lines').click();
       await page.locator('#positions-empty').waitFor({ state: 'visible' });
       await waitFor(
         'a Listen/Talk row per group',
@@ -269,7 +269,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
       assert.equal(await page.locator('#position-name').inputValue(), 'stage MANAGER', 'what was typed stays');
       assert.deepEqual(Object.keys(await yamlPositions()), ['Stage Manager']);
 
-      // Create another and delete it, after a confirmation (Cancel first changes nothing).
+      // Create another and delete it, confirmed in place (Escape first changes nothing).
       await page.locator('#position-name').fill('Spare');
       await page.locator('#position-submit').click();
       const spare = positionRow('spare');
@@ -277,11 +277,11 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
       assert.equal(await error.isHidden(), true, 'a success clears the error');
       assert.deepEqual(Object.keys(await yamlPositions()), ['Stage Manager', 'Spare']);
       await spare.getByRole('button', { name: 'Delete Spare' }).click();
-      await page.locator('#confirm-cancel').click();
+      await spare.getByRole('button', { name: 'Delete Spare' }).press('Escape');
       assert.deepEqual(Object.keys(await yamlPositions()), ['Stage Manager', 'Spare']);
       await spare.getByRole('button', { name: 'Delete Spare' }).click();
-      assert.match(await page.locator('#confirm-title').textContent(), /Spare/);
-      await page.locator('#confirm-ok').click();
+      assert.equal(await spare.getByRole('button', { name: 'Confirm: Delete Spare' }).textContent(), 'Confirm?');
+      await spare.getByRole('button', { name: 'Confirm: Delete Spare' }).click();
       await spare.waitFor({ state: 'detached' });
       assert.deepEqual(Object.keys(await yamlPositions()), ['Stage Manager']);
       assert.deepEqual(page.errors, []);
@@ -292,14 +292,14 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
     'a group renamed shows in the position; deleting a group a position holds shows the 409 naming it',
     async () => {
       // Renamed through the groups' form.
-      await page.locator('#tab-groups').click();
+      await page.locator('#tab-lines').click();
       const foh = page.locator('#groups-rows tr[data-key="foh"]');
       await foh.getByRole('button', { name: 'Edit FOH' }).click();
       await page.locator('#edit-foh-name').fill('Front of House');
       await foh.getByRole('button', { name: 'Save' }).click();
       await page.locator('#groups-rows tr[data-key="front-of-house"]').waitFor();
 
-      await page.locator('#tab-positions').click();
+      await page.locator('#tab-lines').click();
       const row = positionRow('stage-manager');
       await waitFor('the position to show the new name', async () =>
         /Front of House talk only/.test(await row.textContent()),
@@ -309,10 +309,10 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
       await page.locator('#position-talk-front-of-house').waitFor({ state: 'attached' });
 
       // Deleting it: refused, the message names the position.
-      await page.locator('#tab-groups').click();
+      await page.locator('#tab-lines').click();
       const renamed = page.locator('#groups-rows tr[data-key="front-of-house"]');
       await renamed.getByRole('button', { name: 'Delete Front of House' }).click();
-      await page.locator('#confirm-ok').click();
+      await renamed.getByRole('button', { name: 'Confirm: Delete Front of House' }).click();
       const listError = page.locator('#groups-error');
       await listError.waitFor({ state: 'visible' });
       const api = await control.admin('DELETE', '/groups/front-of-house');
@@ -326,7 +326,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
   check(
     'join links: each QR code decodes to its link; the position link opens the panel preset and joins',
     async () => {
-      await page.locator('#tab-positions').click();
+      await page.locator('#tab-lines').click();
       const origin = control.origin.replace(/\/$/, '');
       const cases = [
         ['position:stage-manager', `${origin}/?position=stage-manager`],
@@ -387,7 +387,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
         },
         { timeout: 10_000 },
       );
-      await page.locator('#tab-users').click();
+      await page.locator('#tab-crew').click();
       const row = page.locator('#users-rows tr', { hasText: 'Sam' });
       await row.waitFor({ timeout: REFRESH_BOUND_MS });
       const both = row.locator('li.u-line[data-key="stage-left"]');
@@ -435,7 +435,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
       // Quinn joins two rooms through the API and Janus's HTTP API (no media): the panel page
       // ends its whole session when one of its rooms kicks it, so a page would not show the rest.
       const quinn = await joinThroughApi('Quinn', { listen: ['stage-left', 'backstage'], talk: ['backstage'] });
-      await page.locator('#tab-users').click();
+      await page.locator('#tab-crew').click();
       const row = page.locator('#users-rows tr', { hasText: 'Quinn' });
       const backstage = row.locator('li.u-line[data-key="backstage"]');
       const stageLeft = row.locator('li.u-line[data-key="stage-left"]');
@@ -478,7 +478,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
   );
 
   check('PINs: shown as "PIN set", never in clear in the page or the YAML; "Remove the PIN" removes it', async () => {
-    await page.locator('#tab-positions').click();
+    await page.locator('#tab-lines').click();
     const row = positionRow('stage-manager');
     await row.getByRole('button', { name: 'Edit Stage Manager' }).click();
     assert.equal(await page.locator('#position-pin-remove-label').isHidden(), true, 'nothing to remove yet');
@@ -490,7 +490,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
     await waitFor('the PIN badge on the join link', async () => card.locator('.join-link-pin').isVisible());
 
     // A group's PIN, through the group's edit form.
-    await page.locator('#tab-groups').click();
+    await page.locator('#tab-lines').click();
     const backstage = page.locator('#groups-rows tr[data-key="backstage"]');
     await backstage.getByRole('button', { name: 'Edit Backstage' }).click();
     await page.locator('#edit-backstage-pin').fill(GROUP_PIN);
@@ -519,7 +519,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
     assert.ok(!JSON.stringify(api).includes(POSITION_PIN));
 
     // Remove it.
-    await page.locator('#tab-positions').click();
+    await page.locator('#tab-lines').click();
     await row.getByRole('button', { name: 'Edit Stage Manager' }).click();
     await page.locator('#position-pin-remove').check();
     assert.equal(await page.locator('#position-pin').isDisabled(), true);
@@ -543,14 +543,14 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
       ).status,
       201,
     );
-    await page.locator('#tab-positions').click();
+    await page.locator('#tab-lines').click();
     await positionRow('lighting-desk').waitFor({ timeout: REFRESH_BOUND_MS });
     await page.screenshot({ path: join(SHOTS, 'admin-positions.png'), fullPage: true });
 
     for (const colorScheme of ['light', 'dark']) {
       const phone = await adminPage({ viewport: PHONE_VIEWPORT, colorScheme });
       for (const tab of ['positions', 'users']) {
-        await phone.locator(`#tab-${tab}`).click();
+        await phone.locator(`#tab-${tab === 'positions' ? 'lines' : 'crew'}`).click();
         await phone
           .locator(tab === 'positions' ? '#join-links article' : '#users-rows li.u-line')
           .first()
@@ -569,7 +569,7 @@ describe("admin UI: positions, join links, users' lines", { timeout: 180_000 }, 
         });
       }
       // The edit form with its line picker.
-      await phone.locator('#tab-positions').click();
+      await phone.locator('#tab-lines').click();
       await phone
         .locator('#positions-rows tr[data-key="lighting-desk"]')
         .getByRole('button', { name: 'Edit Lighting Desk' })
