@@ -176,7 +176,9 @@ function lineList() {
   return list;
 }
 
-const byName = (a, b) => a.username.localeCompare(b.username) || a.identity.localeCompare(b.identity);
+/** By name, numbers in names in their order (crew-2 before crew-10). */
+const byName = (a, b) =>
+  a.username.localeCompare(b.username, undefined, { numeric: true }) || a.identity.localeCompare(b.identity);
 
 function render() {
   lines = lineList();

@@ -1,17 +1,19 @@
 // The admin UI (/admin) in a real browser, against the real partyline-control (and a real
-// Janus, for the Users tab): login, groups through the forms (checked in the YAML on disk), the
-// API's errors next to the form, forms that survive the refresh, logs, users joined through
-// the join page, the unreachable banner, dark mode and the 360 px layout (screenshots in
-// target/ui-screenshots/). Run by scripts/test-browser (see README.md here).
+// Janus, for the Crew tab): login, the tabs by task (deep links, Back), groups through the
+// forms (checked in the YAML on disk; delete confirmed in place), the API's errors next to the
+// form, forms that survive the refresh, logs, users joined through the join page, the
+// unreachable banner, every tab at 1280 and 360 px in light and dark (screenshots in
+// docs/screenshots/). The Show tab has a suite of its own (admin-show.test.mjs). Run by
+// scripts/test-browser (see README.md here).
 
 import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe } from 'node:test';
 import {
   PHONE_VIEWPORT,
   Person,
-  SHOTS,
   logIn,
   openAdmin,
   report,
@@ -19,6 +21,11 @@ import {
   trackedTests,
   waitFor,
 } from './harness.mjs';
+
+/** Where the screenshots of the docs are kept. */
+const DOC_SHOTS = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url));
+/** The tabs, in their order. */
+const TABS = ['show', 'lines', 'crew', 'soundcard', 'streams', 'system'];
 
 /** The UI refreshes every 3 s (start to start); one fetch on top of that is the grace. */
 const REFRESH_BOUND_MS = 3_000 + 500;
@@ -88,7 +95,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
 
   before(async () => {
     ({ control, browser, stop } = await startWithBrowser(['Stage Left', 'Backstage']));
-    await mkdir(SHOTS, { recursive: true });
+    await mkdir(DOC_SHOTS, { recursive: true });
   });
 
   after(async () => {
@@ -107,7 +114,8 @@ describe('admin UI', { timeout: 120_000 }, () => {
 
     await login(page);
     await page.locator('#app').waitFor({ state: 'visible' });
-    assert.equal(await page.locator('#tab-groups').getAttribute('aria-selected'), 'true');
+    assert.equal(await page.locator('#tab-show').getAttribute('aria-selected'), 'true', 'the Show tab is the home');
+    await page.locator('#tab-lines').click();
     await page.locator('#groups-rows tr[data-key="stage-left"]').waitFor();
     // Kept for the browser session only.
     assert.equal(await page.evaluate(() => sessionStorage.getItem('partyline.adminToken')), control.adminToken);
@@ -122,9 +130,56 @@ describe('admin UI', { timeout: 120_000 }, () => {
   });
 
   check(
+    'tabs by task: a deep link opens its tab, Back and Forward move between tabs, old names still land',
+    async () => {
+      const p = await loggedIn();
+      const selected = (tab) => p.locator(`#tab-${tab}[aria-selected="true"]`).waitFor();
+      await selected('show');
+      assert.equal(new URL(p.url()).hash, '#show');
+      // A deep link, followed in the page and on a fresh load.
+      await p.goto(`${control.origin}/admin#crew`);
+      await selected('crew');
+      await p.reload();
+      await selected('crew');
+      assert.equal(await p.locator('#panel-crew').isVisible(), true);
+      assert.equal(await p.locator('#panel-show').isVisible(), false);
+      // Each tab chosen is a step of the history.
+      await p.locator('#tab-system').click();
+      await p.locator('#tab-lines').click();
+      assert.equal(new URL(p.url()).hash, '#lines');
+      await p.goBack();
+      await selected('system');
+      await p.goBack();
+      await selected('crew');
+      await p.goForward();
+      await selected('system');
+      // The keyboard (WAI-ARIA tabs): arrow keys, Home, End.
+      await p.locator('#tab-system').focus();
+      await p.keyboard.press('Home');
+      await selected('show');
+      await p.keyboard.press('ArrowRight');
+      await selected('lines');
+      // The tabs of earlier versions, in old bookmarks.
+      for (const [old, now] of [
+        ['groups', 'lines'],
+        ['positions', 'lines'],
+        ['users', 'crew'],
+        ['stats', 'system'],
+        ['logs', 'system'],
+      ]) {
+        await p.goto(`${control.origin}/admin#${old}`);
+        await selected(now);
+        await waitFor(`#${old} rewritten to #${now}`, async () => new URL(p.url()).hash === `#${now}`);
+      }
+      assert.deepEqual(p.errors, []);
+      await p.context().close();
+    },
+  );
+
+  check(
     'live: the badge says the event stream is up; a change elsewhere shows at once, not at the next tick',
     async () => {
-      await page.locator('#tab-groups').click();
+      await page.locator('#tab-lines').click();
       await page.locator('#live[data-live="on"]').waitFor();
       assert.equal(await page.locator('#live').textContent(), 'Live');
       const delays = [];
@@ -144,7 +199,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
   );
 
   check('create, rename and delete a group through the forms, each in the YAML on disk', async () => {
-    await page.locator('#tab-groups').click();
+    await page.locator('#tab-lines').click();
     await page.locator('#group-create-name').fill('Front of House');
     await page.locator('#group-create-bitrate').fill('96');
     await page.locator('#group-create-submit').click();
@@ -164,16 +219,19 @@ describe('admin UI', { timeout: 120_000 }, () => {
     await page.locator('#groups-rows tr[data-key="front-of-house"]').waitFor({ state: 'detached' });
     assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage', 'FOH Desk']);
 
-    // Delete, after a confirmation; Cancel first changes nothing.
+    // Delete, confirmed in place: the button asks "Confirm?" for a few seconds (no dialog), and
+    // gives up by itself; a second click deletes.
     const renamed = page.locator('#groups-rows tr[data-key="foh-desk"]');
-    await renamed.getByRole('button', { name: 'Delete FOH Desk' }).click();
-    await page.locator('#confirm').waitFor({ state: 'visible' });
-    assert.match(await page.locator('#confirm-title').textContent(), /FOH Desk/);
-    await page.locator('#confirm-cancel').click();
-    await page.locator('#confirm').waitFor({ state: 'hidden' });
+    const remove = renamed.getByRole('button', { name: 'Delete FOH Desk' });
+    await remove.click();
+    assert.equal(await remove.textContent(), 'Confirm?');
+    assert.equal(await remove.getAttribute('aria-label'), 'Confirm: Delete FOH Desk');
+    assert.equal(await page.locator('dialog[open]').count(), 0, 'no dialog');
+    await waitFor('the button to give up', async () => (await remove.textContent()) === 'Delete', { timeout: 6_000 });
+    assert.equal(await remove.getAttribute('aria-label'), 'Delete FOH Desk');
     assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage', 'FOH Desk']);
-    await renamed.getByRole('button', { name: 'Delete FOH Desk' }).click();
-    await page.locator('#confirm-ok').click();
+    await remove.click();
+    await remove.click();
     await renamed.waitFor({ state: 'detached' });
     assert.deepEqual(await yamlGroups(), ['Stage Left', 'Backstage']);
   });
@@ -203,6 +261,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
     await page.locator('#group-create-name').fill('');
 
     // Server audio users need partyline-bridged, which does not run here: its 503, shown.
+    await page.locator('#tab-soundcard').click();
     await page.locator('#su-create-name').fill('FOH');
     await page.locator('#su-create-group').selectOption('backstage');
     await page.locator('#su-create-input').selectOption('1');
@@ -216,7 +275,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
   });
 
   check('a half-typed form survives the 3 s refresh', async () => {
-    await page.locator('#tab-groups').click();
+    await page.locator('#tab-lines').click();
     // 1. Typing in the create form, focus still in it.
     await page.locator('#group-create-name').fill('Half typ');
     // 2. An unsaved change in the audio settings, focus elsewhere.
@@ -256,7 +315,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
   });
 
   check('logs: a new line shows within 3 s, coloured by level; the level filter works', async () => {
-    await page.locator('#tab-logs').click();
+    await page.locator('#tab-system').click();
     await page.locator('#log-level').selectOption('trace');
     await page.locator('#log-list li').first().waitFor();
 
@@ -310,7 +369,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
   });
 
   check('a user joined through the join page appears in Users within 3 s; Disconnect removes them', async () => {
-    await page.locator('#tab-users').click();
+    await page.locator('#tab-crew').click();
     const dana = await Person.open(browser, control.origin, 'Dana');
     people.push(dana);
     await dana.join('stage-left');
@@ -329,15 +388,16 @@ describe('admin UI', { timeout: 120_000 }, () => {
     assert.match(text, /just now|\d+ s ago/);
     assert.equal(await page.locator('#users-count').textContent(), '1');
 
+    // Confirmed in place: a second click.
     await row.getByRole('button', { name: 'Disconnect Dana' }).click();
-    await page.locator('#confirm-ok').click();
+    await row.getByRole('button', { name: 'Confirm: Disconnect Dana' }).click();
     await row.waitFor({ state: 'detached', timeout: REFRESH_BOUND_MS });
     await waitFor('Dana gone from the API', async () => (await control.user('Dana')) === undefined, { timeout: 5_000 });
     await dana.waitState('kicked', 10_000);
   });
 
   check('Disconnect with a ban: the name is refused new tokens until the ban is lifted', async () => {
-    await page.locator('#tab-users').click();
+    await page.locator('#tab-crew').click();
     const eve = await Person.open(browser, control.origin, 'Eve');
     people.push(eve);
     await eve.join('stage-left');
@@ -345,7 +405,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
     const row = page.locator('#users-rows tr', { hasText: 'Eve' });
     await row.waitFor({ timeout: REFRESH_BOUND_MS });
     assert.match(await row.textContent(), /from \d+\.\d+\.\d+\.\d+/, 'the client address is shown');
-    await row.getByRole('button', { name: 'Disconnect Eve' }).click();
+    await row.getByRole('button', { name: 'Disconnect and ban Eve' }).click();
     await page.getByLabel(/Refuse the name “Eve”/).check();
     assert.equal(
       await page.getByLabel(/Refuse the address/).isChecked(),
@@ -373,7 +433,7 @@ describe('admin UI', { timeout: 120_000 }, () => {
   });
 
   check('an unreachable server shows a banner, and the page recovers by itself; 401 goes back to login', async () => {
-    await page.locator('#tab-stats').click();
+    await page.locator('#tab-system').click();
     await page.route('**/api/admin/**', (route) => route.abort('connectionrefused'));
     await page.locator('#offline').waitFor({ state: 'visible', timeout: REFRESH_BOUND_MS });
     assert.equal(await page.locator('#app').isVisible(), true, 'the last data stays on screen');
@@ -388,83 +448,93 @@ describe('admin UI', { timeout: 120_000 }, () => {
     assert.deepEqual(page.errors, []);
   });
 
-  check('light, dark and 360 px: screenshots, no horizontal overflow, theme toggle remembered', async () => {
-    const background = (p) => p.evaluate(() => getComputedStyle(document.body).backgroundColor);
-    const LIGHT_BG = 'rgb(243, 244, 246)';
-    const DARK_BG = 'rgb(14, 17, 21)';
+  check(
+    'every tab at 1280 and 360 px, light and dark: screenshots, no horizontal overflow; theme toggle remembered',
+    async () => {
+      const background = (p) => p.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      const LIGHT_BG = 'rgb(243, 244, 246)';
+      const DARK_BG = 'rgb(14, 17, 21)';
 
-    // Something in every table.
-    await control.admin('PUT', '/audio/channels/names', {
-      inputs: { 0: 'Stage mic', 1: 'FOH talkback' },
-      outputs: { 0: 'FOH return' },
-    });
-    const erin = await Person.open(browser, control.origin, 'Erin');
-    people.push(erin);
-    await erin.join('backstage');
-    await erin.waitState('connected');
-
-    const [light, dark, phone] = await Promise.all([
-      loggedIn({ colorScheme: 'light' }),
-      loggedIn({ colorScheme: 'dark' }),
-      loggedIn({ viewport: PHONE_VIEWPORT, colorScheme: 'light' }),
-    ]);
-
-    await light.locator('#groups-rows tr[data-key="foyer"]').waitFor();
-    await light.locator('#server-users-empty').waitFor();
-    assert.equal(await background(light), LIGHT_BG);
-    await light.screenshot({ path: join(SHOTS, 'admin-light.png'), fullPage: true });
-
-    await dark.locator('#tab-stats').click();
-    // Two samples in the chart (one per 3 s tick).
-    await dark.waitForFunction(
-      () => /H/.test(document.querySelector('#chart-connections .chart-line')?.getAttribute('d') ?? ''),
-      null,
-      { timeout: 8_000 },
-    );
-    // This suite's control speaks plain HTTP: no certificate to pin (companion.test.mjs shows one).
-    assert.deepEqual(
-      [await dark.locator('#tls-state').textContent(), await dark.locator('#tls-copy').isVisible()],
-      ['off', false],
-    );
-    assert.equal(await background(dark), DARK_BG);
-    await dark.screenshot({ path: join(SHOTS, 'admin-dark.png'), fullPage: true });
-
-    // The toggle: system → light → dark, remembered across a reload.
-    await light.locator('#theme').click();
-    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'light');
-    await light.locator('#theme').click();
-    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'dark');
-    await light.reload();
-    await light.locator('#app').waitFor({ state: 'visible' }); // still logged in: same session
-    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'dark');
-    assert.equal(await background(light), DARK_BG);
-    await light.locator('#theme').click(); // back to the system's
-    assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), undefined);
-
-    // A phone: every tab fits in 360 px.
-    for (const tab of ['groups', 'positions', 'users', 'stats', 'logs']) {
-      await phone.locator(`#tab-${tab}`).click();
-      const first = {
-        groups: '#groups-rows tr',
-        positions: '#join-links article',
-        users: '#users-rows tr',
-        stats: '#stat-uptime',
-        logs: '#log-list li',
-      }[tab];
-      await phone.locator(first).first().waitFor();
-      const { scrollWidth, innerWidth } = await noOverflow(phone);
-      assert.ok(scrollWidth <= innerWidth, `${tab} at 360 px: scrollWidth ${scrollWidth} > ${innerWidth}`);
-      await phone.screenshot({
-        path: join(SHOTS, tab === 'groups' ? 'admin-mobile.png' : `admin-mobile-${tab}.png`),
-        fullPage: true,
+      // Something in every table.
+      await control.admin('PUT', '/audio/channels/names', {
+        inputs: { 0: 'Stage mic', 1: 'FOH talkback' },
+        outputs: { 0: 'FOH return' },
       });
-    }
-    // The login form too.
-    const out = await open({ viewport: PHONE_VIEWPORT, colorScheme: 'dark' });
-    const { scrollWidth, innerWidth } = await noOverflow(out);
-    assert.ok(scrollWidth <= innerWidth);
-    await out.screenshot({ path: join(SHOTS, 'admin-mobile-login-dark.png') });
-    for (const p of [light, dark, phone, out]) assert.deepEqual(p.errors, []);
-    report(`admin: screenshots in ${SHOTS}`);
-  });
+      const erin = await Person.open(browser, control.origin, 'Erin');
+      people.push(erin);
+      await erin.join('backstage');
+      await erin.waitState('connected');
+
+      const [light, dark, phone] = await Promise.all([
+        loggedIn({ colorScheme: 'light' }),
+        loggedIn({ colorScheme: 'dark' }),
+        loggedIn({ viewport: PHONE_VIEWPORT, colorScheme: 'light' }),
+      ]);
+
+      await light.locator('#tab-lines').click();
+      await light.locator('#groups-rows tr[data-key="foyer"]').waitFor();
+      assert.equal(await background(light), LIGHT_BG);
+
+      await dark.locator('#tab-system').click();
+      // Two samples in the chart (one per 3 s tick).
+      await dark.waitForFunction(
+        () => /H/.test(document.querySelector('#chart-connections .chart-line')?.getAttribute('d') ?? ''),
+        null,
+        { timeout: 8_000 },
+      );
+      // This suite's control speaks plain HTTP: no certificate to pin (companion.test.mjs shows one).
+      assert.deepEqual(
+        [await dark.locator('#tls-state').textContent(), await dark.locator('#tls-copy').isVisible()],
+        ['off', false],
+      );
+      assert.equal(await background(dark), DARK_BG);
+
+      // The toggle: system → light → dark, remembered across a reload.
+      await light.locator('#theme').click();
+      assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'light');
+      await light.locator('#theme').click();
+      assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'dark');
+      await light.reload();
+      await light.locator('#app').waitFor({ state: 'visible' }); // still logged in: same session
+      assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), 'dark');
+      assert.equal(await background(light), DARK_BG);
+      await light.locator('#theme').click(); // back to the system's
+      assert.equal(await light.evaluate(() => document.documentElement.dataset.theme), undefined);
+
+      // Every tab at both widths in both schemes (switched by CDP's Emulation.setEmulatedMedia):
+      // nothing wider than the window, a screenshot of each.
+      const filled = {
+        show: '#show-rows tr',
+        lines: '#join-links article',
+        crew: '#users-rows tr',
+        soundcard: '#channels-inputs input',
+        streams: '#stream-token-group option',
+        system: '#log-list li',
+      };
+      for (const [p, width] of [
+        [light, 1280],
+        [phone, 360],
+      ]) {
+        for (const colorScheme of ['light', 'dark']) {
+          await p.emulateMedia({ colorScheme });
+          assert.equal(await background(p), colorScheme === 'light' ? LIGHT_BG : DARK_BG);
+          for (const tab of TABS) {
+            await p.locator(`#tab-${tab}`).click();
+            await p.locator(filled[tab]).first().waitFor({ state: 'attached' });
+            await p.waitForTimeout(150); // the rest of the tab's first fetch
+            const { scrollWidth, innerWidth } = await noOverflow(p);
+            assert.ok(scrollWidth <= innerWidth, `${tab} at ${width} px: scrollWidth ${scrollWidth} > ${innerWidth}`);
+            await p.screenshot({ path: join(DOC_SHOTS, `admin-${tab}-${width}-${colorScheme}.png`) });
+          }
+        }
+      }
+      // The login form too.
+      const out = await open({ viewport: PHONE_VIEWPORT, colorScheme: 'dark' });
+      const { scrollWidth, innerWidth } = await noOverflow(out);
+      assert.ok(scrollWidth <= innerWidth);
+      await out.screenshot({ path: join(DOC_SHOTS, 'admin-login-360-dark.png') });
+      for (const p of [light, dark, phone, out]) assert.deepEqual(p.errors, []);
+      report(`admin: screenshots in ${DOC_SHOTS}`);
+    },
+  );
 });
