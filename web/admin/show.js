@@ -10,7 +10,7 @@
 //
 // A click on a cell (or Enter, Space) mutes or unmutes that member on that line
 // (`POST /users/{identity}/lines/{group}/mute|unmute`); a group's header mutes the whole line
-// (`POST /groups/{id}/mute|unmute`), a direct line's closes it (`DELETE /direct/{group}`,
+// (`POST /groups/{id}/mute|unmute`) and flashes for a call on it, a direct line's closes it (`DELETE /direct/{group}`,
 // confirmed in place). The API has no admin route that calls a line, so no header calls.
 // Filters by name and by line; arrow keys move between cells, `/` goes to the name filter.
 // Below 640 px the grid is a list: each member, then only the lines they are on.
@@ -33,6 +33,8 @@ let current = null;
 let poorLinks = 0;
 
 const MEMBER = '@'; // the key of a row's first cell (the member) and of the corner
+/** How long a line's header flashes after a call: as long as `GET /users` says `call`. */
+const CALL_MS = 5_000;
 const talkKey = (identity, groupId) => `${identity}\n${groupId}`;
 
 export function init() {
@@ -55,6 +57,11 @@ export function init() {
     if (cell) toggleMute(cell);
   });
   ui.grid.addEventListener('keydown', onGridKey);
+  // The cell focused (by a click too) is the one in the tab order.
+  ui.rows.addEventListener('focusin', (event) => {
+    const cell = event.target.closest('td.show-cell');
+    if (cell) takeTabOrder(cell);
+  });
   document.addEventListener('keydown', onSlash);
 }
 
@@ -99,6 +106,9 @@ export function onEvent(name, data) {
     case 'sessionMoved':
       setNode(data.identity, data.node);
       break;
+    case 'call':
+      flashCall(data.groupId);
+      break;
     case 'userJoined':
     case 'userLeft':
       // The fetch main.js makes on this event adds or removes the member; until it answers, the cell says it.
@@ -129,6 +139,14 @@ function setLink({ identity, groupId, quality, lossPercent, jitterMs, rttMs }) {
   summarize();
 }
 
+function flashCall(groupId) {
+  const th = headerOf(groupId);
+  if (!th) return;
+  th.dataset.call = '';
+  clearTimeout(th.callTimer);
+  th.callTimer = setTimeout(() => delete th.dataset.call, CALL_MS);
+}
+
 function setNode(identity, node) {
   const user = members.get(identity);
   if (!user) return;
@@ -146,6 +164,7 @@ function setJoined(identity, groupId, joined) {
   refreshCell(identity, groupId);
 }
 
+const headerOf = (groupId) => ui.head.querySelector(`th[data-key="${CSS.escape(groupId)}"]`);
 const lineOf = (user, groupId) => user?.lines?.find((line) => line.groupId === groupId);
 const rowOf = (identity) => ui.rows.querySelector(`tr[data-key="${CSS.escape(identity)}"]`);
 const cellIn = (row, groupId) => row?.querySelector(`td[data-key="${CSS.escape(groupId)}"]`);
@@ -238,7 +257,7 @@ function updateLineHeader(th, line) {
 
 /** A header lights while someone talks on its line. */
 function updateLineTalk(groupId) {
-  const th = ui.head.querySelector(`th[data-key="${CSS.escape(groupId)}"]`);
+  const th = headerOf(groupId);
   if (!th) return;
   const suffix = `\n${groupId}`;
   setAttr(th, 'data-talking', [...talking].some((key) => key.endsWith(suffix)) ? '' : null);
@@ -428,12 +447,10 @@ function keepOneInTabOrder() {
   if (cell) cell.tabIndex = 0;
 }
 
-function moveTo(cell) {
-  if (!cell) return;
+function takeTabOrder(cell) {
   current = talkKey(cell.parentElement.dataset.key, cell.dataset.key);
   for (const other of ui.rows.querySelectorAll('td.show-cell[tabindex="0"]')) other.tabIndex = -1;
   cell.tabIndex = 0;
-  cell.focus();
 }
 
 /** The next reachable cell from `cell` along `step` (a function from a cell to its neighbour). */
@@ -493,7 +510,7 @@ function onGridKey(event) {
       return;
   }
   event.preventDefault();
-  moveTo(to);
+  to?.focus(); // and `focusin` puts it in the tab order
 }
 
 /** `/` anywhere on the Show tab (not while typing) goes to the name filter. */

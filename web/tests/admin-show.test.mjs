@@ -131,23 +131,31 @@ describe('admin Show tab', { timeout: 180_000 }, () => {
     assert.deepEqual(page.errors, []);
   });
 
-  check('a talk lights the member’s cell and the line’s header as the event comes', async () => {
-    const light = cell(page, 'Dana', 'stage-left');
-    const t0 = Date.now();
-    await dana.pressTalk('stage-left');
-    await page.locator(`#show-rows tr[data-key="${ids.Dana}"] td[data-key="stage-left"][data-talking]`).waitFor({
-      timeout: TALK_LIGHT_MS,
-    });
-    report(`show: Dana's talk lit her cell ${Date.now() - t0} ms after her key went down`);
-    assert.equal(await page.locator('#show-lines th[data-key="stage-left"]').getAttribute('data-talking'), '');
-    assert.equal(await cell(page, 'Dana', 'backstage').getAttribute('data-talking'), null, 'only where she talks');
-    assert.match(await light.getAttribute('aria-label'), /talking now/);
-    assert.match(await page.locator('#show-summary').textContent(), /1 talking/);
-    // The light goes out at control's `stoppedTalking`, which comes from Janus's voice
-    // detection: Janus sends none for a participant that mutes itself (a talk key released) with
-    // the voice still on (this steady tone), so its going out is not awaited here.
-    await dana.page.mouse.up();
-  });
+  check(
+    'a talk lights the member’s cell and the line’s header as the event comes; a call flashes the header',
+    async () => {
+      const light = cell(page, 'Dana', 'stage-left');
+      const t0 = Date.now();
+      await dana.pressTalk('stage-left');
+      await page.locator(`#show-rows tr[data-key="${ids.Dana}"] td[data-key="stage-left"][data-talking]`).waitFor({
+        timeout: TALK_LIGHT_MS,
+      });
+      report(`show: Dana's talk lit her cell ${Date.now() - t0} ms after her key went down`);
+      assert.equal(await page.locator('#show-lines th[data-key="stage-left"]').getAttribute('data-talking'), '');
+      assert.equal(await cell(page, 'Dana', 'backstage').getAttribute('data-talking'), null, 'only where she talks');
+      assert.match(await light.getAttribute('aria-label'), /talking now/);
+      assert.match(await page.locator('#show-summary').textContent(), /1 talking/);
+      // The light goes out at control's `stoppedTalking`, which comes from Janus's voice
+      // detection: Janus sends none for a participant that mutes itself (a talk key released) with
+      // the voice still on (this steady tone), so its going out is not awaited here.
+      await dana.page.mouse.up();
+
+      // A call on a line flashes its header.
+      await dana.control('stage-left', 'call').click();
+      await page.locator('#show-lines th[data-key="stage-left"][data-call]').waitFor({ timeout: TALK_LIGHT_MS });
+      assert.equal(await page.locator('#show-lines th[data-key="backstage"]').getAttribute('data-call'), null);
+    },
+  );
 
   check('a click on a cell mutes the member on that line (the API says so), a second unmutes', async () => {
     const target = cell(page, 'Dana', 'stage-left');
