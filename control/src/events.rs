@@ -190,6 +190,11 @@ impl Published {
         self.name
     }
 
+    /// Its JSON (`{"type":…,…}`), as every client gets it.
+    pub fn data(&self) -> &str {
+        &self.data
+    }
+
     /// Whether it may change a panel's people (person keys, direct lines, reply): joins and
     /// leaves, direct lines, the config, and talk on a direct line (which moves a reply) but not
     /// on a group's (the bulk of all events, which changes no one's people).

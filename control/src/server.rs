@@ -87,6 +87,8 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         listener: Listener { certificate_sha256, connections: connections.clone(), started },
     })?;
 
+    // Before the tasks that publish start.
+    state.journal.start(state.events.watch());
     let users = Arc::clone(&state.users);
     per_address.count_sessions_with(move |address| users.crew_at(address));
     tokio::spawn(config::watch_for_reloads(Arc::clone(&config)));

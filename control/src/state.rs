@@ -15,6 +15,7 @@ use crate::calls::Calls;
 use crate::config::ConfigManager;
 use crate::events::EventBus;
 use crate::janus::Janus;
+use crate::journal::Journal;
 use crate::limits::{PerMinute, StreamPlaces};
 use crate::linger::LingeringAcceptor;
 use crate::links::Links;
@@ -70,6 +71,8 @@ pub struct Parts {
     pub stream_places: StreamPlaces,
     /// Live events for the admin's event stream.
     pub events: EventBus,
+    /// The show's journal, the show report's source (written once `Journal::start`ed).
+    pub journal: Journal,
     /// The SHA-256 of the listener's certificate (`AB:CD:…`), for control surfaces to pin.
     pub certificate_sha256: Option<String>,
     /// The public listener's connections (open now, and the cap).
@@ -107,6 +110,7 @@ impl AppState {
             bans: Arc::default(),
             stream_places: StreamPlaces::default(),
             events,
+            journal: Journal::in_dir(state_dir),
             certificate_sha256: listener.certificate_sha256,
             connections: listener.connections,
             started: listener.started,

@@ -16,6 +16,7 @@ pub(crate) mod janus_events;
 mod moderation;
 mod panel;
 mod positions;
+mod report;
 mod server_users;
 mod session;
 mod sse;
@@ -86,6 +87,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(system::config))
         .routes(routes!(system::logs))
         .routes(routes!(system::stats))
+        .routes(routes!(report::report))
         .routes(routes!(events::stream))
         .routes(routes!(audio::set_audio))
         .routes(routes!(aes67::get_aes67))

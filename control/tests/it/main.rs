@@ -51,6 +51,7 @@ mod pool;
 #[cfg(feature = "services")]
 mod proxy;
 mod reload;
+mod report;
 #[cfg(feature = "services")]
 mod restart;
 #[cfg(feature = "services")]
