@@ -142,6 +142,7 @@ impl BlockMixer {
             let mut playback = lock(&self.playback);
             (playback.glitches_since_last_asked(), playback.drift_ppm())
         };
+        self.board.card.add(&glitches, drift);
         log_glitches("the card's playback queue", glitches, CHANNELS);
         if let Some(ppm) = drift.filter(|ppm| (ppm - self.drift_reported).abs() >= DRIFT_REPORT_PPM) {
             tracing::info!("the playback follows the capture's clock: the capture runs {ppm:+.0} ppm against it");

@@ -6,12 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use partyline_shared::bridge::{
-    Aes67Status, AnnouncedStream, BranchState, BranchStatus, BridgeState, ParticipantStatus, PlanUser, PtpState,
-    PtpStatus, Status,
+    Aes67Status, AnnouncedStream, BranchState, BranchStatus, BridgeState, CardStatus, ParticipantStatus, PlanUser,
+    PtpState, PtpStatus, Status,
 };
 use partyline_shared::sync::lock;
 use tokio::sync::Notify;
 
+use crate::jitter::Glitches;
 use crate::mix::CHANNELS;
 
 /// Level reported before the first measurement, and for silence.
@@ -97,6 +98,34 @@ pub struct StatusBoard {
     /// The card's voice activity changes (room, talking) not yet signalled, and their news.
     talk: Mutex<Vec<(String, bool)>>,
     pub talk_news: Notify,
+    /// The card's playback faults and drift, written by the mixing thread.
+    pub card: CardFigures,
+}
+
+/// [`CardStatus`]'s figures as the mixing thread updates them.
+#[derive(Debug, Default)]
+pub struct CardFigures {
+    underruns: AtomicU64,
+    overflowed_samples: AtomicU64,
+    drift_ppm: AtomicU64,
+}
+
+impl CardFigures {
+    pub fn add(&self, glitches: &Glitches, drift_ppm: Option<f64>) {
+        self.underruns.fetch_add(glitches.underruns, Ordering::Relaxed);
+        self.overflowed_samples.fetch_add(glitches.overflowed, Ordering::Relaxed);
+        if let Some(ppm) = drift_ppm.filter(|ppm| ppm.is_finite()) {
+            self.drift_ppm.store(ppm.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    fn status(&self) -> CardStatus {
+        CardStatus {
+            underruns: self.underruns.load(Ordering::Relaxed),
+            overflowed_samples: self.overflowed_samples.load(Ordering::Relaxed),
+            drift_ppm: f64::from_bits(self.drift_ppm.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 /// What `StatusChanged` reports, compared to decide whether to emit.
@@ -287,6 +316,7 @@ impl StatusBoard {
             branches,
             participants,
             aes67: reported.aes67.clone(),
+            card: self.card.status(),
         }
     }
 

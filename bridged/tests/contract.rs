@@ -181,7 +181,7 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     let members: Vec<Vec<&str>> = text.lines().map(|line| line.split_whitespace().take(4).collect()).collect();
     for member in [
         [".Apply", "method", "(ssussasua(ssssu)a(ssyaya(ayssai))(syassusssqyy))", "t"],
-        [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu)))"],
+        [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu))(ttd))"],
         [".Generation", "property", "t", ""],
         [".State", "property", "s", ""],
         [".StatusChanged", "signal", "st", "-"],

@@ -25,6 +25,8 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), api::require_admin))
         .layer(middleware::from_fn(api::log_errors))
         .layer(middleware::from_fn(api::stream_cors))
+        // Outermost, so that a request refused by any layer above is counted with its status.
+        .layer(middleware::from_fn_with_state(state.clone(), api::observe_requests))
         .with_state(state)
 }
 

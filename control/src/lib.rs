@@ -31,6 +31,7 @@ mod limits;
 mod linger;
 mod links;
 mod logring;
+mod metrics;
 mod panels;
 mod per_address;
 mod pin;

@@ -20,6 +20,7 @@ use crate::limits::{PerMinute, StreamPlaces};
 use crate::linger::LingeringAcceptor;
 use crate::links::Links;
 use crate::logring::LogRing;
+use crate::metrics::Metrics;
 use crate::panels::Panels;
 use crate::pin::PinLimiter;
 use crate::rendered::{Rendered, Same};
@@ -80,6 +81,8 @@ pub struct Parts {
     pub started: Instant,
     /// `GET /api/admin/groups`'s answer, for the config and the muted lines it shows.
     pub group_list: Rendered<(Same<Config>, Vec<String>)>,
+    /// What `/metrics` counts as it happens.
+    pub metrics: Metrics,
 }
 
 impl AppState {
@@ -115,6 +118,7 @@ impl AppState {
             connections: listener.connections,
             started: listener.started,
             group_list: Rendered::default(),
+            metrics: Metrics::default(),
         })))
     }
 

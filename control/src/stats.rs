@@ -30,6 +30,23 @@ impl Memory {
     }
 }
 
+/// CPU time this process has used (user and system), in seconds, from `/proc/self/stat`; 0
+/// where there is none.
+pub fn cpu_seconds_of_this_process() -> f64 {
+    fs::read_to_string("/proc/self/stat").ok().and_then(|s| parse_cpu_ticks(&s)).map_or(0.0, |ticks| {
+        // The kernel counts in USER_HZ, 100 on every Linux ABI (sysconf's _SC_CLK_TCK).
+        ticks as f64 / 100.0
+    })
+}
+
+/// utime + stime of a `/proc/PID/stat` line: fields 14 and 15, counted after the command's
+/// closing parenthesis (the command may hold spaces and parentheses).
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let after_command = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_command.split_whitespace().skip(11);
+    Some(fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?)
+}
+
 fn parse_status(status: &str) -> Memory {
     let kib = |key: &str| -> u64 {
         status
@@ -79,6 +96,13 @@ mod allocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_ticks_are_read_past_a_command_with_spaces_and_parentheses() {
+        let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 123 0 0";
+        assert_eq!(parse_cpu_ticks(stat), Some(325));
+        assert_eq!(parse_cpu_ticks("4242 (x"), None);
+    }
 
     #[test]
     fn parses_proc_status() {

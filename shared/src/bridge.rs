@@ -185,6 +185,20 @@ pub struct Status {
     /// One per group participant.
     pub participants: Vec<ParticipantStatus>,
     pub aes67: Aes67Status,
+    pub card: CardStatus,
+}
+
+/// The card's playback as bridged plays it: its faults since bridged started (each audible on
+/// every output), and the clock drift it makes up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, Type)]
+#[serde(rename_all = "camelCase")]
+pub struct CardStatus {
+    /// Times the playback queue ran dry and played silence.
+    pub underruns: u64,
+    /// Samples dropped because the playback queue went over its limit.
+    pub overflowed_samples: u64,
+    /// How much faster the capture's clock runs than the playback's, in ppm (0 until measured).
+    pub drift_ppm: f64,
 }
 
 /// AES67 network audio as bridged runs it.
@@ -403,7 +417,7 @@ mod tests {
         assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyaya(ayssai))");
         assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
         assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai))(syassusssqyy))");
-        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu)))");
+        assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu))(ttd))");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The HTTP API: `/api/admin/*` (bearer token) and the user routes, described by one OpenAPI
+//! The HTTP API: `/api/admin/*` and `/metrics` (bearer token) and the user routes, described by one OpenAPI
 //! document generated from the handlers (`GET /api/openapi.json`).
 //!
 //! Every handler takes [`AppState`] and returns `Result<_, ApiError>`; request bodies go
@@ -13,6 +13,7 @@ mod events;
 mod extract;
 mod groups;
 pub(crate) mod janus_events;
+mod metrics;
 mod moderation;
 mod panel;
 mod positions;
@@ -26,7 +27,10 @@ mod system;
 mod token;
 mod users;
 
+use std::net::SocketAddr;
+
 use axum::Router;
+use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Request, State};
 use axum::http::{Method, Uri, header};
 use axum::middleware::Next;
@@ -38,6 +42,7 @@ use utoipa_axum::routes;
 
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
+pub(crate) use metrics::observe_requests;
 pub(crate) use streams::cors as stream_cors;
 
 pub use crate::state::AppState;
@@ -137,6 +142,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(positions::public))
         .routes(routes!(system::health))
         .routes(routes!(system::openapi_json))
+        .routes(routes!(metrics::metrics))
         .split_for_parts()
 }
 
@@ -180,12 +186,16 @@ pub(crate) const EVENTS_BODY_LIMIT: usize = 1024 * 1024;
 
 /// Is this path under the admin API (mounted or not)?
 fn is_admin_path(path: &str) -> bool {
-    path == ADMIN_PREFIX || path.strip_prefix(ADMIN_PREFIX).is_some_and(|rest| rest.starts_with('/'))
+    path == METRICS_PATH
+        || path == ADMIN_PREFIX
+        || path.strip_prefix(ADMIN_PREFIX).is_some_and(|rest| rest.starts_with('/'))
 }
 
 const ADMIN_PREFIX: &str = "/api/admin";
+/// Where Prometheus looks by default; admin-only like everything under [`ADMIN_PREFIX`].
+const METRICS_PATH: &str = "/metrics";
 
-/// Admits requests under `/api/admin` only with the admin token. It wraps the whole router,
+/// Admits requests under `/api/admin` (and `/metrics`) only with the admin token. It wraps the whole router,
 /// so that no admin route can be mounted without it.
 pub(crate) async fn require_admin(
     State(state): State<AppState>,
@@ -202,7 +212,12 @@ pub(crate) async fn require_admin(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     match token {
-        Some(token) if !token.is_empty() && state.admin_token.matches(token) => Ok(next.run(request).await),
+        Some(token) if !token.is_empty() && state.admin_token.matches(token) => {
+            if let Some(ConnectInfo(client)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+                state.metrics.admin_token_used_from(client.ip());
+            }
+            Ok(next.run(request).await)
+        }
         _ => Err(ApiError::Unauthorized),
     }
 }

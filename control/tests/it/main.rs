@@ -41,6 +41,7 @@ mod hostile;
 mod invariants;
 #[cfg(feature = "services")]
 mod janus_link;
+mod metrics;
 #[cfg(feature = "services")]
 mod open_routes;
 mod openapi;
@@ -48,6 +49,8 @@ mod panel;
 mod persistence;
 #[cfg(feature = "services")]
 mod pool;
+#[cfg(feature = "services")]
+mod prometheus;
 #[cfg(feature = "services")]
 mod proxy;
 mod reload;

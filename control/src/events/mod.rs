@@ -17,6 +17,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::response::sse;
 use futures_util::{Stream, StreamExt as _};
@@ -27,6 +28,10 @@ use serde::Serialize;
 
 use crate::links::LinkQuality;
 use tokio::sync::{broadcast, mpsc};
+
+mod talk;
+pub use talk::LineTalk;
+use talk::TalkClock;
 
 /// Events kept for resuming.
 pub const RING: usize = 1024;
@@ -222,6 +227,7 @@ struct Inner {
     ring: Mutex<Ring>,
     sender: broadcast::Sender<Published>,
     clients_cut: AtomicU64,
+    talk: TalkClock,
 }
 
 /// The bus; cheap to clone.
@@ -237,6 +243,7 @@ impl Default for EventBus {
             ring: Mutex::new(Ring { last_id: 0, events: VecDeque::with_capacity(RING) }),
             sender,
             clients_cut: AtomicU64::new(0),
+            talk: TalkClock::default(),
         }))
     }
 }
@@ -265,6 +272,7 @@ pub struct EventStats {
 impl EventBus {
     /// Sends `event` to every client and keeps it for resuming.
     pub fn publish(&self, event: &LiveEvent) {
+        self.0.talk.observe(event, Instant::now());
         let Ok(data) = serde_json::to_string(event) else { return };
         let mut ring = lock(&self.0.ring);
         ring.last_id += 1;
@@ -294,6 +302,11 @@ impl EventBus {
         let backlog =
             if missed { Vec::new() } else { ring.events.iter().filter(|e| e.id > last_id).cloned().collect() };
         Subscription { missed, backlog, receiver }
+    }
+
+    /// The talk on every line talked on since control started, as of `now`.
+    pub fn talk(&self, now: Instant) -> Vec<LineTalk> {
+        self.0.talk.lines(now)
     }
 
     pub fn stats(&self) -> EventStats {

@@ -14,8 +14,8 @@ use futures_util::StreamExt;
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
 use partyline_shared::bridge::{
-    Aes67Status, BUS_NAME, BranchStatus, BridgeProxy, BusChoice, ParticipantStatus, Plan, PlanAes67, PlanGroup,
-    PlanIfb, PlanUser, Status,
+    Aes67Status, BUS_NAME, BranchStatus, BridgeProxy, BusChoice, CardStatus, ParticipantStatus, Plan, PlanAes67,
+    PlanGroup, PlanIfb, PlanUser, Status,
 };
 use partyline_shared::config::{Aes67Config, Channel, Ifb, IfbDim, IfbProgram};
 use partyline_shared::sync::lock;
@@ -26,6 +26,9 @@ use tokio::sync::broadcast::error::TryRecvError;
 use crate::config::ConfigManager;
 use crate::events::{BridgeViewState, EventBus, LiveEvent};
 use crate::janus::{Janus, JanusError};
+
+mod applies;
+pub use applies::Applies;
 
 /// How often the status is refreshed without a signal (bridged signals state changes only; the
 /// branches' packet counters and input levels move all the time, and `/admin/stats` shows them
@@ -49,6 +52,9 @@ pub struct BridgeView {
     /// AES67 (`/admin/aes67` shows it: the SAP list is long for `/admin/stats`).
     #[serde(skip)]
     pub aes67: Aes67Status,
+    /// The card's playback faults and drift (`/metrics` shows them).
+    #[serde(skip)]
+    pub card: CardStatus,
 }
 
 impl BridgeView {
@@ -60,6 +66,7 @@ impl BridgeView {
             branches: status.branches,
             participants: status.participants,
             aes67: status.aes67,
+            card: status.card,
         }
     }
 
@@ -154,6 +161,8 @@ pub struct BridgeManager {
     wake: Notify,
     /// Where changes of bridged's state are published.
     events: EventBus,
+    /// The plans applied, for `/metrics`.
+    pub applies: Applies,
 }
 
 impl BridgeManager {
@@ -168,6 +177,7 @@ impl BridgeManager {
             applied: tokio::sync::Mutex::new(None),
             wake: Notify::new(),
             events,
+            applies: Applies::default(),
         })
     }
 
@@ -178,6 +188,11 @@ impl BridgeManager {
     /// Whether bridged is on the bus now.
     pub fn is_present(&self) -> bool {
         self.present.load(Ordering::Relaxed)
+    }
+
+    /// bridged's status, as read from it.
+    pub(crate) fn take_status(&self, status: Status) {
+        self.set_view(BridgeView::from_status(status));
     }
 
     fn set_view(&self, view: BridgeView) {
@@ -326,7 +341,10 @@ impl BridgeManager {
         if let Err(e) = self.janus.admit_server_users(&config).await {
             tracing::debug!(error = %e, "server audio users' tokens not registered before the plan");
         }
-        match proxy.apply(&plan).await {
+        let started = std::time::Instant::now();
+        let outcome = proxy.apply(&plan).await;
+        self.applies.count(outcome.is_ok(), started.elapsed());
+        match outcome {
             Ok(generation) => {
                 tracing::info!(generation, users = plan.users.len(), "bridge plan applied");
                 *applied = Some(plan);
@@ -345,7 +363,7 @@ impl BridgeManager {
             return;
         }
         match proxy.status().await {
-            Ok(status) => self.set_view(BridgeView::from_status(status)),
+            Ok(status) => self.take_status(status),
             Err(e) => tracing::warn!(error = %e, "cannot read partyline-bridged's status"),
         }
     }
@@ -382,6 +400,7 @@ mod tests {
                 ..Default::default()
             }],
             aes67: Aes67Status { send_sdp: "v=0".into(), ..Aes67Status::default() },
+            card: CardStatus::default(),
         };
         let view = BridgeView::from_status(status);
         assert_eq!(view.aes67.send_sdp, "v=0");
