@@ -95,6 +95,7 @@ impl Janus {
                 tracing::warn!(room, identity = id, "a participant unmuted itself on a listen-only line: muted again");
                 self.enforce_mute(&room, &id).await;
             }
+            JanusEvent::Configured { room, id, muted } => self.users.muted_self(&room, &id, muted),
             JanusEvent::Left { room, id } => {
                 if let Some(user) = self.users.left(&room, &id, "left the room") {
                     self.revoke(&user).await;
@@ -112,7 +113,7 @@ impl Janus {
                 self.reconcile_soon();
             }
             JanusEvent::Shutdown => tracing::warn!("Janus is shutting down"),
-            JanusEvent::Attached { .. } | JanusEvent::Configured { .. } | JanusEvent::Other => {}
+            JanusEvent::Attached { .. } | JanusEvent::Other => {}
         }
     }
 }

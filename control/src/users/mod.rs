@@ -12,7 +12,8 @@
 //! Beside the registry (this file): `user` (a user, its lines, its view and record), `locked`
 //! (the lock every change takes, which hands the crew to the store), `store` (`crew.json`),
 //! `resume` (a panel's key across sessions), `sweeps` (what reconciliation takes out),
-//! `direct` (direct lines: one line on each of their two ends), `seats` (who holds a position).
+//! `direct` (direct lines: one line on each of their two ends), `seats` (who holds a position),
+//! `talk` (who talks, as Janus says and as a mute hides it).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -31,6 +32,7 @@ mod resume;
 mod seats;
 mod store;
 mod sweeps;
+mod talk;
 mod user;
 
 pub use direct::{DirectError, DirectRoom};
@@ -254,26 +256,6 @@ impl Users {
                 None
             }
         }
-    }
-
-    /// Janus says `id` started or stopped talking in `room`: published for a user on that line
-    /// (a participant partyline did not admit is kicked on its join, not reported here).
-    pub fn talking(&self, room: &str, id: &str, talking: bool) {
-        let mut users = self.lock();
-        let Some(user) = users.get(id).filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some()))
-        else {
-            return;
-        };
-        let (identity, username, group_id) = (id.to_owned(), user.username.clone(), room.to_owned());
-        if talking {
-            self.heard_on_direct(&mut users, room, id);
-        }
-        // Under the lock, so that a talk event cannot overtake the join or leave around it.
-        self.events.publish(&if talking {
-            LiveEvent::Talking { identity, username, group_id }
-        } else {
-            LiveEvent::StoppedTalking { identity, username, group_id }
-        });
     }
 
     /// Removes a user (disconnected by the admin, or its admission failed); the caller logs why.

@@ -49,12 +49,22 @@ pub struct Line {
     pub muted_by_admin: bool,
     /// A direct line's other end; `None` on a group's line.
     pub direct: Option<Peer>,
+    /// Janus's voice detection says the user talks on this line (`users::talk`).
+    pub janus_talking: bool,
 }
 
 impl Line {
     /// A line not joined yet.
     pub fn new(group_id: impl Into<String>, listen: bool, talk: bool) -> Line {
-        Line { group_id: group_id.into(), listen, talk, joined_at: None, muted_by_admin: false, direct: None }
+        Line {
+            group_id: group_id.into(),
+            listen,
+            talk,
+            joined_at: None,
+            muted_by_admin: false,
+            direct: None,
+            janus_talking: false,
+        }
     }
 
     /// A listen-and-talk line on `group_id` (a server audio user's, or a one-group join).
