@@ -273,7 +273,7 @@ async fn a_crowd_joins_at_once_and_panels_that_vanish_leave_no_ghost() {
         );
     };
     println!("CREW {VANISH} vanished → gone from control and the rooms in {:.1} s", gone.as_secs_f64());
-    // README ("Connections"): a silent `/janus` connection is closed after a minute, counted
+    // docs/lan.md ("Connections"): a silent `/janus` connection is closed after a minute, counted
     // from its last keep-alive, which is at most 25 s before the vanishing.
     assert!(gone < Duration::from_secs(70), "the vanished were listed for {gone:?}");
     for (identity, token) in &killed {

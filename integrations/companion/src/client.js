@@ -1,5 +1,5 @@
 // The network side of the module: one partyline panel, worked through its panel key
-// (`/api/panel/{key}`, see partyline's README, "Remote control of a panel"). Plain Node, no
+// (`/api/panel/{key}`, see partyline's docs/api.md, "Remote control of a panel"). Plain Node, no
 // Companion import, so that partyline's browser tests drive this very class against the real
 // server.
 //
