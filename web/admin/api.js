@@ -32,11 +32,12 @@ export const token = {
 };
 
 /**
- * One request to `/api/admin{path}`; resolves with the JSON body of a 2xx answer. Throws
- * `ApiError` for an error answer (401 also tells `on.unauthorized`), `Unreachable` when there
- * is no answer. `bearer` overrides the stored token (the login form tries one).
+ * One request to `/api/admin{path}`; resolves with the JSON body of a 2xx answer (its text
+ * with `text: true`: a CSV). Throws `ApiError` for an error answer (401 also tells
+ * `on.unauthorized`), `Unreachable` when there is no answer. `bearer` overrides the stored
+ * token (the login form tries one).
  */
-export async function api(method, path, body, { bearer = token.get() } = {}) {
+export async function api(method, path, body, { bearer = token.get(), text: asText = false } = {}) {
   const headers = { Accept: 'application/json' };
   if (bearer) headers.Authorization = `Bearer ${bearer}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -77,7 +78,7 @@ export async function api(method, path, body, { bearer = token.get() } = {}) {
     if (response.status === 401 && bearer === token.get()) listeners.unauthorized(error);
     throw error;
   }
-  return json;
+  return asText ? text : json;
 }
 
 export const get = (path) => api('GET', path);

@@ -1,8 +1,8 @@
 // The admin UI: login, six tabs by task (Show: the live grid of lines and crew; Lines: groups,
 // positions, join links and the rooms' audio; Crew: who is connected, bans; Sound card: device,
-// channel names, server audio users, AES67; Streams: WHIP and WHEP; System: stats, nodes,
-// logs), an "unreachable" banner, logout. Plain ES modules, no build step; served by control at
-// /admin, talking to /api/admin on the same origin. The tab is in the address (`/admin#crew`),
+// channel names, server audio users, AES67; Streams: WHIP and WHEP; System: stats, nodes, the
+// show report, logs), an "unreachable" banner, logout. Plain ES modules, no build step; served
+// by control at /admin, talking to /api/admin on the same origin. The tab is in the address (`/admin#crew`),
 // each tab chosen is a step of the browser's history (Back returns to the tab before).
 //
 // Refresh rules: the stats (the chart keeps sampling on every tab) and the visible tab are
@@ -24,6 +24,7 @@ import * as streams from '/admin/streams.js';
 import * as users from '/admin/users.js';
 import * as stats from '/admin/stats.js';
 import * as logs from '/admin/logs.js';
+import * as report from '/admin/report.js';
 import * as live from '/admin/live.js';
 
 const REFRESH_MS = 3_000;
@@ -31,7 +32,7 @@ const TABS = ['show', 'lines', 'crew', 'soundcard', 'streams', 'system'];
 /** The tabs of earlier versions, still in bookmarks: where each went. */
 const OLD_TABS = { groups: 'lines', positions: 'lines', users: 'crew', stats: 'system', logs: 'system' };
 /** The tabs' modules: `init(context)`, `reset()`, and `shown(tab)` for some. */
-const MODULES = [show, groups, streams, positions, soundcard, aes67, users, stats, logs];
+const MODULES = [show, groups, streams, positions, soundcard, aes67, users, stats, report, logs];
 
 const root = document.documentElement;
 const ui = {
