@@ -3,12 +3,14 @@
 // and left; the report of the last hour shows the member's row with the join and the leave (with
 // why) and the group's; Download CSV saves `partyline-report-<from>-<to>.csv` whose first line
 // is the CSV header and which has the join and the leave; a custom window whose start is after
-// its end shows the API's error in the section. Run by scripts/test-browser (see README.md here).
+// its end shows the API's error in the section (the section with the report:
+// `admin-report.png` in target/ui-screenshots/). Run by scripts/test-browser (see README.md here).
 
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
-import { Person, openAdmin, startWithBrowser, trackedTests, waitFor } from './harness.mjs';
+import { Person, SHOTS, openAdmin, startWithBrowser, trackedTests, waitFor } from './harness.mjs';
 
 const CSV_HEADER = 'time,kind,member,group,detail,duration_s';
 
@@ -91,6 +93,8 @@ describe('admin show report', { timeout: 120_000 }, () => {
     assert.match(await group.textContent(), /Rita/);
     assert.match(await page.locator('#report-status').textContent(), /1 crew member\b/);
     assert.equal(await page.locator('#report-error').isHidden(), true);
+    await mkdir(SHOTS, { recursive: true });
+    await page.locator('section[aria-labelledby="report-title"]').screenshot({ path: join(SHOTS, 'admin-report.png') });
     assert.deepEqual(page.errors, []);
   });
 
