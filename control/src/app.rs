@@ -1,6 +1,7 @@
 //! The application: the API (`api`), the pages (`web`) and the `/janus` proxy on the one
-//! listener, wrapped in the admin check, the body limits, the refused-request log and the CORS
-//! headers of the WHIP and WHEP routes; and the loopback events listener.
+//! listener, wrapped in the admin check, the body limits, the CORS headers of the WHIP and WHEP
+//! routes and the observer of every request (metrics, the refused-request log); and the loopback
+//! events listener.
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -23,10 +24,9 @@ pub fn app(state: AppState) -> Router {
         // A client announcing a body it never sends must not hold a connection forever.
         .layer(RequestBodyTimeoutLayer::new(api::BODY_TIMEOUT))
         .layer(middleware::from_fn_with_state(state.clone(), api::require_admin))
-        .layer(middleware::from_fn(api::log_errors))
         .layer(middleware::from_fn(api::stream_cors))
-        // Outermost, so that a request refused by any layer above is counted with its status.
-        .layer(middleware::from_fn_with_state(state.clone(), api::observe_requests))
+        // Outermost, so that a request refused by any layer above is counted and logged.
+        .layer(middleware::from_fn_with_state(state.clone(), api::observe))
         .with_state(state)
 }
 
@@ -36,6 +36,6 @@ pub fn events_app(state: AppState) -> Router {
         .fallback(api::route_not_found)
         .layer(DefaultBodyLimit::max(api::EVENTS_BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), api::janus_events::authenticate_node))
-        .layer(middleware::from_fn(api::log_errors))
+        .layer(middleware::from_fn_with_state(state.clone(), api::observe))
         .with_state(state)
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use partyline_testkit::bench::{cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, status_field};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
-use partyline_testkit::janus::Janus;
+use partyline_testkit::janus::{EVENT_USER, Janus};
 use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
 use serde_json::Value;
 
@@ -333,6 +333,22 @@ impl Stack {
         let bus = Bus::start();
         let builder = o.janus_event_loops.into_iter().fold(Janus::builder(), |b, n| b.event_loops(n));
         let (janus, server, events_port) = janus_built_for_control(builder, true);
+        // One node that takes every member (named as Janus posts its events): the bench measures
+        // Janus to its knee and control under a crowd, not the pool's placement limit (a node's
+        // capacity, 64 by default).
+        let pool = format!(
+            "janus:\n  adminSecret: {}\n  roomAdminKey: {}\n  nodes:\n{}",
+            janus.admin_secret(),
+            janus.room_admin_key(),
+            janus.node_yaml(EVENT_USER, 100_000)
+        );
+        // The node names its own event password, which may not also be the pool's.
+        let server: String = server
+            .replace(&janus.config_yaml(), &pool)
+            .lines()
+            .filter(|line| !line.starts_with("  eventSecret:"))
+            .map(|line| format!("{line}\n"))
+            .collect();
         let config = format!(
             "{server}logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
             if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
@@ -567,6 +583,7 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
     tokio::pin!(run);
     let mut poll = tokio::time::interval(Duration::from_millis(500));
     let (mut most_connected, mut all_listed, mut listed_twice, mut joined_ticks) = (0, None, 0, None);
+    let mut scrapes = None;
     let output = loop {
         tokio::select! {
             output = &mut run => break output,
@@ -579,6 +596,7 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
                 if connected as u64 == n && all_listed.is_none() {
                     all_listed = Some(started.elapsed());
                     joined_ticks = Some(cpu_ticks(control.pid()));
+                    scrapes = Some(tokio::spawn(scrape_cost(client.clone(), control.origin.clone(), control.token.clone(), control.pid())));
                 }
             }
         }
@@ -589,6 +607,10 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
     let joins_busy =
         joined_ticks.zip(all_listed).map(|(ticks, at)| ticks.saturating_sub(control_ticks) as f64 / at.as_secs_f64());
     let rss_peak = status_field(control.pid(), "VmHWM:");
+    let scrape = match scrapes {
+        Some(task) => task.await.ok().flatten(),
+        None => None,
+    };
     // The crew has left: every member's leaving reaches the admin too.
     let left = tokio::time::timeout(Duration::from_secs(30), async {
         while tally(&seen.lock().unwrap_or_else(PoisonError::into_inner), "userLeft").0 < n as usize {
@@ -661,6 +683,13 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
         joins_busy.map_or_else(|| "-".to_owned(), |b| format!("{b:.0}"))
     );
     println!("| control CPU over the whole run / its peak RSS | {control_busy:.0} % / {} MiB |", mib(rss_peak));
+    println!(
+        "| `/metrics` with all {n} on: CPU per scrape ms (scraped every second: % of one core), size | {} |",
+        scrape.map_or_else(
+            || "-".to_owned(),
+            |s| format!("{:.2} ({:.2} %), {} KiB", s.cpu_ms, s.cpu_ms / 10.0, s.bytes / 1024)
+        )
+    );
     println!("| Janus CPU over the whole run (% of its core) | {janus_busy:.0} |");
     println!("| admin's list: members listed twice (any poll) | {listed_twice} |");
     println!("| admin's events: members with `userJoined` / most for one | {joined} / {most_joins} |");
@@ -671,6 +700,35 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
         if ok { "every join answered, nothing dropped or duplicated" } else { "**failed** (see above and stderr)" }
     );
     ok
+}
+
+/// What a `/metrics` scrape costs control.
+struct ScrapeCost {
+    /// CPU time per scrape, ms (the whole request: TLS, HTTP, the figures read and encoded).
+    cpu_ms: f64,
+    bytes: usize,
+}
+
+/// Control's CPU for `SCRAPES` scrapes of `/metrics` back to back, less what it spent in as long
+/// a time just before (the crowd's own load), per scrape.
+async fn scrape_cost(client: reqwest::Client, origin: String, token: String, pid: u32) -> Option<ScrapeCost> {
+    const SCRAPES: u32 = 100;
+    let scrape = async || {
+        let response = client.get(format!("{origin}/metrics")).bearer_auth(&token).send().await.ok()?;
+        response.status().is_success().then_some(())?;
+        Some(response.bytes().await.ok()?.len())
+    };
+    let bytes = scrape().await?;
+    let (baseline_start, ticks) = (Instant::now(), cpu_ticks(pid));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let baseline = cpu_ticks(pid).saturating_sub(ticks) as f64 / baseline_start.elapsed().as_secs_f64();
+    let (start, ticks) = (Instant::now(), cpu_ticks(pid));
+    for _ in 0..SCRAPES {
+        scrape().await?;
+    }
+    let busy = cpu_ticks(pid).saturating_sub(ticks) as f64 - baseline * start.elapsed().as_secs_f64();
+    // Ticks are 10 ms.
+    Some(ScrapeCost { cpu_ms: (busy * 10.0 / f64::from(SCRAPES)).max(0.0), bytes })
 }
 
 fn print_run(o: &Options, k: u64, r: &RunResult) {

@@ -127,7 +127,7 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let body = ErrorBody { error: self.to_string(), code: self.code() };
         let mut response = (status, Json(body.clone())).into_response();
-        // For the request log (`super::log_errors`), which does not parse bodies.
+        // For the request log (`super::observe`), which does not parse bodies.
         response.extensions_mut().insert(body);
         response
     }

@@ -28,10 +28,11 @@ mod token;
 mod users;
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, Uri, header};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -42,7 +43,6 @@ use utoipa_axum::routes;
 
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
-pub(crate) use metrics::observe_requests;
 pub(crate) use streams::cors as stream_cors;
 
 pub use crate::state::AppState;
@@ -244,20 +244,39 @@ fn loggable_path(path: &str) -> String {
     }
 }
 
-/// Logs every refused write (a 4xx to anything but GET/HEAD: it changed nothing, and the admin
-/// should be able to see why) as a warning, and every failure of the server (a 5xx) as an
-/// error, each with the request's method and path.
-pub(crate) async fn log_errors(request: Request, next: Next) -> Response {
-    let (method, path) = (request.method().clone(), loggable_path(request.uri().path()));
+/// Observes every request's outcome: counted for `/metrics` (its route's template, method,
+/// status and time to its head), and logged when refused or failed: every refused write (a 4xx
+/// to anything but GET/HEAD: it changed nothing, and the admin should be able to see why) as a
+/// warning, every failure of the server (a 5xx) as an error, each with its method and path. One
+/// middleware for both: each layer costs every request a clone of the service below it.
+pub(crate) async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED, MatchedPath::as_str).to_owned();
+    let method = request.method().clone();
+    // Uri's clone shares its bytes: no copy for the requests that are not logged.
+    let uri = request.uri().clone();
     let response = next.run(request).await;
+    let status = response.status();
+    state.metrics.http.observe(&route, &method, status.as_u16(), started.elapsed().as_secs_f64());
+    if status.is_server_error() || (status.is_client_error() && method != Method::GET && method != Method::HEAD) {
+        log_refusal(&method, uri.path(), &response);
+    }
+    response
+}
+
+/// What a request that matched no route is labelled: the paths themselves are the client's
+/// choice, and would make a series each.
+const UNMATCHED: &str = "unmatched";
+
+fn log_refusal(method: &Method, path: &str, response: &Response) {
+    let path = loggable_path(path);
     let status = response.status();
     let (code, error) = response.extensions().get::<ErrorBody>().map_or(("", ""), |b| (b.code, b.error.as_str()));
     if status.is_server_error() {
         tracing::error!(%method, path, status = status.as_u16(), code, "request failed: {error}");
-    } else if status.is_client_error() && method != Method::GET && method != Method::HEAD {
+    } else {
         tracing::warn!(%method, path, status = status.as_u16(), code, "refused request: {error}");
     }
-    response
 }
 
 #[cfg(test)]

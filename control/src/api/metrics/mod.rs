@@ -1,14 +1,11 @@
 //! `GET /metrics`: the counters of `crate::metrics` and the state as it is now (`snapshot`:
 //! groups, members and their links, media nodes, bridged, the card, the event stream, the
-//! process), in the OpenMetrics text format or Prometheus's; and the middleware that counts
-//! every request.
+//! process), in the OpenMetrics text format or Prometheus's. Requests are counted by
+//! `api::observe`.
 
-use std::time::Instant;
-
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
@@ -16,10 +13,6 @@ use super::{AppState, ErrorBody};
 use crate::metrics::{OPENMETRICS, PROMETHEUS_TEXT, to_prometheus_text};
 
 mod snapshot;
-
-/// What a request that matched no route is labelled: the paths themselves are the client's
-/// choice, and would make a series each.
-const UNMATCHED: &str = "unmatched";
 
 /// partyline's figures for Prometheus: groups (members, talkers, talk time), members' links,
 /// media nodes, bridged and the card (levels, faults, drift, PTP, AES67), the event stream, HTTP
@@ -53,16 +46,6 @@ fn render(state: &AppState) -> String {
         tracing::error!(%error, "the metrics could not be encoded");
     }
     text
-}
-
-/// Counts every request of the listener it wraps, by the template of the route it matched.
-pub(crate) async fn observe_requests(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED, MatchedPath::as_str).to_owned();
-    let method = request.method().clone();
-    let response = next.run(request).await;
-    state.metrics.http.observe(&route, &method, response.status().as_u16(), started.elapsed().as_secs_f64());
-    response
 }
 
 #[cfg(test)]
