@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-/// The non-loopback interface of the network namespace media tests run in (DESIGN §6).
+/// The non-loopback interface of the network namespace media tests run in.
 pub const ICE_IFACE: &str = "pl0";
 /// Its address, given to bridged's ICE agent (`bridge.iceAddresses`).
 pub const ICE_ADDRESS: &str = "10.77.0.1";
@@ -38,7 +38,7 @@ pub fn require_namespace() {
     assert!(
         Path::new("/sys/class/net").join(ICE_IFACE).exists(),
         "interface {ICE_IFACE} is missing: media tests run inside a network namespace holding {ICE_IFACE} \
-         ({ICE_ADDRESS}/24); run them with `scripts/netns-run cargo test …` (DESIGN §6)"
+         ({ICE_ADDRESS}/24); run them with `scripts/netns-run cargo test …`"
     );
 }
 

@@ -227,6 +227,8 @@ struct Inner {
     ring: Mutex<Ring>,
     sender: broadcast::Sender<Published>,
     clients_cut: AtomicU64,
+    /// Clients of the event stream now (their pumps running).
+    clients: AtomicU64,
     talk: TalkClock,
 }
 
@@ -243,6 +245,7 @@ impl Default for EventBus {
             ring: Mutex::new(Ring { last_id: 0, events: VecDeque::with_capacity(RING) }),
             sender,
             clients_cut: AtomicU64::new(0),
+            clients: AtomicU64::new(0),
             talk: TalkClock::default(),
         }))
     }
@@ -311,7 +314,7 @@ impl EventBus {
 
     pub fn stats(&self) -> EventStats {
         EventStats {
-            clients: self.0.sender.receiver_count() as u64,
+            clients: self.0.clients.load(Ordering::Relaxed),
             clients_cut: self.0.clients_cut.load(Ordering::Relaxed),
             last_id: lock(&self.0.ring).last_id,
         }
@@ -341,10 +344,23 @@ impl EventBus {
 
 /// Moves events from the bus to one client's buffer until the client goes or falls behind.
 async fn pump(
-    mut bus: broadcast::Receiver<Published>,
+    bus: broadcast::Receiver<Published>,
     client: mpsc::Sender<Published>,
     cut: Arc<AtomicBool>,
     inner: Arc<Inner>,
+) {
+    // Counted here, not as the broadcast's receivers: control's own watchers (the journal, the
+    // panels' session streams) hold receivers too.
+    inner.clients.fetch_add(1, Ordering::Relaxed);
+    relay(bus, &client, &cut, &inner).await;
+    inner.clients.fetch_sub(1, Ordering::Relaxed);
+}
+
+async fn relay(
+    mut bus: broadcast::Receiver<Published>,
+    client: &mpsc::Sender<Published>,
+    cut: &AtomicBool,
+    inner: &Inner,
 ) {
     loop {
         let event = tokio::select! {

@@ -261,11 +261,15 @@ struct Operation {
     documents_503: bool,
     /// Answers with an event stream that does not end: only its status and type are read.
     streaming: bool,
+    /// Its success is JSON (or has no body), as its document says: `/metrics` answers text.
+    answers_json: bool,
+    /// It needs the admin token, as its document says.
+    admin: bool,
 }
 
 impl Operation {
     fn is_admin(&self) -> bool {
-        self.path.starts_with("/api/admin/")
+        self.admin
     }
 
     fn label(&self) -> String {
@@ -413,6 +417,10 @@ fn operations() -> Vec<Operation> {
                 internal: tags.iter().any(|t| t == "internal"),
                 documents_503: operation["responses"].get("503").is_some(),
                 streaming: operation["responses"]["200"]["content"].get("text/event-stream").is_some(),
+                answers_json: operation["responses"]["200"]["content"]
+                    .as_object()
+                    .is_none_or(|content| content.contains_key("application/json")),
+                admin: operation["security"].as_array().is_some_and(|s| !s.is_empty()),
             });
         }
     }
@@ -562,7 +570,10 @@ impl Run<'_> {
                 }
                 Some(_) => {}
             }
-        } else if status != StatusCode::NO_CONTENT && serde_json::from_str::<Value>(&text).is_err() {
+        } else if status != StatusCode::NO_CONTENT
+            && operation.answers_json
+            && serde_json::from_str::<Value>(&text).is_err()
+        {
             self.violation(&what, &format!("{status} with a body that is not JSON: {text:.200}"));
         }
         if !matches!(probe.auth, Auth::Admin) && operation.is_admin() && status != StatusCode::UNAUTHORIZED {
