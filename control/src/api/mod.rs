@@ -118,6 +118,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(moderation::talk_off))
         .routes(routes!(moderation::mute_line))
         .routes(routes!(moderation::unmute_line))
+        .routes(routes!(moderation::call_line))
         .routes(routes!(token::token))
         .routes(routes!(session::call))
         .routes(routes!(session::session_events))

@@ -1,5 +1,5 @@
 //! The admin's actions on lines: mute or release one user on one line, mute a whole line,
-//! force a user's talk off. Each goes to Janus (AudioBridge `mute`/`unmute`/`mute_room` with the
+//! force a user's talk off, call a line. Each goes to Janus (AudioBridge `mute`/`unmute`/`mute_room` with the
 //! room secret), to the panels concerned (their session streams: they show it and refuse the
 //! talk keys it blocks) and to the log.
 
@@ -154,4 +154,31 @@ async fn set_line_muted(state: &AppState, group: &str, muted: bool) -> Result<Js
     }
     let done = if muted { "muted" } else { "released" };
     Ok(Json(LineMuted { message: format!("Line {group:?} {done}"), group_id: group.to_owned(), muted }))
+}
+
+/// The name a call from the admin carries: what the panels show ("Call from Admin").
+const ADMIN_CALLER: &str = "Admin";
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LineCalled {
+    pub message: String,
+    pub group_id: String,
+}
+
+/// Call a whole line from the admin: every panel on it flashes "Call from Admin" for 5 s, as
+/// for a crew member's call (`event: call` on their session streams, `from` "Admin", `identity`
+/// "admin"), and the admin event stream has its `call`.
+#[utoipa::path(post, path = "/api/admin/groups/{id}/call", tag = "groups", security(("admin_token" = [])),
+    params(("id" = String, Path, description = "Group id")),
+    responses((status = 200, body = LineCalled), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn call_line(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<LineCalled>, ApiError> {
+    if state.config.current().group(&id).is_none() {
+        return Err(ApiError::NotFound(format!("no group has id {id:?}")));
+    }
+    super::session::send_call(&state, ADMIN_CALLER, "admin", id.clone());
+    Ok(Json(LineCalled { message: format!("Line {id:?} called"), group_id: id }))
 }

@@ -43,20 +43,21 @@ pub struct CallRequest {
         (status = 403, description = "The token does not hold this line (or no longer exists)", body = ErrorBody)))]
 pub async fn call(State(state): State<AppState>, ApiJson(body): ApiJson<CallRequest>) -> Result<StatusCode, ApiError> {
     let user = state.users.by_token(&body.token).filter(|u| u.has_line(&body.group_id)).ok_or(ApiError::Forbidden)?;
-    send_call(&state, &user, body.group_id);
+    send_call(&state, &user.username, &user.identity, body.group_id);
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `user` calls its line `group_id` (from its panel or its panel's remote control).
-pub(super) fn send_call(state: &AppState, user: &User, group_id: String) {
+/// `from` (its name as the panels show it, `identity`) calls the line `group_id`: a crew member
+/// from its panel or its panel's remote control, or the admin.
+pub(super) fn send_call(state: &AppState, from: &str, identity: &str, group_id: String) {
     let at = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
-    tracing::info!(identity = user.identity, username = user.username, group = group_id, "call");
+    tracing::info!(identity, username = from, group = group_id, "call");
     state.events.publish(&LiveEvent::Call {
         group_id: group_id.clone(),
-        from: user.username.clone(),
-        identity: user.identity.clone(),
+        from: from.to_owned(),
+        identity: identity.to_owned(),
     });
-    state.calls.send(Call { group_id, from: user.username.clone(), identity: user.identity.clone(), at });
+    state.calls.send(Call { group_id, from: from.to_owned(), identity: identity.to_owned(), at });
 }
 
 /// Whose events `GET /session/events` streams.

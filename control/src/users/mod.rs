@@ -222,6 +222,8 @@ impl Users {
         let user = users.get_mut(id)?;
         let line = user.lines.iter_mut().find(|l| l.group_id == room && l.joined_at.is_some())?;
         line.joined_at = None;
+        // A talk ends at its talker's leave (as the talk clock counts it).
+        line.talking = false;
         self.events.publish(&LiveEvent::UserLeft {
             identity: id.to_owned(),
             username: user.username.clone(),

@@ -21,6 +21,7 @@ impl Users {
             return;
         };
         line.janus_talking = talking;
+        line.talking = talking;
         if talking {
             self.heard_on_direct(&mut users, room, id);
         }
@@ -32,11 +33,14 @@ impl Users {
     /// `id` muted (`muted`) or unmuted itself in `room`: the end or the start of a talk when
     /// Janus's state stands at talking (see the module's comment).
     pub fn muted_self(&self, room: &str, id: &str, muted: bool) {
-        let users = self.lock();
-        let Some(user) = users.get(id) else { return };
-        if user.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some() && l.janus_talking) {
-            self.events.publish(&talk_event(id, user.username.clone(), room, !muted));
-        }
+        let mut users = self.lock();
+        let Some(user) = users.get_mut(id) else { return };
+        let Some(line) = user.lines.iter_mut().find(|l| l.group_id == room && l.joined_at.is_some() && l.janus_talking)
+        else {
+            return;
+        };
+        line.talking = !muted;
+        self.events.publish(&talk_event(id, user.username.clone(), room, !muted));
     }
 }
 
@@ -87,5 +91,30 @@ mod tests {
         assert_eq!(published(), quiet + 4, "a mute after Janus's own stop is no event");
         users.muted_self("backstage", "kai-1", true);
         assert_eq!(published(), quiet + 4, "not Kai's line");
+    }
+
+    #[test]
+    fn the_users_view_says_who_talks_where_as_the_events_last_said() {
+        let users = Users::default();
+        let key = SecretValue::new("k".into());
+        let lines = vec![Line::both("stage"), Line::both("foh")];
+        users.register("kai-1".into(), "Kai".into(), lines, "t".into(), key, None);
+        assert!(users.joined("stage", "kai-1") && users.joined("foh", "kai-1"));
+        let talking = |users: &Users| -> Vec<String> {
+            let view = users.get("kai-1").map(|u| u.view()).expect("Kai");
+            view.lines.into_iter().filter(|l| l.talking).map(|l| l.group_id).collect()
+        };
+        assert!(talking(&users).is_empty());
+        users.talking("stage", "kai-1", true);
+        assert_eq!(talking(&users), ["stage"], "a talk under way, on its line only");
+        users.muted_self("stage", "kai-1", true);
+        assert!(talking(&users).is_empty(), "the key released mid-word: the talk ended");
+        users.muted_self("stage", "kai-1", false);
+        assert_eq!(talking(&users), ["stage"], "pressed again");
+        users.left("stage", "kai-1", "left");
+        assert!(talking(&users).is_empty(), "a leave ends the talk");
+        users.talking("foh", "kai-1", true);
+        users.talking("foh", "kai-1", false);
+        assert!(talking(&users).is_empty());
     }
 }

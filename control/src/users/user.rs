@@ -51,6 +51,9 @@ pub struct Line {
     pub direct: Option<Peer>,
     /// Janus's voice detection says the user talks on this line (`users::talk`).
     pub janus_talking: bool,
+    /// The user talks on this line as the talk events last said (Janus's voice detection
+    /// through the user's own mute, `users::talk`): what the admin's view shows at once.
+    pub talking: bool,
 }
 
 impl Line {
@@ -64,6 +67,7 @@ impl Line {
             muted_by_admin: false,
             direct: None,
             janus_talking: false,
+            talking: false,
         }
     }
 
@@ -86,6 +90,8 @@ pub struct LineState {
     pub call: bool,
     /// The admin muted the user on this line.
     pub muted_by_admin: bool,
+    /// Talking on this line now, as the last `talking`/`stoppedTalking` event said.
+    pub talking: bool,
     /// A direct line's other end (its name); null on a group's line.
     pub direct_with: Option<String>,
     /// The link as the panel last measured it; null before its first report.
@@ -170,6 +176,7 @@ impl User {
                     joined: l.joined_at.is_some(),
                     call: false,
                     muted_by_admin: l.muted_by_admin,
+                    talking: l.talking,
                     direct_with: l.direct.as_ref().map(|p| p.username.clone()),
                     link: None,
                 })

@@ -304,6 +304,27 @@ async fn a_call_reaches_every_panel_on_the_line_and_no_other() {
     }
     let (status, _) = control.get_json("/session/events?token=nope").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // The admin calls Stage Left: Ann's and Bob's panels have it, from "Admin"; Cid's not.
+    let (status, called) = control.post_json("/admin/groups/stage-left/call", json!({})).await;
+    assert_eq!((status, &called["groupId"]), (StatusCode::OK, &json!("stage-left")), "{called}");
+    for (who, stream) in [("Ann", &mut to_ann), ("Bob", &mut to_bob)] {
+        let call = tokio::time::timeout(SOON, stream.recv()).await.expect(who).expect(who);
+        let want = (&json!("stage-left"), &json!("Admin"), &json!("admin"));
+        assert_eq!((&call["groupId"], &call["from"], &call["identity"]), want, "{who}: {call}");
+    }
+    // An unknown group: 404 in the one error shape, and the refusal logged; no token: 401.
+    let (status, error) = control.post_json("/admin/groups/nowhere/call", json!({})).await;
+    assert_eq!((status, &error["code"]), (StatusCode::NOT_FOUND, &json!("not_found")), "{error}");
+    let refusal = |l: &str| l.contains("refused request") && l.contains("/api/admin/groups/nowhere/call");
+    wait_for("the refused call logged", SOON, async || control.log_text().lines().any(refusal).then_some(())).await;
+    let response = partyline_testkit::http()
+        .post(control.url("/admin/groups/stage-left/call"))
+        .send()
+        .await
+        .expect("POST without a token");
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert!(to_cid.try_recv().is_err(), "Cid is not on Stage Left");
 }
 
 #[tokio::test]

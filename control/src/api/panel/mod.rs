@@ -249,7 +249,7 @@ pub async fn call(
 ) -> Result<Json<RemoteLine>, ApiError> {
     let user = panel_of(&state, &key)?;
     line_of(&user, &group)?;
-    super::session::send_call(&state, &user, group.clone());
+    super::session::send_call(&state, &user.username, &user.identity, group.clone());
     remote_line(&state, &user, &group)
 }
 
