@@ -9,9 +9,10 @@
 // 200 costs a few attribute writes per event.
 //
 // A click on a cell (or Enter, Space) mutes or unmutes that member on that line
-// (`POST /users/{identity}/lines/{group}/mute|unmute`); a group's header mutes the whole line
-// (`POST /groups/{id}/mute|unmute`) and flashes for a call on it, a direct line's closes it (`DELETE /direct/{group}`,
-// confirmed in place). The API has no admin route that calls a line, so no header calls.
+// (`POST /users/{identity}/lines/{group}/mute|unmute`); a group's header has two buttons, Call
+// (`POST /groups/{id}/call`: every panel on the line flashes "Call from Admin") and Mute or
+// Unmute for the whole line (`POST /groups/{id}/mute|unmute`), and flashes for a call on it; a
+// direct line's header closes it (`DELETE /direct/{group}`, confirmed in place).
 // Filters by name and by line; arrow keys move between cells, `/` goes to the name filter.
 // Below 640 px the grid is a list: each member, then only the lines they are on.
 
@@ -25,8 +26,14 @@ let ui;
 let members = new Map();
 /** The columns: `{ id, name, direct, muted }`, the groups in the config's order, then direct lines. */
 let lines = [];
-/** Who talks where now, as `identity␤groupId`: from the events only (the users list does not say). */
+/** Who talks where now, as `identity␤groupId`: from the events, seeded by the users list. */
 const talking = new Set();
+/**
+ * While the lights wait for their seed from the users list (`lines[].talking`: the talks under
+ * way when the page opened or its event stream came back), the talk keys whose events came
+ * since: an event is newer than the list, so the list does not overrule it. `null`: seeded.
+ */
+let seed = new Set();
 /** The cell in the tab order (`identity␤groupId`): arrow keys move it, a refresh keeps it. */
 let current = null;
 /** Members on a line whose link is poor, counted for the summary. */
@@ -69,6 +76,7 @@ export function reset() {
   members = new Map();
   lines = [];
   talking.clear();
+  seed = new Set();
   current = null;
   ui.rows.replaceChildren();
   syncHeader();
@@ -76,11 +84,23 @@ export function reset() {
 }
 
 export async function refresh() {
+  const seeding = seed;
   const loaded = await load(ui.error, 'show', async () => {
     const [body] = await Promise.all([get('/users'), groups.fetchGroups()]);
     members = new Map(body.users.filter((u) => u.state === 'connected').map((u) => [u.identity, u]));
   });
-  if (loaded) render();
+  if (!loaded) return;
+  // A seed asked for again meanwhile (a reconnect) waits for a fetch made after it.
+  if (seeding && seeding === seed) {
+    for (const user of members.values()) {
+      for (const line of user.lines ?? []) {
+        const key = talkKey(user.identity, line.groupId);
+        if (line.talking && !seeding.has(key)) talking.add(key);
+      }
+    }
+    seed = null;
+  }
+  render();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -90,14 +110,16 @@ export async function refresh() {
 export function onEvent(name, data) {
   if (!ui) return;
   if (name === null || name === 'reset') {
-    // What was missed is unknown: the lights start again from the next talks.
+    // What was missed is unknown: the lights start again from the next fetch's users list.
     for (const key of talking) setTalking(...key.split('\n'), false);
+    seed = new Set();
     return;
   }
   if (!data) return;
   switch (name) {
     case 'talking':
     case 'stoppedTalking':
+      seed?.add(talkKey(data.identity, data.groupId));
       setTalking(data.identity, data.groupId, name === 'talking');
       break;
     case 'linkChanged':
@@ -113,7 +135,10 @@ export function onEvent(name, data) {
     case 'userLeft':
       // The fetch main.js makes on this event adds or removes the member; until it answers, the cell says it.
       setJoined(data.identity, data.groupId, name === 'userJoined');
-      if (name === 'userLeft') setTalking(data.identity, data.groupId, false);
+      if (name === 'userLeft') {
+        seed?.add(talkKey(data.identity, data.groupId));
+        setTalking(data.identity, data.groupId, false);
+      }
       break;
     default:
   }
@@ -228,11 +253,17 @@ function createLineHeader(line) {
   const action = h('button', { class: 'ghost small-button sl-action', type: 'button' });
   if (line.direct) confirmInPlace(action, () => closeDirect(line.id));
   else action.addEventListener('click', () => muteLine(line.id));
+  let call = null;
+  if (!line.direct) {
+    call = h('button', { class: 'ghost small-button sl-call', type: 'button' }, 'Call');
+    call.addEventListener('click', () => callLine(call, line.id));
+  }
   const th = h(
     'th',
     { scope: 'col', class: 'show-line' },
     h('span', { class: 'sl-name' }),
     h('span', { class: 'sl-count muted small' }),
+    call,
     action,
   );
   if (line.direct) th.dataset.direct = '';
@@ -249,6 +280,7 @@ function updateLineHeader(th, line) {
     if (action.dataset.confirming === undefined) setText(action, 'Close');
     labelButton(action, `Close the direct line ${line.name}`);
   } else {
+    labelButton(th.querySelector('.sl-call'), `Call everyone on ${line.name}`);
     setText(action, line.muted ? 'Unmute' : 'Mute');
     setAttr(action, 'aria-pressed', String(line.muted));
     setAttr(action, 'aria-label', `${line.muted ? 'Unmute' : 'Mute'} the line ${line.name}`);
@@ -418,6 +450,20 @@ async function muteLine(groupId) {
     showError(ui.error, `Could not ${what} the line ${line.name}: ${error.message}`);
   }
   await refresh();
+}
+
+/** Calls the line: its panels flash "Call from Admin"; the header flashes at the `call` event. */
+async function callLine(button, groupId) {
+  const name = lines.find((l) => l.id === groupId)?.name ?? groupId;
+  button.disabled = true;
+  try {
+    await post(`/groups/${seg(groupId)}/call`);
+    showError(ui.error, null);
+  } catch (error) {
+    showError(ui.error, `Could not call the line ${name}: ${error.message}`);
+  } finally {
+    button.disabled = false;
+  }
 }
 
 async function closeDirect(groupId) {

@@ -1,7 +1,8 @@
 // The admin UI's Show tab (/admin#show, the admin's home) in a real browser, against the real
 // partyline-control and Janus: crew members joined through the join page become rows of the
 // lines × crew grid, each cell their state on that line; a talk lights their cell (the admin
-// event stream's `talking`, written into the one cell); a click on a cell mutes them on that
+// event stream's `talking`, written into the one cell), and a page opened while it goes on
+// (the users list's `lines[].talking`); a line's Call flashes the panels on it; a click on a cell mutes them on that
 // line and a second unmutes (checked in `GET /api/admin/users`); the keyboard drives it (arrow
 // keys, Enter and Space, `/` to the name filter); the filters by name and by line; a leave
 // removes the row. At 360 px the grid is a list. Screenshots at 1280 and 360 px, light and
@@ -124,15 +125,16 @@ describe('admin Show tab', { timeout: 180_000 }, () => {
     assert.equal((await state('Sam', 'stage-left')).on, false, 'Sam is not on Stage Left');
     assert.match(await cell(page, 'Dana', 'stage-left').getAttribute('aria-label'), /^Dana on Stage Left: listens/);
     assert.match(await page.locator('#show-summary').textContent(), /^2 connected · 0 talking/);
-    // No admin route calls a line: a group's header offers its mute only.
+    // A group's header: Call the line, and Mute it whole.
     const header = page.locator('#show-lines th[data-key="stage-left"]');
-    assert.deepEqual(await header.getByRole('button').allTextContents(), ['Mute']);
+    assert.deepEqual(await header.getByRole('button').allTextContents(), ['Call', 'Mute']);
+    assert.equal(await header.locator('.sl-call').getAttribute('aria-label'), 'Call everyone on Stage Left');
     assert.equal(await header.locator('.sl-count').textContent(), '1 joined');
     assert.deepEqual(page.errors, []);
   });
 
   check(
-    'a talk lights the member’s cell and the line’s header as the event comes; a call flashes the header',
+    'a talk lights the member’s cell and the line’s header as the event comes, and a page opened meanwhile; a call flashes the header; the admin’s Call reaches the panels',
     async () => {
       const light = cell(page, 'Dana', 'stage-left');
       const t0 = Date.now();
@@ -145,6 +147,19 @@ describe('admin Show tab', { timeout: 180_000 }, () => {
       assert.equal(await cell(page, 'Dana', 'backstage').getAttribute('data-talking'), null, 'only where she talks');
       assert.match(await light.getAttribute('aria-label'), /talking now/);
       assert.match(await page.locator('#show-summary').textContent(), /1 talking/);
+      // A page opened while she talks lights her cell from the users list (no new event).
+      const late = await openAdmin(browser, control.origin, { token: control.adminToken });
+      const lateCell = late.locator(`#show-rows tr[data-key="${ids.Dana}"] td[data-key="stage-left"]`);
+      await lateCell.waitFor();
+      assert.equal(await lateCell.getAttribute('data-talking'), '', 'lit at load: the talk is under way');
+      assert.equal(
+        await late
+          .locator(`#show-rows tr[data-key="${ids.Dana}"] td[data-key="backstage"]`)
+          .getAttribute('data-talking'),
+        null,
+      );
+      assert.deepEqual(late.errors, []);
+      await late.context().close();
       // The light goes out at control's `stoppedTalking`, which comes from Janus's voice
       // detection: Janus sends none for a participant that mutes itself (a talk key released) with
       // the voice still on (this steady tone), so its going out is not awaited here.
@@ -154,6 +169,23 @@ describe('admin Show tab', { timeout: 180_000 }, () => {
       await dana.control('stage-left', 'call').click();
       await page.locator('#show-lines th[data-key="stage-left"][data-call]').waitFor({ timeout: TALK_LIGHT_MS });
       assert.equal(await page.locator('#show-lines th[data-key="backstage"]').getAttribute('data-call'), null);
+
+      // The admin's Call on Backstage (by the keyboard: the header's button): Dana's and Sam's
+      // panels flash that line, from "Admin"; the header flashes at its event.
+      const call = page.locator('#show-lines th[data-key="backstage"] .sl-call');
+      await call.focus();
+      const t1 = Date.now();
+      await page.keyboard.press('Enter');
+      for (const person of [dana, sam]) {
+        await waitFor(
+          `${person === dana ? 'Dana' : 'Sam'}'s Backstage calling`,
+          async () => (await person.lineState('backstage')).call === 'true',
+        );
+        assert.match(await person.line('backstage').locator('.line-talkers').textContent(), /^Call from Admin$/);
+      }
+      report(`show: the admin's Call flashed both panels' Backstage within ${Date.now() - t1} ms`);
+      await page.locator('#show-lines th[data-key="backstage"][data-call]').waitFor({ timeout: TALK_LIGHT_MS });
+      assert.deepEqual(page.errors, []);
     },
   );
 
