@@ -42,5 +42,6 @@ mod server;
 mod stats;
 mod streams;
 mod tls;
+mod turn;
 mod users;
 mod web;

@@ -32,6 +32,24 @@ pub struct LinkFigures {
     /// Round trip to the media server, ms (0 to 10,000), when the panel knows it.
     #[serde(default)]
     pub rtt_ms: Option<f32>,
+    /// How the panel's end of the connection reaches the media server (the local candidate of
+    /// the selected ICE pair): `relay` when through the TURN relay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_type: Option<CandidateType>,
+}
+
+/// An ICE candidate's type (RFC 8445), as WebRTC's statistics name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CandidateType {
+    /// The device's own address: on the media server's network, or routed to it.
+    Host,
+    /// The device's address as a STUN server saw it (through a NAT).
+    Srflx,
+    /// Its address as the media server saw it (through a NAT).
+    Prflx,
+    /// Through the TURN relay.
+    Relay,
 }
 
 impl LinkFigures {
@@ -170,7 +188,7 @@ mod tests {
     use super::*;
 
     fn figures(loss_percent: f32, jitter_ms: f32, rtt_ms: Option<f32>) -> LinkFigures {
-        LinkFigures { loss_percent, jitter_ms, rtt_ms }
+        LinkFigures { loss_percent, jitter_ms, rtt_ms, candidate_type: None }
     }
 
     /// Data-driven: figures and their judgement.

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
-use partyline_shared::config::PinHash;
+use partyline_shared::Config;
+use partyline_shared::config::{OFF_SITE_MIN_PIN_DIGITS, PinHash};
 use partyline_shared::sync::lock;
 use ring::pbkdf2;
 
@@ -28,9 +29,13 @@ const WINDOW: Duration = Duration::from_secs(60);
 
 /// A PIN as the admin sets it: 4 to 12 digits (what a phone's keypad and a stage manager's
 /// memory handle).
-pub fn check(pin: &str) -> Result<(), String> {
-    if (4..=12).contains(&pin.len()) && pin.chars().all(|c| c.is_ascii_digit()) {
+pub fn check(pin: &str, config: &Config) -> Result<(), String> {
+    let fewest = if config.network.off_site() { OFF_SITE_MIN_PIN_DIGITS } else { 4 };
+    if (fewest..=12).contains(&pin.len()) && pin.chars().all(|c| c.is_ascii_digit()) {
         Ok(())
+    } else if fewest > 4 {
+        // Off-site, anyone on the internet may guess (within the per-address and per-PIN budgets).
+        Err(format!("a PIN is {fewest} to 12 digits while crew can join from off-site (`network`)"))
     } else {
         Err("a PIN is 4 to 12 digits".into())
     }
@@ -258,13 +263,18 @@ mod tests {
     }
 
     #[test]
-    fn pins_are_four_to_twelve_digits() {
+    fn pins_are_four_to_twelve_digits_and_six_once_crew_join_from_off_site() {
+        let lan = Config::default();
         for good in ["0000", "123456789012"] {
-            assert!(check(good).is_ok(), "{good}");
+            assert!(check(good, &lan).is_ok(), "{good}");
         }
         for bad in ["123", "1234567890123", "12a4", "", "١٢٣٤"] {
-            assert!(check(bad).is_err(), "{bad}");
+            assert!(check(bad, &lan).is_err(), "{bad}");
         }
+        let mut off_site = Config::default();
+        off_site.network.public_address = Some(IpAddr::from([203, 0, 113, 10]));
+        assert!(check("12345", &off_site).expect_err("refused").contains("6 to 12 digits"));
+        assert!(check("123456", &off_site).is_ok());
     }
 
     #[tokio::test]

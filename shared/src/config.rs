@@ -53,6 +53,9 @@ pub struct Config {
     pub logging: LoggingConfig,
     pub bridge: BridgeConfig,
     pub crew: CrewConfig,
+    /// How crew off the venue's LAN get in (a relay, a public media address).
+    #[serde(skip_serializing_if = "NetworkConfig::is_default")]
+    pub network: NetworkConfig,
     /// Legacy: the original system's routing matrix.
     #[serde(skip_serializing)]
     routing: Option<IgnoredAny>,
@@ -71,6 +74,10 @@ pub struct ServerConfig {
     /// Admin token; `PARTYLINE_ADMIN_TOKEN` and the state directory's `admin-token` file win.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<Secret>,
+    /// Where the admin UI and API (`/admin`, `/api/admin/…`, `/metrics`) answer from: other
+    /// addresses get 403 even with the admin token. Default: loopback and the private ranges.
+    #[serde(skip_serializing_if = "network::is_private_ranges")]
+    pub admin_allow_from: Vec<AddressRange>,
     /// The original system's keys found in the file, until [`Config::take_legacy`] takes them.
     #[serde(skip)]
     legacy: Option<LegacyServer>,
@@ -95,6 +102,7 @@ struct ServerFile {
     events_listen: SocketAddr,
     tls: Tls,
     admin_token: Option<Secret>,
+    admin_allow_from: Vec<AddressRange>,
     host: Option<String>,
     port: Option<u16>,
     livekit: Option<IgnoredAny>,
@@ -102,14 +110,23 @@ struct ServerFile {
 
 impl Default for ServerFile {
     fn default() -> Self {
-        let ServerConfig { events_listen, tls, admin_token, .. } = ServerConfig::default();
-        ServerFile { listen: None, events_listen, tls, admin_token, host: None, port: None, livekit: None }
+        let ServerConfig { events_listen, tls, admin_token, admin_allow_from, .. } = ServerConfig::default();
+        ServerFile {
+            listen: None,
+            events_listen,
+            tls,
+            admin_token,
+            admin_allow_from,
+            host: None,
+            port: None,
+            livekit: None,
+        }
     }
 }
 
 impl From<ServerFile> for ServerConfig {
     fn from(file: ServerFile) -> Self {
-        let ServerFile { listen, events_listen, tls, admin_token, host, port, livekit } = file;
+        let ServerFile { listen, events_listen, tls, admin_token, admin_allow_from, host, port, livekit } = file;
         let legacy = (host.is_some() || port.is_some() || livekit.is_some()).then(|| LegacyServer {
             host,
             port,
@@ -117,7 +134,7 @@ impl From<ServerFile> for ServerConfig {
             listen_given: listen.is_some(),
         });
         let listen = listen.unwrap_or(ServerConfig::default().listen);
-        ServerConfig { listen, events_listen, tls, admin_token, legacy }
+        ServerConfig { listen, events_listen, tls, admin_token, admin_allow_from, legacy }
     }
 }
 
@@ -128,6 +145,7 @@ impl Default for ServerConfig {
             events_listen: SocketAddr::from(([127, 0, 0, 1], 7089)),
             tls: Tls::default(),
             admin_token: None,
+            admin_allow_from: private_ranges(),
             legacy: None,
         }
     }
@@ -881,6 +899,12 @@ macro_rules! checked_number {
     };
 }
 
+// After `checked_number!`, which it uses.
+mod network;
+pub use network::{
+    AddressRange, CredentialSeconds, IceUrl, NetworkConfig, OFF_SITE_MIN_PIN_DIGITS, TurnConfig, private_ranges,
+};
+
 checked_number!(
     /// Opus bitrate in kbit/s.
     Bitrate(u32), |v| (6..=510).contains(&v), "a bitrate of 6 to 510 kbit/s"
@@ -1170,6 +1194,7 @@ impl Config {
             ));
         }
         self.janus.validate()?;
+        self.network.validate().map_err(|(field, message)| ConfigError::new(format!("network.{field}"), message))?;
         self.audio
             .aes67
             .check()
@@ -1254,6 +1279,9 @@ impl Config {
         }
         for token in shown.groups.iter_mut().flat_map(|g| &mut g.stream_tokens) {
             token.hash = REDACTED.into();
+        }
+        if let Some(turn) = &mut shown.network.turn {
+            turn.secret.0 = REDACTED.into();
         }
         shown
     }

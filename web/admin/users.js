@@ -252,10 +252,14 @@ function createLine(identity, groupId) {
   );
 }
 
-/** A line's link in a few words: `link good: 0.4 % lost, 3 ms jitter, 12 ms round trip`. */
-function linkText({ quality, lossPercent, jitterMs, rttMs }) {
+/**
+ * A line's link in a few words: `link good: 0.4 % lost, 3 ms jitter, 12 ms round trip`, and
+ * `, relayed` when it goes through the TURN relay.
+ */
+function linkText({ quality, lossPercent, jitterMs, rttMs, candidateType }) {
   const rtt = Number.isFinite(rttMs) ? `, ${Math.round(rttMs)} ms round trip` : '';
-  return `link ${quality}: ${lossPercent.toFixed(1)} % lost, ${Math.round(jitterMs)} ms jitter${rtt}`;
+  const relayed = candidateType === 'relay' ? ', relayed' : '';
+  return `link ${quality}: ${lossPercent.toFixed(1)} % lost, ${Math.round(jitterMs)} ms jitter${rtt}${relayed}`;
 }
 
 /** A line's name: its group's, or for a direct line the other end's. */
@@ -286,6 +290,7 @@ function updateLine(li, user, line) {
   li.querySelector('.line-muted').hidden = !line.mutedByAdmin;
   // The link as the panel last measured it (control's judgement of its figures).
   setAttr(li, 'data-link', line.link?.quality ?? null);
+  setAttr(li, 'data-relayed', line.link?.candidateType === 'relay' ? '' : null);
   setText(li.querySelector('.line-link'), line.link ? linkText(line.link) : '');
   const mute = li.querySelector('.line-mute');
   setText(mute, line.mutedByAdmin ? 'Unmute' : 'Mute');

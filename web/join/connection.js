@@ -11,6 +11,9 @@ import Janus from '/vendor/janus.js';
 const PLUGIN = 'janus.plugin.audiobridge';
 /** A join that is not connected by then is given up (and retried when reconnecting). */
 const JOIN_TIMEOUT_MS = 20_000;
+
+/** The ICE candidate types control takes in a link report (`candidateType`). */
+const CANDIDATE_TYPES = ['host', 'srflx', 'prflx', 'relay'];
 /** ICE "disconnected" often heals by itself; only this long a gap counts as lost. */
 export const ICE_GRACE_MS = 5_000;
 /** Janus's answer once the admin removed our token. */
@@ -96,7 +99,8 @@ export class Connection {
       this.janus = new Janus({
         server: this.credentials.url,
         token: this.credentials.token,
-        iceServers: [], // Janus offers host candidates only; venues have no STUN.
+        // The venue's STUN and TURN relay with this session's credential (none on a LAN).
+        iceServers: this.credentials.iceServers ?? [],
         success: () => {
           for (const line of this.credentials.lines) {
             const link = new LineLink(this, line);
@@ -375,7 +379,8 @@ class LineLink {
     let inbound = null;
     let remote = null;
     let pair = null;
-    (await pc.getStats()).forEach((s) => {
+    const stats = await pc.getStats();
+    stats.forEach((s) => {
       if (s.type === 'inbound-rtp' && s.kind === 'audio') inbound = s;
       else if (s.type === 'remote-inbound-rtp' && s.kind === 'audio') remote = s;
       else if (s.type === 'candidate-pair' && s.state === 'succeeded' && s.nominated) pair = s;
@@ -395,11 +400,14 @@ class LineLink {
     }
     const rtt = pair?.currentRoundTripTime ?? remote?.roundTripTime;
     const bounded = (ms) => Math.min(Math.max(ms, 0), 10_000);
+    // host, srflx, prflx, or relay: through the TURN relay.
+    const candidateType = pair ? stats.get(pair.localCandidateId)?.candidateType : undefined;
     return {
       groupId: this.line.groupId,
       lossPercent: Math.min(lossPercent, 100),
       jitterMs: bounded(jitterMs),
       ...(Number.isFinite(rtt) ? { rttMs: bounded(rtt * 1000) } : {}),
+      ...(CANDIDATE_TYPES.includes(candidateType) ? { candidateType } : {}),
     };
   }
 

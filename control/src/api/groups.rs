@@ -139,7 +139,7 @@ pub async fn create(
     ApiJson(body): ApiJson<CreateGroup>,
 ) -> Result<(StatusCode, Json<GroupChanged>), ApiError> {
     let what = format!("create group {:?}", body.name);
-    let pin = hash_pin(body.pin.map(Some)).await?.flatten();
+    let pin = hash_pin(&state, body.pin.map(Some)).await?.flatten();
     let group = state
         .config
         .update(what, move |c| {
@@ -162,7 +162,7 @@ pub async fn update(
     ApiJson(body): ApiJson<UpdateGroup>,
 ) -> Result<Json<GroupChanged>, ApiError> {
     let what = format!("update group {id:?}");
-    let pin = hash_pin(body.pin).await?;
+    let pin = hash_pin(&state, body.pin).await?;
     let old_id = id.clone();
     let group = state
         .config

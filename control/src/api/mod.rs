@@ -196,14 +196,41 @@ const ADMIN_PREFIX: &str = "/api/admin";
 /// Where Prometheus looks by default; admin-only like everything under [`ADMIN_PREFIX`].
 const METRICS_PATH: &str = "/metrics";
 
-/// Admits requests under `/api/admin` (and `/metrics`) only with the admin token. It wraps the whole router,
-/// so that no admin route can be mounted without it.
+/// Is this path the admin UI's page or one of its files?
+fn is_admin_page(path: &str) -> bool {
+    path.strip_prefix("/admin").is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Admits requests under `/api/admin` (and `/metrics`) only with the admin token, and those and
+/// the admin UI (`/admin`) only from `server.adminAllowFrom`'s addresses: from anywhere else,
+/// even the right token gets 403, so the admin can be reached from the venue's LAN only while
+/// the crew joins from anywhere. It wraps the whole router, so that no admin route can be
+/// mounted without it.
 pub(crate) async fn require_admin(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    if !is_admin_path(request.uri().path()) {
+    let path = request.uri().path();
+    let api = is_admin_path(path);
+    if !api && !is_admin_page(path) {
+        return Ok(next.run(request).await);
+    }
+    // The listener always sets it; a router driven without one (unit tests) has no client.
+    let client = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(a)| a.ip());
+    if let Some(client) = client
+        && !state.config.current().server.admin_allow_from.iter().any(|range| range.contains(client))
+    {
+        // Refused writes are logged by `observe`.
+        if matches!(*request.method(), Method::GET | Method::HEAD) {
+            tracing::warn!(%client, path = loggable_path(path), "admin request from outside server.adminAllowFrom: refused");
+        }
+        return Err(ApiError::Denied {
+            code: "admin_not_allowed_here",
+            message: "the admin UI and API answer only from the addresses of server.adminAllowFrom".into(),
+        });
+    }
+    if !api {
         return Ok(next.run(request).await);
     }
     let token = request
@@ -214,8 +241,8 @@ pub(crate) async fn require_admin(
         .map(str::trim);
     match token {
         Some(token) if !token.is_empty() && state.admin_token.matches(token) => {
-            if let Some(ConnectInfo(client)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
-                state.metrics.admin_token_used_from(client.ip());
+            if let Some(client) = client {
+                state.metrics.admin_token_used_from(client);
             }
             Ok(next.run(request).await)
         }

@@ -156,8 +156,8 @@ pub struct PositionBody {
 }
 
 impl PositionBody {
-    async fn fields(self) -> Result<PositionFields, ApiError> {
-        let pin = hash_pin(self.pin).await?;
+    async fn fields(self, state: &AppState) -> Result<PositionFields, ApiError> {
+        let pin = hash_pin(state, self.pin).await?;
         Ok(PositionFields {
             name: self.name,
             listen: self.listen,
@@ -173,9 +173,9 @@ impl PositionBody {
 
 /// A PIN field of a request: checked, and hashed off the async threads (the hash is slow on
 /// purpose).
-pub(super) async fn hash_pin(pin: Patch<Option<String>>) -> Result<Patch<Option<PinHash>>, ApiError> {
+pub(super) async fn hash_pin(state: &AppState, pin: Patch<Option<String>>) -> Result<Patch<Option<PinHash>>, ApiError> {
     let Some(Some(pin)) = pin else { return Ok(pin.map(|_| None)) };
-    crate::pin::check(&pin).map_err(|m| ApiError::BadRequest(format!("pin: {m}")))?;
+    crate::pin::check(&pin, &state.config.current()).map_err(|m| ApiError::BadRequest(format!("pin: {m}")))?;
     let hashed = tokio::task::spawn_blocking(move || crate::pin::hash(&pin))
         .await
         .map_err(|e| ApiError::Internal(format!("cannot hash the PIN: {e}")))?
@@ -203,7 +203,7 @@ pub async fn create(
     ApiJson(body): ApiJson<PositionBody>,
 ) -> Result<(StatusCode, Json<PositionChanged>), ApiError> {
     let what = format!("create position {:?}", body.name.as_deref().unwrap_or_default());
-    let fields = body.fields().await?;
+    let fields = body.fields(&state).await?;
     let position =
         state.config.update(what, move |c| config::create_position(c, fields).map(|p| PositionView::of(c, &p))).await?;
     let message = format!("Position {:?} created{}", position.name, pin_note(&position));
@@ -221,7 +221,7 @@ pub async fn update(
     ApiJson(body): ApiJson<PositionBody>,
 ) -> Result<Json<PositionChanged>, ApiError> {
     let what = format!("update position {id:?}");
-    let fields = body.fields().await?;
+    let fields = body.fields(&state).await?;
     let position = state
         .config
         .update(what, move |c| config::update_position(c, &id, fields).map(|p| PositionView::of(c, &p)))

@@ -3,6 +3,7 @@
 //! positions a PIN; what it gets is one Janus token for its lines and a panel key.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::SystemTime;
 
 use axum::Json;
 use axum::extract::connect_info::ConnectInfo;
@@ -19,6 +20,7 @@ use super::{ApiError, ApiJson, AppState, ErrorBody};
 use crate::janus::IssueError;
 use crate::limits::{Take, address_key};
 use crate::pin::TooManyTries;
+use crate::turn::{IceServer, ice_servers};
 use crate::users::{Line, Seat, User};
 
 /// A crew member asking for a panel: one group (`groupId`), a prepared `position`, or its own
@@ -99,6 +101,10 @@ pub struct TokenResponse {
     /// The panel has an announce key: one press talks on every talk line (the position's
     /// `announce`).
     pub announce: bool,
+    /// The ICE servers for the panel's peer connections (`RTCConfiguration.iceServers`): the
+    /// venue's STUN servers and its TURN relay with a credential for this session that expires
+    /// after `network.turn.credentialSeconds`. Empty on a LAN-only install.
+    pub ice_servers: Vec<IceServer>,
 }
 
 /// Get a token for a panel of lines.
@@ -305,6 +311,7 @@ fn token_response(state: &AppState, config: &Config, user: &User, headers: &Head
         certificate_sha256: state.certificate_sha256.clone(),
         program_dim_db: config.crew.program_dim_db,
         announce: user.announce,
+        ice_servers: ice_servers(&config.network, &user.identity, SystemTime::now()),
     }
 }
 

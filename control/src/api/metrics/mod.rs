@@ -91,7 +91,7 @@ mod tests {
         let key = SecretValue::new("panel-secret".into());
         state.users.register("u1".into(), "Kai".into(), lines, "token-secret".into(), key, None);
         assert!(state.users.joined("stage", "u1"));
-        let figures = LinkFigures { loss_percent: 4.0, jitter_ms: 12.0, rtt_ms: Some(40.0) };
+        let figures = LinkFigures { loss_percent: 4.0, jitter_ms: 12.0, rtt_ms: Some(40.0), candidate_type: None };
         state.links.report("u1", &[("stage".to_owned(), figures)]).expect("link report taken");
         let talking = LiveEvent::Talking { identity: "u1".into(), username: "Kai".into(), group_id: "stage".into() };
         state.events.publish(&talking);

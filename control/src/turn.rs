@@ -1,0 +1,83 @@
+//! The ICE servers a panel is given with its token: the venue's STUN servers and the TURN
+//! relay, with a credential of the relay's REST API scheme (coturn's `use-auth-secret`): the
+//! username is `EXPIRY:IDENTITY` (Unix seconds, the session's participant identity) and the
+//! password the base64 of its HMAC-SHA1 under the secret control shares with the relay. The
+//! relay checks both and refuses the credential once `EXPIRY` has passed; the secret itself
+//! never leaves control.
+
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use partyline_shared::config::NetworkConfig;
+use ring::hmac;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// One entry of a browser's `RTCConfiguration.iceServers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct IceServer {
+    #[schema(example = json!(["turns:turn.example.org:443?transport=tcp"]))]
+    pub urls: Vec<String>,
+    /// For a relay: `EXPIRY:IDENTITY`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// For a relay: the username's HMAC-SHA1 under the relay's shared secret, base64.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+}
+
+/// What `identity`'s panel is given at `now`: STUN first, then the relay (none of either on a
+/// LAN-only install).
+pub fn ice_servers(network: &NetworkConfig, identity: &str, now: SystemTime) -> Vec<IceServer> {
+    let stun = (!network.stun.is_empty()).then(|| IceServer {
+        urls: network.stun.iter().map(|url| url.as_str().to_owned()).collect(),
+        username: None,
+        credential: None,
+    });
+    let relay = network.turn.as_ref().map(|turn| {
+        let lifetime = Duration::from_secs(turn.credential_seconds.get().into());
+        let expiry = (now + lifetime).duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let username = format!("{expiry}:{identity}");
+        IceServer {
+            urls: turn.urls.iter().map(|url| url.as_str().to_owned()).collect(),
+            credential: Some(credential(&turn.secret.0, &username)),
+            username: Some(username),
+        }
+    });
+    stun.into_iter().chain(relay).collect()
+}
+
+/// The relay's password for `username`: base64(HMAC-SHA1(secret, username)).
+fn credential(secret: &str, username: &str) -> String {
+    let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
+    STANDARD.encode(hmac::sign(&key, username.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use partyline_shared::Config;
+
+    use super::*;
+
+    #[test]
+    fn a_credential_is_the_rest_api_s_hmac_of_expiry_and_identity() {
+        // RFC 2202's HMAC-SHA1 test case 2, as coturn computes it: the key "Jefe".
+        assert_eq!(credential("Jefe", "what do ya want for nothing?"), "7/zfauXrL6LSdBbV8YTfnCWafHk=");
+        let mut config = Config::default();
+        assert!(ice_servers(&config.network, "alice-1", SystemTime::now()).is_empty(), "a LAN-only install");
+        let text = "network:\n  stun: ['stun:stun.example.org']\n  turn:\n    urls: ['turns:t.example.org:443?transport=tcp']\n    \
+                    secret: 0123456789abcdef\n    credentialSeconds: 3600\n";
+        config = Config::from_yaml(text).expect("valid");
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let servers = ice_servers(&config.network, "alice-1", now);
+        assert_eq!(
+            servers[0],
+            IceServer { urls: vec!["stun:stun.example.org".into()], username: None, credential: None }
+        );
+        let relay = &servers[1];
+        assert_eq!(relay.urls, ["turns:t.example.org:443?transport=tcp"]);
+        assert_eq!(relay.username.as_deref(), Some("1800003600:alice-1"), "expires after credentialSeconds");
+        assert_eq!(relay.credential.as_deref(), Some(credential("0123456789abcdef", "1800003600:alice-1").as_str()));
+    }
+}
