@@ -220,9 +220,9 @@ function lineList() {
   return list;
 }
 
-/** By name, numbers in names in their order (crew-2 before crew-10). */
-const byName = (a, b) =>
-  a.username.localeCompare(b.username, undefined, { numeric: true }) || a.identity.localeCompare(b.identity);
+/** By name, numbers in names in their order (crew-2 before crew-10); one collator for every comparison. */
+const nameCollator = new Intl.Collator(undefined, { numeric: true });
+const byName = (a, b) => nameCollator.compare(a.username, b.username) || a.identity.localeCompare(b.identity);
 
 function render() {
   lines = lineList();
