@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use hyper_util::rt::TokioTimer;
-use partyline_shared::config::{LogLevel, Secret};
+use partyline_shared::config::{LogLevel, Secret, TlsMode};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
@@ -64,7 +64,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         .with_context(|| format!("cannot listen on {}", initial.server.listen))?;
     let addr = listener.local_addr()?;
     let origin = origin(addr, tls.is_some());
-    let certificate_sha256 = tls.as_ref().map(|tls| tls.certificate_sha256.clone());
+    let certificate_sha256 = tls::CertificatePin::new(tls.as_ref().map(|tls| tls.certificate_sha256.clone()));
 
     let janus_secrets = secrets::JanusSecrets::resolve(&state_dir, &initial)
         .with_context(|| format!("cannot read the Janus secrets in {}", state_dir.display()))?;
@@ -84,7 +84,11 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
         janus_secrets,
         bus: cli.bus(),
         logs,
-        listener: Listener { certificate_sha256, connections: connections.clone(), started },
+        listener: Listener {
+            certificate_sha256: certificate_sha256.clone(),
+            connections: connections.clone(),
+            started,
+        },
     })?;
 
     // Before the tasks that publish start.
@@ -122,6 +126,9 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     match tls {
         Some(tls) => {
             let tls = axum_server::tls_rustls::RustlsConfig::from_config(tls.config);
+            if let TlsMode::Files { cert, key } = initial.server.tls.mode() {
+                tokio::spawn(tls::follow_files(cert, key, tls.clone(), certificate_sha256));
+            }
             let acceptor =
                 axum_server::tls_rustls::RustlsAcceptor::new(tls).handshake_timeout(IDLE_TIMEOUT).acceptor(connections);
             server.acceptor(acceptor).serve(app.into_make_service_with_connect_info::<SocketAddr>()).await?;

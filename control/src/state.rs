@@ -26,6 +26,7 @@ use crate::pin::PinLimiter;
 use crate::rendered::{Rendered, Same};
 use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
 use crate::streams::Streams;
+use crate::tls::CertificatePin;
 use crate::users::Users;
 
 /// What every handler can reach: one `Arc`, so that the clone axum makes for each handler and
@@ -75,7 +76,7 @@ pub struct Parts {
     /// The show's journal, the show report's source (written once `Journal::start`ed).
     pub journal: Journal,
     /// The SHA-256 of the listener's certificate (`AB:CD:…`), for control surfaces to pin.
-    pub certificate_sha256: Option<String>,
+    pub certificate_sha256: CertificatePin,
     /// The public listener's connections (open now, and the cap).
     pub connections: LingeringAcceptor,
     pub started: Instant,
@@ -125,7 +126,7 @@ impl AppState {
     /// Whether the public listener speaks TLS (for the URLs handed to browsers): it has a
     /// certificate.
     pub fn tls(&self) -> bool {
-        self.certificate_sha256.is_some()
+        self.certificate_sha256.get().is_some()
     }
 
     /// The state of a control with its config file at `config_file`, its state directory at
@@ -142,7 +143,7 @@ impl AppState {
             bus: BusChoice::Address(format!("unix:path={}", state_dir.join("no-bus").display())),
             logs: LogRing::default(),
             listener: Listener {
-                certificate_sha256: None,
+                certificate_sha256: CertificatePin::default(),
                 connections: LingeringAcceptor::new(crate::linger::MAX_CONNECTIONS),
                 started: Instant::now(),
             },
@@ -168,7 +169,7 @@ pub struct Setup<'a> {
 #[derive(Debug)]
 pub struct Listener {
     /// The SHA-256 of its certificate (`AB:CD:…`) when it speaks TLS.
-    pub certificate_sha256: Option<String>,
+    pub certificate_sha256: CertificatePin,
     /// Its connections (open now, and the cap).
     pub connections: LingeringAcceptor,
     /// When the process started.

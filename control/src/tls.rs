@@ -1,9 +1,12 @@
 //! The listener's TLS: the configured certificate, or a self-signed one generated on first
-//! start into the state directory (browsers give the microphone only to secure contexts).
+//! start into the state directory (browsers give the microphone only to secure contexts). A
+//! configured certificate is followed: renewed on disk (certbot, an ACME client), it is served
+//! to new connections within seconds, without a restart.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use partyline_shared::config::TlsMode;
@@ -21,6 +24,28 @@ pub struct Tls {
     pub certificate_sha256: String,
 }
 
+/// The SHA-256 of the certificate the listener serves now (`AB:CD:…`), or none without TLS:
+/// what control surfaces pin, and what the API says.
+#[derive(Debug, Clone, Default)]
+pub struct CertificatePin(Arc<RwLock<Option<String>>>);
+
+impl CertificatePin {
+    pub fn new(sha256: Option<String>) -> Self {
+        CertificatePin(Arc::new(RwLock::new(sha256)))
+    }
+
+    pub fn get(&self) -> Option<String> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set(&self, sha256: String) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sha256);
+    }
+}
+
+/// How often the configured certificate and key files are looked at.
+const FOLLOW_EVERY: Duration = Duration::from_secs(2);
+
 /// The listener's TLS for `mode`, or `None` for plain HTTP.
 pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<Tls>> {
     let (cert, key) = match mode {
@@ -28,10 +53,47 @@ pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<
         TlsMode::Files { cert, key } => (cert.clone(), key.clone()),
         TlsMode::SelfSigned => self_signed(state_dir)?,
     };
-    let chain = CertificateDer::pem_file_iter(&cert)
+    from_files(&cert, &key).map(Some)
+}
+
+/// Serves `cert` and `key` again through `served` whenever either changes on disk (a renewal
+/// replaces both), and updates `pin`. A pair that does not load (half written, not matching)
+/// is logged and the certificate served stays until the next change.
+pub async fn follow_files(
+    cert: PathBuf,
+    key: PathBuf,
+    served: axum_server::tls_rustls::RustlsConfig,
+    pin: CertificatePin,
+) {
+    let stamp = |path: &Path| fs::metadata(path).and_then(|m| Ok((m.modified()?, m.len()))).ok();
+    let stamps = || (stamp(&cert), stamp(&key));
+    let mut seen: (Option<(SystemTime, u64)>, Option<(SystemTime, u64)>) = stamps();
+    let mut interval = tokio::time::interval(FOLLOW_EVERY);
+    loop {
+        interval.tick().await;
+        let now = stamps();
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        match from_files(&cert, &key) {
+            Ok(tls) => {
+                served.reload_from_config(tls.config);
+                tracing::info!(cert = %cert.display(), sha256 = tls.certificate_sha256, "TLS certificate renewed on disk: served from now on");
+                pin.set(tls.certificate_sha256);
+            }
+            Err(error) => tracing::warn!(cert = %cert.display(), error = format!("{error:#}"),
+                "the TLS certificate changed on disk and does not load: the previous one is still served"),
+        }
+    }
+}
+
+/// The TLS of the certificate chain in `cert` and its key in `key`.
+fn from_files(cert: &Path, key: &Path) -> anyhow::Result<Tls> {
+    let chain = CertificateDer::pem_file_iter(cert)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .with_context(|| format!("cannot read the certificate {}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(&key).with_context(|| format!("cannot read the key {}", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("cannot read the key {}", key.display()))?;
     let leaf = chain.first().with_context(|| format!("no certificate in {}", cert.display()))?;
     let certificate_sha256 = fingerprint(leaf);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -42,7 +104,7 @@ pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<
         .context("the certificate and key do not fit together")?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     tracing::info!(sha256 = certificate_sha256, "TLS certificate");
-    Ok(Some(Tls { config: Arc::new(config), certificate_sha256 }))
+    Ok(Tls { config: Arc::new(config), certificate_sha256 })
 }
 
 /// `AB:CD:…`: the SHA-256 of `certificate`.

@@ -153,7 +153,7 @@ pub async fn stats(State(state): State<AppState>) -> Json<Stats> {
         bridge,
         janus: state.janus.status(),
         events: state.events.stats(),
-        tls: TlsView { enabled: state.tls(), certificate_sha256: state.certificate_sha256.clone() },
+        tls: TlsView { enabled: state.tls(), certificate_sha256: state.certificate_sha256.get() },
         connections: ConnectionsView { open: state.connections.open(), max: state.connections.max() },
     })
 }

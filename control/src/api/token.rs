@@ -308,7 +308,7 @@ fn token_response(state: &AppState, config: &Config, user: &User, headers: &Head
         panel_url: format!("{}/api/panel/{panel_key}", origin(headers, state.tls())),
         panel_key,
         lines,
-        certificate_sha256: state.certificate_sha256.clone(),
+        certificate_sha256: state.certificate_sha256.get(),
         program_dim_db: config.crew.program_dim_db,
         announce: user.announce,
         ice_servers: ice_servers(&config.network, &user.identity, SystemTime::now()),

@@ -59,4 +59,5 @@ mod report;
 mod restart;
 #[cfg(feature = "services")]
 mod streams;
+mod tls;
 mod web;
