@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Context;
 use partyline_shared::config::TlsMode;
@@ -67,7 +67,7 @@ pub async fn follow_files(
 ) {
     let stamp = |path: &Path| fs::metadata(path).and_then(|m| Ok((m.modified()?, m.len()))).ok();
     let stamps = || (stamp(&cert), stamp(&key));
-    let mut seen: (Option<(SystemTime, u64)>, Option<(SystemTime, u64)>) = stamps();
+    let mut seen = stamps();
     let mut interval = tokio::time::interval(FOLLOW_EVERY);
     loop {
         interval.tick().await;
