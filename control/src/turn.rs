@@ -1,4 +1,5 @@
-//! The ICE servers a panel is given with its token: the venue's STUN servers and the TURN
+//! The ICE servers a panel is given with its token (and a WHIP or WHEP client with its answer,
+//! as `Link` headers): the venue's STUN servers and the TURN
 //! relay, with a credential of the relay's REST API scheme (coturn's `use-auth-secret`): the
 //! username is `EXPIRY:IDENTITY` (Unix seconds, the session's participant identity) and the
 //! password the base64 of its HMAC-SHA1 under the secret control shares with the relay. The
@@ -48,6 +49,23 @@ pub fn ice_servers(network: &NetworkConfig, identity: &str, now: SystemTime) -> 
     stun.into_iter().chain(relay).collect()
 }
 
+/// `servers` as WHIP and WHEP answer them (RFC 9725, 4.6): one `Link` header value per URL,
+/// `rel="ice-server"`, a relay's with its credential.
+pub fn link_headers(servers: &[IceServer]) -> Vec<String> {
+    servers
+        .iter()
+        .flat_map(|server| {
+            let credential = match (&server.username, &server.credential) {
+                (Some(username), Some(credential)) => {
+                    format!("; username=\"{username}\"; credential=\"{credential}\"; credential-type=\"password\"")
+                }
+                _ => String::new(),
+            };
+            server.urls.iter().map(move |url| format!("<{url}>; rel=\"ice-server\"{credential}"))
+        })
+        .collect()
+}
+
 /// The relay's password for `username`: base64(HMAC-SHA1(secret, username)).
 fn credential(secret: &str, username: &str) -> String {
     let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
@@ -79,5 +97,15 @@ mod tests {
         assert_eq!(relay.urls, ["turns:t.example.org:443?transport=tcp"]);
         assert_eq!(relay.username.as_deref(), Some("1800003600:alice-1"), "expires after credentialSeconds");
         assert_eq!(relay.credential.as_deref(), Some(credential("0123456789abcdef", "1800003600:alice-1").as_str()));
+
+        let links = link_headers(&servers);
+        assert_eq!(links[0], "<stun:stun.example.org>; rel=\"ice-server\"");
+        assert_eq!(
+            links[1],
+            format!(
+                "<turns:t.example.org:443?transport=tcp>; rel=\"ice-server\"; username=\"1800003600:alice-1\"; credential=\"{}\"; credential-type=\"password\"",
+                relay.credential.as_deref().expect("a credential")
+            )
+        );
     }
 }

@@ -95,6 +95,13 @@ async fn start(
     if let Ok(location) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, location);
     }
+    // The venue's STUN and TURN servers, a relay's with a credential for this session.
+    let servers = crate::turn::ice_servers(&config.network, &stream.identity, std::time::SystemTime::now());
+    for link in crate::turn::link_headers(&servers) {
+        if let Ok(link) = HeaderValue::from_str(&link) {
+            headers.append(header::LINK, link);
+        }
+    }
     Ok(response)
 }
 

@@ -74,6 +74,7 @@ async fn a_whip_offer_makes_a_talk_only_source_that_ends_with_its_delete_or_its_
         let (status, headers, answer) =
             send(reqwest::Method::POST, &url, Some(&secret), Some("application/sdp"), &whip_offer()).await;
         assert_eq!(status, StatusCode::CREATED, "{answer}");
+        assert!(headers.get("link").is_none(), "no ICE servers on a LAN-only install");
         assert!(answer.contains("a=recvonly") && answer.contains("opus/48000"), "Janus only receives: {answer}");
         let location = headers["location"].to_str().expect("location").to_owned();
         let source = users(control).await.into_iter().find(|u| u["stream"] == "whip").expect("registered");
@@ -113,7 +114,9 @@ async fn a_whip_offer_makes_a_talk_only_source_that_ends_with_its_delete_or_its_
 
 #[tokio::test]
 async fn a_whep_offer_is_answered_as_a_listen_only_participant_and_delete_ends_it() {
-    let stack = Stack::start(GROUPS).await;
+    // With a relay for off-site players: the answer names it, with a credential of its own.
+    let relay = "network:\n  stun: ['stun:stun.example.org']\n  turn:\n    urls: ['turns:turn.example.org:443?transport=tcp']\n    secret: 0123456789abcdef\n";
+    let stack = Stack::start_custom(partyline_testkit::janus::Janus::builder(), GROUPS, relay, &[]).await;
     let (control, janus) = (&stack.control, &stack.janus);
     let observer = Probe::admin(janus).await;
     let (secret, url) = stream_token(control, "crew", "whep", "Remote director").await;
@@ -128,6 +131,14 @@ async fn a_whep_offer_is_answered_as_a_listen_only_participant_and_delete_ends_i
     let player = users(control).await.into_iter().find(|u| u["stream"] == "whep").expect("registered");
     assert_eq!((&player["lines"][0]["listen"], &player["lines"][0]["talk"]), (&json!(true), &json!(false)));
     let identity = player["identity"].as_str().expect("identity").to_owned();
+    let links: Vec<&str> = headers.get_all("link").iter().map(|v| v.to_str().expect("ASCII")).collect();
+    assert_eq!(links[0], "<stun:stun.example.org>; rel=\"ice-server\"", "{links:?}");
+    let relay = links[1];
+    assert!(
+        relay.starts_with("<turns:turn.example.org:443?transport=tcp>; rel=\"ice-server\"; username=\""),
+        "{relay}"
+    );
+    assert!(relay.contains(&format!(":{identity}\"; credential=\"")), "a credential for this session: {relay}");
     assert!(observer.participants("crew").await.expect("Crew").contains(&identity));
 
     let resource = format!("{}{location}", control.origin);
