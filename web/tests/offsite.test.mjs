@@ -17,6 +17,8 @@
 //   server only (turnutils_uclient, coturn's own client, from the crew's namespace).
 // - The admin UI and API answer 403 to the crew's address, 200 on the venue's LAN; the join page
 //   answers everyone. PINs take 6 digits once crew can join from off-site.
+// - 50 panels behind the one NAT address get their tokens at once (crew.maxPendingPerAddress),
+//   the 51st unused one is refused, and another address is not held up.
 //
 // Needs root, nft (nftables), coturn and openssl (scripts/deps). Run: scripts/test-browser
 // web/tests/offsite.test.mjs.
@@ -473,5 +475,25 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
     assert.match(short.body.error, /6 to 12 digits/);
     const long = await control.admin('POST', '/groups', { name: 'Vault', pin: '123456' });
     assert.equal(long.status, 201, JSON.stringify(long.body));
+  });
+
+  check('a crew behind one NAT address joins at once, within the limits of that address', async () => {
+    // 50 panels of one crew (a hotel's, a guest Wi-Fi's) asking for their tokens at once, before
+    // any joins: crew.maxPendingPerAddress (50) holds them all, and no more.
+    const asks = [
+      'for i in $(seq 51); do',
+      `curl -sk -o /dev/null -w '%{http_code}\\n' -H 'content-type: application/json'`,
+      `--data "{\\"username\\":\\"Guest $i\\",\\"groupId\\":\\"${LINE}\\"}" ${crewOrigin}/api/token;`,
+      'done',
+    ].join(' ');
+    const { stdout } = await net.inCrew('sh', '-c', asks);
+    const statuses = stdout.trim().split('\n').map(Number);
+    assert.deepEqual(statuses.slice(0, 50), Array(50).fill(200), stdout);
+    assert.equal(statuses[50], 429, 'the 51st unused token of one address');
+    const { status, text } = await control.request('POST', '/api/token', {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'At the venue', groupId: LINE }),
+    });
+    assert.equal(status, 200, `another address is not held up: ${text}`);
   });
 });
