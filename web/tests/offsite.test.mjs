@@ -1,13 +1,6 @@
-// Crew off-site, through a NAT, in network namespaces of the test's own: the test's namespace is
-// the venue (control, Janus, the TURN relay), a router namespace stands for the internet and a
-// home router (MASQUERADE), and a crew namespace behind it holds a second Chromium.
-//
-//   crew 192.168.77.2 ── lan0 [router: MASQUERADE] wan0 203.0.113.2 ── plwan 203.0.113.1 venue
-//                                                                           203.0.113.3 relay
-//
-// The venue's media server (Janus) gathers on the venue's side of that link, as a media server
-// reachable from outside does (its own public address, or the venue NAT's 1:1 mapping of it);
-// the venue's LAN (`pl0`, 10.77.0.1) is an address the relay must not reach.
+// Crew off-site, through a NAT, in network namespaces of the test's own (offsite.mjs draws
+// them): the venue (control, Janus, the TURN relay), a home router and a crew namespace behind it
+// with a second Chromium.
 //
 // - The crew's network lets no UDP out, only TCP: the off-site panel joins through the relay
 //   (coturn, TLS on 443, credentials from control's token answer), and the venue's panel and
@@ -24,239 +17,24 @@
 // web/tests/offsite.test.mjs.
 
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
-import { createSocket } from 'node:dgram';
-import { execFile, spawn } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe } from 'node:test';
 import {
-  Daemon,
   Person,
   iceAddress,
   launchBrowser,
   openAdmin,
-  randomHex,
   report,
   startWithTones,
   trackedTests,
   waitFor,
   writeTone,
 } from './harness.mjs';
+import { OffSiteNet, RELAY, VENUE, credentialFor, echoPeer, relayConfig, startRelay } from './offsite.mjs';
 
-const run = promisify(execFile);
 const LINE = 'crew';
-/** The venue's side of the "internet" (TEST-NET-3), where control and the relay listen. */
-const VENUE = '203.0.113.1';
-/** The relay's own public address, beside the venue's (coturn refuses to relay to its own). */
-const RELAY = '203.0.113.3';
-const TURN_SECRET = randomHex(16);
-
-/** The router and crew namespaces, and the links between them and the venue. */
-export class OffSiteNet {
-  static async create(dir) {
-    const net = new OffSiteNet();
-    const parent = (await run('ip', ['netns', 'identify', String(process.pid)])).stdout.trim();
-    // Named after the test's namespace, whose end (scripts/netns-run) removes them too.
-    net.router = `${parent || `pl-${process.pid}`}-router`;
-    net.crew = `${parent || `pl-${process.pid}`}-crew`;
-    const ip = (...args) => run('ip', args);
-    const inRouter = (...args) => run('ip', ['netns', 'exec', net.router, ...args]);
-    const inCrew = (...args) => run('ip', ['netns', 'exec', net.crew, ...args]);
-    await ip('netns', 'add', net.router);
-    await ip('netns', 'add', net.crew);
-    // No IPv6: a link-local address that appears after Chromium started is a "network change" to
-    // it, which fails the requests under way (ERR_NETWORK_CHANGED).
-    for (const name of [net.router, net.crew]) {
-      await run('ip', ['netns', 'exec', name, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1']);
-      await run('ip', ['netns', 'exec', name, 'sysctl', '-qw', 'net.ipv6.conf.default.disable_ipv6=1']);
-    }
-    await ip('link', 'add', 'plwan', 'type', 'veth', 'peer', 'name', 'wan0', 'netns', net.router);
-    await ip('addr', 'add', `${VENUE}/24`, 'dev', 'plwan');
-    await ip('addr', 'add', `${RELAY}/24`, 'dev', 'plwan');
-    await ip('link', 'set', 'plwan', 'up');
-    net.iface = 'plwan';
-    await inRouter('ip', 'link', 'add', 'lan0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', net.crew);
-    for (const [where, commands] of [
-      [
-        inRouter,
-        [
-          ['ip', 'link', 'set', 'lo', 'up'],
-          ['ip', 'addr', 'add', '203.0.113.2/24', 'dev', 'wan0'],
-          ['ip', 'link', 'set', 'wan0', 'up'],
-          ['ip', 'addr', 'add', '192.168.77.1/24', 'dev', 'lan0'],
-          ['ip', 'link', 'set', 'lan0', 'up'],
-          ['sysctl', '-qw', 'net.ipv4.ip_forward=1'],
-        ],
-      ],
-      [
-        inCrew,
-        [
-          ['ip', 'link', 'set', 'lo', 'up'],
-          ['ip', 'addr', 'add', '192.168.77.2/24', 'dev', 'eth0'],
-          ['ip', 'link', 'set', 'eth0', 'up'],
-          ['ip', 'route', 'add', 'default', 'via', '192.168.77.1'],
-        ],
-      ],
-    ]) {
-      for (const command of commands) await where(...command);
-    }
-    const rules = join(dir, 'router.nft');
-    await writeFile(
-      rules,
-      [
-        'table ip nat {',
-        '  chain postrouting {',
-        '    type nat hook postrouting priority srcnat; policy accept;',
-        '    oifname "wan0" masquerade',
-        '  }',
-        '}',
-        'table inet crew {',
-        '  chain forward {',
-        '    type filter hook forward priority filter; policy accept;',
-        '  }',
-        '}',
-        '',
-      ].join('\n'),
-    );
-    await inRouter('nft', '-f', rules);
-    net.inRouter = inRouter;
-    // Chromium in the crew's namespace: Playwright talks to it over pipes, which cross namespaces.
-    return net;
-  }
-
-  /** The crew's router lets UDP out (`true`) or only TCP (`false`), as strict firewalls do. */
-  async letUdpOut(allowed) {
-    await this.inRouter('nft', 'flush', 'chain', 'inet', 'crew', 'forward');
-    if (!allowed)
-      await this.inRouter('nft', 'add', 'rule', 'inet', 'crew', 'forward', 'meta', 'l4proto', 'udp', 'drop');
-  }
-
-  /**
-   * A Chromium in the crew's namespace (Playwright talks to it over pipes, which cross
-   * namespaces) that trusts the relay's certificate by its key (`spki`), as a browser trusts a
-   * relay's certificate from a public authority.
-   */
-  async chromium(dir, spki) {
-    const path = join(dir, 'chromium-off-site');
-    const flag = `--ignore-certificate-errors-spki-list=${spki}`;
-    await writeFile(path, `#!/bin/sh\nexec ip netns exec ${this.crew} /usr/bin/chromium ${flag} "$@"\n`);
-    await chmod(path, 0o755);
-    return path;
-  }
-
-  /** `command` run in the crew's namespace, stdin closed: `{ code, stdout, stderr }`. */
-  inCrew(...command) {
-    return new Promise((resolve) => {
-      const child = spawn('ip', ['netns', 'exec', this.crew, ...command], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        timeout: 30_000,
-      });
-      const out = { stdout: '', stderr: '' };
-      child.stdout.setEncoding('utf8').on('data', (chunk) => (out.stdout += chunk));
-      child.stderr.setEncoding('utf8').on('data', (chunk) => (out.stderr += chunk));
-      child.on('close', (code) => resolve({ ...out, code }));
-    });
-  }
-
-  async remove() {
-    for (const name of [this.crew, this.router]) await run('ip', ['netns', 'del', name]).catch(() => {});
-  }
-}
-
-/** coturn as the admin runs it beside partyline (packaging/coturn/partyline.conf's settings). */
-export async function startRelay(dir, mediaAddress) {
-  const [cert, key] = [join(dir, 'turn-cert.pem'), join(dir, 'turn-key.pem')];
-  await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-days',
-    '1',
-    '-subj',
-    '/CN=turn.partyline.test',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-  ]);
-  const conf = join(dir, 'turnserver.conf');
-  await writeFile(
-    conf,
-    [
-      `listening-ip=${RELAY}`,
-      'listening-port=3478',
-      'tls-listening-port=443',
-      `relay-ip=${RELAY}`,
-      'use-auth-secret',
-      `static-auth-secret=${TURN_SECRET}`,
-      'realm=partyline.test',
-      `cert=${cert}`,
-      `pkey=${key}`,
-      'no-tlsv1',
-      'no-tlsv1_1',
-      'no-dtls',
-      'no-cli',
-      'fingerprint',
-      'no-multicast-peers',
-      // Not an open relay: to the media server only.
-      'denied-peer-ip=0.0.0.0-255.255.255.255',
-      'denied-peer-ip=::-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
-      `allowed-peer-ip=${mediaAddress}`,
-      `userdb=${join(dir, 'turndb')}`,
-      `pidfile=${join(dir, 'turn.pid')}`,
-      `log-file=${join(dir, 'turn.log')}`,
-      'simple-log',
-      'verbose', // each session's opening, refusals and end: the log printed on a failure
-      '',
-    ].join('\n'),
-  );
-  const relay = await Daemon.start('turnserver', 'turnserver', ['-c', conf]);
-  await waitFor('the relay taking TLS on 443', () => accepts(RELAY, 443), { timeout: 10_000, interval: 100 });
-  // The certificate's key, as Chromium's --ignore-certificate-errors-spki-list takes it.
-  const { stdout: spki } = await run('sh', [
-    '-c',
-    `openssl x509 -in ${cert} -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64`,
-  ]);
-  relay.spki = spki.trim();
-  return relay;
-}
-
-/** Whether a TCP connection to `host:port` is accepted. */
-function accepts(host, port) {
-  return new Promise((resolve) => {
-    const socket = connect({ host, port }, () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.on('error', () => resolve(false));
-  });
-}
-
-/** A TURN REST credential, as control makes them (control/src/turn.rs). */
-function credentialFor(username) {
-  return createHmac('sha1', TURN_SECRET).update(username).digest('base64');
-}
-
-/** A UDP peer that echoes what it gets; `echoed` counts the datagrams. */
-async function echoPeer(address) {
-  const socket = createSocket('udp4');
-  const peer = { socket, echoed: 0 };
-  socket.on('message', (message, from) => {
-    peer.echoed += 1;
-    socket.send(message, from.port, from.address);
-  });
-  await new Promise((resolve) => socket.bind(0, address, resolve));
-  peer.port = socket.address().port;
-  return peer;
-}
 
 describe('crew off-site: a panel behind a NAT, through the relay or not', { timeout: 300_000 }, () => {
   let dir;
@@ -275,12 +53,6 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
     dir = await mkdtemp(join(tmpdir(), 'offsite-'));
     net = await OffSiteNet.create(dir);
     relay = await startRelay(dir, VENUE);
-    const network = [
-      'network:',
-      '  turn:',
-      `    urls: ['turns:${RELAY}:443?transport=tcp']`,
-      `    secret: ${TURN_SECRET}`,
-    ];
     ({ control, browsers, stop } = await startWithTones(
       [LINE],
       { venue: 660 },
@@ -288,7 +60,7 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
         tls: true,
         listen: '0.0.0.0:0',
         iceIface: net.iface,
-        config: network,
+        config: relayConfig(),
       },
     ));
     const port = new URL(control.origin).port;
