@@ -20,8 +20,10 @@
 //              line's dim on a listener's panel (each tick first heard → dimmed), and a person
 //              key's press → heard against a line's talk key's (PRESSES each)
 //   streams    WHIP client → panel, panel → WHEP player, against panel → panel (BURSTS each)
+//   offsite    a panel behind a NAT → a panel at the venue, through the TURN relay over TLS and
+//              straight (BURSTS each)
 //
-//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost] [keys] [streams]
+//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost] [keys] [streams] [offsite]
 //
 // Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), DIM_TICKS (15), PRESSES (20), COMMANDS (200), TRIES (20),
 // DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10), COST_USERS (4),
@@ -47,6 +49,7 @@ import {
   writeBursts,
   writeTone,
 } from '../tests/harness.mjs';
+import { OffSiteNet, VENUE, relayConfig, startRelay } from '../tests/offsite.mjs';
 import { INSTRUMENTED, inboundStats, readEnvelope, startEnvelope } from './pages.mjs';
 import { CpuWindow, children, processTree } from './system.mjs';
 
@@ -1188,13 +1191,100 @@ async function streams() {
   });
 }
 
+/**
+ * Crew off-site: a talker's panel behind a home router's NAT (offsite.mjs's namespaces), heard
+ * by a listener's panel at the venue, through the TURN relay over TLS on 443 (no UDP let out of
+ * the crew's network) and straight (UDP let out), in one run: each path's mouth-to-ear, and the
+ * candidate type the talker's panel reported (a relayed path must say `relay`).
+ */
+async function offsite() {
+  const X = 'bench';
+  md('### Crew off-site: through the relay against straight (`offsite`)');
+  md();
+  await withTemp(async (dir) => {
+    const net = await OffSiteNet.create(dir);
+    const relay = await startRelay(dir, VENUE);
+    const browsers = [];
+    let control;
+    try {
+      control = await Control.start(['Bench'], {
+        tls: true,
+        listen: '0.0.0.0:0',
+        iceIface: net.iface,
+        config: relayConfig(),
+      });
+      const port = new URL(control.origin).port;
+      const [crewOrigin, venueOrigin] = [`https://${VENUE}:${port}`, `https://${iceAddress()}:${port}`];
+      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, {
+        burstMs: 80,
+        everyMs: BURST_EVERY_MS,
+        seconds: (BURST_EVERY_MS * 10) / 1000,
+      });
+      browsers.push(
+        await launchBrowser({ audioFile: bursts, executablePath: await net.chromium(dir, relay.spki) }),
+        await launchBrowser(),
+      );
+      const rows = [];
+      for (const [path, udp] of [
+        ['through the relay (TURN over TLS, 443)', false],
+        ['straight (UDP through the NAT)', true],
+      ]) {
+        await net.letUdpOut(udp);
+        const open = async (browser, origin, name, query) => {
+          const p = await Person.open(browser, origin, name, { path: `/?groups=${X}${query}`, ...INSTRUMENTED });
+          await p.joinPreset();
+          await p.waitState('connected', 60_000);
+          return p;
+        };
+        const name = `Talker ${rows.length + 1}`;
+        const a = await open(browsers[0], crewOrigin, name, '');
+        const b = await open(browsers[1], venueOrigin, `Listener ${rows.length + 1}`, '&talk=');
+        try {
+          await latchAll(a, [X]);
+          await startEnvelope(a.page, 'mouth', null);
+          await startEnvelope(b.page, 'ear', X);
+          progress(`offsite: ${BURSTS} bursts, ${path}`);
+          await sleep((BURSTS + 1) * BURST_EVERY_MS);
+          const [mouth, ear] = [await readEnvelope(a.page, 'mouth'), await readEnvelope(b.page, 'ear')];
+          const user = await control.user(name);
+          const candidate = user?.lines?.find((l) => l.groupId === X)?.link?.candidateType ?? '–';
+          rows.push([path, candidate, delays(onsets(mouth), onsets(ear), endOf(ear))]);
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      }
+      md("| path | the talker's candidate | median ms | p95 ms | min | max | onsets matched |");
+      md('|---|---|---|---|---|---|---|');
+      for (const [path, candidate, values] of rows) {
+        const s = stats(values);
+        md(
+          `| ${path} | ${candidate} | **${fmt(s.median)}** | **${fmt(s.p95)}** | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} |`,
+        );
+      }
+      md();
+      md(
+        "Both on one machine: the relay's hop is all that differs (this kernel has no netem to stand in for the internet's delay).",
+      );
+      md();
+    } finally {
+      await Promise.all(browsers.map((b) => b.close()));
+      await control?.stop();
+      await relay.stop(5000);
+      await net.remove();
+    }
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 
-const PARTS = { latency, network, capacity, remote, cost, keys, streams };
+const PARTS = { latency, network, capacity, remote, cost, keys, streams, offsite };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
 for (const name of chosen)
-  if (!PARTS[name]) throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys, streams)`);
-const parts = chosen.length ? chosen : Object.keys(PARTS);
+  if (!PARTS[name])
+    throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys, streams, offsite)`);
+// offsite only when named: its own block in BENCHMARKS.md (bench/run offsite).
+const parts = chosen.length ? chosen : Object.keys(PARTS).filter((part) => part !== 'offsite');
 
 md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);
 md();
