@@ -23,7 +23,9 @@ const SOON: Duration = Duration::from_secs(5);
 /// PINs long enough that the log's timestamps (microseconds) and ids never hold them by chance,
 /// as they may a four-digit one.
 const POSITION_PIN: &str = "73915082";
+#[cfg(feature = "services")]
 const GROUP_PIN: &str = "58203147";
+#[cfg(feature = "services")]
 const WRONG_PIN: &str = "90817263";
 #[cfg(feature = "services")]
 const GROUPS: &str = "  - name: Stage Left\n  - name: Backstage\n  - name: FOH\n";

@@ -58,7 +58,7 @@ mod tests {
 
     use super::*;
     use crate::events::LiveEvent;
-    use crate::links::LinkFigures;
+    use crate::links::{CandidateType, LinkFigures};
     use crate::secrets::SecretValue;
     use crate::users::Line;
 
@@ -91,7 +91,12 @@ mod tests {
         let key = SecretValue::new("panel-secret".into());
         state.users.register("u1".into(), "Kai".into(), lines, "token-secret".into(), key, None);
         assert!(state.users.joined("stage", "u1"));
-        let figures = LinkFigures { loss_percent: 4.0, jitter_ms: 12.0, rtt_ms: Some(40.0), candidate_type: None };
+        let figures = LinkFigures {
+            loss_percent: 4.0,
+            jitter_ms: 12.0,
+            rtt_ms: Some(40.0),
+            candidate_type: Some(CandidateType::Relay),
+        };
         state.links.report("u1", &[("stage".to_owned(), figures)]).expect("link report taken");
         let talking = LiveEvent::Talking { identity: "u1".into(), username: "Kai".into(), group_id: "stage".into() };
         state.events.publish(&talking);
@@ -128,6 +133,7 @@ mod tests {
             r#"partyline_member_lines{identity="u1",member="Kai"} 1"#,
             r#"partyline_member_link_quality{identity="u1",member="Kai",group="stage"} 1"#,
             r#"partyline_member_link_loss_ratio{identity="u1",member="Kai",group="stage"} 0.04"#,
+            r#"partyline_member_link_relayed{identity="u1",member="Kai",group="stage"} 1"#,
             r#"partyline_bridged_plan_applies_total{outcome="applied"} 1"#,
         ] {
             assert!(text.lines().any(|line| line == sample), "no {sample}:\n{text}");

@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::events::{BridgeViewState, JanusState};
-use crate::links::LinkQuality;
+use crate::links::{CandidateType, LinkQuality};
 use crate::state::AppState;
 use crate::stats::{Memory, cpu_seconds_of_this_process};
 
@@ -105,6 +105,7 @@ fn groups(registry: &mut Registry, state: &AppState) {
 fn members(registry: &mut Registry, state: &AppState) {
     let lines = Family::<MemberLabels, Gauge>::default();
     let (loss, jitter, rtt, quality) = (float_gauges(), float_gauges(), float_gauges(), line_gauges());
+    let relayed = line_gauges();
     for user in state.users.list() {
         let member = MemberLabels { identity: user.identity.clone(), member: user.username.clone() };
         lines.get_or_create(&member).set(user.lines.len() as i64);
@@ -125,6 +126,9 @@ fn members(registry: &mut Registry, state: &AppState) {
                 LinkQuality::Degraded => 1,
                 LinkQuality::Poor => 2,
             });
+            if let Some(candidate) = link.figures.candidate_type {
+                relayed.get_or_create(&labels).set(i64::from(candidate == CandidateType::Relay));
+            }
         }
     }
     registry.register("member_lines", "Lines a member holds", lines);
@@ -137,6 +141,11 @@ fn members(registry: &mut Registry, state: &AppState) {
     registry.register_with_unit("member_link_jitter", "Interarrival jitter of a line's mix", Unit::Seconds, jitter);
     registry.register_with_unit("member_link_round_trip", "Round trip to the media server", Unit::Seconds, rtt);
     registry.register("member_link_quality", "A line's link as judged: 0 good, 1 degraded, 2 poor", quality);
+    registry.register(
+        "member_link_relayed",
+        "1 when a line's link goes through the TURN relay (crew off-site)",
+        relayed,
+    );
 }
 
 fn nodes(registry: &mut Registry, state: &AppState) {
