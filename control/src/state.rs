@@ -65,6 +65,9 @@ pub struct Parts {
     pub pins: Arc<PinLimiter>,
     /// Tokens per client address a minute.
     pub token_rate: Arc<PerMinute>,
+    /// Admin requests refused for their address (`server.adminAllowFrom`), logged once a minute
+    /// per address: a flood from the internet is not a flood of log lines.
+    pub admin_refusals: Arc<PerMinute>,
     /// Direct lines opened per crew member (one token, one session) a minute.
     pub call_rate: Arc<PerMinute<String>>,
     /// Names and addresses the admin refuses tokens to for now.
@@ -110,6 +113,7 @@ impl AppState {
             streams: Arc::default(),
             pins: Arc::default(),
             token_rate: Arc::default(),
+            admin_refusals: Arc::default(),
             call_rate: Arc::default(),
             bans: Arc::default(),
             stream_places: StreamPlaces::default(),

@@ -239,6 +239,15 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
     assert.equal(await fromCrew('/admin'), 403);
     assert.equal(await fromCrew('/'), 200, 'the join page');
     assert.equal((await control.admin('GET', '/groups')).status, 200, 'from the venue');
+    // Logged with the address, once a minute per address: a flood is not a flood of log lines.
+    const refusals = () =>
+      control.process
+        .log()
+        .split('\n')
+        .filter((l) => l.includes('outside server.adminAllowFrom'));
+    await waitFor('the refusal logged', () => refusals().length > 0, { timeout: 5000 });
+    assert.equal(refusals().length, 1, `three refusals, one line:\n${refusals().join('\n')}`);
+    assert.match(refusals()[0], /client=203\.0\.113\.2/);
   });
 
   check('PINs take 6 digits once crew can join from off-site', async () => {

@@ -41,6 +41,8 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::limits::Take;
+
 pub use error::{ApiError, ErrorBody};
 pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub(crate) use streams::cors as stream_cors;
@@ -221,9 +223,9 @@ pub(crate) async fn require_admin(
     if let Some(client) = client
         && !state.config.current().server.admin_allow_from.iter().any(|range| range.contains(client))
     {
-        // Refused writes are logged by `observe`.
-        if matches!(*request.method(), Method::GET | Method::HEAD) {
-            tracing::warn!(%client, path = loggable_path(path), "admin request from outside server.adminAllowFrom: refused");
+        if matches!(state.admin_refusals.take(client, 1), Take::Granted) {
+            tracing::warn!(%client, path = loggable_path(path),
+                "admin request from outside server.adminAllowFrom: refused (logged once a minute per address)");
         }
         return Err(ApiError::Denied {
             code: "admin_not_allowed_here",
