@@ -130,7 +130,7 @@ impl AppState {
     /// Whether the public listener speaks TLS (for the URLs handed to browsers): it has a
     /// certificate.
     pub fn tls(&self) -> bool {
-        self.certificate_sha256.get().is_some()
+        self.certificate_sha256.is_set()
     }
 
     /// The state of a control with its config file at `config_file`, its state directory at

@@ -38,6 +38,11 @@ impl CertificatePin {
         self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// Whether the listener speaks TLS (it has a certificate).
+    pub fn is_set(&self) -> bool {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
     fn set(&self, sha256: String) {
         *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sha256);
     }
