@@ -81,6 +81,19 @@ pub struct Credentials {
     /// The panel's remote control key (kept by a panel that joins again).
     pub panel_key: String,
     pub lines: Vec<Line>,
+    /// STUN servers and the relay, with credentials that expire (none on a LAN-only install).
+    #[serde(default)]
+    pub ice_servers: Vec<IceServer>,
+}
+
+/// One of the token answer's `iceServers`, as a browser's `RTCIceServer`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IceServer {
+    pub urls: Vec<String>,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub credential: Option<String>,
 }
 
 /// A line's state as the panel reports it (`POST /api/session/state`).

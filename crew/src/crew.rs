@@ -38,6 +38,9 @@ pub struct Options {
     /// The loss (%) talkers encode Opus in-band FEC for, as a browser that measured that loss
     /// on its link does (0: none).
     pub fec_percent: u8,
+    /// Each line also offers a candidate relayed by the token answer's TURN server (over TLS,
+    /// its certificate checked by this), as a browser does; None: host candidates only.
+    pub relay: Option<TlsCheck>,
 }
 
 /// A crew and what it saw.
@@ -47,6 +50,7 @@ pub struct Crew {
     options: Options,
     voices: Vec<Arc<Voice>>,
     onsets: Onsets,
+    relay_tls: Option<Arc<rustls::ClientConfig>>,
     pub people: Vec<Person>,
     /// Every join tried so far, in order: how long it took, or why it failed.
     pub joins: Vec<Result<JoinTimes, Arc<JoinError>>>,
@@ -70,7 +74,9 @@ impl Crew {
             .map(|index| Voice::encode(crate::media::voice::line_tone(index), options.fec_percent).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ApiError::Url(format!("Opus encoder: {e}")))?;
-        Ok(Crew { api, options, voices, onsets: Onsets::default(), people: Vec::new(), joins: Vec::new(), turn: 0 })
+        let relay_tls = options.relay.as_ref().map(TlsCheck::client_config);
+        let onsets = Onsets::default();
+        Ok(Crew { api, options, voices, onsets, relay_tls, people: Vec::new(), joins: Vec::new(), turn: 0 })
     }
 
     /// The onsets its talkers spoke, per room.
@@ -89,6 +95,7 @@ impl Crew {
             link: self.options.link,
             rooms_override: None,
             previous: None,
+            relay: self.relay_tls.clone(),
         }
     }
 

@@ -28,9 +28,16 @@ struct Cli {
     /// The SHA-256 of the server's certificate (the admin page and every token answer show it).
     #[arg(long, conflicts_with = "insecure")]
     certificate_sha256: Option<String>,
-    /// Take any certificate (a lab's choice, never a show's).
+    /// Take any certificate, the server's and the relay's (a lab's choice, never a show's).
     #[arg(long)]
     insecure: bool,
+    /// Each line also offers a candidate on the TURN relay the token answer names (over TLS or
+    /// TCP), as a browser does: for a crew whose network lets no UDP through.
+    #[arg(long)]
+    relay: bool,
+    /// The SHA-256 of the relay's TLS certificate (`turns:`), with --relay.
+    #[arg(long, requires = "relay")]
+    relay_certificate_sha256: Option<String>,
     /// Simulated members.
     #[arg(long, default_value_t = 10)]
     users: usize,
@@ -162,6 +169,12 @@ fn options(cli: &Cli) -> anyhow::Result<Options> {
         }
         (None, false) => TlsCheck::Insecure,
     };
+    let relay = match (cli.relay, &cli.relay_certificate_sha256) {
+        (false, _) => None,
+        (true, Some(pin)) => Some(TlsCheck::pinned(pin).map_err(anyhow::Error::msg)?),
+        (true, None) if cli.insecure => Some(TlsCheck::Insecure),
+        (true, None) => bail!("give the relay certificate's --relay-certificate-sha256, or --insecure"),
+    };
     let lines = match &cli.position {
         Some(position) => Lines::Position { position: position.clone() },
         None if cli.listen.is_empty() && cli.talk.is_empty() => bail!("give --position, or --listen and --talk"),
@@ -188,6 +201,7 @@ fn options(cli: &Cli) -> anyhow::Result<Options> {
         turn: secs(cli.turn),
         link: Link { up: link, down: link },
         fec_percent: cli.fec_percent,
+        relay,
     })
 }
 

@@ -11,13 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use partyline_shared::config::IceUrl;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use crate::control_api::{ApiError, ControlApi, Credentials, Line, LineReport, Lines};
+use crate::control_api::{ApiError, ControlApi, Credentials, IceServer, Line, LineReport, Lines};
 use crate::janus_ws::{HandleEvent, JanusError, JanusSession};
 use crate::media::line::LineSetup;
-use crate::media::{Heard, LineMedia, Link, MediaError, Offer, Onsets, Voice};
+use crate::media::{Heard, LineMedia, Link, MediaError, Offer, Onsets, Relay, RelayError, RelayServer, Voice};
 
 /// How long a line's ICE and DTLS may take once joined.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -32,6 +33,10 @@ pub enum JoinError {
     Janus { room: String, error: JanusError },
     #[error("line {room}: {error}")]
     Media { room: String, error: MediaError },
+    #[error("line {room}: {error}")]
+    Relay { room: String, error: RelayError },
+    #[error("the token answer names no relay over TLS or TCP (`turns:`, `turn:…?transport=tcp`)")]
+    NoRelay,
     #[error("line {room}: no media within {CONNECT_TIMEOUT:?}")]
     NoMedia { room: String },
 }
@@ -53,6 +58,9 @@ pub struct Profile {
     /// A panel joining again after its connection was lost: its previous session's
     /// credentials, whose panel key it keeps.
     pub previous: Option<Credentials>,
+    /// Each line also offers a relayed candidate, allocated on the token answer's relay (its
+    /// certificate checked by this), as a browser whose ICE servers name one; None: host only.
+    pub relay: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// How long the steps of a join took.
@@ -105,6 +113,10 @@ impl Person {
             .await
             .map_err(JoinError::Token)?;
         let token_time = started.elapsed();
+        let relay = match &profile.relay {
+            Some(tls) => Some((relay_server(&credentials.ice_servers).ok_or(JoinError::NoRelay)?, tls)),
+            None => None,
+        };
         let events = {
             let (api, token) = (api.clone(), credentials.token.clone());
             tokio::spawn(async move {
@@ -123,7 +135,18 @@ impl Person {
         let joins = credentials.lines.iter().enumerate().map(|(index, line)| {
             let room = profile.rooms_override.as_ref().and_then(|rooms| rooms.get(index)).unwrap_or(&line.room_name);
             let voice = voices.get(index % voices.len().max(1)).cloned();
-            join_line(&janus, &credentials, profile, line, index, room, voice, onsets)
+            let (janus, credentials, relay) = (&janus, &credentials, relay.clone());
+            async move {
+                let relay = match relay {
+                    Some((server, tls)) => Some(
+                        Relay::allocate(&server, tls.clone())
+                            .await
+                            .map_err(|error| JoinError::Relay { room: room.clone(), error })?,
+                    ),
+                    None => None,
+                };
+                join_line(janus, credentials, profile, line, index, room, voice, onsets, relay).await
+            }
         });
         let results = join_all(joins).await;
         let join_time = results.iter().flatten().map(|(_, took)| *took).max().unwrap_or_default();
@@ -267,6 +290,20 @@ impl Drop for Tasks {
     }
 }
 
+/// The relay a line allocates on, from the token answer's ICE servers: the first `turns:` URL,
+/// else the first `turn:` one over TCP (the crew speaks TURN over a stream only).
+fn relay_server(servers: &[IceServer]) -> Option<RelayServer> {
+    let urls = servers.iter().flat_map(|server| server.urls.iter().map(move |url| (server, url)));
+    let mut relays: Vec<RelayServer> = urls
+        .filter_map(|(server, url)| {
+            let endpoint = IceUrl::try_from(url.clone()).ok()?.relay_endpoint().filter(|e| e.tcp)?;
+            Some(RelayServer { endpoint, username: server.username.clone()?, credential: server.credential.clone()? })
+        })
+        .collect();
+    relays.sort_by_key(|relay| !relay.endpoint.tls);
+    relays.into_iter().next()
+}
+
 /// Joins one line: a handle, the join with the offer, the end of candidates, the media.
 #[allow(clippy::too_many_arguments)]
 async fn join_line(
@@ -278,12 +315,13 @@ async fn join_line(
     room: &str,
     voice: Option<Arc<Voice>>,
     onsets: &Onsets,
+    relay: Option<Relay>,
 ) -> Result<(PanelLine, Duration), JoinError> {
     let janus_error = |error| JoinError::Janus { room: room.to_owned(), error };
     let media_error = |error| JoinError::Media { room: room.to_owned(), error };
     let identity = &credentials.participant_identity;
     let handle = janus.attach(identity).await.map_err(janus_error)?;
-    let offer = Offer::new(profile.media_address, line.talk, line.listen).await.map_err(media_error)?;
+    let offer = Offer::new(profile.media_address, line.talk, line.listen, relay).await.map_err(media_error)?;
     let join = json!({"request": "join", "room": room, "id": identity, "display": profile.name, "muted": true,
                       "token": credentials.token});
     let jsep = json!({"type": "offer", "sdp": offer.sdp});

@@ -902,7 +902,8 @@ macro_rules! checked_number {
 // After `checked_number!`, which it uses.
 mod network;
 pub use network::{
-    AddressRange, CredentialSeconds, IceUrl, NetworkConfig, OFF_SITE_MIN_PIN_DIGITS, TurnConfig, private_ranges,
+    AddressRange, CredentialSeconds, IceUrl, NetworkConfig, OFF_SITE_MIN_PIN_DIGITS, RelayEndpoint, TurnConfig,
+    private_ranges,
 };
 
 checked_number!(

@@ -357,6 +357,7 @@ async fn crew_path_once(
         turn: Duration::from_secs(secs + 10),
         link: partyline_crew::Link::default(),
         fec_percent: 0,
+        relay: None,
     };
     let mut crew = partyline_crew::Crew::new(options).expect("a crew");
     assert_eq!(crew.add(1, Duration::ZERO).await, 1, "the crew member joined: {:?}", crew.joins);

@@ -136,6 +136,7 @@ async fn case(o: &BenchOptions, profile: &Profile, protected: bool) -> Case {
         turn: Duration::from_secs(o.seconds + 10),
         link: Link { up: profile.path, down: profile.path },
         fec_percent: if protected { profile.loss_percent } else { 0 },
+        relay: None,
     };
     let mut crew = Crew::new(options).expect("a crew");
     let joined = crew.add(2, Duration::ZERO).await;

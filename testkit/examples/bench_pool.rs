@@ -184,6 +184,7 @@ async fn node_loss_with_media(o: &Options) -> Vec<Duration> {
         turn: Duration::from_secs(3),
         link: partyline_crew::Link::default(),
         fec_percent: 0,
+        relay: None,
     };
     let mut crew = partyline_crew::Crew::new(options).expect("a crew");
     assert_eq!(crew.add(4, Duration::from_secs(1)).await, 4, "the crew joined");

@@ -196,6 +196,9 @@ export async function startRelay(dir, mediaAddress) {
     `openssl x509 -in ${cert} -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64`,
   ]);
   relay.spki = spki.trim();
+  // Its SHA-256, as partyline-crew's --relay-certificate-sha256 pins it.
+  const { stdout: fingerprint } = await run('openssl', ['x509', '-in', cert, '-noout', '-fingerprint', '-sha256']);
+  relay.certificateSha256 = fingerprint.trim().split('=')[1];
   return relay;
 }
 

@@ -17,9 +17,12 @@
 // web/tests/offsite.test.mjs.
 
 import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe } from 'node:test';
 import {
   Person,
@@ -35,6 +38,8 @@ import {
 import { OffSiteNet, RELAY, VENUE, credentialFor, echoPeer, relayConfig, startRelay } from './offsite.mjs';
 
 const LINE = 'crew';
+const CREW_BIN =
+  process.env.PARTYLINE_CREW_BIN ?? fileURLToPath(new URL('../../target/debug/partyline-crew', import.meta.url));
 
 describe('crew off-site: a panel behind a NAT, through the relay or not', { timeout: 300_000 }, () => {
   let dir;
@@ -149,6 +154,35 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
       await desk.close();
     },
     { timeout: 120_000 },
+  );
+
+  check(
+    'no UDP out of the crew network: partyline-crew joins through the relay too, its members heard both ways',
+    async () => {
+      assert.ok(existsSync(CREW_BIN), `no ${CREW_BIN}: cargo build -p partyline-crew, or set PARTYLINE_CREW_BIN`);
+      await net.letUdpOut(false);
+      const pin = new X509Certificate(control.certificate).fingerprint256;
+      // Two members who talk in turns on the line and hear each other, each line's media
+      // through its own allocation on the relay (TLS on 443: the only way out).
+      const run = await net.inCrew(
+        CREW_BIN,
+        ...['--server', crewOrigin, '--certificate-sha256', pin],
+        ...['--relay', '--relay-certificate-sha256', relay.certificateSha256],
+        ...['--users', '2', '--listen', LINE, '--talk', LINE, '--ramp', '1', '--duration', '6', '--turn', '2'],
+        '--json',
+      );
+      assert.equal(run.code, 0, `partyline-crew: ${run.stderr}`);
+      const figures = JSON.parse(run.stdout);
+      const line = figures.per_line.find((l) => l.room === LINE);
+      report(
+        `partyline-crew through the relay: tone ${line?.tone_db} dBFS, ${line?.bursts} bursts, ` +
+          `mouth-to-ear median ${line?.mouth_to_ear_ms?.median} ms, ${line?.gaps} gaps`,
+      );
+      assert.equal(figures.joins_failed, 0, run.stdout);
+      assert.equal(line?.listeners, 2, run.stdout);
+      assert.ok(line.bursts > 0 && line.tone_db > -40, `each heard the other: ${run.stdout}`);
+    },
+    { timeout: 60_000 },
   );
 
   check(

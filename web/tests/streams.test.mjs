@@ -251,8 +251,7 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
       );
       const dee = await Person.joined(browsers.player, control.origin, 'Dee', '/?groups=program,crew&talk=crew');
       people.push(dee);
-      await dee.waitHearing('program', 10_000);
-      const full = (await dee.heard('program', 1000)).median;
+      const full = await dee.heardSteadily('program', 1000, 10_000);
       const eve = await Person.joined(browsers.ann, control.origin, 'Eve', '/?groups=crew');
       people.push(eve);
       await eve.pressTalk('crew');

@@ -46,6 +46,7 @@ pub(crate) fn options(control: &Control, lines: Lines) -> Options {
         turn: Duration::from_secs(3),
         link: Link::default(),
         fec_percent: 0,
+        relay: None,
     }
 }
 
@@ -171,7 +172,7 @@ async fn a_simulated_panel_cannot_join_a_line_its_token_does_not_hold() {
     let (session, _) =
         JanusSession::create(api.connect_janus().await.expect("/janus"), &credentials.token).await.expect("session");
     let handle = session.attach(&credentials.participant_identity).await.expect("attach");
-    let offer = Offer::new(address, true, true).await.expect("offer");
+    let offer = Offer::new(address, true, true, None).await.expect("offer");
     let join = json!({"request": "join", "room": "foh", "id": credentials.participant_identity, "display": "Mallory",
                       "muted": true, "token": credentials.token});
     let refused = session.message(handle, join.clone(), Some(json!({"type": "offer", "sdp": offer.sdp}))).await;
@@ -185,7 +186,7 @@ async fn a_simulated_panel_cannot_join_a_line_its_token_does_not_hold() {
     let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("Janus's WebSocket");
     let (session, _) = JanusSession::create(socket, &credentials.token).await.expect("a session on Janus");
     let handle = session.attach(&credentials.participant_identity).await.expect("attach");
-    let offer = Offer::new(address, true, true).await.expect("offer");
+    let offer = Offer::new(address, true, true, None).await.expect("offer");
     let refused = session.message(handle, join, Some(json!({"type": "offer", "sdp": offer.sdp}))).await;
     assert_eq!(refused.expect_err("Janus admitted the token to FOH").code(), Some(489));
     let observer = Probe::admin(&stack.janus).await;

@@ -1,9 +1,10 @@
-//! One line's peer connection: a str0m `Rtc` and its UDP socket, driven by one tokio task.
+//! One line's peer connection: a str0m `Rtc` and its UDP socket (and a TURN [`Relay`] when the
+//! token answer names one), driven by one tokio task.
 //!
 //! The task follows str0m's rule (every change to the `Rtc` is followed by draining its
-//! output to a timeout) and waits on five things: a datagram, str0m's next timeout, the next
-//! 20 ms frame to send, a datagram its simulated [`Link`] held back falling due, and a command
-//! from the panel (talk key, what was heard, stop). A talk
+//! output to a timeout) and waits on six things: a datagram, one through the relay, str0m's
+//! next timeout, the next 20 ms frame to send, a datagram its simulated [`Link`] held back
+//! falling due, and a command from the panel (talk key, what was heard, stop). A talk
 //! key going on starts a burst with the next frame, as a person speaks as they press (the talk
 //! onset is where a media server may drop frames); going off, it waits for the burst's end, so
 //! no burst is ever cut short (a listener would take the cut for a dropout).
@@ -23,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::ear::{Ear, Heard, Onsets};
 use super::link::{Impairment, Link};
+use super::relay::Relay;
 use super::voice::{CYCLE_FRAMES, FRAME, Voice};
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,7 @@ pub struct Offer {
     rtc: Rtc,
     pending: SdpPendingOffer,
     socket: UdpSocket,
+    relay: Option<Relay>,
     mid: Mid,
 }
 
@@ -62,9 +65,10 @@ pub struct LineSetup {
 }
 
 impl Offer {
-    /// An offer on a new UDP socket on `address`: sendrecv, or one way for a talk-only
+    /// An offer on a new UDP socket on `address` (and `relay`'s address, as a browser offers
+    /// its relayed candidate beside its host one): sendrecv, or one way for a talk-only
     /// (sendonly) or listen-only (recvonly) line, as the panel offers.
-    pub async fn new(address: IpAddr, send: bool, receive: bool) -> Result<Offer, MediaError> {
+    pub async fn new(address: IpAddr, send: bool, receive: bool, relay: Option<Relay>) -> Result<Offer, MediaError> {
         let socket = UdpSocket::bind(SocketAddr::new(address, 0)).await.map_err(|e| MediaError::Socket(address, e))?;
         let local = socket.local_addr().map_err(|e| MediaError::Socket(address, e))?;
         let mut rtc = RtcConfig::new()
@@ -76,6 +80,11 @@ impl Offer {
             .build(Instant::now());
         let candidate = Candidate::host(local, "udp").map_err(|e| MediaError::Sdp(e.to_string()))?;
         rtc.add_local_candidate(candidate);
+        if let Some(relay) = &relay {
+            let relayed =
+                Candidate::relayed(relay.relayed, relay.local, "udp").map_err(|e| MediaError::Sdp(e.to_string()))?;
+            rtc.add_local_candidate(relayed);
+        }
         let direction = match (send, receive) {
             (true, true) => Direction::SendRecv,
             (true, false) => Direction::SendOnly,
@@ -84,7 +93,7 @@ impl Offer {
         let mut change = rtc.sdp_api();
         let mid = change.add_media(MediaKind::Audio, direction, Some("crew".into()), Some("voice".into()), None);
         let (offer, pending) = change.apply().ok_or_else(|| MediaError::Sdp("nothing to offer".into()))?;
-        Ok(Offer { sdp: offer.to_sdp_string(), rtc, pending, socket, mid })
+        Ok(Offer { sdp: offer.to_sdp_string(), rtc, pending, socket, relay, mid })
     }
 
     /// Applies Janus's answer and starts the line's task.
@@ -105,6 +114,7 @@ impl Offer {
             down: Impairment::new(setup.link.down, seed + 1),
             rtc: self.rtc,
             socket: self.socket,
+            relay: self.relay,
             local,
             mid: self.mid,
             room: setup.room,
@@ -187,6 +197,14 @@ fn next_frame_tick() -> Instant {
     epoch + FRAME_PERIOD * ticks
 }
 
+/// The next datagram through the relay, if the line has one (never, if not).
+async fn relayed(relay: &mut Option<Relay>) -> Option<(SocketAddr, Vec<u8>)> {
+    match relay {
+        Some(relay) => relay.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Seeds for the simulated links, in the order lines start: a run repeats its losses.
 fn next_seed() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -200,6 +218,7 @@ struct Peer {
     down: Impairment,
     rtc: Rtc,
     socket: UdpSocket,
+    relay: Option<Relay>,
     local: SocketAddr,
     mid: Mid,
     room: String,
@@ -255,6 +274,16 @@ impl Peer {
                     }
                     Err(_) => None,
                 },
+                relayed = relayed(&mut self.relay) => {
+                    match relayed {
+                        Some((source, contents)) => self.receive_relayed(source, &contents),
+                        None => {
+                            tracing::warn!(room = %self.room, "the relay's connection ended");
+                            self.relay = None;
+                        }
+                    }
+                    None
+                }
                 () = tokio::time::sleep_until(held.unwrap_or(deadline).into()), if held.is_some() => {
                     self.deliver_held();
                     None
@@ -293,6 +322,16 @@ impl Peer {
         ))
     }
 
+    /// A datagram a peer sent through the relay (the simulated link is the UDP path's only).
+    fn receive_relayed(&mut self, source: SocketAddr, contents: &[u8]) {
+        let Some(destination) = self.relay.as_ref().map(|relay| relay.relayed) else { return };
+        let Ok(contents) = contents.try_into() else { return };
+        let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source, destination, contents });
+        if let Err(error) = self.rtc.handle_input(input) {
+            tracing::debug!(room = %self.room, %error, "a relayed datagram str0m refused");
+        }
+    }
+
     /// Sends and receives what the simulated link held back and is due now.
     fn deliver_held(&mut self) {
         let now = Instant::now();
@@ -313,6 +352,11 @@ impl Peer {
         loop {
             match self.rtc.poll_output()? {
                 Output::Timeout(at) => return Ok(at),
+                Output::Transmit(transmit) if self.relay.as_ref().is_some_and(|r| r.relayed == transmit.source) => {
+                    if let Some(relay) = &self.relay {
+                        relay.send(transmit.destination, &transmit.contents);
+                    }
+                }
                 Output::Transmit(transmit) if self.up.is_clean() => {
                     // A full socket buffer drops the datagram, as a congested network would.
                     let _ = self.socket.try_send_to(&transmit.contents, transmit.destination);

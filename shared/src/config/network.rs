@@ -114,6 +114,42 @@ impl IceUrl {
     pub fn is_turn(&self) -> bool {
         self.0.starts_with("turn")
     }
+
+    /// Where a relay's URL leads (RFC 7065): None for a `stun:` URL.
+    pub fn relay_endpoint(&self) -> Option<RelayEndpoint> {
+        let (scheme, rest) = self.0.split_once(':')?;
+        let tls = match scheme {
+            "turn" => false,
+            "turns" => true,
+            _ => return None,
+        };
+        let (host_port, query) = rest.split_once('?').map_or((rest, None), |(h, q)| (h, Some(q)));
+        let default_port = if tls { 5349 } else { 3478 };
+        let (host, port) = match host_port.rsplit_once(':') {
+            // An IPv6 address without a port ends in `]`; with one, `]:PORT`.
+            Some((host, port)) if !port.ends_with(']') => (host, port.parse().ok()?),
+            _ => (host_port, default_port),
+        };
+        let tcp = match query {
+            Some("transport=tcp") => true,
+            Some("transport=udp") => false,
+            _ => tls,
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        Some(RelayEndpoint { host, port, tls, tcp })
+    }
+}
+
+/// A relay's address and how it is spoken to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayEndpoint {
+    /// A name or an address (an IPv6 one without its brackets).
+    pub host: String,
+    pub port: u16,
+    /// `turns:`: TLS (over TCP, or DTLS over UDP).
+    pub tls: bool,
+    /// Over TCP (`?transport=tcp`, or `turns:` without a transport).
+    pub tcp: bool,
 }
 
 impl TryFrom<String> for IceUrl {
@@ -289,5 +325,18 @@ mod tests {
         }
         assert!(IceUrl::try_from("turns:x".to_owned()).expect("valid").is_turn());
         assert!(!IceUrl::try_from("stun:x".to_owned()).expect("valid").is_turn());
+    }
+
+    #[test]
+    fn a_relay_url_says_where_and_how() {
+        let endpoint = |url: &str| IceUrl::try_from(url.to_owned()).expect("valid").relay_endpoint();
+        let relay = |host: &str, port, tls, tcp| Some(RelayEndpoint { host: host.into(), port, tls, tcp });
+        assert_eq!(endpoint("turns:turn.example.org:443?transport=tcp"), relay("turn.example.org", 443, true, true));
+        assert_eq!(endpoint("turns:turn.example.org"), relay("turn.example.org", 5349, true, true));
+        assert_eq!(endpoint("turn:10.0.0.1"), relay("10.0.0.1", 3478, false, false));
+        assert_eq!(endpoint("turn:10.0.0.1:3479?transport=tcp"), relay("10.0.0.1", 3479, false, true));
+        assert_eq!(endpoint("turn:[2001:db8::1]:3478"), relay("2001:db8::1", 3478, false, false));
+        assert_eq!(endpoint("turn:[2001:db8::1]"), relay("2001:db8::1", 3478, false, false));
+        assert_eq!(endpoint("stun:stun.example.org"), None);
     }
 }
