@@ -28,6 +28,17 @@ pub struct Cli {
     /// `PARTYLINE_BUS=ADDRESS` does the same.
     #[arg(long, value_name = "ADDRESS")]
     pub bus_address: Option<String>,
+
+    /// Print coturn settings for the config's relay (`network.turn`) and exit: its ports and
+    /// address from the relay's URLs, the shared secret, control's certificate for `turns:`,
+    /// and as its only peers the media server (`network.publicAddress` and each --relay-peer).
+    #[arg(long)]
+    pub print_relay_config: bool,
+
+    /// With --print-relay-config: an address of the media server the relay may relay to
+    /// (Janus's ICE address), repeatable.
+    #[arg(long, value_name = "ADDRESS", requires = "print_relay_config")]
+    pub relay_peer: Vec<std::net::IpAddr>,
 }
 
 impl Cli {

@@ -29,6 +29,9 @@ type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
 
 /// Runs the control plane until SIGTERM or SIGINT.
 pub fn run(cli: Cli) -> ExitCode {
+    if cli.print_relay_config {
+        return print_relay_config(&cli);
+    }
     let logs = LogRing::default();
     let filter = init_logging(&logs);
     // Before any HTTP client (the Janus link) is built.
@@ -44,6 +47,31 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("partyline-control stopped: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--print-relay-config`: coturn's settings for the config's relay on stdout.
+fn print_relay_config(cli: &Cli) -> ExitCode {
+    let relay_config = || -> anyhow::Result<String> {
+        let config = ConfigManager::load(&cli.config)?.current();
+        let network = &config.network;
+        let media: Vec<_> = network.public_address.into_iter().chain(cli.relay_peer.iter().copied()).collect();
+        if media.is_empty() {
+            anyhow::bail!("the relay relays to the media server only: set network.publicAddress or give --relay-peer");
+        }
+        let tls = tls::files(&config.server.tls.mode(), &cli.state_dir())?;
+        let tls = tls.as_ref().map(|(cert, key)| (cert.as_path(), key.as_path()));
+        crate::turn::coturn_config(network, &media, tls).map_err(anyhow::Error::msg)
+    };
+    match relay_config() {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("partyline-control: {error:#}");
             ExitCode::FAILURE
         }
     }

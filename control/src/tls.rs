@@ -53,12 +53,19 @@ const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 
 /// The listener's TLS for `mode`, or `None` for plain HTTP.
 pub fn server_config(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<Tls>> {
-    let (cert, key) = match mode {
-        TlsMode::Off => return Ok(None),
-        TlsMode::Files { cert, key } => (cert.clone(), key.clone()),
-        TlsMode::SelfSigned => self_signed(state_dir)?,
-    };
-    from_files(&cert, &key).map(Some)
+    match files(mode, state_dir)? {
+        Some((cert, key)) => from_files(&cert, &key).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The certificate and key files for `mode` (the self-signed pair generated if missing).
+pub fn files(mode: &TlsMode, state_dir: &Path) -> anyhow::Result<Option<(PathBuf, PathBuf)>> {
+    match mode {
+        TlsMode::Off => Ok(None),
+        TlsMode::Files { cert, key } => Ok(Some((cert.clone(), key.clone()))),
+        TlsMode::SelfSigned => self_signed(state_dir).map(Some),
+    }
 }
 
 /// Serves `cert` and `key` again through `served` whenever either changes on disk (a renewal

@@ -1203,9 +1203,9 @@ async function offsite() {
   md();
   await withTemp(async (dir) => {
     const net = await OffSiteNet.create(dir);
-    const relay = await startRelay(dir, VENUE);
     const browsers = [];
     let control;
+    let relay;
     try {
       control = await Control.start(['Bench'], {
         tls: true,
@@ -1213,6 +1213,7 @@ async function offsite() {
         iceIface: net.iface,
         config: relayConfig(),
       });
+      relay = await startRelay(dir, control, VENUE);
       const port = new URL(control.origin).port;
       const [crewOrigin, venueOrigin] = [`https://${VENUE}:${port}`, `https://${iceAddress()}:${port}`];
       const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, {
@@ -1270,7 +1271,7 @@ async function offsite() {
     } finally {
       await Promise.all(browsers.map((b) => b.close()));
       await control?.stop();
-      await relay.stop(5000);
+      await relay?.stop(5000);
       await net.remove();
     }
   });

@@ -16,7 +16,7 @@ import { chmod, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Daemon, randomHex, waitFor } from './harness.mjs';
+import { CONTROL_BIN, Daemon, randomHex, waitFor } from './harness.mjs';
 
 const run = promisify(execFile);
 /** The venue's side of the "internet" (TEST-NET-3), where control and the relay listen. */
@@ -137,49 +137,22 @@ export class OffSiteNet {
   }
 }
 
-/** coturn as the admin runs it beside partyline (packaging/coturn/partyline.conf's settings). */
-export async function startRelay(dir, mediaAddress) {
-  const [cert, key] = [join(dir, 'turn-cert.pem'), join(dir, 'turn-key.pem')];
-  await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-days',
-    '1',
-    '-subj',
-    '/CN=turn.partyline.test',
-    '-keyout',
-    key,
-    '-out',
-    cert,
+/**
+ * coturn as partyline's relay, with the settings control prints for its config
+ * (`--print-relay-config`: the secret, the relay's address and ports, control's certificate, the
+ * media server at `mediaAddress` as its only peer), and a log of the test's own.
+ */
+export async function startRelay(dir, control, mediaAddress) {
+  const { stdout: settings } = await run(CONTROL_BIN, [
+    ...['--config', join(control.dir, 'partyline.yaml'), '--state-dir', control.dir],
+    ...['--print-relay-config', '--relay-peer', mediaAddress],
   ]);
+  const cert = settings.match(/^cert=(.*)$/m)[1];
   const conf = join(dir, 'turnserver.conf');
   await writeFile(
     conf,
     [
-      `listening-ip=${RELAY}`,
-      'listening-port=3478',
-      'tls-listening-port=443',
-      `relay-ip=${RELAY}`,
-      'use-auth-secret',
-      `static-auth-secret=${TURN_SECRET}`,
-      'realm=partyline.test',
-      `cert=${cert}`,
-      `pkey=${key}`,
-      'no-tlsv1',
-      'no-tlsv1_1',
-      'no-dtls',
-      'no-cli',
-      'fingerprint',
-      'no-multicast-peers',
-      // Not an open relay: to the media server only.
-      'denied-peer-ip=0.0.0.0-255.255.255.255',
-      'denied-peer-ip=::-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
-      `allowed-peer-ip=${mediaAddress}`,
+      settings,
       `userdb=${join(dir, 'turndb')}`,
       `pidfile=${join(dir, 'turn.pid')}`,
       `log-file=${join(dir, 'turn.log')}`,
@@ -187,6 +160,7 @@ export async function startRelay(dir, mediaAddress) {
       'verbose', // each session's opening, refusals and end: the log printed on a failure
       '',
     ].join('\n'),
+    { mode: 0o600 },
   );
   const relay = await Daemon.start('turnserver', 'turnserver', ['-c', conf]);
   await waitFor('the relay taking TLS on 443', () => accepts(RELAY, 443), { timeout: 10_000, interval: 100 });

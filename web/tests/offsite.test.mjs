@@ -57,7 +57,6 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'offsite-'));
     net = await OffSiteNet.create(dir);
-    relay = await startRelay(dir, VENUE);
     ({ control, browsers, stop } = await startWithTones(
       [LINE],
       { venue: 660 },
@@ -68,6 +67,7 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
         config: relayConfig(),
       },
     ));
+    relay = await startRelay(dir, control, VENUE);
     const port = new URL(control.origin).port;
     venueOrigin = `https://${iceAddress()}:${port}`; // the venue's LAN
     crewOrigin = `https://${VENUE}:${port}`;
