@@ -56,6 +56,9 @@ pub struct LineFigures {
     pub own_voice_ms: u64,
     /// Its talkers' frames sent 10 ms or more late (the generator's own lateness).
     pub sent_late: u64,
+    /// Listeners who heard the line through the TURN relay (most of their datagrams came
+    /// through it): `--relay` with no straight path.
+    pub relayed_listeners: usize,
     pub mouth_to_ear_ms: Option<Summary>,
 }
 
@@ -215,6 +218,7 @@ fn line_figures(room: &str, heard: &[PersonHeard]) -> LineFigures {
         concealed_ms: total.concealed_ms,
         own_voice_ms: total.own_voice_ms,
         sent_late: total.sent_late,
+        relayed_listeners: listeners.iter().filter(|h| h.relayed_datagrams > h.packets / 2).count(),
         mouth_to_ear_ms: Summary::of(total.mouth_to_ear_ms.iter().copied()),
     }
 }

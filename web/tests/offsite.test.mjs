@@ -156,37 +156,45 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
     { timeout: 120_000 },
   );
 
+  /**
+   * Two partyline-crew members in the crew's namespace, offering the relay beside their host
+   * candidates (`--relay`), who talk in turns on the line and hear each other: the line's figures.
+   */
+  async function crewTool() {
+    assert.ok(existsSync(CREW_BIN), `no ${CREW_BIN}: cargo build -p partyline-crew, or set PARTYLINE_CREW_BIN`);
+    const pin = new X509Certificate(control.certificate).fingerprint256;
+    const run = await net.inCrew(
+      CREW_BIN,
+      ...['--server', crewOrigin, '--certificate-sha256', pin],
+      ...['--relay', '--relay-certificate-sha256', relay.certificateSha256],
+      ...['--users', '2', '--listen', LINE, '--talk', LINE, '--ramp', '1', '--duration', '6', '--turn', '2'],
+      '--json',
+    );
+    assert.equal(run.code, 0, `partyline-crew: ${run.stderr}`);
+    const figures = JSON.parse(run.stdout);
+    const line = figures.per_line.find((l) => l.room === LINE);
+    assert.equal(figures.joins_failed, 0, run.stdout);
+    assert.equal(line?.listeners, 2, run.stdout);
+    assert.ok(line.bursts > 0 && line.tone_db > -40, `each heard the other: ${run.stdout}`);
+    return line;
+  }
+
   check(
     'no UDP out of the crew network: partyline-crew joins through the relay too, its members heard both ways',
     async () => {
-      assert.ok(existsSync(CREW_BIN), `no ${CREW_BIN}: cargo build -p partyline-crew, or set PARTYLINE_CREW_BIN`);
       await net.letUdpOut(false);
-      const pin = new X509Certificate(control.certificate).fingerprint256;
-      // Two members who talk in turns on the line and hear each other, each line's media
-      // through its own allocation on the relay (TLS on 443: the only way out).
-      const run = await net.inCrew(
-        CREW_BIN,
-        ...['--server', crewOrigin, '--certificate-sha256', pin],
-        ...['--relay', '--relay-certificate-sha256', relay.certificateSha256],
-        ...['--users', '2', '--listen', LINE, '--talk', LINE, '--ramp', '1', '--duration', '6', '--turn', '2'],
-        '--json',
-      );
-      assert.equal(run.code, 0, `partyline-crew: ${run.stderr}`);
-      const figures = JSON.parse(run.stdout);
-      const line = figures.per_line.find((l) => l.room === LINE);
+      const line = await crewTool();
       report(
-        `partyline-crew through the relay: tone ${line?.tone_db} dBFS, ${line?.bursts} bursts, ` +
-          `mouth-to-ear median ${line?.mouth_to_ear_ms?.median} ms, ${line?.gaps} gaps`,
+        `partyline-crew through the relay: tone ${line.tone_db.toFixed(1)} dBFS, ${line.bursts} bursts, ` +
+          `mouth-to-ear median ${line.mouth_to_ear_ms?.median?.toFixed(1)} ms, ${line.gaps} gaps`,
       );
-      assert.equal(figures.joins_failed, 0, run.stdout);
-      assert.equal(line?.listeners, 2, run.stdout);
-      assert.ok(line.bursts > 0 && line.tone_db > -40, `each heard the other: ${run.stdout}`);
+      assert.equal(line.relayed_listeners, 2, 'both heard through the relay');
     },
     { timeout: 60_000 },
   );
 
   check(
-    'UDP let out: the panel connects without the relay',
+    'UDP let out: the panel and partyline-crew connect without the relay',
     async () => {
       await net.letUdpOut(true);
       const remote = await joined('crew', 'Remote again');
@@ -195,8 +203,10 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
       assert.notEqual(await candidateTypeOf('Remote again'), 'relay');
       await remote.close();
       await desk.close();
+      const line = await crewTool();
+      assert.equal(line.relayed_listeners, 0, 'partyline-crew offered the relay and went straight');
     },
-    { timeout: 90_000 },
+    { timeout: 120_000 },
   );
 
   check(

@@ -111,6 +111,8 @@ pub struct Heard {
     /// Frames this line sent while talking 10 ms or more after their tick: the generator's
     /// own lateness (a late talker's frame can miss the room's mix).
     pub sent_late: u64,
+    /// Datagrams that came through the TURN relay (media, RTCP and ICE's checks).
+    pub relayed_datagrams: u64,
     pub longest_gap_ms: u64,
     /// Each gap: when it ended (ms of the stream since the ear's first packet) and how long.
     #[serde(skip)]
@@ -156,6 +158,7 @@ impl Heard {
         self.onset_gaps += other.onset_gaps;
         self.own_voice_ms += other.own_voice_ms;
         self.sent_late += other.sent_late;
+        self.relayed_datagrams += other.relayed_datagrams;
         self.longest_gap_ms = self.longest_gap_ms.max(other.longest_gap_ms);
         self.gap_times.extend_from_slice(&other.gap_times);
         self.bursts += other.bursts;

@@ -127,6 +127,7 @@ impl Offer {
             talk_wanted: false,
             opens_spurt: false,
             sent_late: 0,
+            relayed_datagrams: 0,
             connected: connected_tx,
             sending: sending_tx,
         };
@@ -234,6 +235,8 @@ struct Peer {
     opens_spurt: bool,
     /// Talking frames sent [`LATE_SEND`] or more after their tick since the last report.
     sent_late: u64,
+    /// Datagrams received through the relay since the last report.
+    relayed_datagrams: u64,
     connected: watch::Sender<bool>,
     sending: watch::Sender<bool>,
 }
@@ -299,6 +302,7 @@ impl Peer {
                         Some(Command::Heard(reply)) => {
                             let mut heard = self.ear.as_mut().map(Ear::take).unwrap_or_default();
                             heard.sent_late = std::mem::take(&mut self.sent_late);
+                            heard.relayed_datagrams = std::mem::take(&mut self.relayed_datagrams);
                             let _ = reply.send(heard);
                         }
                         None => return,
@@ -325,6 +329,7 @@ impl Peer {
     /// A datagram a peer sent through the relay (the simulated link is the UDP path's only).
     fn receive_relayed(&mut self, source: SocketAddr, contents: &[u8]) {
         let Some(destination) = self.relay.as_ref().map(|relay| relay.relayed) else { return };
+        self.relayed_datagrams += 1;
         let Ok(contents) = contents.try_into() else { return };
         let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source, destination, contents });
         if let Err(error) = self.rtc.handle_input(input) {
