@@ -58,6 +58,9 @@ struct Options {
     ab: Vec<String>,
     /// Janus's `event_loops` (a setting's `janusEventLoops=N`); none: a thread per handle.
     janus_event_loops: Option<u32>,
+    /// Janus's threads under SCHED_FIFO (a setting's `janusRealtime=PRIORITY`): a woken
+    /// encoder thread no longer preempts the room's mixer between its two passes.
+    janus_realtime: Option<u32>,
     /// Control under a crowd of this many one-line members instead of the ramp.
     crowd: Option<u64>,
     /// Profile Janus inside the judged seconds of a one-step ramp.
@@ -77,6 +80,7 @@ fn options() -> Options {
         audio: Vec::new(),
         ab: Vec::new(),
         janus_event_loops: None,
+        janus_realtime: None,
         crowd: None,
         profile: false,
     };
@@ -118,7 +122,7 @@ fn options() -> Options {
 fn audio_lines(setting: &str) -> Vec<String> {
     setting
         .split(',')
-        .filter(|kv| !kv.is_empty() && !kv.starts_with(JANUS_EVENT_LOOPS))
+        .filter(|kv| !kv.is_empty() && !kv.starts_with(JANUS_EVENT_LOOPS) && !kv.starts_with(JANUS_REALTIME))
         .map(|kv| format!("  {}\n", kv.replacen('=', ": ", 1)))
         .collect()
 }
@@ -129,6 +133,25 @@ const JANUS_EVENT_LOOPS: &str = "janusEventLoops=";
 /// A setting's `janusEventLoops=N`, if any.
 fn janus_event_loops(setting: &str) -> Option<u32> {
     setting.split(',').find_map(|kv| kv.strip_prefix(JANUS_EVENT_LOOPS)).map(|n| n.parse().expect("janusEventLoops=N"))
+}
+
+/// The setting that runs Janus's threads under SCHED_FIFO at a priority: `janusRealtime=N`.
+const JANUS_REALTIME: &str = "janusRealtime=";
+
+/// A setting's `janusRealtime=N`, if any.
+fn janus_realtime(setting: &str) -> Option<u32> {
+    setting.split(',').find_map(|kv| kv.strip_prefix(JANUS_REALTIME)).map(|n| n.parse().expect("janusRealtime=N"))
+}
+
+/// Every thread of `pid` under SCHED_FIFO at `priority`; threads they start later inherit it
+/// (glibc's threads inherit their creator's policy).
+fn realtime(pid: u32, priority: u32) {
+    let status = Command::new("chrt")
+        .args(["-a", "-f", "-p", &priority.to_string(), &pid.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .expect("chrt (util-linux)");
+    assert!(status.success(), "chrt -a -f -p {priority} {pid} failed");
 }
 
 /// Pins every thread of `pid` to `cpu`; threads they start later inherit it.
@@ -374,6 +397,9 @@ impl Stack {
         let janus_pid: u32 =
             std::fs::read_to_string(janus.value("JANUS_PID_FILE")).expect("janus.pid").trim().parse().expect("a pid");
         pin(janus_pid, JANUS_CPU);
+        if let Some(priority) = o.janus_realtime {
+            realtime(janus_pid, priority);
+        }
         pin(control.pid(), CREW_CPU);
 
         Stack { control, _janus: janus, _bus: bus, _events_port: events_port, janus_pid, http }
@@ -816,6 +842,7 @@ async fn ab(o: &Options, machine: &str) {
         let one = Options {
             audio: audio_lines(setting),
             janus_event_loops: janus_event_loops(setting),
+            janus_realtime: janus_realtime(setting),
             max_users: o.users,
             step: 1,
             ..o.clone()
