@@ -16,7 +16,7 @@ use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::{Janus, Probe};
 use partyline_testkit::plan::{crew_member, group, user};
-use partyline_testkit::pulse::AUX_MAP;
+use partyline_testkit::sound_server::AUX_MAP;
 use partyline_testkit::{ICE_ADDRESS, ICE_IFACE, require_namespace};
 
 const RATE: u32 = partyline_testkit::audio::RATE;

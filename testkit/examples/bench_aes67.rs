@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BridgeProxy, Plan, PlanAes67, PlanGroup, PlanUser};
 use partyline_testkit::aes67::{Aes67Net, Console, Grandmaster, PARTYLINE_IFACE};
-use partyline_testkit::audio::{RATE, StampedRecording, TICKS, Tone, channel, now_ns, tick_latencies};
+use partyline_testkit::audio::{RATE, TICKS, Tone, channel, now_ns, tick_latencies};
 use partyline_testkit::bench::{cpu_ticks, janus_for_control};
 use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::Janus;
+use partyline_testkit::pipewire::StampedRecording;
 use partyline_testkit::{ICE_ADDRESS, ReservedPort, SoundServer, wait_for};
 use serde_json::json;
 

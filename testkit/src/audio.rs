@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::card::SoundServer;
-use crate::pulse::CARD_MAP;
+use crate::sound_server::{CARD_MAP, SoundServer};
 
 /// The card's rate in every test.
 pub const RATE: u32 = 48_000;
@@ -337,89 +336,6 @@ pub fn gst_launch(pulse: &dyn SoundServer, pipeline: &str) -> Child {
 /// A tick of 20 ms (1 kHz) every 300 ms, as a live GStreamer source for [`Tone::source`].
 pub const TICKS: &str =
     "audiotestsrc wave=ticks freq=1000 sine-periods-per-tick=20 tick-interval=300000000 is-live=true";
-
-/// A recording of every channel of the PipeWire sink `sink`'s monitor (`pw-record`: PipeWire's
-/// own client, one read per graph cycle, no PulseAudio layer between; 8 channels in the card's
-/// order) that dates its samples on the host's `CLOCK_REALTIME`, the clock the AES67 network's PTP
-/// time is here ([`crate::aes67`]): a thread reads pw-record's output as it comes and notes when
-/// each read ended. A sample can be no later than the read that delivered it, so a sample's time
-/// is the smallest (arrival − its place in the stream) over all reads, plus its place: a sample is
-/// dated as if the card had captured it the moment the graph cycle carrying it ran (as
-/// [`TickRecorder`] has an input and an output of one cycle at the same time). The card's clock
-/// and `CLOCK_REALTIME` must keep the same rate over the recording (a null sink's timer is
-/// `CLOCK_MONOTONIC`'s).
-#[derive(Debug)]
-pub struct StampedRecording {
-    child: Child,
-    stamped: std::sync::Arc<std::sync::Mutex<Stamped>>,
-}
-
-#[derive(Debug, Default)]
-struct Stamped {
-    samples: Vec<f32>,
-    /// The smallest (arrival − place), ns since the epoch: when the stream's sample 0 was.
-    start_ns: Option<i128>,
-}
-
-impl StampedRecording {
-    pub fn start(card: &crate::pipewire::PipeWireServer, sink: &str) -> StampedRecording {
-        let mut child = Command::new("pw-record")
-            .envs(card.client_env())
-            .args(["--target", sink, "-P", "{ stream.capture.sink = true }", "--latency", "256"])
-            .args(["--format", "f32", "--channels", "8", "--channel-map", &crate::pipewire::POSITIONS.join(",")])
-            .arg(format!("--rate={RATE}"))
-            .arg("-")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("pw-record (pipewire-bin)");
-        let mut output = child.stdout.take().expect("pw-record's output");
-        let stamped = std::sync::Arc::new(std::sync::Mutex::new(Stamped::default()));
-        let into = stamped.clone();
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let (mut buffer, mut pending) = (vec![0u8; 64 * 1024], Vec::new());
-            while let Ok(read) = output.read(&mut buffer) {
-                if read == 0 {
-                    break;
-                }
-                let arrived = now_ns();
-                pending.extend_from_slice(&buffer[..read]);
-                let whole = pending.len() / 4 * 4;
-                let mut stamped = into.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let samples = pending[..whole].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                stamped.samples.extend(samples);
-                pending.drain(..whole);
-                let frames = (stamped.samples.len() / CHANNELS) as i128;
-                let start = arrived - frames * 1_000_000_000 / i128::from(RATE);
-                stamped.start_ns = Some(stamped.start_ns.map_or(start, |s| s.min(start)));
-            }
-        });
-        StampedRecording { child, stamped }
-    }
-
-    /// The interleaved samples so far, and the `CLOCK_REALTIME` time (ns since the epoch) of the
-    /// first (None before any).
-    pub fn samples(&self) -> (Vec<f32>, Option<i128>) {
-        let stamped = self.stamped.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        (stamped.samples.clone(), stamped.start_ns)
-    }
-
-    /// The `CLOCK_REALTIME` times (ns since the epoch) of the onsets on channel `k`: a 1 ms window
-    /// over -30 dBFS after ≥ `quiet_ms` of quiet ([`onsets_after_quiet`]).
-    pub fn onset_times(&self, k: usize, quiet_ms: usize) -> Vec<i128> {
-        let (samples, start) = self.samples();
-        let Some(start) = start else { return Vec::new() };
-        onsets_after_quiet(&channel(&samples, k), quiet_ms).into_iter().map(|s| start + (s * 1e9) as i128).collect()
-    }
-}
-
-impl Drop for StampedRecording {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `CLOCK_REALTIME` now, ns since the epoch.
 pub fn now_ns() -> i128 {

@@ -10,11 +10,11 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::audio::RATE;
-use crate::card::SoundServer;
 use crate::control::Control;
 use crate::dbus::{Bridged, Bus};
 use crate::janus::Janus;
 use crate::pulse::PulseServer;
+use crate::sound_server::SoundServer;
 use crate::{ICE_ADDRESS, ICE_IFACE, ReservedPort, require_namespace, wait_for};
 
 const EVENT_SECRET: &str = "bench-event-secret";

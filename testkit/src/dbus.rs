@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::card::SoundServer;
+use crate::sound_server::SoundServer;
 use partyline_shared::bridge::{BridgeProxy, Status};
 
 /// A `dbus-daemon --session` of the test's own; killed on drop.

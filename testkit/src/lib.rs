@@ -18,8 +18,9 @@ pub mod netns;
 pub mod pipewire;
 pub mod plan;
 pub mod pulse;
+pub mod sound_server;
 
-pub use card::SoundServer;
+pub use sound_server::SoundServer;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -3,21 +3,12 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::card::SoundServer;
-
-/// GStreamer's 7.1 order: bridged opens the card as 7.1 and card channel k is position k of
-/// this list (bridged/README.md, "Channel order"), so a test card has this channel map.
-/// The same constant as [`partyline_shared::card::CARD_CHANNEL_MAP`].
-pub use partyline_shared::card::CARD_CHANNEL_MAP as CARD_MAP;
-
-/// The map of a pro multichannel card (ALSA's "multichannel" and "pro-audio" profiles): channels
-/// without positions. bridged's playback puts output channel k on its channel k all the same.
-pub const AUX_MAP: &str = "aux0,aux1,aux2,aux3,aux4,aux5,aux6,aux7";
+use crate::sound_server::SoundServer;
 
 /// How long the server may take to answer its first `pactl info`.
 const START_DEADLINE: Duration = Duration::from_secs(10);
@@ -75,34 +66,6 @@ impl SoundServer for PulseServer {
     fn server_address(&self) -> String {
         self.address.clone()
     }
-}
-
-/// `pactl ARGS` on the server at `address` (PulseAudio, or PipeWire's PulseAudio server).
-pub(crate) fn pactl(address: &str, args: &[&str]) -> Output {
-    Command::new("pactl")
-        .arg(format!("--server={address}"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run pactl (is pulseaudio-utils installed?)")
-}
-
-/// `pactl load-module NAME ARGS` on the server at `address`; returns the module index. Panics
-/// with pactl's stderr.
-pub(crate) fn load_module(address: &str, name: &str, args: &str) -> u32 {
-    let mut command_args = vec!["load-module", name];
-    if !args.trim().is_empty() {
-        command_args.push(args);
-    }
-    let output = pactl(address, &command_args);
-    assert!(
-        output.status.success(),
-        "pactl load-module {name} {args} failed ({}): {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    stdout.trim().parse().unwrap_or_else(|_| panic!("module index from pactl: {stdout:?}"))
 }
 
 /// Starts `pulseaudio` with every path it uses inside `dir`: no user config, no shared memory

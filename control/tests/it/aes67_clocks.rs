@@ -19,9 +19,9 @@
 use std::time::Duration;
 
 use partyline_shared::aes67::Aes67Stream;
+use partyline_testkit::SoundServer;
 use partyline_testkit::aes67::{Aes67Net, CONSOLE_NAME, Console, Grandmaster};
 use partyline_testkit::audio::{RATE, Recording, channel, longest_dropout_ms, tone_db, worst_break};
-use partyline_testkit::card::SoundServer;
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
 use partyline_testkit::{require_namespace, wait_for};

@@ -13,7 +13,8 @@ use crate::support::{Control, wait_for};
 use partyline_testkit::SoundServer;
 use partyline_testkit::alsa::{AlsaHome, fixed_channels_pcm};
 use partyline_testkit::pipewire::PipeWireServer;
-use partyline_testkit::pulse::{AUX_MAP, PulseServer};
+use partyline_testkit::pulse::PulseServer;
+use partyline_testkit::sound_server::AUX_MAP;
 
 /// How long the warning of a device selection may take (a listing is bounded by 2 s).
 const LOG_TIMEOUT: Duration = Duration::from_secs(5);

@@ -138,14 +138,14 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     found.into_iter().collect()
 }
 
-/// Layering: no module of control or bridged imports one that imports it back, directly or
-/// around a circle (each can be read, and changed, knowing only the modules below it).
+/// Layering: no module of any crate imports one that imports it back, directly or around a
+/// circle (each can be read, and changed, knowing only the modules below it).
 #[test]
-fn control_and_bridged_modules_import_each_other_in_no_circle() {
+fn no_crate_has_modules_that_import_each_other_in_a_circle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for crate_dir in ["control", "bridged"] {
+    for crate_dir in ["control", "bridged", "shared", "crew", "testkit"] {
         let graph = module_imports(&root.join(crate_dir).join("src"));
-        assert!(graph.values().map(BTreeSet::len).sum::<usize>() > 10, "{crate_dir}: imports are read: {graph:?}");
+        assert!(graph.values().map(BTreeSet::len).sum::<usize>() > 2, "{crate_dir}: imports are read: {graph:?}");
         assert_eq!(circles(&graph), Vec::<Vec<String>>::new(), "{crate_dir}: modules importing each other in a circle");
     }
 }
