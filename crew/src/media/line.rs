@@ -1,31 +1,24 @@
 //! One line's peer connection: a str0m `Rtc` and its UDP socket (and a TURN [`Relay`] when the
-//! token answer names one), driven by one tokio task.
-//!
-//! The task follows str0m's rule (every change to the `Rtc` is followed by draining its
-//! output to a timeout) and waits on six things: a datagram, one through the relay, str0m's
-//! next timeout, the next 20 ms frame to send, a datagram its simulated [`Link`] held back
-//! falling due, and a command from the panel (talk key, what was heard, stop). A talk
-//! key going on starts a burst with the next frame, as a person speaks as they press (the talk
-//! onset is where a media server may drop frames); going off, it waits for the burst's end, so
-//! no burst is ever cut short (a listener would take the cut for a dropout).
+//! token answer names one), offered before the join, completed by Janus's answer and then driven
+//! by one tokio task (its `peer`); [`LineMedia`] is the handle on it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use str0m::change::{SdpAnswer, SdpPendingOffer};
-use str0m::format::Codec;
-use str0m::media::{Direction, MediaKind, MediaTime, Mid};
-use str0m::net::{Protocol, Receive};
-use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use str0m::media::{Direction, MediaKind, Mid};
+use str0m::{Candidate, Rtc, RtcConfig};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::ear::{Ear, Heard, Onsets};
+use super::ear::Ear;
+use super::heard::{Heard, Onsets};
 use super::link::{Impairment, Link};
+use super::peer::{Command, Peer};
 use super::relay::Relay;
-use super::voice::{CYCLE_FRAMES, FRAME, Voice};
+use super::voice::Voice;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MediaError {
@@ -136,11 +129,6 @@ impl Offer {
     }
 }
 
-enum Command {
-    Talk(bool),
-    Heard(oneshot::Sender<Heard>),
-}
-
 /// The handle on a running line's media.
 #[derive(Debug)]
 pub struct LineMedia {
@@ -181,246 +169,8 @@ impl Drop for LineMedia {
     }
 }
 
-/// A frame's duration: the send tick.
-const FRAME_PERIOD: Duration = Duration::from_millis(20);
-/// A talker's frame sent this late is the generator's fault, not the server's: AudioBridge mixes
-/// a talker's queue of two packets (40 ms) as it stands at each tick.
-const LATE_SEND: Duration = Duration::from_millis(10);
-
-/// The next send tick of the process: every line sends on the same 20 ms ticks (from one
-/// epoch), so the runtime wakes once per tick for all of them, not once per line.
-fn next_frame_tick() -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    let elapsed = epoch.elapsed().as_nanos();
-    let period = FRAME_PERIOD.as_nanos();
-    let ticks = u32::try_from(elapsed / period + 1).unwrap_or(u32::MAX);
-    epoch + FRAME_PERIOD * ticks
-}
-
-/// The next datagram through the relay, if the line has one (never, if not).
-async fn relayed(relay: &mut Option<Relay>) -> Option<(SocketAddr, Vec<u8>)> {
-    match relay {
-        Some(relay) => relay.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Seeds for the simulated links, in the order lines start: a run repeats its losses.
 fn next_seed() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(2, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The task's state.
-struct Peer {
-    /// The simulated link's two directions: what str0m sends, what the socket receives.
-    up: Impairment,
-    down: Impairment,
-    rtc: Rtc,
-    socket: UdpSocket,
-    relay: Option<Relay>,
-    local: SocketAddr,
-    mid: Mid,
-    room: String,
-    voice: Option<Arc<Voice>>,
-    onsets: Onsets,
-    ear: Option<Ear>,
-    started: Instant,
-    /// The frame of the voice's loop sent next.
-    position: usize,
-    rtp_time: u64,
-    talk_wanted: bool,
-    /// The next burst sent opens a talk spurt (the key went on since the last one).
-    opens_spurt: bool,
-    /// Talking frames sent [`LATE_SEND`] or more after their tick since the last report.
-    sent_late: u64,
-    /// Datagrams received through the relay since the last report.
-    relayed_datagrams: u64,
-    connected: watch::Sender<bool>,
-    sending: watch::Sender<bool>,
-}
-
-impl Peer {
-    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
-        let mut datagram = vec![0u8; 2000];
-        let mut frames = tokio::time::interval_at(next_frame_tick().into(), FRAME_PERIOD);
-        // A late tick sends its frame at once and the next on time, as a microphone's
-        // buffered frames would.
-        frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let sends = self.voice.is_some();
-        loop {
-            let deadline = match self.drain() {
-                Ok(deadline) => deadline,
-                Err(error) => {
-                    tracing::warn!(room = %self.room, %error, "a line's WebRTC ended");
-                    let _ = self.connected.send(false);
-                    return;
-                }
-            };
-            // str0m asks to be woken at once after most changes (a packet written or read):
-            // done here, not through the timer, which would cost a wake-up each time.
-            let now = Instant::now();
-            if deadline <= now {
-                if let Err(error) = self.rtc.handle_input(Input::Timeout(now)) {
-                    tracing::debug!(room = %self.room, %error, "str0m's timeout");
-                }
-                continue;
-            }
-            let held = [self.up.next_due(), self.down.next_due()].into_iter().flatten().min();
-            let input = tokio::select! {
-                received = self.socket.recv_from(&mut datagram) => match received {
-                    Ok((length, source)) if self.down.is_clean() => self.receive(source, &datagram[..length]),
-                    Ok((length, source)) => {
-                        self.down.offer(Instant::now(), source, &datagram[..length]);
-                        None
-                    }
-                    Err(_) => None,
-                },
-                relayed = relayed(&mut self.relay) => {
-                    match relayed {
-                        Some((source, contents)) => self.receive_relayed(source, &contents),
-                        None => {
-                            tracing::warn!(room = %self.room, "the relay's connection ended");
-                            self.relay = None;
-                        }
-                    }
-                    None
-                }
-                () = tokio::time::sleep_until(held.unwrap_or(deadline).into()), if held.is_some() => {
-                    self.deliver_held();
-                    None
-                }
-                () = tokio::time::sleep_until(deadline.into()) => Some(Input::Timeout(Instant::now())),
-                tick = frames.tick(), if sends => {
-                    self.send_frame(tick.into_std());
-                    None
-                }
-                command = commands.recv() => {
-                    match command {
-                        Some(Command::Talk(on)) => self.talk_wanted = on,
-                        Some(Command::Heard(reply)) => {
-                            let mut heard = self.ear.as_mut().map(Ear::take).unwrap_or_default();
-                            heard.sent_late = std::mem::take(&mut self.sent_late);
-                            heard.relayed_datagrams = std::mem::take(&mut self.relayed_datagrams);
-                            let _ = reply.send(heard);
-                        }
-                        None => return,
-                    }
-                    None
-                }
-            };
-            if let Some(input) = input
-                && let Err(error) = self.rtc.handle_input(input)
-            {
-                tracing::debug!(room = %self.room, %error, "a datagram str0m refused");
-            }
-        }
-    }
-
-    fn receive<'a>(&self, source: SocketAddr, contents: &'a [u8]) -> Option<Input<'a>> {
-        let contents = contents.try_into().ok()?;
-        Some(Input::Receive(
-            Instant::now(),
-            Receive { proto: Protocol::Udp, source, destination: self.local, contents },
-        ))
-    }
-
-    /// A datagram a peer sent through the relay (the simulated link is the UDP path's only).
-    fn receive_relayed(&mut self, source: SocketAddr, contents: &[u8]) {
-        let Some(destination) = self.relay.as_ref().map(|relay| relay.relayed) else { return };
-        self.relayed_datagrams += 1;
-        let Ok(contents) = contents.try_into() else { return };
-        let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source, destination, contents });
-        if let Err(error) = self.rtc.handle_input(input) {
-            tracing::debug!(room = %self.room, %error, "a relayed datagram str0m refused");
-        }
-    }
-
-    /// Sends and receives what the simulated link held back and is due now.
-    fn deliver_held(&mut self) {
-        let now = Instant::now();
-        while let Some(held) = self.up.pop_due(now) {
-            let _ = self.socket.try_send_to(&held.contents, held.peer);
-        }
-        while let Some(held) = self.down.pop_due(now) {
-            if let Some(input) = self.receive(held.peer, &held.contents)
-                && let Err(error) = self.rtc.handle_input(input)
-            {
-                tracing::debug!(room = %self.room, %error, "a datagram str0m refused");
-            }
-        }
-    }
-
-    /// Drains str0m's output up to its next timeout.
-    fn drain(&mut self) -> Result<Instant, str0m::RtcError> {
-        loop {
-            match self.rtc.poll_output()? {
-                Output::Timeout(at) => return Ok(at),
-                Output::Transmit(transmit) if self.relay.as_ref().is_some_and(|r| r.relayed == transmit.source) => {
-                    if let Some(relay) = &self.relay {
-                        relay.send(transmit.destination, &transmit.contents);
-                    }
-                }
-                Output::Transmit(transmit) if self.up.is_clean() => {
-                    // A full socket buffer drops the datagram, as a congested network would.
-                    let _ = self.socket.try_send_to(&transmit.contents, transmit.destination);
-                }
-                Output::Transmit(transmit) => self.up.offer(Instant::now(), transmit.destination, &transmit.contents),
-                Output::Event(Event::MediaData(data)) => {
-                    if let Some(ear) = &mut self.ear {
-                        let seq = **data.seq_range.end();
-                        ear.packet(seq, data.time.numer(), data.network_time, self.started, &data.data);
-                    }
-                }
-                Output::Event(Event::Connected) => {
-                    let _ = self.connected.send(true);
-                }
-                Output::Event(Event::IceConnectionStateChange(IceConnectionState::Disconnected)) => {
-                    let _ = self.connected.send(false);
-                }
-                Output::Event(_) => {}
-            }
-        }
-    }
-
-    /// The next 20 ms: the loop's frame while talking, silence otherwise (a muted talk key
-    /// still sends, as a browser's disabled track does).
-    fn send_frame(&mut self, tick: Instant) {
-        let Some(voice) = self.voice.clone() else { return };
-        let switch = *self.sending.borrow() != self.talk_wanted;
-        if switch && self.talk_wanted {
-            // The next cycle's burst, from this frame.
-            self.position = self.position.next_multiple_of(CYCLE_FRAMES) % voice.frames.len();
-        }
-        if switch && self.position.is_multiple_of(CYCLE_FRAMES) {
-            let _ = self.sending.send(self.talk_wanted);
-            self.opens_spurt = self.talk_wanted;
-            if let Some(ear) = &mut self.ear {
-                ear.talking(self.talk_wanted, Instant::now());
-            }
-        }
-        let talking = *self.sending.borrow();
-        let frame = if talking { &voice.frames[self.position] } else { &voice.silence };
-        self.position = (self.position + 1) % voice.frames.len();
-        let now = Instant::now();
-        if talking && now.duration_since(tick) >= LATE_SEND {
-            self.sent_late += 1;
-        }
-        if let Some(onset) = frame.onset {
-            // The frame's samples were "spoken" over the 20 ms before it is sent.
-            let spoken = now - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1_000_000 / 48_000);
-            self.onsets.spoken(&self.room, spoken, std::mem::take(&mut self.opens_spurt));
-        }
-        let rtp_time = MediaTime::new(self.rtp_time, str0m::media::Frequency::FORTY_EIGHT_KHZ);
-        self.rtp_time += FRAME as u64;
-        let Some(writer) = self.rtc.writer(self.mid) else { return };
-        let Some(pt) = writer.payload_params().find(|p| p.spec().codec == Codec::Opus).map(|p| p.pt()) else { return };
-        let voice_activity = frame.level != super::voice::SILENCE_LEVEL;
-        if let Err(error) =
-            writer.audio_level(frame.level, voice_activity).write(pt, now, rtp_time, frame.payload.clone())
-        {
-            tracing::debug!(room = %self.room, %error, "a frame str0m refused");
-        }
-    }
 }

@@ -4,12 +4,14 @@
 
 pub mod ear;
 pub mod fec;
+pub mod heard;
 pub mod line;
 pub mod link;
+mod peer;
 pub mod relay;
 pub mod voice;
 
-pub use ear::{Heard, Onsets};
+pub use heard::{Heard, Onsets};
 pub use line::{LineMedia, MediaError, Offer};
 pub use link::{Link, Loss, Path};
 pub use relay::{Relay, RelayError, RelayServer};
