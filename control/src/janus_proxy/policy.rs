@@ -77,7 +77,7 @@ enum Pending {
 /// packets runs 2–3 deep, and a packet a few ms early makes it 4, twice the prebuffering, where
 /// AudioBridge trims it back to 2 at once and the spurt goes on with a few ms of margin; at 3 it
 /// trims only at 6. Measured with a talker 0–10 ms late on its link
-/// (`crew::every_talk_onset_starts_primed_and_a_jittery_talker_is_heard_without_a_hole`):
+/// (`serial::crew::every_talk_onset_starts_primed_and_a_jittery_talker_is_heard_without_a_hole`):
 /// primed to 2, holes in 2 runs of 3; to 3, none. The cost is one frame (20 ms) on every spurt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Priming {

@@ -11,29 +11,17 @@ mod janus;
 mod support;
 
 mod aes67;
-#[cfg(feature = "services")]
-mod aes67_clocks;
-#[cfg(feature = "services")]
-mod aes67_lan;
-#[cfg(feature = "services")]
-mod aes67_media;
 mod api;
-#[cfg(feature = "services")]
-mod audio_path;
 #[cfg(feature = "services")]
 mod bridge;
 mod compat;
 mod concurrency;
 mod crash;
 #[cfg(feature = "services")]
-mod crew;
-#[cfg(feature = "services")]
 mod devices;
 #[cfg(feature = "services")]
 mod direct;
 mod events;
-#[cfg(feature = "services")]
-mod faults;
 #[cfg(feature = "services")]
 mod full_disk;
 mod groups;
@@ -57,6 +45,8 @@ mod reload;
 mod report;
 #[cfg(feature = "services")]
 mod restart;
+#[cfg(feature = "services")]
+mod serial;
 #[cfg(feature = "services")]
 mod streams;
 mod tls;

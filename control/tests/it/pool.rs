@@ -18,7 +18,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::crew::options;
+use crate::serial::crew::options;
 use crate::panel::session_events;
 use crate::proxy::{RawPanel, next};
 use crate::support::Control;

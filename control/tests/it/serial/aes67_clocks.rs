@@ -28,7 +28,7 @@ use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::aes67_media::{aes67, settings};
+use crate::serial::aes67_media::{aes67, settings};
 use crate::janus::{Stack, joined};
 
 const SLOW: Duration = Duration::from_secs(30);

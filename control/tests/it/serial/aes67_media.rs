@@ -25,7 +25,7 @@ use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::crew::options;
+use crate::serial::crew::options;
 use crate::events::Subscriber;
 use crate::janus::{Stack, joined};
 
