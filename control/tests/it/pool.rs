@@ -18,9 +18,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::serial::crew::options;
 use crate::panel::session_events;
 use crate::proxy::{RawPanel, next};
+use crate::serial::crew::options;
 use crate::support::Control;
 
 const SLOW: Duration = Duration::from_secs(20);
