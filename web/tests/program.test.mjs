@@ -13,7 +13,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
-import { Person, report, startWithTones, trackedTests } from './harness.mjs';
+import { Person, report, startWithTones, trackedTests, waitFor } from './harness.mjs';
 
 const SHOW = 'show';
 const TALK = 'talk';
@@ -101,7 +101,17 @@ describe('program lines: listen only, dimmed while someone talks to the panel', 
       await ben.waitLine(TALK, 'talk', 'off');
       await ann.waitLine(SHOW, 'dimmed', 'false', 3000);
       await ann.page.waitForTimeout(500);
-      const afterwards = await showLevel(ann);
+      // Back within 1 dB, measured over 1 s at a time for up to 6 s: a dropout of the card's
+      // feed on a loaded machine (once, 2 s long) is not the dim's release.
+      let afterwards;
+      await waitFor(
+        'Show back at its level',
+        async () => {
+          afterwards = await showLevel(ann);
+          return Math.abs(afterwards - before) <= 1;
+        },
+        { timeout: 6000, interval: 0 },
+      ).catch(() => {});
       report(
         `program: dimmed ${reactionMs.toFixed(0)} ms after Ben was first heard; Show at ${before} dBFS, ${during} while Ben talks, ${afterwards} after`,
       );
