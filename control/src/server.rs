@@ -55,7 +55,7 @@ pub fn run(cli: Cli) -> ExitCode {
 /// `--print-relay-config`: coturn's settings for the config's relay on stdout.
 fn print_relay_config(cli: &Cli) -> ExitCode {
     let relay_config = || -> anyhow::Result<String> {
-        let config = ConfigManager::load(&cli.config)?.current();
+        let config = config::read(&cli.config)?;
         let network = &config.network;
         let media: Vec<_> = network.public_address.into_iter().chain(cli.relay_peer.iter().copied()).collect();
         if media.is_empty() {

@@ -85,6 +85,13 @@ pub struct ConfigManager {
     events: broadcast::Sender<ConfigEvent>,
 }
 
+/// The config at `path`, parsed and validated, for a command that only reads it (nothing is
+/// created or cleaned up, unlike [`ConfigManager::load`]).
+pub fn read(path: &Path) -> Result<Config, LoadError> {
+    let text = fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+    parse(path, &text)
+}
+
 impl ConfigManager {
     /// Loads the file at `path`, creating it with defaults when it does not exist.
     pub fn load(path: &Path) -> Result<Arc<Self>, LoadError> {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use str0m::format::Codec;
 use str0m::media::{MediaTime, Mid};
-use str0m::net::{Protocol, Receive};
+use str0m::net::{Protocol, Receive, Transmit};
 use str0m::{Event, IceConnectionState, Input, Output, Rtc};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -171,6 +171,19 @@ impl Peer {
         ))
     }
 
+    /// A datagram str0m sends: through the relay from the relayed candidate, else on the socket
+    /// (through the simulated link when it impairs).
+    fn transmit(&mut self, transmit: &Transmit) {
+        match &self.relay {
+            Some(relay) if relay.relayed == transmit.source => relay.send(transmit.destination, &transmit.contents),
+            // A full socket buffer drops the datagram, as a congested network would.
+            _ if self.up.is_clean() => {
+                let _ = self.socket.try_send_to(&transmit.contents, transmit.destination);
+            }
+            _ => self.up.offer(Instant::now(), transmit.destination, &transmit.contents),
+        }
+    }
+
     /// A datagram a peer sent through the relay (the simulated link is the UDP path's only).
     fn receive_relayed(&mut self, source: SocketAddr, contents: &[u8]) {
         let Some(destination) = self.relay.as_ref().map(|relay| relay.relayed) else { return };
@@ -202,16 +215,7 @@ impl Peer {
         loop {
             match self.rtc.poll_output()? {
                 Output::Timeout(at) => return Ok(at),
-                Output::Transmit(transmit) if self.relay.as_ref().is_some_and(|r| r.relayed == transmit.source) => {
-                    if let Some(relay) = &self.relay {
-                        relay.send(transmit.destination, &transmit.contents);
-                    }
-                }
-                Output::Transmit(transmit) if self.up.is_clean() => {
-                    // A full socket buffer drops the datagram, as a congested network would.
-                    let _ = self.socket.try_send_to(&transmit.contents, transmit.destination);
-                }
-                Output::Transmit(transmit) => self.up.offer(Instant::now(), transmit.destination, &transmit.contents),
+                Output::Transmit(transmit) => self.transmit(&transmit),
                 Output::Event(Event::MediaData(data)) => {
                     if let Some(ear) = &mut self.ear {
                         let seq = **data.seq_range.end();
