@@ -54,7 +54,9 @@ async fn metrics_show_the_groups_and_the_requests_by_route_and_no_secret() {
     let status = http().get(control.url("/no/such/route")).send().await.expect("sent").status();
     assert_eq!(status, StatusCode::NOT_FOUND);
 
+    let cpu_before = cpu_seconds_of(control.pid());
     let text = scrape(&control).await;
+    let cpu_after = cpu_seconds_of(control.pid());
     assert!(text.ends_with("# EOF\n"), "an OpenMetrics exposition ends with # EOF:\n{text}");
     assert_eq!(sample(&text, r#"partyline_group_info{group="stage",name="Stage"}"#), Some(1.0), "{text}");
     assert_eq!(
@@ -72,9 +74,22 @@ async fn metrics_show_the_groups_and_the_requests_by_route_and_no_secret() {
     assert_eq!(sample(&text, unmatched), Some(1.0), "{text}");
     assert!(text.contains(r#"partyline_http_request_duration_seconds_count{route="/api/admin/groups"} 2"#), "{text}");
     assert_eq!(sample(&text, "partyline_admin_token_new_addresses_total"), Some(1.0), "{text}");
-    assert!(sample(&text, "partyline_control_cpu_seconds_total").is_some_and(|s| s > 0.0), "{text}");
+    // The kernel counts CPU time in ticks: a control that has just started may have none yet.
+    let cpu = sample(&text, "partyline_control_cpu_seconds_total").expect("control's CPU time");
+    assert!((cpu_before..=cpu_after).contains(&cpu), "{cpu_before} ≤ {cpu} ≤ {cpu_after}:\n{text}");
     assert_eq!(sample(&text, r#"partyline_group_talk_seconds_total{group="stage"}"#), Some(0.0), "{text}");
     for secret in [key, control.token.as_str()] {
         assert!(!text.contains(secret), "a secret in the metrics:\n{text}");
     }
+}
+
+/// A process's CPU time (user and system) as the kernel reports it in `/proc/PID/stat`, in
+/// seconds: fields 14 and 15, counted past the command's closing parenthesis.
+fn cpu_seconds_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process's stat");
+    let (_, fields) = stat.rsplit_once(')').expect("a command in parentheses");
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    let ticks: u64 = fields[11..13].iter().map(|field| field.parse::<u64>().expect("ticks")).sum();
+    // USER_HZ is 100 on every Linux architecture this runs on.
+    ticks as f64 / 100.0
 }
