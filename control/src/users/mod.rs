@@ -244,10 +244,13 @@ impl Users {
             UserKind::Crew => {
                 let gone = users.remove(id);
                 users.crew_changed();
+                if let Some(user) = &gone {
+                    // Kept under the registry's lock, which a rejoin holds while it looks in
+                    // both places: it finds the session live or ended, never in neither.
+                    self.keep_for_resume(user);
+                }
                 drop(users);
                 if let Some(user) = &gone {
-                    // Kept before the removal is announced, which its panel may act on at once.
-                    self.keep_for_resume(user);
                     self.announce_removed(user, Ending::Ended);
                 }
                 gone
@@ -485,6 +488,29 @@ mod tests {
         assert!(users.left("stage", "di-4", "kicked").is_some(), "the kick's leave came first");
         users.forget_resume(&SecretValue::new("t4".into()));
         assert!(users.resume("t4", "key-t4").is_none(), "…and the disconnect forgets it");
+    }
+
+    /// A panel rejoins as soon as its network is back, while the server may still be handling
+    /// its old session's leave: the key moves whichever comes first.
+    #[test]
+    fn a_rejoin_racing_its_old_sessions_leave_keeps_the_key() {
+        for round in 0..2000 {
+            let users = Users::default();
+            let (identity, token) = (format!("al-{round}"), format!("t{round}"));
+            on_stage(&users, &identity, "Al", &token);
+            assert!(users.joined("stage", &identity));
+            let start = std::sync::Barrier::new(2);
+            let resumed = std::thread::scope(|scope| {
+                let rejoin = scope.spawn(|| {
+                    start.wait();
+                    users.resume(&token, &format!("key-{token}"))
+                });
+                start.wait();
+                users.left("stage", &identity, "left the room");
+                rejoin.join().expect("the rejoin")
+            });
+            assert!(resumed.is_some(), "round {round}: the key was lost between the leave's two steps");
+        }
     }
 
     #[test]

@@ -40,6 +40,9 @@ impl Users {
     /// the token. `None`: a new key.
     pub fn resume(&self, token: &str, panel_key: &str) -> Option<Resumed> {
         let matches = |t: &SecretValue, k: &SecretValue| t.matches(token) & k.matches(panel_key);
+        // The registry first, then the ended sessions, as a leave takes them: the session
+        // cannot move from one to the other between the two looks.
+        let mut users = self.lock();
         {
             let mut ended = lock(&self.ended);
             ended.retain(|e| e.at.elapsed() < RESUME_GRACE);
@@ -47,7 +50,6 @@ impl Users {
                 return Some(ended.remove(index).resumed);
             }
         }
-        let mut users = self.lock();
         let user = users.values_mut().find(|u| u.panel_key.as_ref().is_some_and(|k| matches(&u.token, k)))?;
         let panel_key = user.panel_key.take()?;
         let muted = user.lines.iter().filter(|l| l.muted_by_admin).map(|l| l.group_id.clone()).collect();
