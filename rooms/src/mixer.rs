@@ -1,1 +1,494 @@
-//! (being written)
+//! A room's mixer: per 20 ms tick, the talkers' frames summed, the full mix encoded **once**
+//! for every listener who is not talking, and one mix-minus per talker who listens.
+//!
+//! - **Decode only talkers.** Each member who may talk has a [`JitterBuffer`]; packets of a
+//!   member who is not talking (muted, or listen-only) are dropped in [`Room::receive`] before
+//!   they reach it, and a talker whose spurt ended is not decoded (see [`crate::jitter`]).
+//! - **Mix.** Frames are `f32` and summed; each encoder's input goes through libopus's soft
+//!   clipper, so a sum over full scale is bent back under it and never wraps.
+//! - **Encode once.** One shared encoder (20 ms, voice, mono 48 kHz, FEC on) whenever the room
+//!   has a listener; one own encoder per talker who listens, fed the sum without that talker's
+//!   frame. Encodes per tick = 1 + talkers who listen (plus, briefly, a released talker's
+//!   hangover). No listener: no encode. [`Room::deliveries`] hands each listener the shared
+//!   packet or its own, borrowed from buffers reused every tick (no allocation per tick).
+//! - **No click at the switch** (see [`switch`]): an own encoder is primed with the last
+//!   100 ms of the full mix and runs alongside the shared one until the talker's voice is in
+//!   the mix; at the release it stays until its packets equal the shared ones byte for byte.
+//!   Measured (the test `a_listener_who_starts_and_stops_talking_hears_no_click`): the error
+//!   around the switch is at the codec's own steady error, where a fresh encoder's is several
+//!   times it.
+
+mod encoder;
+mod history;
+mod switch;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+pub use encoder::EncoderConfig;
+pub use switch::{MAX_HANGOVER, SwitchMethod};
+
+use crate::jitter::{FRAME_SAMPLES, JitterBuffer, JitterStats};
+use encoder::MixEncoder;
+use history::MixHistory;
+use switch::OwnMix;
+
+/// A member of a room, as the caller names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberId(pub u64);
+
+/// What a member may do in a room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rights {
+    pub talk: bool,
+    pub listen: bool,
+}
+
+/// How a room mixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MixConfig {
+    pub encoder: EncoderConfig,
+    pub switch: SwitchMethod,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RoomError {
+    #[error("{0:?} is not a member of the room")]
+    UnknownMember(MemberId),
+    #[error("{0:?} is already a member of the room")]
+    AlreadyMember(MemberId),
+    #[error("{0:?} may not talk in the room")]
+    MayNotTalk(MemberId),
+    #[error("Opus: {0}")]
+    Opus(#[from] audiopus::Error),
+}
+
+/// What became of a packet given to [`Room::receive`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Queued in the member's jitter buffer.
+    Queued,
+    /// Dropped before decoding: the member is not talking (muted, or may not talk).
+    NotTalking,
+}
+
+/// Which encoder a listener's packet comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// The full mix, the same bytes for every listener on it.
+    Shared,
+    /// The member's own mix-minus.
+    Own,
+}
+
+/// One listener's packet of the last tick.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    pub member: MemberId,
+    pub stream: Stream,
+    pub packet: &'a [u8],
+}
+
+/// What a room did since it was created.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RoomStats {
+    pub ticks: u64,
+    /// Mixes encoded (shared and own), priming not included.
+    pub encodes: u64,
+    /// Encodes of the last tick.
+    pub last_tick_encodes: u32,
+    /// Frames encoded and discarded to prime own encoders.
+    pub priming_encodes: u64,
+    /// Talker frames mixed (decoded, rebuilt or concealed).
+    pub frames_mixed: u64,
+    /// Packets dropped before decoding because their member was not talking.
+    pub dropped_not_talking: u64,
+}
+
+#[derive(Debug)]
+struct Member {
+    id: MemberId,
+    rights: Rights,
+    talking: bool,
+    /// Exists while the member may talk.
+    jitter: Option<JitterBuffer>,
+    /// Whether the member's frame is in this tick's mix.
+    voiced: bool,
+    /// Exists while the member talks and listens, and during its hangover.
+    own: Option<OwnMix>,
+}
+
+/// One room's members, their jitter buffers and the room's encoders.
+#[derive(Debug)]
+pub struct Room {
+    config: MixConfig,
+    members: Vec<Member>,
+    index: HashMap<MemberId, usize>,
+    shared: MixEncoder,
+    /// Whether the shared encoder encoded this tick (the room had a listener).
+    shared_fresh: bool,
+    history: MixHistory,
+    sum: Vec<f32>,
+    scratch: Vec<f32>,
+    stats: RoomStats,
+}
+
+impl Room {
+    pub fn new(config: MixConfig) -> Result<Room, RoomError> {
+        let history_frames = match config.switch {
+            SwitchMethod::Primed { history_frames } => history_frames,
+            SwitchMethod::Fresh => 1,
+        };
+        Ok(Room {
+            config,
+            members: Vec::new(),
+            index: HashMap::new(),
+            shared: MixEncoder::new(config.encoder)?,
+            shared_fresh: false,
+            history: MixHistory::new(history_frames),
+            sum: vec![0.0; FRAME_SAMPLES],
+            scratch: vec![0.0; FRAME_SAMPLES],
+            stats: RoomStats::default(),
+        })
+    }
+
+    pub fn join(&mut self, id: MemberId, rights: Rights) -> Result<(), RoomError> {
+        if self.index.contains_key(&id) {
+            return Err(RoomError::AlreadyMember(id));
+        }
+        let jitter = rights.talk.then(JitterBuffer::new).transpose()?;
+        self.index.insert(id, self.members.len());
+        self.members.push(Member { id, rights, talking: false, jitter, voiced: false, own: None });
+        Ok(())
+    }
+
+    pub fn leave(&mut self, id: MemberId) -> Result<(), RoomError> {
+        let position = self.index.remove(&id).ok_or(RoomError::UnknownMember(id))?;
+        self.members.swap_remove(position);
+        if let Some(moved) = self.members.get(position) {
+            self.index.insert(moved.id, position);
+        }
+        Ok(())
+    }
+
+    /// Changes a member's rights: losing talk stops its talking and frees its jitter buffer;
+    /// losing listen frees its own encoder.
+    pub fn set_rights(&mut self, id: MemberId, rights: Rights) -> Result<(), RoomError> {
+        let member = self.member_mut(id)?;
+        member.rights = rights;
+        if !rights.talk {
+            member.talking = false;
+            member.jitter = None;
+        } else if member.jitter.is_none() {
+            member.jitter = Some(JitterBuffer::new()?);
+        }
+        if !rights.listen {
+            member.own = None;
+        }
+        Ok(())
+    }
+
+    /// Starts or stops a member's talking (its talk key). A talker who listens gets its own
+    /// mix-minus encoder, primed as the room's [`SwitchMethod`] says.
+    pub fn set_talking(&mut self, id: MemberId, talking: bool) -> Result<(), RoomError> {
+        let (config, history) = (self.config, &self.history);
+        let position = *self.index.get(&id).ok_or(RoomError::UnknownMember(id))?;
+        let member = &mut self.members[position];
+        if talking && !member.rights.talk {
+            return Err(RoomError::MayNotTalk(id));
+        }
+        if member.talking == talking {
+            return Ok(());
+        }
+        member.talking = talking;
+        if !talking && let Some(jitter) = member.jitter.as_mut() {
+            jitter.clear();
+        }
+        if talking && member.rights.listen && member.own.is_none() {
+            let (own, primed) = OwnMix::start(config.encoder, config.switch, history)?;
+            member.own = Some(own);
+            self.stats.priming_encodes += primed;
+        }
+        Ok(())
+    }
+
+    /// Takes one of a member's RTP packets (an Opus frame of 20 ms). A member not talking has
+    /// it dropped here, before any decoding.
+    pub fn receive(
+        &mut self,
+        id: MemberId,
+        seq: u16,
+        timestamp: u32,
+        payload: &[u8],
+        arrival: Instant,
+    ) -> Result<Received, RoomError> {
+        let member = self.member_mut(id)?;
+        match (member.talking, member.jitter.as_mut()) {
+            (true, Some(jitter)) => {
+                jitter.receive(seq, timestamp, payload, arrival);
+                Ok(Received::Queued)
+            }
+            _ => {
+                self.stats.dropped_not_talking += 1;
+                Ok(Received::NotTalking)
+            }
+        }
+    }
+
+    /// Mixes and encodes one 20 ms frame at the tick `now`; the packets are then in
+    /// [`deliveries`](Self::deliveries) until the next tick.
+    pub fn tick(&mut self, now: Instant) -> Result<(), RoomError> {
+        self.stats.ticks += 1;
+        self.mix_talkers(now);
+        let has_listener = self.members.iter().any(|m| m.rights.listen);
+        self.shared_fresh = has_listener;
+        if !has_listener {
+            self.stats.last_tick_encodes = 0;
+            return Ok(());
+        }
+        self.shared.encode(&self.sum)?;
+        self.history.push(self.shared.input());
+        let mut encodes = 1;
+        for member in &mut self.members {
+            let Some(own) = member.own.as_mut() else { continue };
+            self.scratch.copy_from_slice(&self.sum);
+            if let (true, Some(jitter)) = (member.voiced, member.jitter.as_ref()) {
+                for (sample, own_sample) in self.scratch.iter_mut().zip(jitter.last_frame()) {
+                    *sample -= own_sample;
+                }
+            }
+            own.encode(&self.scratch)?;
+            encodes += 1;
+            if !own.route(self.config.switch, member.talking, member.voiced, self.shared.packet()) {
+                member.own = None;
+            }
+        }
+        self.stats.last_tick_encodes = encodes;
+        self.stats.encodes += u64::from(encodes);
+        Ok(())
+    }
+
+    /// Sums the frames of the talkers whose jitter buffers have one for this tick.
+    fn mix_talkers(&mut self, now: Instant) {
+        self.sum.fill(0.0);
+        for member in &mut self.members {
+            member.voiced = false;
+            let Some(jitter) = member.jitter.as_mut().filter(|_| member.talking) else { continue };
+            let Some(frame) = jitter.tick(now) else { continue };
+            for (sum, sample) in self.sum.iter_mut().zip(frame) {
+                *sum += sample;
+            }
+            member.voiced = true;
+            self.stats.frames_mixed += 1;
+        }
+    }
+
+    /// Each listener's packet of the last tick: the shared one, or its own mix-minus.
+    pub fn deliveries(&self) -> impl Iterator<Item = Delivery<'_>> {
+        let shared = self.shared_fresh.then(|| self.shared.packet());
+        self.members.iter().filter(|m| m.rights.listen).filter_map(move |member| {
+            let own = member.own.as_ref().filter(|own| own.is_routed());
+            let (stream, packet) = match own {
+                Some(own) => (Stream::Own, own.packet()),
+                None => (Stream::Shared, shared?),
+            };
+            Some(Delivery { member: member.id, stream, packet })
+        })
+    }
+
+    /// The last tick's full mix, limited, without any codec: for card outputs, AES67 and
+    /// recordings (valid when the room had a listener that tick).
+    pub fn full_mix(&self) -> &[f32] {
+        self.shared.input()
+    }
+
+    pub fn stats(&self) -> RoomStats {
+        self.stats
+    }
+
+    /// A member's jitter buffer counters (`None` if it may not talk).
+    pub fn jitter_stats(&self, id: MemberId) -> Option<JitterStats> {
+        let position = *self.index.get(&id)?;
+        self.members[position].jitter.as_ref().map(JitterBuffer::stats)
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    fn member_mut(&mut self, id: MemberId) -> Result<&mut Member, RoomError> {
+        let position = *self.index.get(&id).ok_or(RoomError::UnknownMember(id))?;
+        Ok(&mut self.members[position])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::jitter::test_signal::{decode_all, packets, rms, tone};
+
+    const TALKER: MemberId = MemberId(1);
+    const OTHER_TALKER: MemberId = MemberId(2);
+    const LISTENER: MemberId = MemberId(10);
+    const SWITCHER: MemberId = MemberId(20);
+
+    const TALK: Rights = Rights { talk: true, listen: false };
+    const LISTEN: Rights = Rights { talk: false, listen: true };
+    const BOTH: Rights = Rights { talk: true, listen: true };
+
+    /// A member's packets: sent one per tick from `from` (5 ms after the tick before).
+    struct Feed {
+        member: MemberId,
+        from: usize,
+        payloads: Vec<Vec<u8>>,
+    }
+
+    /// Each listener's packets and streams per tick, and each tick's full mix.
+    #[derive(Default)]
+    struct Heard {
+        packets: HashMap<MemberId, Vec<Vec<u8>>>,
+        streams: HashMap<MemberId, Vec<Stream>>,
+        full_mix: Vec<f32>,
+    }
+
+    impl Heard {
+        fn decoded(&self, member: MemberId) -> Vec<f32> {
+            decode_all(self.packets[&member].iter().map(Vec::as_slice))
+        }
+    }
+
+    /// Runs `ticks` ticks of `room` with `feeds`, calling `before_tick(room, tick)` first.
+    fn run(room: &mut Room, feeds: &[Feed], ticks: usize, mut before_tick: impl FnMut(&mut Room, usize)) -> Heard {
+        let start = Instant::now();
+        let mut heard = Heard::default();
+        for tick in 0..ticks {
+            before_tick(room, tick);
+            let now = start + Duration::from_millis(20 * tick as u64 + 7);
+            for feed in feeds {
+                let Some(index) = tick.checked_sub(feed.from) else { continue };
+                let Some(payload) = feed.payloads.get(index) else { continue };
+                let arrival = now - Duration::from_millis(2);
+                let ts = 960 * index as u32;
+                room.receive(feed.member, index as u16, ts, payload, arrival).expect("member");
+            }
+            room.tick(now).expect("tick");
+            heard.full_mix.extend_from_slice(room.full_mix());
+            for delivery in room.deliveries() {
+                heard.packets.entry(delivery.member).or_default().push(delivery.packet.to_vec());
+                heard.streams.entry(delivery.member).or_default().push(delivery.stream);
+            }
+        }
+        heard
+    }
+
+    fn room_with(members: &[(MemberId, Rights)], switch: SwitchMethod) -> Room {
+        let config = MixConfig { switch, ..MixConfig::default() };
+        let mut room = Room::new(config).expect("room");
+        for (id, rights) in members {
+            room.join(*id, *rights).expect("join");
+        }
+        room
+    }
+
+    /// The amplitude of `frequency`'s sine in `samples` (a whole number of its periods).
+    fn amplitude(samples: &[f32], frequency: f32) -> f32 {
+        let (mut re, mut im) = (0f32, 0f32);
+        for (n, s) in samples.iter().enumerate() {
+            let phase = std::f32::consts::TAU * frequency * n as f32 / 48_000.0;
+            re += s * phase.cos();
+            im += s * phase.sin();
+        }
+        2.0 * (re * re + im * im).sqrt() / samples.len() as f32
+    }
+
+    #[test]
+    fn a_listener_hears_the_talker_at_its_level() {
+        let mut room = room_with(&[(TALKER, TALK), (LISTENER, LISTEN)], SwitchMethod::default());
+        room.set_talking(TALKER, true).expect("talk");
+        let feed = Feed { member: TALKER, from: 0, payloads: packets(&tone(450.0, 0.25, 100), true) };
+        let heard = run(&mut room, &[feed], 100, |_, _| {});
+        let decoded = heard.decoded(LISTENER);
+        let level = rms(&decoded[960 * 20..960 * 90]);
+        assert!((level - 0.25 / 2f32.sqrt()).abs() < 0.03, "level {level}");
+        assert!(heard.streams[&LISTENER].iter().all(|s| *s == Stream::Shared));
+    }
+
+    #[test]
+    fn a_talker_hears_the_other_talker_but_never_itself() {
+        let members = [(TALKER, BOTH), (OTHER_TALKER, BOTH), (LISTENER, LISTEN)];
+        let mut room = room_with(&members, SwitchMethod::default());
+        room.set_talking(TALKER, true).expect("talk");
+        room.set_talking(OTHER_TALKER, true).expect("talk");
+        let feeds = [
+            Feed { member: TALKER, from: 0, payloads: packets(&tone(450.0, 0.25, 100), true) },
+            Feed { member: OTHER_TALKER, from: 0, payloads: packets(&tone(850.0, 0.25, 100), true) },
+        ];
+        let heard = run(&mut room, &feeds, 100, |_, _| {});
+        let steady = 960 * 30..960 * 90;
+        let talker = heard.decoded(TALKER);
+        let (own, other) = (amplitude(&talker[steady.clone()], 450.0), amplitude(&talker[steady.clone()], 850.0));
+        assert!(other > 0.2 && own < 0.0025, "the talker hears 850 Hz at {other}, itself at {own}");
+        let other_talker = heard.decoded(OTHER_TALKER);
+        let (own, other) =
+            (amplitude(&other_talker[steady.clone()], 850.0), amplitude(&other_talker[steady.clone()], 450.0));
+        assert!(other > 0.2 && own < 0.0025, "the other hears 450 Hz at {other}, itself at {own}");
+        let listener = heard.decoded(LISTENER);
+        let both = (amplitude(&listener[steady.clone()], 450.0), amplitude(&listener[steady], 850.0));
+        assert!(both.0 > 0.2 && both.1 > 0.2, "the listener hears both: {both:?}");
+        assert_eq!(heard.streams[&TALKER][50], Stream::Own);
+        assert_eq!(heard.streams[&LISTENER][50], Stream::Shared);
+    }
+
+    #[test]
+    fn encodes_per_tick_are_one_plus_the_talkers_who_listen() {
+        let mut members: Vec<(MemberId, Rights)> = (100..110).map(|id| (MemberId(id), LISTEN)).collect();
+        members.extend([(TALKER, BOTH), (OTHER_TALKER, TALK), (SWITCHER, BOTH)]);
+        let mut room = room_with(&members, SwitchMethod::default());
+        room.tick(Instant::now()).expect("tick");
+        assert_eq!(room.stats().last_tick_encodes, 1, "nobody talks: the shared mix only");
+        assert_eq!(room.deliveries().count(), 12, "every listener, the shared packet");
+        room.set_talking(TALKER, true).expect("talk");
+        room.set_talking(OTHER_TALKER, true).expect("talk");
+        room.tick(Instant::now()).expect("tick");
+        assert_eq!(room.stats().last_tick_encodes, 2, "shared + the talker who listens");
+        room.set_talking(SWITCHER, true).expect("talk");
+        room.tick(Instant::now()).expect("tick");
+        assert_eq!(room.stats().last_tick_encodes, 3);
+        let shared: Vec<&[u8]> = room.deliveries().filter(|d| d.stream == Stream::Shared).map(|d| d.packet).collect();
+        assert_eq!(shared.len(), 12);
+        assert!(shared.windows(2).all(|pair| std::ptr::eq(pair[0], pair[1])), "the same bytes, not copies");
+    }
+
+    #[test]
+    fn packets_of_a_member_who_does_not_talk_are_never_decoded() {
+        let members = [(TALKER, TALK), (LISTENER, LISTEN), (OTHER_TALKER, TALK)];
+        let mut room = room_with(&members, SwitchMethod::default());
+        let payloads = packets(&tone(450.0, 0.25, 50), true);
+        let feeds = [
+            Feed { member: LISTENER, from: 0, payloads: payloads.clone() },
+            Feed { member: OTHER_TALKER, from: 0, payloads }, // may talk, muted
+        ];
+        let heard = run(&mut room, &feeds, 50, |_, _| {});
+        assert_eq!(room.stats().dropped_not_talking, 100);
+        assert_eq!(room.stats().frames_mixed, 0);
+        assert_eq!(room.jitter_stats(LISTENER), None, "a listen-only member has no decoder");
+        assert_eq!(room.jitter_stats(OTHER_TALKER).map(|s| s.played), Some(0));
+        assert!(heard.decoded(LISTENER).iter().all(|s| s.abs() < 1e-3), "silence");
+    }
+
+    #[test]
+    fn a_room_without_listeners_encodes_nothing() {
+        let mut room = room_with(&[(TALKER, TALK), (OTHER_TALKER, TALK)], SwitchMethod::default());
+        room.set_talking(TALKER, true).expect("talk");
+        let feed = Feed { member: TALKER, from: 0, payloads: packets(&tone(450.0, 0.25, 20), true) };
+        run(&mut room, &[feed], 20, |_, _| {});
+        assert_eq!((room.stats().encodes, room.deliveries().count()), (0, 0));
+        assert!(room.stats().frames_mixed > 10, "still decoded and mixed (for the card)");
+    }
+}

@@ -1,0 +1,114 @@
+//! A talker's own mix (mix-minus) and how a listener moves between the shared stream and it
+//! without a click.
+//!
+//! A listener's decoder follows one encoder's stream. Handing it packets from an encoder that
+//! has just been created is a discontinuity: the new encoder's prediction state (SILK's LPC
+//! and pitch history, CELT's band energies, its mode and bandwidth decisions) is not the one
+//! the decoder has followed. [`SwitchMethod::Primed`] makes the new encoder's state approach
+//! the shared encoder's before the listener hears it:
+//! 1. **Primed.** When a listener starts talking its encoder is created and fed the room's last
+//!    frames of the full mix (the history the shared encoder just encoded), output discarded.
+//! 2. **Run in parallel.** Until its own voice is in the mix, its mix-minus is the full mix:
+//!    its encoder keeps encoding the same input as the shared one while the listener still
+//!    receives the shared packets. It moves to its own stream on the first tick its own voice
+//!    is mixed.
+//! 3. **Hangover.** When it stops talking it keeps its own encoder (encoding the mix-minus,
+//!    which is the full mix again once its voice has left the jitter buffer) and moves back to
+//!    the shared stream on the first tick both encoders produce the same packet byte for byte
+//!    (their states have converged: the decoder cannot tell), or after [`MAX_HANGOVER`] ticks.
+//!
+//! [`SwitchMethod::Fresh`] is the naive method, kept to measure against: a new encoder at the
+//! talk press, heard at once, and dropped at the release.
+
+use crate::mixer::encoder::{EncoderConfig, MixEncoder};
+use crate::mixer::history::MixHistory;
+
+/// Ticks an own encoder is kept after the talk release, at most, waiting for convergence
+/// (1 s; measured convergence takes a few frames).
+pub const MAX_HANGOVER: u32 = 50;
+
+/// How a listener who starts or stops talking is moved between streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwitchMethod {
+    /// Primed from the mix's history, run in parallel, back on byte-identical packets.
+    Primed {
+        /// Frames of the full mix the new encoder is primed with.
+        history_frames: usize,
+    },
+    /// A fresh encoder heard at once and dropped at once (the naive method; for comparison).
+    Fresh,
+}
+
+impl Default for SwitchMethod {
+    fn default() -> SwitchMethod {
+        SwitchMethod::Primed { history_frames: crate::mixer::history::HISTORY_FRAMES }
+    }
+}
+
+/// A talker's own encoder and whether the talker hears it.
+#[derive(Debug)]
+pub(crate) struct OwnMix {
+    encoder: MixEncoder,
+    /// Whether the member receives this encoder's packets (else the shared ones).
+    routed: bool,
+    /// Ticks since the talk release.
+    hangover: u32,
+}
+
+impl OwnMix {
+    /// The own mix of a member who just pressed talk: primed from `history` by `method`.
+    /// Returns the encodes spent on priming too.
+    pub(crate) fn start(
+        config: EncoderConfig,
+        method: SwitchMethod,
+        history: &MixHistory,
+    ) -> Result<(OwnMix, u64), audiopus::Error> {
+        let mut encoder = MixEncoder::new(config)?;
+        let mut primed = 0;
+        match method {
+            SwitchMethod::Primed { history_frames } => {
+                for frame in history.last(history_frames) {
+                    encoder.encode(frame)?;
+                    primed += 1;
+                }
+            }
+            SwitchMethod::Fresh => {}
+        }
+        let routed = method == SwitchMethod::Fresh;
+        Ok((OwnMix { encoder, routed, hangover: 0 }, primed))
+    }
+
+    pub(crate) fn encode(&mut self, mix_minus: &[f32]) -> Result<(), audiopus::Error> {
+        self.encoder.encode(mix_minus)
+    }
+
+    pub(crate) fn packet(&self) -> &[u8] {
+        self.encoder.packet()
+    }
+
+    pub(crate) fn is_routed(&self) -> bool {
+        self.routed
+    }
+
+    /// Decides, after this tick's encodes, which stream the member hears; `false` when the
+    /// own encoder is no longer needed (talk released and back on the shared stream).
+    pub(crate) fn route(&mut self, method: SwitchMethod, talking: bool, voiced: bool, shared: &[u8]) -> bool {
+        if method == SwitchMethod::Fresh {
+            return talking;
+        }
+        if voiced {
+            self.routed = true;
+        } else if self.routed && self.packet() == shared {
+            self.routed = false;
+        }
+        if talking {
+            self.hangover = 0;
+            return true;
+        }
+        self.hangover += 1;
+        if self.hangover > MAX_HANGOVER {
+            self.routed = false;
+        }
+        self.routed
+    }
+}
