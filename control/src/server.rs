@@ -172,12 +172,11 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
 /// Warns when the process may open fewer files than a full listener needs (`LimitNOFILE` of the
 /// package's unit): past that, the listener cannot accept while clients hold their connections.
 fn warn_if_few_open_files() {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
-    let soft = limits
-        .lines()
-        .find_map(|line| line.strip_prefix("Max open files"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|soft| soft.parse::<usize>().ok());
+    let limits = procfs::process::Process::myself().and_then(|me| me.limits()).ok();
+    let soft = match limits.map(|l| l.max_open_files.soft_limit) {
+        Some(procfs::process::LimitValue::Value(soft)) => usize::try_from(soft).ok(),
+        _ => None,
+    };
     let needed = 4 * MAX_CONNECTIONS;
     if let Some(soft) = soft.filter(|&soft| soft < needed) {
         tracing::warn!(

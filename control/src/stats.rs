@@ -1,7 +1,5 @@
 //! Process figures for `GET /api/admin/stats`.
 
-use std::fs;
-
 /// This process's memory, in bytes. The names are those of Node's `process.memoryUsage()`,
 /// which the original system reported and its admin pages read (`memory.heapUsed / 1024 / 1024`);
 /// the figures are the C allocator's own, which is what holds control's heap.
@@ -23,40 +21,24 @@ pub struct Memory {
 
 impl Memory {
     pub fn of_this_process() -> Memory {
-        let mut memory = fs::read_to_string("/proc/self/status").map(|s| parse_status(&s)).unwrap_or_default();
+        let status = procfs::process::Process::myself().and_then(|me| me.status()).ok();
+        let bytes = |kib: Option<u64>| kib.unwrap_or(0) * 1024;
         let heap = allocator::figures();
-        (memory.heap_total, memory.heap_used, memory.external) = (heap.reserved, heap.in_use, heap.mapped);
-        memory
+        Memory {
+            rss: bytes(status.as_ref().and_then(|s| s.vmrss)),
+            virtual_size: bytes(status.as_ref().and_then(|s| s.vmsize)),
+            heap_total: heap.reserved,
+            heap_used: heap.in_use,
+            external: heap.mapped,
+        }
     }
 }
 
 /// CPU time this process has used (user and system), in seconds, from `/proc/self/stat`; 0
 /// where there is none.
 pub fn cpu_seconds_of_this_process() -> f64 {
-    fs::read_to_string("/proc/self/stat").ok().and_then(|s| parse_cpu_ticks(&s)).map_or(0.0, |ticks| {
-        // The kernel counts in USER_HZ, 100 on every Linux ABI (sysconf's _SC_CLK_TCK).
-        ticks as f64 / 100.0
-    })
-}
-
-/// utime + stime of a `/proc/PID/stat` line: fields 14 and 15, counted after the command's
-/// closing parenthesis (the command may hold spaces and parentheses).
-fn parse_cpu_ticks(stat: &str) -> Option<u64> {
-    let after_command = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_command.split_whitespace().skip(11);
-    Some(fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?)
-}
-
-fn parse_status(status: &str) -> Memory {
-    let kib = |key: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(key))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .map_or(0, |n| n * 1024)
-    };
-    Memory { rss: kib("VmRSS:"), virtual_size: kib("VmSize:"), ..Memory::default() }
+    let Ok(stat) = procfs::process::Process::myself().and_then(|me| me.stat()) else { return 0.0 };
+    (stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64
 }
 
 /// The allocator's own figures.
@@ -98,17 +80,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_ticks_are_read_past_a_command_with_spaces_and_parentheses() {
-        let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 123 0 0";
-        assert_eq!(parse_cpu_ticks(stat), Some(325));
-        assert_eq!(parse_cpu_ticks("4242 (x"), None);
-    }
-
-    #[test]
-    fn parses_proc_status() {
-        let status = "Name:\tx\nVmSize:\t  123456 kB\nVmRSS:\t    7890 kB\n";
-        let memory = parse_status(status);
-        assert_eq!((memory.rss, memory.virtual_size), (7890 * 1024, 123_456 * 1024));
+    fn this_process_has_used_cpu_time() {
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(30) {
+            std::hint::black_box(spin.elapsed());
+        }
+        assert!(cpu_seconds_of_this_process() > 0.0);
     }
 
     #[test]

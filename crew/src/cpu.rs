@@ -3,7 +3,6 @@
 //! thread says whether one thread (a room's mixer) is the limit before the cores are.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -73,7 +72,8 @@ impl Meter {
 
 fn usage(name: &str, pid: u32, then: &Snapshot, now: &Snapshot) -> Usage {
     let seconds = now.at.duration_since(then.at).as_secs_f64().max(1e-3);
-    let percent = |ticks_used: u64| ticks_used as f64 / CLOCK_TICKS / seconds * 100.0;
+    let per_second = procfs::ticks_per_second() as f64;
+    let percent = |ticks_used: u64| ticks_used as f64 / per_second / seconds * 100.0;
     let mut total = 0;
     let mut busiest = (String::new(), 0);
     for (tid, (comm, ticks_now)) in &now.threads {
@@ -93,47 +93,22 @@ fn usage(name: &str, pid: u32, then: &Snapshot, now: &Snapshot) -> Usage {
 }
 
 fn snapshot(pid: u32) -> Option<Snapshot> {
-    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
+    let process = procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?;
     let mut threads = HashMap::new();
-    for entry in std::fs::read_dir(tasks).ok()?.flatten() {
-        let Ok(tid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Some(stat) = std::fs::read_to_string(entry.path().join("stat")).ok().and_then(|s| thread_ticks(&s)) {
-            threads.insert(tid, stat);
-        }
+    for task in process.tasks().ok()?.flatten() {
+        let (Ok(tid), Ok(stat)) = (u32::try_from(task.tid), task.stat()) else { continue };
+        threads.insert(tid, (stat.comm, stat.utime + stat.stime));
     }
     Some(Snapshot { at: Instant::now(), threads })
 }
 
-/// A thread's name and user + system ticks from its `stat` line.
-fn thread_ticks(stat: &str) -> Option<(String, u64)> {
-    // The name is in parentheses and may hold spaces; the fields after it are plain.
-    let (head, rest) = stat.rsplit_once(')')?;
-    let comm = head.split_once('(')?.1.to_owned();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((comm, utime + stime))
-}
-
 fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?.status().ok()?.vmrss
 }
-
-/// The unit of `/proc`'s CPU times: USER_HZ, 100 on every Linux ABI (`sysconf(_SC_CLK_TCK)`).
-const CLOCK_TICKS: f64 = 100.0;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_thread_s_ticks_are_read_past_a_name_with_spaces() {
-        let stat = "1234 (mixer stage 1) S 1 1234 1234 0 -1 4194560 10 0 0 0 250 40 0 0 20 0 3 0 100 0 0";
-        assert_eq!(thread_ticks(stat), Some(("mixer stage 1".to_owned(), 290)));
-    }
 
     #[test]
     fn this_process_uses_cpu_when_it_works() {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BranchState, BridgeProxy, Status};
 use partyline_testkit::audio::{TickRecorder, Tone};
-use partyline_testkit::bench::BenchStack;
+use partyline_testkit::bench::{BenchStack, CLOCK_TICKS, ProcessSize, cpu_ticks, load_average, process_size};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
 use partyline_testkit::pulse::PulseServer;
@@ -103,25 +103,12 @@ fn summary(values: &mut [f64]) -> String {
     )
 }
 
-/// CPU (percent of one core) of `pid` over `secs`, from utime + stime in /proc/PID/stat.
+/// CPU (percent of one core) of `pid` over `secs`.
 async fn cpu_percent(pid: u32, secs: f64) -> f64 {
-    let ticks = || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-        let after = &stat[stat.rfind(')').expect("comm") + 2..];
-        let fields: Vec<u64> = after.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
-        fields[11] + fields[12]
-    };
-    let clk = 100.0; // getconf CLK_TCK on Linux
-    let (t0, c0) = (Instant::now(), ticks());
+    let (t0, c0) = (Instant::now(), cpu_ticks(pid));
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    let (c1, elapsed) = (ticks(), t0.elapsed().as_secs_f64());
-    (c1 - c0) as f64 / clk / elapsed * 100.0
-}
-
-fn status_kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    // "VmRSS:  53000 kB", "Threads:  41": the number, without its unit if it has one.
-    status.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+    let (c1, elapsed) = (cpu_ticks(pid), t0.elapsed().as_secs_f64());
+    (c1 - c0) as f64 / CLOCK_TICKS / elapsed * 100.0
 }
 
 fn branch_joined(bridge: &Value, name: &str) -> bool {
@@ -188,7 +175,7 @@ async fn main() {
     let mut api_ms = Vec::new();
     let mut joined_ms = Vec::new();
     let mut removed_ms = Vec::new();
-    let rss_before_changes = status_kib(bridged.pid(), "VmRSS:");
+    let rss_before_changes = process_size(bridged.pid()).rss_kib;
     for n in 0..o.changes {
         let user = json!({ "name": format!("N{n}"), "group": "x", "inputChannel": 2, "outputChannel": 2 });
         let started = Instant::now();
@@ -211,7 +198,7 @@ async fn main() {
     }
     let (_, stats) = control.get_json("/admin/stats").await;
     assert!(branch_joined(&stats["bridge"], "B"), "{stats}");
-    let rss_after_changes = status_kib(bridged.pid(), "VmRSS:");
+    let rss_after_changes = process_size(bridged.pid()).rss_kib;
 
     // 2. Tick latency card_in → A → room → B → card_out, in fresh rooms (groups T0, T1, …).
     //    K (input 7, no output, alone in X) keeps the card side running from room to room.
@@ -258,13 +245,11 @@ async fn main() {
     })
     .await;
     let pid = bridged.pid();
-    let rss_before = status_kib(pid, "VmRSS:");
+    let rss_before = process_size(pid).rss_kib;
     let cpu = cpu_percent(pid, o.cpu_secs).await;
-    let rss = status_kib(pid, "VmRSS:");
-    let hwm = status_kib(pid, "VmHWM:");
-    let threads = status_kib(pid, "Threads:");
+    let ProcessSize { rss_kib: rss, peak_rss_kib: hwm, threads, .. } = process_size(pid);
     let status = proxy.status().await.expect("Status");
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load_average();
 
     println!(
         "### Run (bridge.jitterBufferMs {}: Janus prebuffering of the server users {} packet(s), webrtcbin latency {} ms)\n",
@@ -272,7 +257,7 @@ async fn main() {
         partyline_shared::janus::prebuffer_packets(o.jitter_ms),
         o.jitter_ms
     );
-    println!("- load average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    println!("- load average at the end: {load}");
     println!("- first plan (pipeline + A and B) POST → both joined: {first_ms:.0} ms");
     println!("- config change (POST a server user) → API answered: {} ms", summary(&mut api_ms));
     println!("- config change (POST a server user) → its branch joined (media up): {} ms", summary(&mut joined_ms));

@@ -22,7 +22,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, status_field};
+use partyline_testkit::bench::{
+    all_process_ticks, cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, process_size,
+};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
 use partyline_testkit::janus::{EVENT_USER, Janus};
@@ -164,26 +166,10 @@ fn pin(pid: u32, cpu: u32) {
     assert!(status.success(), "taskset -a -pc {cpu} {pid} failed");
 }
 
-/// Every process's CPU ticks now, by pid: utime + stime, and its waited-for children's
-/// (cutime + cstime), so that a build's short-lived compilers count in their parent.
-///
-/// Not `/proc/stat`'s per-CPU lines: in this VM they are sampled at the tick and miss most of
-/// a load of many short wake-ups such as Janus's (they showed its CPU busy at half of what
-/// Janus's own, exact, figures say).
-fn all_ticks() -> HashMap<u32, u64> {
-    let mut ticks = HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
-        let fields: Vec<u64> = rest.split_whitespace().skip(1).map(|f| f.parse().unwrap_or(0)).collect();
-        ticks.insert(pid, fields.get(10..14).map_or(0, |f| f.iter().sum()));
-    }
-    ticks
-}
-
 /// The CPU, in % of one core over `seconds`, of every process but `excluded` between two
-/// readings of [`all_ticks`] (a process that started meanwhile counts from 0).
+/// readings of [`all_process_ticks`] (not `/proc/stat`'s per-CPU lines: in this VM they are
+/// sampled at the tick and miss most of a load of many short wake-ups such as Janus's; they
+/// showed its CPU busy at half of what Janus's own, exact, figures say) (a process that started meanwhile counts from 0).
 fn others_percent(before: &HashMap<u32, u64>, after: &HashMap<u32, u64>, excluded: &[u32], seconds: f64) -> f64 {
     let used: u64 = after
         .iter()
@@ -486,7 +472,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
     .map(|s| (*s).to_owned())
     .collect();
     eprintln!("bench_capacity: run {k}: {} {}", o.crew.display(), args.join(" "));
-    let (janus_ticks, others) = (cpu_ticks(janus_pid), all_ticks());
+    let (janus_ticks, others) = (cpu_ticks(janus_pid), all_process_ticks());
     let started = Instant::now();
     let (output, profile) = if o.profile {
         // Sampled inside the judged seconds of the one step: after the joins and the settling.
@@ -503,7 +489,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
     // children's ticks are the crew's.
     let janus_busy = cpu_ticks(janus_pid).saturating_sub(janus_ticks) as f64 / seconds;
     let excluded = [janus_pid, control.pid(), std::process::id()];
-    let others_busy = others_percent(&others, &all_ticks(), &excluded, seconds);
+    let others_busy = others_percent(&others, &all_process_ticks(), &excluded, seconds);
     let parsed: Option<Vec<Value>> = serde_json::from_slice(&output.stdout).ok();
     // The crew exits non-zero when a join failed, which ends a ramp as a degraded step: the run
     // counts as done when its JSON came.
@@ -632,7 +618,7 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
     let janus_busy = cpu_ticks(janus_pid).saturating_sub(janus_ticks) as f64 / seconds;
     let joins_busy =
         joined_ticks.zip(all_listed).map(|(ticks, at)| ticks.saturating_sub(control_ticks) as f64 / at.as_secs_f64());
-    let rss_peak = status_field(control.pid(), "VmHWM:");
+    let rss_peak = process_size(control.pid()).peak_rss_kib;
     let scrape = match scrapes {
         Some(task) => task.await.ok().flatten(),
         None => None,

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field};
+use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, process_size};
 use partyline_testkit::control::Control;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -106,7 +106,7 @@ async fn main() {
     let pid = control.pid();
     let (status, body) = control.post_json("/admin/groups", json!({ "name": "FOH" })).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let rss_idle = status_field(pid, "VmRSS:");
+    let rss_idle = process_size(pid).rss_kib;
 
     // The clients, each its own connection, with no timeout (they stay for the whole run).
     let http = reqwest::Client::builder().no_proxy().build().expect("client");
@@ -122,7 +122,7 @@ async fn main() {
     }
     let (_, stats) = control.get_json("/admin/stats").await;
     assert_eq!(stats["events"]["clients"], json!(o.clients), "{stats}");
-    let rss_clients = status_field(pid, "VmRSS:");
+    let rss_clients = process_size(pid).rss_kib;
     eprintln!("bench_events: {} clients connected; {} changes/s for {} s", o.clients, o.rate, o.secs);
 
     // The changes, one request at a time at the rate (a stalled write delays the next ones,
@@ -154,7 +154,7 @@ async fn main() {
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (rss_end, rss_peak) = (status_field(pid, "VmRSS:"), status_field(pid, "VmHWM:"));
+    let (rss_end, rss_peak) = (process_size(pid).rss_kib, process_size(pid).peak_rss_kib);
     let (_, stats) = control.get_json("/admin/stats").await;
     for task in &tasks {
         task.abort();

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanIfb, PlanUser, Status, Transport};
 use partyline_shared::janus::prebuffer_packets;
 use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
-use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, status_field, thread_ticks};
+use partyline_testkit::bench::{cpu_ticks, load_average, machine_line, machine_ticks, mib, process_size, thread_ticks};
 use partyline_testkit::card::QUANTUM;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
@@ -174,11 +174,6 @@ impl std::fmt::Display for Spread {
             self.median, self.p95, self.min, self.max, self.n
         )
     }
-}
-
-fn load() -> String {
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// CPU (percent of one core) of `pid` over `secs`, and the machine's busy share of all its CPUs
@@ -503,7 +498,7 @@ async fn main() -> ExitCode {
         eprintln!("bench_matrix: a path heard no tick");
         diagnose(&card, &proxy, &bridged).await;
     }
-    let latency_load = load();
+    let latency_load = load_average();
 
     // 2. Config change → audio on the new user's output: a steady tone on A's input, C (input
     //    2, output 2) added to x; from just before Apply is sent to the tone's first 1 ms on
@@ -577,7 +572,10 @@ async fn main() -> ExitCode {
     let one_by_thread = one_windows.last().map(|(_, _, by_thread)| by_thread.clone()).unwrap_or_default();
     let one_windows: Vec<String> =
         one_windows.iter().map(|(cpu, busy, _)| format!("{cpu:.1} (machine {busy:.0} %)")).collect();
-    let (one_rss, one_threads) = (status_field(pid, "VmRSS:"), status_field(pid, "Threads:"));
+    let (one_rss, one_threads) = {
+        let size = process_size(pid);
+        (size.rss_kib, size.threads)
+    };
     let group_names: Vec<&str> = groups.iter().map(String::as_str).collect();
     let eight_groups = plan(
         &janus,
@@ -595,8 +593,10 @@ async fn main() -> ExitCode {
         tokio::time::sleep(SETTLE).await;
         eprintln!("bench_matrix: CPU, 8 users in 8 groups, {:.0} s (round {round} of {CPU_ROUNDS})", o.cpu_secs);
         let (eight_cpu, eight_busy, by_thread) = cpu_by_thread(pid, o.cpu_secs).await;
-        (eight_by_thread, eight_rss, eight_threads, hwm) =
-            (by_thread, status_field(pid, "VmRSS:"), status_field(pid, "Threads:"), status_field(pid, "VmHWM:"));
+        (eight_by_thread, eight_rss, eight_threads, hwm) = {
+            let size = process_size(pid);
+            (by_thread, size.rss_kib, size.threads, size.peak_rss_kib)
+        };
         apply(&proxy, &plan(&janus, &o, &["x"], vec![a.clone(), b.clone()]), "back to A, B").await;
         let mut bare = bare_opus(&card, 8, 64);
         let mut mixes = janus_like_mixes(&card, 8, 64);

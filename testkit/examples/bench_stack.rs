@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::BranchState;
 use partyline_testkit::audio::Tone;
-use partyline_testkit::bench::{BenchStack, cpu_ticks, machine_line, mib, status_field};
+use partyline_testkit::bench::{BenchStack, ProcessSize, cpu_ticks, machine_line, mib, process_size};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
 use partyline_testkit::janus::{Janus, Probe};
@@ -103,19 +103,6 @@ async fn call(control: &Control, method: Method, path: &str, body: Value, want: 
     answer
 }
 
-/// What /proc says about one process.
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    rss_kib: u64,
-    fds: usize,
-    threads: u64,
-}
-
-fn usage(pid: u32) -> Usage {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(Iterator::count).unwrap_or(0);
-    Usage { rss_kib: status_field(pid, "VmRSS:"), fds, threads: status_field(pid, "Threads:") }
-}
-
 fn janus_pid(janus: &Janus) -> u32 {
     let file = janus.value("JANUS_PID_FILE");
     std::fs::read_to_string(file).expect("janus.pid").trim().parse().expect("a pid")
@@ -191,13 +178,13 @@ async fn load(o: &Options, stack: &BenchStack) -> bool {
     println!("| process | CPU (% of one core, {rest_secs:.0} s) | RSS MiB | open files | threads |");
     println!("|---|---|---|---|---|");
     for ((name, pid), t) in procs.iter().zip(&before) {
-        let u = usage(*pid);
+        let u = process_size(*pid);
         let cpu = (cpu_ticks(*pid) - t) as f64 / 100.0 / elapsed * 100.0;
         println!("| {name} | {cpu:.1} | {} | {} | {} |", mib(u.rss_kib), u.fds, u.threads);
     }
 
     // The mixed load.
-    let usage_before: Vec<Usage> = procs.iter().map(|(_, pid)| usage(*pid)).collect();
+    let usage_before: Vec<ProcessSize> = procs.iter().map(|(_, pid)| process_size(*pid)).collect();
     let packets_before = packets_received(&stack.control).await;
     let script = partyline_testkit::repo_path("bench/admin.lua");
     let output = Command::new("wrk")
@@ -215,7 +202,7 @@ async fn load(o: &Options, stack: &BenchStack) -> bool {
         line.split_whitespace().find_map(|kv| kv.strip_prefix(&format!("{key}="))?.parse().ok()).unwrap_or(f64::NAN)
     };
     tokio::time::sleep(Duration::from_secs(2)).await; // settle
-    let usage_after: Vec<Usage> = procs.iter().map(|(_, pid)| usage(*pid)).collect();
+    let usage_after: Vec<ProcessSize> = procs.iter().map(|(_, pid)| process_size(*pid)).collect();
     let packets_after = packets_received(&stack.control).await;
     let audio_ok = packets_after.len() == USERS
         && packets_before.len() == USERS
@@ -269,14 +256,14 @@ async fn load(o: &Options, stack: &BenchStack) -> bool {
 /// One row of the soak's table.
 struct Sample {
     at_s: u64,
-    usage: Vec<Usage>,
+    usage: Vec<ProcessSize>,
     sessions: usize,
     handles: usize,
     crew: usize,
 }
 
 async fn sample(stack: &BenchStack, started: Instant, crew: usize) -> Sample {
-    let usage = processes(stack).iter().map(|(_, pid)| usage(*pid)).collect();
+    let usage = processes(stack).iter().map(|(_, pid)| process_size(*pid)).collect();
     let (sessions, handles) = janus_handles(&stack.janus).await;
     Sample { at_s: started.elapsed().as_secs(), usage, sessions, handles, crew }
 }

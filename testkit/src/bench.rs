@@ -96,55 +96,90 @@ pub fn janus_built_for_control(builder: crate::janus::Builder, tls: bool) -> (Ja
     (janus, sections, events_reserved)
 }
 
-/// A field of `/proc/PID/status` in its unit (kB for `VmRSS:`, `VmHWM:`), 0 when absent.
-pub fn status_field(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+/// What `/proc/PID/status` says of a process's size; zeros once it has gone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessSize {
+    /// Resident memory now (`VmRSS`), KiB.
+    pub rss_kib: u64,
+    /// The most resident memory so far (`VmHWM`), KiB.
+    pub peak_rss_kib: u64,
+    pub threads: u64,
+    /// Open file descriptors.
+    pub fds: usize,
 }
 
-/// utime + stime of `pid` in clock ticks (100 per second on Linux).
+fn process(pid: u32) -> Option<procfs::process::Process> {
+    procfs::process::Process::new(i32::try_from(pid).ok()?).ok()
+}
+
+pub fn process_size(pid: u32) -> ProcessSize {
+    let Some(process) = process(pid) else { return ProcessSize::default() };
+    let fds = process.fd_count().unwrap_or(0);
+    process.status().map_or(ProcessSize::default(), |status| ProcessSize {
+        rss_kib: status.vmrss.unwrap_or(0),
+        peak_rss_kib: status.vmhwm.unwrap_or(0),
+        threads: status.threads,
+        fds,
+    })
+}
+
+/// The unit of `/proc`'s CPU times: USER_HZ, 100 on every Linux ABI.
+pub const CLOCK_TICKS: f64 = 100.0;
+
+/// utime + stime of `pid` in clock ticks ([`CLOCK_TICKS`] per second).
 pub fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<u64> = after.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
-    fields[11] + fields[12]
+    let stat = process(pid).and_then(|p| p.stat().ok()).expect("the process's stat");
+    stat.utime + stat.stime
 }
 
 /// utime + stime of each of `pid`'s threads in clock ticks, summed by thread name with its
 /// digits left out (GStreamer's `udpsrc3:src` and `udpsrc5:src` are one kind of thread).
 pub fn thread_ticks(pid: u32) -> std::collections::BTreeMap<String, u64> {
     let mut by_kind = std::collections::BTreeMap::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return by_kind };
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
-        let kind: String = stat[open + 1..close].chars().filter(|c| !c.is_ascii_digit()).collect();
-        let fields: Vec<u64> = stat[close + 2..].split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
-        *by_kind.entry(kind).or_default() += fields[11] + fields[12];
+    let Some(tasks) = process(pid).and_then(|p| p.tasks().ok()) else { return by_kind };
+    for stat in tasks.flatten().filter_map(|task| task.stat().ok()) {
+        let kind: String = stat.comm.chars().filter(|c| !c.is_ascii_digit()).collect();
+        *by_kind.entry(kind).or_default() += stat.utime + stat.stime;
     }
     by_kind
 }
 
-/// Busy and total jiffies of the whole machine (`/proc/stat`'s first line; its first 8 fields:
-/// guest time is already counted in user time).
+/// Every process's CPU ticks now, by pid: utime + stime, and its waited-for children's
+/// (cutime + cstime), so that a build's short-lived compilers count in their parent.
+pub fn all_process_ticks() -> std::collections::HashMap<u32, u64> {
+    let processes = procfs::process::all_processes().into_iter().flatten().flatten();
+    let stats = processes.filter_map(|process| process.stat().ok());
+    let children = |stat: &procfs::process::Stat| u64::try_from(stat.cutime + stat.cstime).unwrap_or(0);
+    stats.filter_map(|stat| Some((u32::try_from(stat.pid).ok()?, stat.utime + stat.stime + children(&stat)))).collect()
+}
+
+/// Busy and total jiffies of the whole machine (`/proc/stat`'s first line, without guest time,
+/// which user time already counts).
 pub fn machine_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> =
-        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
-    let total: u64 = fields.iter().take(8).sum();
-    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-    (total - idle, total)
+    use procfs::CurrentSI as _;
+    let Ok(stats) = procfs::KernelStats::current() else { return (0, 0) };
+    let cpu = stats.total;
+    let idle = cpu.idle + cpu.iowait.unwrap_or(0);
+    let busy = cpu.user + cpu.nice + cpu.system + cpu.irq.unwrap_or(0) + cpu.softirq.unwrap_or(0);
+    let busy = busy + cpu.steal.unwrap_or(0);
+    (busy, busy + idle)
+}
+
+/// The load average now (1, 5 and 15 minutes), as `/proc/loadavg` writes it.
+pub fn load_average() -> String {
+    use procfs::Current as _;
+    procfs::LoadAverage::current().map_or_else(|_| "?".to_owned(), |l| format!("{} {} {}", l.one, l.five, l.fifteen))
 }
 
 /// The machine's CPU model and count, and its load average now, as a markdown sentence.
 pub fn machine_line() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpu.lines().find_map(|l| l.strip_prefix("model name")?.split(':').nth(1)).unwrap_or("?").trim();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    use procfs::Current as _;
+    let info = procfs::CpuInfo::current().ok();
+    let model = info.as_ref().and_then(|info| info.model_name(0)).unwrap_or("?").trim().to_owned();
     format!(
         "Machine: {} vCPUs ({model}); load average at the start: {}.",
         std::thread::available_parallelism().map_or(0, usize::from),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load_average()
     )
 }
 

@@ -47,13 +47,13 @@ pub fn require_namespace() {
 /// `RLIMIT_NOFILE` raised through util-linux's `prlimit` on itself): for tests that hold
 /// connections by the thousand, whatever soft limit they were started with. Never lowers it.
 pub fn raise_open_files(limit: u64) {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
-    let open_files: Vec<u64> = limits
-        .lines()
-        .find_map(|l| l.strip_prefix("Max open files"))
-        .map(|rest| rest.split_whitespace().take(2).filter_map(|v| v.parse().ok()).collect())
-        .unwrap_or_default();
-    let [soft, hard] = open_files[..] else { return };
+    use procfs::process::LimitValue;
+    let Ok(limits) = procfs::process::Process::myself().and_then(|me| me.limits()) else { return };
+    let value = |limit: LimitValue| match limit {
+        LimitValue::Value(value) => value,
+        LimitValue::Unlimited => u64::MAX,
+    };
+    let (soft, hard) = (value(limits.max_open_files.soft_limit), value(limits.max_open_files.hard_limit));
     let wanted = limit.min(hard);
     if soft < wanted {
         let pid = std::process::id().to_string();

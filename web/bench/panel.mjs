@@ -31,8 +31,7 @@
 // (bench/panel sets the release builds).
 
 import { execFile } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -51,7 +50,7 @@ import {
 } from '../tests/harness.mjs';
 import { OffSiteNet, VENUE, relayConfig, startRelay } from '../tests/offsite.mjs';
 import { INSTRUMENTED, inboundStats, readEnvelope, startEnvelope } from './pages.mjs';
-import { CpuWindow, children, processTree } from './system.mjs';
+import { CpuWindow, children, loadAverage, processTree, threadIds } from './system.mjs';
 
 const run = promisify(execFile);
 const QUICK = process.argv.includes('--quick');
@@ -115,7 +114,6 @@ const stats = (values) => {
     max: s.at(-1) ?? null,
   };
 };
-const load = () => readFile('/proc/loadavg', 'utf8').then((text) => text.split(' ').slice(0, 3).join(' '));
 const cpuLine = (u) =>
   `the machine ${fmt(u.machine)} % busy of ${u.cpus * 100} % over ${fmt(u.seconds)} s: this benchmark ${fmt(u.own)} %, everything else ${fmt(u.others)} %`;
 
@@ -446,13 +444,7 @@ async function networkSeries(downSecs) {
  * stays to Janus, the talker and the listener (and to the rest of the machine).
  */
 async function confine(pid) {
-  const tids = processTree(pid).flatMap((p) => {
-    try {
-      return readdirSync(`/proc/${p}/task`);
-    } catch {
-      return []; // gone meanwhile
-    }
-  });
+  const tids = processTree(pid).flatMap(threadIds);
   if (tids.length === 0) return;
   await run('renice', ['-n', '19', '-p', ...tids]).catch(() => {});
   await Promise.all(tids.map((tid) => run('taskset', ['-p', '-c', '0', tid]).catch(() => {})));
@@ -1287,11 +1279,11 @@ for (const name of chosen)
 // offsite only when named: its own block in BENCHMARKS.md (bench/run offsite).
 const parts = chosen.length ? chosen : Object.keys(PARTS).filter((part) => part !== 'offsite');
 
-md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${await load()}.`);
+md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${loadAverage()}.`);
 md();
 let status = 0;
 for (const name of parts) {
-  progress(`== ${name} (load average ${await load()})`);
+  progress(`== ${name} (load average ${loadAverage()})`);
   try {
     await PARTS[name]();
   } catch (error) {
@@ -1301,6 +1293,6 @@ for (const name of parts) {
     md();
   }
 }
-md(`Load average after: ${await load()}.`);
+md(`Load average after: ${loadAverage()}.`);
 process.stdout.write(`${out.join('\n')}\n`);
 process.exit(status || process.exitCode || 0);

@@ -23,13 +23,20 @@
 // --quick), RAMP (30), JOIN_SECS (180), PARTYLINE_CONTROL_BIN and PARTYLINE_CREW_BIN (bench/show
 // sets the release builds).
 
-import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Control, DESKTOP_VIEWPORT, iceAddress, launchBrowser, logIn, waitFor } from '../tests/harness.mjs';
-import { CpuWindow, children, processTree } from './system.mjs';
+import {
+  CpuWindow,
+  TICKS_PER_SECOND,
+  children,
+  commandLine,
+  loadAverage,
+  processTree,
+  threadTicks,
+} from './system.mjs';
 
 const QUICK = process.argv.includes('--quick');
 const number = (name, normal, quick = normal) => Number(process.env[name] ?? (QUICK ? quick : normal));
@@ -169,8 +176,6 @@ function instrument() {
   }).observe({ type: 'longtask' });
 }
 
-const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
-
 /**
  * CPU ticks of every renderer's main thread under `root`, by pid: the thread whose id is its
  * process's (Chromium leaves the main thread its process's name, not `CrRendererMain`).
@@ -178,14 +183,9 @@ const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding:
 function rendererMainTicks(root) {
   const ticks = new Map();
   for (const pid of processTree(root)) {
-    try {
-      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer')) continue;
-      const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks.set(pid, Number(fields[11]) + Number(fields[12]));
-    } catch {
-      // gone
-    }
+    if (!commandLine(pid).includes('--type=renderer')) continue;
+    const main = threadTicks(pid, pid);
+    if (main !== null) ticks.set(pid, main); // null: gone
   }
   return ticks;
 }
@@ -271,7 +271,7 @@ function startCrew(control) {
 
 async function main() {
   if (!CREW_BIN) throw new Error('PARTYLINE_CREW_BIN: the release partyline-crew (bench/show sets it)');
-  const loadAverage = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const loadAtStart = loadAverage();
   const control = await Control.start(LINES, {
     // One node that takes every member: the pool's default capacity (64) is not under test.
     nodes: [{ name: 'local', capacity: MEMBERS + 100 }],
@@ -366,7 +366,7 @@ async function main() {
     const mainPercent = mainThread * 100;
     md(`## The admin's Show tab with ${joined} members talking in turns (\`bench/show\`)`);
     md();
-    md(`Chromium ${process.env.CHROMIUM_VERSION ?? 'unknown'}; load average at the start: ${loadAverage}.`);
+    md(`Chromium ${process.env.CHROMIUM_VERSION ?? 'unknown'}; load average at the start: ${loadAtStart}.`);
     md();
     md(
       `${joined} of ${MEMBERS} members of the headless crew (${CREWS} processes, each its share on a line of its own, ` +

@@ -1,4 +1,4 @@
-// CPU accounting of the panel benchmark, read from /proc: a process tree's CPU time, a
+// The benchmarks' one reader of /proc: load, command lines, threads and CPU accounting: a process tree's CPU time, a
 // process's busiest thread, the whole machine's, and the share of the processes in this network
 // namespace (the benchmark's own) against everything else on the machine (other work on a shared
 // machine).
@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 
-const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+export const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 const OWN_NETNS = readlinkSync('/proc/self/ns/net');
 
 const read = (path) => {
@@ -51,6 +51,24 @@ export function processTree(pid) {
 export function children(pid) {
   return pids().filter((p) => stat(`/proc/${p}/stat`)?.ppid === pid);
 }
+
+/** The CPU ticks (user and system) of thread `tid` of process `pid`, or null once it has gone. */
+export const threadTicks = (pid, tid) => stat(`/proc/${pid}/task/${tid}/stat`)?.ticks ?? null;
+
+/** The thread ids of `pid` (none once it has gone). */
+export function threadIds(pid) {
+  try {
+    return readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+}
+
+/** The command line of `pid`, its arguments joined by NULs ('' once it has gone). */
+export const commandLine = (pid) => read(`/proc/${pid}/cmdline`) ?? '';
+
+/** The load average over 1, 5 and 15 minutes, as /proc/loadavg writes it. */
+export const loadAverage = () => read('/proc/loadavg').split(' ').slice(0, 3).join(' ');
 
 /** The processes in this network namespace (the benchmark's: scripts/netns-run made it). */
 function ownProcesses() {
@@ -101,9 +119,8 @@ export class CpuWindow {
   }
 
   threadTicks() {
-    const dir = `/proc/${this.threadsOf}/task`;
-    const tids = read(`/proc/${this.threadsOf}/stat`) === null ? [] : readdirSync(dir);
-    return new Map(tids.map((tid) => [tid, stat(`${dir}/${tid}/stat`)?.ticks]).filter(([, t]) => t !== undefined));
+    const ticks = threadIds(this.threadsOf).map((tid) => [tid, threadTicks(this.threadsOf, tid)]);
+    return new Map(ticks.filter(([, t]) => t !== null));
   }
 
   stop() {

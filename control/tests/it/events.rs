@@ -158,16 +158,14 @@ async fn only_the_admin_may_listen() {
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 }
 
-/// The state (`/proc/net/tcp`'s code, 1: established) of control's side of the connection from
-/// the local port `client` to control's `server` port; `None` once the socket is gone.
-fn server_side_state(server: u16, client: u16) -> Option<u8> {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
-    let port = |address: &str| address.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-    table.lines().skip(1).find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let ours = port(fields.get(1)?)? == server && port(fields.get(2)?)? == client;
-        ours.then(|| u8::from_str_radix(fields.get(3)?, 16).ok()).flatten()
-    })
+/// The state of control's side of the connection from the local port `client` to control's
+/// `server` port (`/proc/net/tcp`); `None` once the socket is gone.
+fn server_side_state(server: u16, client: u16) -> Option<procfs::net::TcpState> {
+    let table = procfs::net::tcp().expect("/proc/net/tcp");
+    let ours = |entry: &&procfs::net::TcpNetEntry| {
+        entry.local_address.port() == server && entry.remote_address.port() == client
+    };
+    table.iter().find(ours).map(|entry| entry.state.clone())
 }
 
 /// p50, p99 and the largest of `latencies`, in milliseconds.
@@ -236,7 +234,7 @@ async fn a_client_that_never_reads_is_closed_without_slowing_the_others() {
             }
         }
         if let (Some((_, port)), Some(opened), None) = (&stalled, opened, closed) {
-            if server_side_state(server.port(), *port) != Some(1) {
+            if server_side_state(server.port(), *port) != Some(procfs::net::TcpState::Established) {
                 closed = Some(opened.elapsed());
                 closed_at = sent.len();
             }

@@ -83,13 +83,9 @@ async fn metrics_show_the_groups_and_the_requests_by_route_and_no_secret() {
     }
 }
 
-/// A process's CPU time (user and system) as the kernel reports it in `/proc/PID/stat`, in
-/// seconds: fields 14 and 15, counted past the command's closing parenthesis.
+/// A process's CPU time (user and system) as the kernel reports it in `/proc/PID/stat`.
 fn cpu_seconds_of(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process's stat");
-    let (_, fields) = stat.rsplit_once(')').expect("a command in parentheses");
-    let fields: Vec<&str> = fields.split_whitespace().collect();
-    let ticks: u64 = fields[11..13].iter().map(|field| field.parse::<u64>().expect("ticks")).sum();
-    // USER_HZ is 100 on every Linux architecture this runs on.
-    ticks as f64 / 100.0
+    let pid = i32::try_from(pid).expect("a pid");
+    let stat = procfs::process::Process::new(pid).and_then(|p| p.stat()).expect("the process's stat");
+    (stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64
 }
