@@ -39,6 +39,7 @@ mod error;
 mod event;
 mod offer;
 mod session;
+mod timers;
 mod wire;
 
 use std::collections::{HashMap, VecDeque};
@@ -57,6 +58,7 @@ pub use error::{EndpointError, SendError};
 pub use event::{EndReason, EndpointEvent, EndpointStats, SessionId};
 pub use offer::{LineRights, OfferError};
 use session::{Line, Session, Sink};
+use timers::Timers;
 
 /// How many source addresses a session may be reached from (a panel's ICE tries a few).
 const SOURCES_PER_SESSION: usize = 8;
@@ -95,10 +97,15 @@ pub struct Endpoint {
     sessions: HashMap<SessionId, Session>,
     by_source: HashMap<SocketAddr, SessionId>,
     by_ufrag: HashMap<String, SessionId>,
+    timers: Timers,
+    /// The timers due now (kept: no allocation per call).
+    due: Vec<(Instant, SessionId)>,
     events: VecDeque<EndpointEvent>,
     stats: EndpointStats,
     next_session: u64,
     buffer: Vec<u8>,
+    /// The socket's receive timeout as last set.
+    read_timeout: Option<Duration>,
 }
 
 impl Endpoint {
@@ -123,10 +130,13 @@ impl Endpoint {
             sessions: HashMap::new(),
             by_source: HashMap::new(),
             by_ufrag: HashMap::new(),
+            timers: Timers::default(),
+            due: Vec::new(),
             events: VecDeque::new(),
             stats: EndpointStats::default(),
             next_session: 1,
             buffer: vec![0; DATAGRAM_BUFFER],
+            read_timeout: None,
         })
     }
 
@@ -185,6 +195,7 @@ impl Endpoint {
         tracing::info!(session = %id, ?directions, "session accepted");
         self.by_ufrag.insert(ufrag.clone(), id);
         self.sessions.insert(id, Session::new(id, rtc, lines, ufrag, now, self.config.connect_within));
+        self.reschedule(id);
         let answer = answer.to_sdp_string();
         let answer = match self.config.answer_ptime {
             Some(ptime) => offer::with_ptime(&answer, ptime),
@@ -258,8 +269,9 @@ impl Endpoint {
             self.by_source.insert(from, id);
         }
         let mut sink = Sink { socket: &self.socket, events: &mut self.events, stats: &mut self.stats };
-        if let Err(reason) = session.receive(input, datagram, now, &mut sink) {
-            self.end(id, reason);
+        match session.receive(input, datagram, now, &mut sink) {
+            Ok(()) => self.reschedule(id),
+            Err(reason) => self.end(id, reason),
         }
     }
 
@@ -276,21 +288,35 @@ impl Endpoint {
 
     /// Runs the timers of the sessions that are due.
     pub fn handle_timeouts(&mut self, now: Instant) {
-        let mut ended = Vec::new();
-        for session in self.sessions.values_mut().filter(|session| session.next_timeout <= now) {
-            let mut sink = Sink { socket: &self.socket, events: &mut self.events, stats: &mut self.stats };
-            if let Err(reason) = session.timeout(now, &mut sink) {
-                ended.push((session.id, reason));
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.take_due(now, &mut due);
+        for &(at, id) in &due {
+            let Some(session) = self.sessions.get_mut(&id) else { continue };
+            if session.scheduled == Some(at) {
+                session.scheduled = None;
             }
+            if session.next_timeout <= now {
+                let mut sink = Sink { socket: &self.socket, events: &mut self.events, stats: &mut self.stats };
+                if let Err(reason) = session.timeout(now, &mut sink) {
+                    self.end(id, reason);
+                    continue;
+                }
+            }
+            self.reschedule(id);
         }
-        for (id, reason) in ended {
-            self.end(id, reason);
+        self.due = due;
+    }
+
+    /// Puts `session`'s next timeout in the timers.
+    fn reschedule(&mut self, session: SessionId) {
+        if let Some(session) = self.sessions.get_mut(&session) {
+            self.timers.schedule(session.id, session.next_timeout, &mut session.scheduled);
         }
     }
 
     /// When [`handle_timeouts`](Self::handle_timeouts) is next due (`None`: no session).
     pub fn next_timeout(&self) -> Option<Instant> {
-        self.sessions.values().map(|session| session.next_timeout).min()
+        self.timers.next()
     }
 
     /// Sends one Opus frame on `line` of `session`; `rtp_time` is the driver's 48 kHz sample
@@ -305,7 +331,9 @@ impl Endpoint {
     ) -> Result<(), SendError> {
         let target = self.sessions.get_mut(&session).ok_or(SendError::UnknownSession(session))?;
         let mut sink = Sink { socket: &self.socket, events: &mut self.events, stats: &mut self.stats };
-        target.send(line, payload, rtp_time, now, &mut sink)
+        target.send(line, payload, rtp_time, now, &mut sink)?;
+        self.reschedule(session);
+        Ok(())
     }
 
     /// Drains the socket and runs the sessions' timers until `deadline` (the mixing thread's next
@@ -326,13 +354,27 @@ impl Endpoint {
             }
             let wake = self.next_timeout().map_or(deadline, |timeout| timeout.min(deadline));
             let wait = wake.saturating_duration_since(now).max(Duration::from_micros(50));
-            self.socket.set_read_timeout(Some(wait))?;
+            self.wait_at_most(wait)?;
             match self.socket.recv_from(buffer) {
                 Ok((length, from)) => self.handle_datagram(from, &buffer[..length], Instant::now()),
                 Err(error) if is_transient(&error) => {}
                 Err(error) => return Err(error),
             }
         }
+    }
+}
+
+impl Endpoint {
+    /// Sets the socket's receive timeout to `wait`, unless the one set is already no longer and
+    /// not much shorter (a system call per datagram saved; waking a little early is harmless).
+    fn wait_at_most(&mut self, wait: Duration) -> io::Result<()> {
+        let set = self.read_timeout;
+        if set.is_some_and(|set| set <= wait && set * 2 >= wait) {
+            return Ok(());
+        }
+        self.socket.set_read_timeout(Some(wait))?;
+        self.read_timeout = Some(wait);
+        Ok(())
     }
 }
 

@@ -2,6 +2,8 @@
 //! answer's directions, connection, audio each way within the lines' rights, sessions kept
 //! apart, garbage and bad offers counted or refused, closing and the connect deadline.
 
+#[path = "endpoint/browsers.rs"]
+mod browsers;
 #[path = "endpoint/client.rs"]
 mod client;
 
@@ -270,6 +272,16 @@ fn a_closed_session_says_nothing_more() {
 }
 
 #[test]
+fn a_panel_that_closes_ends_its_session() {
+    let mut endpoint = endpoint();
+    let (mut client, session, _) = connect(&mut endpoint, &[rights(true, true)], str::to_owned);
+    client.close();
+    let events = drive_until(&mut endpoint, &mut [&mut client], WITHIN, |events, _, _| !events.is_empty());
+    assert_eq!(events, vec![EndpointEvent::Disconnected(session, EndReason::Closed)]);
+    assert_eq!(endpoint.session_count(), 0);
+}
+
+#[test]
 fn a_session_that_never_connects_is_dropped_at_its_deadline() {
     let mut config = EndpointConfig::new("127.0.0.1:0".parse().expect("an address"));
     config.connect_within = Duration::from_millis(200);
@@ -286,6 +298,35 @@ fn a_session_that_never_connects_is_dropped_at_its_deadline() {
     assert_eq!(events, vec![EndpointEvent::Disconnected(session, EndReason::NeverConnected)]);
     assert!(accepted_at.elapsed() >= Duration::from_millis(200));
     assert_eq!(endpoint.session_count(), 0);
+}
+
+/// The m-section of `sdp` whose a=mid is `mid`.
+fn section<'a>(sdp: &'a str, mid: &str) -> &'a str {
+    let tag = format!("a=mid:{mid}\r\n");
+    sdp.split("m=").find(|section| section.contains(&tag)).expect("the m-section")
+}
+
+#[test]
+fn browsers_offers_are_answered_with_their_opus_and_the_servers_directions() {
+    let mut endpoint = endpoint();
+    let lines = [rights(true, true), rights(false, true)];
+    for (browser, offer, opus) in [
+        ("chromium", browsers::chromium(), 111),
+        ("firefox", browsers::firefox(false), 109),
+        ("firefox max-bundle", browsers::firefox(true), 109),
+    ] {
+        let (_, answer) = endpoint.accept(&offer, &lines, Instant::now()).unwrap_or_else(|e| panic!("{browser}: {e}"));
+        str0m::change::SdpAnswer::from_sdp_string(&answer).unwrap_or_else(|e| panic!("{browser}: {e}: {answer}"));
+        assert_eq!(directions(&answer), ["a=sendrecv", "a=sendonly"], "{browser}: {answer}");
+        assert!(answer.contains("a=group:BUNDLE 0 1\r\n"), "{browser}: {answer}");
+        for mid in ["0", "1"] {
+            let section = section(&answer, mid);
+            assert!(section.starts_with(&format!("audio 9 UDP/TLS/RTP/SAVPF {opus}")), "{browser}: {section}");
+            assert!(section.contains(&format!("a=rtpmap:{opus} opus/48000/2")), "{browser}: {section}");
+            assert!(section.contains("a=rtcp-mux"), "{browser}: {section}");
+            assert!(section.contains("a=setup:passive") || section.contains("a=setup:active"), "{browser}: {section}");
+        }
+    }
 }
 
 #[test]

@@ -47,6 +47,8 @@ pub(super) struct Session {
     connected: bool,
     connect_by: Instant,
     pub(super) next_timeout: Instant,
+    /// Its earliest entry in the endpoint's timers.
+    pub(super) scheduled: Option<Instant>,
 }
 
 impl Session {
@@ -59,7 +61,17 @@ impl Session {
         connect_within: Duration,
     ) -> Self {
         let connect_by = now + connect_within;
-        Session { id, rtc, lines, ufrag, sources: Vec::new(), connected: false, connect_by, next_timeout: now }
+        Session {
+            id,
+            rtc,
+            lines,
+            ufrag,
+            sources: Vec::new(),
+            connected: false,
+            connect_by,
+            next_timeout: now,
+            scheduled: None,
+        }
     }
 
     /// Whether str0m takes `input` as this session's (a STUN request's integrity, or a source ICE

@@ -116,6 +116,12 @@ impl Client {
         self.drain();
     }
 
+    /// Closes the PeerConnection as a tab would (DTLS close_notify).
+    pub fn close(&mut self) {
+        self.rtc.close().expect("closing");
+        self.drain();
+    }
+
     pub fn address(&self) -> SocketAddr {
         self.local
     }
