@@ -31,22 +31,47 @@
 //! [`Endpoint::handle_datagram`], [`Endpoint::handle_timeouts`] and [`Endpoint::next_timeout`]
 //! are the same steps for a driver that reads the socket itself (a fuzzer, a test).
 //!
+//! ```no_run
+//! # use std::time::{Duration, Instant};
+//! # use partyline_rooms::endpoint::{Endpoint, EndpointConfig, EndpointEvent};
+//! # fn mixing_thread(mut endpoint: Endpoint) -> std::io::Result<()> {
+//! let frame = Duration::from_millis(20);
+//! let mut tick = Instant::now() + frame;
+//! let mut rtp_time = 0u64;
+//! loop {
+//!     endpoint.receive_until(tick)?;
+//!     while let Some(event) = endpoint.poll_event() {
+//!         match event {
+//!             EndpointEvent::Audio { session, line, seq, payload, .. } => { /* a talker's jitter buffer */ }
+//!             EndpointEvent::Connected(session) | EndpointEvent::Disconnected(session, _) => { /* the rooms */ }
+//!         }
+//!     }
+//!     // Mix, encode each distinct mix once, then for every listener's line:
+//!     // endpoint.send_frame(session, line, mix.clone(), rtp_time, Instant::now())
+//!     rtp_time += 960;
+//!     tick += frame;
+//! }
+//! # }
+//! ```
+//!
 //! Not yet: renegotiation (lines added or removed on a running session; str0m can accept a new
 //! offer, the rights of the new m-lines need the same rewrite), ICE restarts, per-source packet
 //! rate limits.
 
+mod config;
 mod error;
 mod event;
 mod offer;
 mod session;
+mod socket;
 mod timers;
 mod wire;
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use str0m::change::SdpOffer;
 use str0m::config::{CryptoProvider, DtlsCert};
@@ -54,10 +79,12 @@ use str0m::media::Mid;
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Input, Rtc, RtcConfig};
 
+pub use config::EndpointConfig;
 pub use error::{EndpointError, SendError};
 pub use event::{EndReason, EndpointEvent, EndpointStats, SessionId};
 pub use offer::{LineRights, OfferError};
 use session::{Line, Session, Sink};
+use socket::Socket;
 use timers::Timers;
 
 /// How many source addresses a session may be reached from (a panel's ICE tries a few).
@@ -65,31 +92,11 @@ const SOURCES_PER_SESSION: usize = 8;
 /// Larger than any datagram WebRTC sends (str0m's MTU is 1150).
 const DATAGRAM_BUFFER: usize = 2048;
 
-/// How the endpoint is set up.
-#[derive(Debug, Clone)]
-pub struct EndpointConfig {
-    /// The socket's address: the host candidate panels reach (not 0.0.0.0).
-    pub address: SocketAddr,
-    pub max_sessions: usize,
-    /// A session whose ICE and DTLS are not up by then is dropped.
-    pub connect_within: Duration,
-    /// `a=ptime` and `a=maxptime` (ms) in every answer's audio m-line: the frame length the
-    /// panels are asked to send. `None`: not said (browsers send 20 ms).
-    pub answer_ptime: Option<u16>,
-}
-
-impl EndpointConfig {
-    pub fn new(address: SocketAddr) -> Self {
-        EndpointConfig { address, max_sessions: 1000, connect_within: Duration::from_secs(20), answer_ptime: None }
-    }
-}
-
 /// The WebRTC endpoint: its socket and its sessions.
 #[derive(Debug)]
 pub struct Endpoint {
     config: EndpointConfig,
-    socket: UdpSocket,
-    local: SocketAddr,
+    socket: Socket,
     candidate: Candidate,
     crypto: Arc<CryptoProvider>,
     /// One certificate for every session: making one per session costs a key generation per join.
@@ -104,18 +111,13 @@ pub struct Endpoint {
     stats: EndpointStats,
     next_session: u64,
     buffer: Vec<u8>,
-    /// The socket's receive timeout as last set.
-    read_timeout: Option<Duration>,
 }
 
 impl Endpoint {
     /// Binds the socket on `config.address` (port 0: any free one).
     pub fn bind(config: EndpointConfig) -> Result<Endpoint, EndpointError> {
-        if config.address.ip().is_unspecified() {
-            return Err(EndpointError::UnspecifiedAddress(config.address));
-        }
-        let socket = UdpSocket::bind(config.address).map_err(|error| EndpointError::Bind(config.address, error))?;
-        let local = socket.local_addr().map_err(|error| EndpointError::Bind(config.address, error))?;
+        let socket = Socket::bind(config.address)?;
+        let local = socket.local();
         let candidate = Candidate::host(local, "udp").map_err(|_| EndpointError::UnspecifiedAddress(local))?;
         let crypto = Arc::new(str0m::crypto::from_feature_flags());
         let certificate = crypto.dtls_provider.generate_certificate().ok_or(EndpointError::Certificate)?;
@@ -123,7 +125,6 @@ impl Endpoint {
         Ok(Endpoint {
             config,
             socket,
-            local,
             candidate,
             crypto,
             certificate,
@@ -136,13 +137,12 @@ impl Endpoint {
             stats: EndpointStats::default(),
             next_session: 1,
             buffer: vec![0; DATAGRAM_BUFFER],
-            read_timeout: None,
         })
     }
 
     /// The socket's address: the one candidate of every answer.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local
+        self.socket.local()
     }
 
     pub fn stats(&self) -> EndpointStats {
@@ -232,7 +232,10 @@ impl Endpoint {
     fn remove(&mut self, session: SessionId) -> Option<Session> {
         let removed = self.sessions.remove(&session)?;
         for source in &removed.sources {
-            self.by_source.remove(source);
+            // A newer session may have been reached from the same address since.
+            if self.by_source.get(source) == Some(&session) {
+                self.by_source.remove(source);
+            }
         }
         self.by_ufrag.remove(&removed.ufrag);
         Some(removed)
@@ -256,8 +259,10 @@ impl Endpoint {
             self.stats.garbage += 1;
             return;
         };
-        let input =
-            Input::Receive(now, Receive { proto: Protocol::Udp, source: from, destination: self.local, contents });
+        let input = Input::Receive(
+            now,
+            Receive { proto: Protocol::Udp, source: from, destination: self.socket.local(), contents },
+        );
         let Some(id) = self.route(from, datagram, &input) else {
             self.stats.unknown_source += 1;
             return;
@@ -353,38 +358,9 @@ impl Endpoint {
                 return Ok(());
             }
             let wake = self.next_timeout().map_or(deadline, |timeout| timeout.min(deadline));
-            let wait = wake.saturating_duration_since(now).max(Duration::from_micros(50));
-            self.wait_at_most(wait)?;
-            match self.socket.recv_from(buffer) {
-                Ok((length, from)) => self.handle_datagram(from, &buffer[..length], Instant::now()),
-                Err(error) if is_transient(&error) => {}
-                Err(error) => return Err(error),
+            if let Some((length, from)) = self.socket.receive(buffer, wake.saturating_duration_since(now))? {
+                self.handle_datagram(from, &buffer[..length], Instant::now());
             }
         }
     }
-}
-
-impl Endpoint {
-    /// Sets the socket's receive timeout to `wait`, unless the one set is already no longer and
-    /// not much shorter (a system call per datagram saved; waking a little early is harmless).
-    fn wait_at_most(&mut self, wait: Duration) -> io::Result<()> {
-        let set = self.read_timeout;
-        if set.is_some_and(|set| set <= wait && set * 2 >= wait) {
-            return Ok(());
-        }
-        self.socket.set_read_timeout(Some(wait))?;
-        self.read_timeout = Some(wait);
-        Ok(())
-    }
-}
-
-/// A receive that timed out, or an ICMP error a previous send left on the socket.
-fn is_transient(error: &io::Error) -> bool {
-    matches!(
-        error.kind(),
-        io::ErrorKind::WouldBlock
-            | io::ErrorKind::TimedOut
-            | io::ErrorKind::Interrupted
-            | io::ErrorKind::ConnectionRefused
-    )
 }

@@ -3,7 +3,7 @@
 //! next timeout).
 
 use std::collections::VecDeque;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use str0m::{Event, IceConnectionState, Input, Output, Rtc};
 
 use super::error::SendError;
 use super::event::{EndReason, EndpointEvent, EndpointStats, SessionId};
+use super::socket::Socket;
 use super::wire;
 
 /// How many times draining answers str0m's "wake me now" at once before leaving it to the
@@ -23,7 +24,7 @@ const IMMEDIATE_ROUNDS: usize = 4;
 /// Where a session's output goes: datagrams to the socket, events to the driver, counts.
 #[derive(Debug)]
 pub(super) struct Sink<'a> {
-    pub(super) socket: &'a UdpSocket,
+    pub(super) socket: &'a Socket,
     pub(super) events: &'a mut VecDeque<EndpointEvent>,
     pub(super) stats: &'a mut EndpointStats,
 }
@@ -180,7 +181,7 @@ impl Session {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(at)) => return Ok(at),
                 Ok(Output::Transmit(transmit)) => {
-                    if sink.socket.send_to(&transmit.contents, transmit.destination).is_err() {
+                    if !sink.socket.send(&transmit.contents, transmit.destination) {
                         sink.stats.send_failed += 1;
                     }
                 }
