@@ -10,7 +10,10 @@
 //!   every listener who is not talking and a mix-minus for each talker.
 //! - [`endpoint`]: the WebRTC side (str0m, ICE-lite on one UDP socket): one PeerConnection per
 //!   panel session, one audio m-line per line, its direction the line's rights.
+//! - [`engine`]: the two together on one thread: each line of a session a member of its room,
+//!   one tick every 20 ms (receive, mix, send).
 
 pub mod endpoint;
+pub mod engine;
 pub mod jitter;
 pub mod mixer;

@@ -1,0 +1,229 @@
+//! The rooms running: the endpoint's sessions joined to the rooms' members, one 20 ms tick at a
+//! time, on the thread that owns the [`Engine`].
+//!
+//! A panel session is one PeerConnection ([`Endpoint`]); each of its lines is one member of
+//! the line's [`Room`] (rooms are made on the first member and kept). A tick:
+//! 1. [`Endpoint::receive_until`] drains the socket up to the tick's deadline;
+//! 2. the endpoint's events go where they belong: a talker's packet into its member's jitter
+//!    buffer (or dropped there, before decoding, when it is not talking), a session gone takes
+//!    its members out of their rooms;
+//! 3. every room mixes and encodes ([`Room::tick`]);
+//! 4. every listener's packet goes out on its line ([`Endpoint::send_frame`]): the shared mix's
+//!    bytes are one allocation per room and tick, handed to every listener on it, each of whom
+//!    gets its own SRTP, sequence numbers and timestamps from its session.
+//!
+//! The RTP clock of what the rooms send is the engine's own (48 kHz samples since it started),
+//! the same for every line: one frame more per tick.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::endpoint::{Endpoint, EndpointError, EndpointEvent, LineRights, SessionId};
+use crate::jitter::FRAME_SAMPLES;
+use crate::mixer::{Delivery, MemberId, MixConfig, Rights, Room, RoomError, Stream};
+
+/// A line of a session, by its index in the rights given at [`Engine::join`].
+type SessionLine = (SessionId, usize);
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    #[error(transparent)]
+    Room(#[from] RoomError),
+    #[error("{0} is not open")]
+    UnknownSession(SessionId),
+    #[error("{session} has no line {line}")]
+    UnknownLine { session: SessionId, line: usize },
+}
+
+/// What happened to the sessions during a tick, for the engine's owner to report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEvent {
+    Connected(SessionId),
+    Disconnected(SessionId),
+}
+
+/// Where a member is.
+#[derive(Debug, Clone)]
+struct Membership {
+    room: String,
+    member: MemberId,
+}
+
+/// The endpoint, the rooms, and which line of which session is which member.
+#[derive(Debug)]
+pub struct Engine {
+    endpoint: Endpoint,
+    mix: MixConfig,
+    rooms: HashMap<String, Room>,
+    members: HashMap<SessionLine, Membership>,
+    lines: HashMap<MemberId, SessionLine>,
+    sessions: HashMap<SessionId, usize>,
+    connected: HashSet<SessionId>,
+    next_member: u64,
+    rtp_time: u64,
+    /// Send failures since the start (a session gone between its event and the send, a full
+    /// socket buffer): the endpoint's own counters say which.
+    send_failures: u64,
+}
+
+impl Engine {
+    pub fn new(endpoint: Endpoint, mix: MixConfig) -> Engine {
+        Engine {
+            endpoint,
+            mix,
+            rooms: HashMap::new(),
+            members: HashMap::new(),
+            lines: HashMap::new(),
+            sessions: HashMap::new(),
+            connected: HashSet::new(),
+            next_member: 0,
+            rtp_time: 0,
+            send_failures: 0,
+        }
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    pub fn room(&self, line: &str) -> Option<&Room> {
+        self.rooms.get(line)
+    }
+
+    pub fn send_failures(&self) -> u64 {
+        self.send_failures
+    }
+
+    /// Answers a panel's offer: one member per line, in its line's room, with the server's
+    /// rights. Nothing is joined when the offer is refused.
+    pub fn join(
+        &mut self,
+        offer: &str,
+        lines: &[LineRights],
+        now: Instant,
+    ) -> Result<(SessionId, String), EngineError> {
+        let (session, answer) = self.endpoint.accept(offer, lines, now)?;
+        for (index, line) in lines.iter().enumerate() {
+            if let Err(error) = self.add_member(session, index, line) {
+                self.leave(session, now);
+                return Err(error.into());
+            }
+        }
+        self.sessions.insert(session, lines.len());
+        Ok((session, answer))
+    }
+
+    fn add_member(&mut self, session: SessionId, index: usize, line: &LineRights) -> Result<(), RoomError> {
+        let room = match self.rooms.entry(line.line.clone()) {
+            std::collections::hash_map::Entry::Occupied(room) => room.into_mut(),
+            std::collections::hash_map::Entry::Vacant(vacant) => vacant.insert(Room::new(self.mix)?),
+        };
+        let member = MemberId(self.next_member);
+        self.next_member += 1;
+        room.join(member, Rights { talk: line.talk, listen: line.listen })?;
+        self.members.insert((session, index), Membership { room: line.line.clone(), member });
+        self.lines.insert(member, (session, index));
+        Ok(())
+    }
+
+    /// The talk key of a session's line: its packets are mixed from the next one on.
+    pub fn set_talking(&mut self, session: SessionId, line: usize, talking: bool) -> Result<(), EngineError> {
+        let Some(membership) = self.members.get(&(session, line)) else { return Err(self.unknown(session, line)) };
+        // A member's room is kept while it is there.
+        let Some(room) = self.rooms.get_mut(&membership.room) else {
+            return Err(EngineError::UnknownLine { session, line });
+        };
+        room.set_talking(membership.member, talking)?;
+        Ok(())
+    }
+
+    fn unknown(&self, session: SessionId, line: usize) -> EngineError {
+        if self.sessions.contains_key(&session) {
+            EngineError::UnknownLine { session, line }
+        } else {
+            EngineError::UnknownSession(session)
+        }
+    }
+
+    /// Ends a session: its members leave their rooms, its PeerConnection closes.
+    pub fn leave(&mut self, session: SessionId, now: Instant) -> bool {
+        self.endpoint.close(session, now);
+        self.forget(session)
+    }
+
+    fn forget(&mut self, session: SessionId) -> bool {
+        self.connected.remove(&session);
+        let Some(lines) = self.sessions.remove(&session) else { return false };
+        for line in 0..lines {
+            let Some(membership) = self.members.remove(&(session, line)) else { continue };
+            self.lines.remove(&membership.member);
+            if let Some(room) = self.rooms.get_mut(&membership.room) {
+                // Its member was made with the room: it is there.
+                let _ = room.leave(membership.member);
+            }
+        }
+        true
+    }
+
+    /// One tick: the socket drained until `deadline`, the events routed, every room mixed at
+    /// `deadline` and every listener's frame sent. The sessions that connected or went.
+    pub fn run_tick(&mut self, deadline: Instant) -> io::Result<Vec<SessionEvent>> {
+        self.endpoint.receive_until(deadline)?;
+        let events = self.route_events();
+        self.mix_and_send(deadline);
+        Ok(events)
+    }
+
+    fn route_events(&mut self) -> Vec<SessionEvent> {
+        let mut happened = Vec::new();
+        while let Some(event) = self.endpoint.poll_event() {
+            match event {
+                EndpointEvent::Connected(session) => {
+                    self.connected.insert(session);
+                    happened.push(SessionEvent::Connected(session));
+                }
+                EndpointEvent::Audio { session, line, seq, rtp_timestamp, arrival, payload } => {
+                    let Some(membership) = self.members.get(&(session, line)) else { continue };
+                    let Some(room) = self.rooms.get_mut(&membership.room) else { continue };
+                    // A member not talking has its packet dropped and counted by its room.
+                    let _ = room.receive(membership.member, seq, rtp_timestamp, &payload, arrival);
+                }
+                EndpointEvent::Disconnected(session, _) => {
+                    if self.forget(session) {
+                        happened.push(SessionEvent::Disconnected(session));
+                    }
+                }
+            }
+        }
+        happened
+    }
+
+    fn mix_and_send(&mut self, now: Instant) {
+        let rtp_time = self.rtp_time;
+        self.rtp_time += FRAME_SAMPLES as u64;
+        for (name, room) in &mut self.rooms {
+            if let Err(error) = room.tick(now) {
+                tracing::warn!(room = name, %error, "a room could not mix this tick");
+                continue;
+            }
+            let mut shared: Option<Arc<[u8]>> = None;
+            for Delivery { member, stream, packet } in room.deliveries() {
+                let Some(&(session, line)) = self.lines.get(&member) else { continue };
+                if !self.connected.contains(&session) {
+                    continue;
+                }
+                let payload = match stream {
+                    Stream::Shared => shared.get_or_insert_with(|| Arc::from(packet)).clone(),
+                    Stream::Own => Arc::from(packet),
+                };
+                if self.endpoint.send_frame(session, line, payload, rtp_time, now).is_err() {
+                    self.send_failures += 1;
+                }
+            }
+        }
+    }
+}

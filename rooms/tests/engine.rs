@@ -1,0 +1,158 @@
+//! The rooms end to end on loopback: panels (str0m clients with full ICE, as browsers) join a
+//! line through the [`Engine`], one talks a tone, and what each hears is decoded and measured.
+
+// The endpoint tests' panel, of which these tests use a part.
+#[path = "endpoint/client.rs"]
+#[allow(dead_code)]
+mod client;
+
+use std::time::{Duration, Instant};
+
+use audiopus::coder::Decoder;
+use audiopus::{Channels, SampleRate};
+use client::{Client, opus_packets};
+use partyline_rooms::endpoint::{Endpoint, EndpointConfig, LineRights, SessionId};
+use partyline_rooms::engine::{Engine, SessionEvent};
+use partyline_rooms::mixer::MixConfig;
+
+const TICK: Duration = Duration::from_millis(20);
+/// Connecting takes a few round trips on loopback; this is far beyond them.
+const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+
+fn stage(talk: bool, listen: bool) -> Vec<LineRights> {
+    vec![LineRights { line: "stage".to_owned(), talk, listen }]
+}
+
+fn engine() -> Engine {
+    let endpoint = Endpoint::bind(EndpointConfig::new("127.0.0.1:0".parse().expect("an address"))).expect("bound");
+    Engine::new(endpoint, MixConfig::default())
+}
+
+/// A panel joined with `rights`: its client and its session.
+fn join(engine: &mut Engine, rights: &[LineRights]) -> (Client, SessionId) {
+    let (mut client, offer) = Client::offer(rights.len());
+    let (session, answer) = engine.join(&offer, rights, Instant::now()).expect("the offer is accepted");
+    client.accept(&answer);
+    (client, session)
+}
+
+/// Runs the engine's ticks, each followed by the clients taking what arrived and `each_tick`,
+/// for `ticks` ticks; the sessions' events.
+fn run(
+    engine: &mut Engine,
+    clients: &mut [&mut Client],
+    ticks: usize,
+    mut each_tick: impl FnMut(&mut Engine, &mut [&mut Client]),
+) -> Vec<SessionEvent> {
+    let mut events = Vec::new();
+    let mut deadline = Instant::now();
+    for _ in 0..ticks {
+        deadline += TICK;
+        events.extend(engine.run_tick(deadline).expect("the socket"));
+        for client in clients.iter_mut() {
+            client.drive();
+        }
+        each_tick(engine, clients);
+    }
+    events
+}
+
+/// Runs ticks until every session in `sessions` has connected.
+fn connect(engine: &mut Engine, clients: &mut [&mut Client], sessions: &[SessionId]) {
+    let started = Instant::now();
+    let mut connected = Vec::new();
+    while !sessions.iter().all(|s| connected.contains(&SessionEvent::Connected(*s))) {
+        assert!(started.elapsed() < CONNECT_WITHIN, "not connected: {connected:?}");
+        connected.extend(run(engine, clients, 1, |_, _| {}));
+    }
+    assert!(clients.iter().all(|c| c.connected), "every client says it is connected");
+}
+
+/// The level (dBFS, RMS) of what a client heard on `line` in its last `frames` packets.
+fn level(client: &Client, line: usize, frames: usize) -> f32 {
+    let mut decoder = Decoder::new(SampleRate::Hz48000, Channels::Mono).expect("a decoder");
+    let mut samples = Vec::new();
+    let mut frame = [0f32; 960];
+    for heard in client.heard.iter().filter(|h| h.line == line) {
+        let decoded = decoder.decode_float(Some(&heard.payload[..]), &mut frame[..], false).expect("decoded");
+        samples.extend_from_slice(&frame[..decoded]);
+    }
+    let last = &samples[samples.len().saturating_sub(frames * 960)..];
+    let mean_square = last.iter().map(|s| s * s).sum::<f32>() / last.len().max(1) as f32;
+    10.0 * mean_square.max(1e-12).log10()
+}
+
+/// Ana talks a 440 Hz tone on the stage line: Ben, listening, hears it; Ana hears her mix-minus
+/// (silence); Ben's packets while his key is off are dropped before decoding; the shared mix is
+/// encoded once for Ben and Ana's own once.
+#[test]
+fn a_talker_is_heard_by_the_listeners_and_not_by_herself() {
+    let mut engine = engine();
+    let (mut ana, ana_session) = join(&mut engine, &stage(true, true));
+    let (mut ben, ben_session) = join(&mut engine, &stage(true, true));
+    connect(&mut engine, &mut [&mut ana, &mut ben], &[ana_session, ben_session]);
+    engine.set_talking(ana_session, 0, true).expect("Ana's talk key");
+
+    let tone = opus_packets(440.0, 75);
+    let hum = opus_packets(660.0, 75);
+    let mut sent = 0;
+    let events = run(&mut engine, &mut [&mut ana, &mut ben], 75, |_, clients| {
+        clients[0].send(0, &tone[sent]);
+        clients[1].send(0, &hum[sent]);
+        sent += 1;
+    });
+    assert_eq!(events, vec![], "nobody came or went");
+
+    let (ben_hears, ana_hears) = (level(&ben, 0, 25), level(&ana, 0, 25));
+    assert!(ben_hears > -30.0, "Ben hears Ana at {ben_hears:.1} dBFS");
+    assert!(ana_hears < -60.0, "Ana hears herself (or Ben's muted hum) at {ana_hears:.1} dBFS");
+    let stats = engine.room("stage").expect("the stage room").stats();
+    assert_eq!(stats.last_tick_encodes, 2, "the shared mix for Ben, Ana's own mix-minus: {stats:?}");
+    assert!(stats.dropped_not_talking >= 60, "Ben's packets are dropped undecoded: {stats:?}");
+    assert_eq!(engine.send_failures(), 0);
+}
+
+/// A listen-only panel's line cannot talk: its packets never reach the room, and it hears.
+#[test]
+fn a_listen_only_line_hears_and_cannot_talk() {
+    let mut engine = engine();
+    let (mut ana, ana_session) = join(&mut engine, &stage(true, true));
+    let (mut cy, cy_session) = join(&mut engine, &stage(false, true));
+    connect(&mut engine, &mut [&mut ana, &mut cy], &[ana_session, cy_session]);
+    engine.set_talking(ana_session, 0, true).expect("Ana's talk key");
+    assert!(engine.set_talking(cy_session, 0, true).is_err(), "a listen-only line has no talk key");
+
+    let tone = opus_packets(440.0, 50);
+    let mut sent = 0;
+    run(&mut engine, &mut [&mut ana, &mut cy], 50, |_, clients| {
+        clients[0].send(0, &tone[sent]);
+        clients[1].send(0, &tone[sent]);
+        sent += 1;
+    });
+    assert!(level(&cy, 0, 25) > -30.0, "Cy hears Ana");
+    assert!(engine.endpoint().stats().refused_rtp > 0, "Cy's packets are refused at the endpoint");
+    let stats = engine.room("stage").expect("the stage room").stats();
+    assert_eq!(stats.dropped_not_talking, 0, "nothing of Cy's reaches the room: {stats:?}");
+}
+
+/// A panel that closes its PeerConnection leaves its room; one that leaves is no longer sent to.
+#[test]
+fn a_closed_panel_leaves_its_room() {
+    let mut engine = engine();
+    let (mut ana, ana_session) = join(&mut engine, &stage(true, true));
+    let (mut ben, ben_session) = join(&mut engine, &stage(false, true));
+    connect(&mut engine, &mut [&mut ana, &mut ben], &[ana_session, ben_session]);
+    assert_eq!(engine.room("stage").map(|r| r.len()), Some(2));
+
+    ben.close();
+    let started = Instant::now();
+    let mut events = Vec::new();
+    while !events.contains(&SessionEvent::Disconnected(ben_session)) {
+        assert!(started.elapsed() < CONNECT_WITHIN, "Ben's close is not seen: {events:?}");
+        events.extend(run(&mut engine, &mut [&mut ana], 1, |_, _| {}));
+    }
+    assert_eq!(engine.room("stage").map(|r| r.len()), Some(1), "Ben left the room");
+    assert!(engine.leave(ana_session, Instant::now()), "Ana leaves");
+    assert_eq!(engine.room("stage").map(|r| r.len()), Some(0));
+    assert!(!engine.leave(ana_session, Instant::now()), "once");
+}
