@@ -330,6 +330,53 @@ fn browsers_offers_are_answered_with_their_opus_and_the_servers_directions() {
 }
 
 #[test]
+fn an_offer_missing_any_one_line_is_answered_or_refused_without_panic() {
+    let mut endpoint = endpoint();
+    let offer = browsers::chromium();
+    let lines: Vec<&str> = offer.lines().collect();
+    for dropped in 0..lines.len() {
+        let cut: String =
+            lines.iter().enumerate().filter(|(i, _)| *i != dropped).map(|(_, l)| format!("{l}\n")).collect();
+        if let Ok((session, _)) = endpoint.accept(&cut, &[rights(true, true), rights(true, false)], Instant::now()) {
+            assert!(endpoint.close(session, Instant::now()));
+        }
+    }
+    assert_eq!(endpoint.session_count(), 0);
+}
+
+/// A small seeded generator (xorshift): the same datagrams every run.
+fn noise(seed: &mut u64, length: usize) -> Vec<u8> {
+    (0..length)
+        .map(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            (*seed >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn noise_from_a_connected_panels_address_leaves_its_session_working() {
+    let mut endpoint = endpoint();
+    let (mut client, session, _) = connect(&mut endpoint, &[rights(true, true)], str::to_owned);
+    let mut seed = 0x2545_F491_4F6C_DD1D;
+    // Each first byte (STUN, DTLS, RTP, RTCP and none), random lengths and contents.
+    for round in 0..2_000 {
+        let mut datagram = noise(&mut seed, 1 + round % 300);
+        datagram[0] = (round % 256) as u8;
+        endpoint.handle_datagram(client.address(), &datagram, Instant::now());
+    }
+    let packet = &opus_packets(440.0, 1)[0];
+    client.send(0, packet);
+    let events = drive_until(&mut endpoint, &mut [&mut client], WITHIN, |events, _, _| !events.is_empty());
+    assert!(
+        matches!(&events[0], EndpointEvent::Audio { session: s, payload, .. } if *s == session && **payload == **packet),
+        "{events:?}"
+    );
+}
+
+#[test]
 fn the_endpoint_needs_an_address_panels_can_reach() {
     let unspecified: SocketAddr = "0.0.0.0:0".parse().expect("an address");
     let refused = Endpoint::bind(EndpointConfig::new(unspecified));
