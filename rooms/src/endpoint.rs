@@ -54,13 +54,17 @@
 //! # }
 //! ```
 //!
-//! Not yet: renegotiation (lines added or removed on a running session; str0m can accept a new
-//! offer, the rights of the new m-lines need the same rewrite), ICE restarts, per-source packet
-//! rate limits.
+//! **Renegotiation.** [`Endpoint::renegotiate`] takes a panel's new offer on a running session
+//! with the rights of every m-line (JSEP keeps m-lines in place: a line added is appended, a
+//! stopped one stays at port 0 and is inactive), and goes through the same checks and rewrite.
+//!
+//! Not yet: per-source packet rate limits; an ICE restart is handled by str0m and routed (the
+//! new ufrag), but no test makes one.
 
 mod config;
 mod error;
 mod event;
+mod negotiate;
 mod offer;
 mod session;
 mod socket;
@@ -73,17 +77,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use str0m::change::SdpOffer;
 use str0m::config::{CryptoProvider, DtlsCert};
-use str0m::media::Mid;
 use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Input, Rtc, RtcConfig};
 
 pub use config::EndpointConfig;
 pub use error::{EndpointError, SendError};
 pub use event::{EndReason, EndpointEvent, EndpointStats, SessionId};
+use negotiate::negotiate;
 pub use offer::{LineRights, OfferError};
-use session::{Line, Session, Sink};
+use session::{Session, Sink};
 use socket::Socket;
 use timers::Timers;
 
@@ -178,16 +181,8 @@ impl Endpoint {
             self.stats.refused_full += 1;
             return Err(EndpointError::Full { max: self.config.max_sessions });
         }
-        let checked = offer::check(offer, rights)?;
-        let parsed = SdpOffer::from_sdp_string(&checked.sdp).map_err(|error| OfferError::NotSdp(error.to_string()))?;
         let mut rtc = self.new_rtc(now);
-        let answer = rtc.sdp_api().accept_offer(parsed)?;
-        let mut lines = Vec::with_capacity(checked.lines.len());
-        for (index, granted) in checked.lines.iter().enumerate() {
-            let mid = Mid::from(granted.mid.as_str());
-            rtc.media(mid).ok_or(OfferError::NoMid { index })?;
-            lines.push(Line { mid, direction: granted.direction });
-        }
+        let (lines, answer) = negotiate(&mut rtc, offer, rights, self.config.answer_ptime)?;
         let ufrag = rtc.direct_api().local_ice_credentials().ufrag;
         let id = SessionId(self.next_session);
         self.next_session += 1;
@@ -196,12 +191,34 @@ impl Endpoint {
         self.by_ufrag.insert(ufrag.clone(), id);
         self.sessions.insert(id, Session::new(id, rtc, lines, ufrag, now, self.config.connect_within));
         self.reschedule(id);
-        let answer = answer.to_sdp_string();
-        let answer = match self.config.answer_ptime {
-            Some(ptime) => offer::with_ptime(&answer, ptime),
-            None => answer,
-        };
         Ok((id, answer))
+    }
+
+    /// A new offer on `session` (lines added or stopped, rights changed, an ICE restart), with
+    /// the rights of every m-line in order: the answer. Refused, the session goes on as it was
+    /// as far as str0m's offer handling allows.
+    pub fn renegotiate(
+        &mut self,
+        session: SessionId,
+        offer: &str,
+        lines: &[LineRights],
+        now: Instant,
+    ) -> Result<String, EndpointError> {
+        let target = self.sessions.get_mut(&session).ok_or(EndpointError::UnknownSession(session))?;
+        let ufrag = target.ufrag.clone();
+        let mut sink = Sink { socket: &self.socket, events: &mut self.events, stats: &mut self.stats };
+        let answer = target.renegotiate(offer, lines, self.config.answer_ptime, now, &mut sink);
+        if target.ufrag != ufrag {
+            // An ICE restart: the panel's checks name the new ufrag.
+            self.by_ufrag.remove(&ufrag);
+            self.by_ufrag.insert(target.ufrag.clone(), session);
+        }
+        match &answer {
+            Ok(_) => tracing::info!(%session, "session renegotiated"),
+            Err(error) => tracing::info!(%session, %error, "a new offer refused"),
+        }
+        self.reschedule(session);
+        answer
     }
 
     fn new_rtc(&self, now: Instant) -> Rtc {

@@ -121,6 +121,34 @@ fn a_panel_talks_and_listens_within_its_lines_rights() {
 }
 
 #[test]
+fn a_renegotiation_adds_a_line_and_changes_a_lines_rights() {
+    let mut endpoint = endpoint();
+    let (mut client, session, _) = connect(&mut endpoint, &[rights(true, true), rights(false, true)], str::to_owned);
+    let offer = client.reoffer(1, &[1]);
+    let lines = [rights(true, true), rights(true, true), rights(true, false)];
+    let answer = endpoint.renegotiate(session, &offer, &lines, Instant::now()).expect("the new offer is accepted");
+    assert_eq!(directions(&answer), ["a=sendrecv", "a=sendrecv", "a=recvonly"], "{answer}");
+    client.accept(&answer);
+
+    let talked = opus_packets(440.0, PACKETS);
+    for packet in &talked {
+        client.send(1, packet);
+        client.send(2, packet);
+    }
+    let events =
+        drive_until(&mut endpoint, &mut [&mut client], WITHIN, |events, _, _| audio(events).len() >= 2 * PACKETS);
+    for line in [1, 2] {
+        let heard: Vec<_> = audio(&events).into_iter().filter(|(_, l, ..)| *l == line).map(|(.., p)| p).collect();
+        assert_eq!(heard, talked, "line {line}");
+    }
+    assert_eq!(endpoint.stats().refused_rtp, 0);
+    let refused = endpoint.send_frame(session, 2, talked[0].as_slice().into(), 0, Instant::now());
+    assert!(matches!(refused, Err(SendError::NotListening { line: 2, .. })), "{refused:?}");
+    let wrong = endpoint.renegotiate(session, &offer, &lines[..2], Instant::now());
+    assert!(matches!(wrong, Err(EndpointError::Offer(OfferError::LineCount { offered: 3, expected: 2 }))), "{wrong:?}");
+}
+
+#[test]
 fn two_sessions_are_kept_apart() {
     let mut endpoint = endpoint();
     let (mut first, first_id, _) = connect(&mut endpoint, &[rights(true, true), rights(true, true)], str::to_owned);

@@ -20,6 +20,8 @@ pub enum EndpointError {
     Full { max: usize },
     #[error("refused offer: str0m: {0}")]
     Rtc(#[from] str0m::RtcError),
+    #[error("{0} is not open")]
+    UnknownSession(SessionId),
 }
 
 /// Why a frame was not sent.

@@ -60,6 +60,8 @@ pub(super) struct GrantedLine {
     /// The server's direction on it: receives if the line may talk (and the panel sends), sends
     /// if it listens (and the panel receives).
     pub(super) direction: Direction,
+    /// The panel stopped it: inactive, outside the bundle.
+    pub(super) stopped: bool,
 }
 
 /// One m-section's lines (the `m=` line first).
@@ -78,6 +80,11 @@ impl<'a> Section<'a> {
 
     fn has_flag(&self, name: &str) -> bool {
         self.lines.iter().any(|line| line.strip_prefix("a=") == Some(name))
+    }
+
+    /// Port 0 outside the bundle: a transceiver the panel stopped (JSEP keeps its m-line).
+    fn is_stopped(&self) -> bool {
+        self.lines[0].split(' ').nth(1) == Some("0") && !self.has_flag("bundle-only")
     }
 
     fn mid(&self) -> Option<&'a str> {
@@ -146,6 +153,10 @@ fn grant(sections: &[Section<'_>], rights: &[LineRights], session: Direction) ->
     let mut granted = Vec::with_capacity(sections.len());
     for (index, (section, rights)) in sections.iter().zip(rights).enumerate() {
         let mid = section.mid().ok_or(OfferError::NoMid { index })?;
+        if section.is_stopped() {
+            granted.push(GrantedLine { mid: mid.to_owned(), direction: Direction::Inactive, stopped: true });
+            continue;
+        }
         if !section.offers_opus() {
             return Err(OfferError::NoOpus { index });
         }
@@ -153,7 +164,8 @@ fn grant(sections: &[Section<'_>], rights: &[LineRights], session: Direction) ->
             return Err(OfferError::NoRtcpMux { index });
         }
         let offered = section.direction().unwrap_or(session);
-        granted.push(GrantedLine { mid: mid.to_owned(), direction: server_direction(rights, offered) });
+        let direction = server_direction(rights, offered);
+        granted.push(GrantedLine { mid: mid.to_owned(), direction, stopped: false });
     }
     Ok(granted)
 }
@@ -175,7 +187,7 @@ fn check_bundle(session: &[&str], lines: &[GrantedLine]) -> Result<(), OfferErro
         .iter()
         .filter_map(|line| line.strip_prefix("a=group:BUNDLE"))
         .map(|mids| mids.split_whitespace().collect::<Vec<_>>())
-        .any(|mids| lines.iter().all(|line| mids.contains(&line.mid.as_str())));
+        .any(|mids| lines.iter().filter(|line| !line.stopped).all(|line| mids.contains(&line.mid.as_str())));
     if bundled { Ok(()) } else { Err(OfferError::NotBundled) }
 }
 
@@ -251,7 +263,7 @@ mod tests {
     #[test]
     fn grants_rights_within_the_offered_directions() {
         let checked = check(OFFER, &[rights(true, false), rights(true, true)]).expect("a good offer");
-        assert_eq!(checked.lines[0], GrantedLine { mid: "0".into(), direction: Direction::RecvOnly });
+        assert_eq!(checked.lines[0], GrantedLine { mid: "0".into(), direction: Direction::RecvOnly, stopped: false });
         // The panel offered recvonly: it will not send, so a talk right grants nothing more.
         assert_eq!(checked.lines[1].direction, Direction::SendOnly);
         assert!(checked.sdp.contains("a=mid:0\r\n") && checked.sdp.contains("a=sendonly\r\n"));
@@ -274,6 +286,19 @@ mod tests {
         );
         assert!(matches!(check("hello", &two), Err(OfferError::NotSdp(_))));
         assert_eq!(check("v=0\r\ns=-\r\n", &two).err(), Some(OfferError::NoAudio));
+    }
+
+    #[test]
+    fn a_stopped_m_line_is_inactive_and_outside_the_bundle() {
+        let stopped = OFFER
+            .replace("BUNDLE 0 1", "BUNDLE 0")
+            .replace("m=audio 9 UDP/TLS/RTP/SAVPF 109", "m=audio 0 UDP/TLS/RTP/SAVPF 109");
+        let checked = check(&stopped, &[rights(true, true), rights(true, true)]).expect("a stopped line is fine");
+        assert_eq!(checked.lines[1], GrantedLine { mid: "1".into(), direction: Direction::Inactive, stopped: true });
+        let bundle_only = stopped.replace("BUNDLE 0", "BUNDLE 0 1").replace("a=mid:1", "a=bundle-only\r\na=mid:1");
+        let checked =
+            check(&bundle_only, &[rights(true, true), rights(true, true)]).expect("bundle-only is not stopped");
+        assert_eq!(checked.lines[1].direction, Direction::SendOnly);
     }
 
     #[test]

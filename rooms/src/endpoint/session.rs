@@ -8,12 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use str0m::format::Codec;
-use str0m::media::{Direction, Frequency, MediaData, MediaTime, Mid};
+use str0m::media::{Direction, Frequency, MediaData, MediaTime};
 use str0m::rtp::Ssrc;
 use str0m::{Event, IceConnectionState, Input, Output, Rtc};
 
-use super::error::SendError;
+use super::error::{EndpointError, SendError};
 use super::event::{EndReason, EndpointEvent, EndpointStats, SessionId};
+use super::negotiate::{Line, negotiate};
+use super::offer::LineRights;
 use super::socket::Socket;
 use super::wire;
 
@@ -27,13 +29,6 @@ pub(super) struct Sink<'a> {
     pub(super) socket: &'a Socket,
     pub(super) events: &'a mut VecDeque<EndpointEvent>,
     pub(super) stats: &'a mut EndpointStats,
-}
-
-/// An m-line of the session: its mid and the server's direction on it.
-#[derive(Debug)]
-pub(super) struct Line {
-    pub(super) mid: Mid,
-    pub(super) direction: Direction,
 }
 
 #[derive(Debug)]
@@ -73,6 +68,24 @@ impl Session {
             next_timeout: now,
             scheduled: None,
         }
+    }
+
+    /// A new offer of the panel's (lines added, stopped or given other rights; an ICE restart):
+    /// the answer. The lines are the offer's, in its order.
+    pub(super) fn renegotiate(
+        &mut self,
+        offer: &str,
+        rights: &[LineRights],
+        ptime: Option<u16>,
+        now: Instant,
+        sink: &mut Sink<'_>,
+    ) -> Result<String, EndpointError> {
+        let (lines, answer) = negotiate(&mut self.rtc, offer, rights, ptime)?;
+        self.lines = lines;
+        self.ufrag = self.rtc.direct_api().local_ice_credentials().ufrag;
+        // The session's end, if any, shows at its next timeout.
+        let _ = self.drain(now, sink);
+        Ok(answer)
     }
 
     /// Whether str0m takes `input` as this session's (a STUN request's integrity, or a source ICE
