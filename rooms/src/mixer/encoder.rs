@@ -14,7 +14,8 @@ const PACKET_CAPACITY: usize = 1500;
 pub struct EncoderConfig {
     /// Bits per second of each mix (32 kbit/s: what a browser sends for a voice).
     pub bitrate: i32,
-    /// libopus complexity 0–10; `None` keeps libopus's default (9 in 1.3).
+    /// libopus complexity 0–10; `None` keeps libopus's default (9 in Debian 12's 1.3). The
+    /// encoders are most of a room's cost: 5 halves it (`examples/mixer_cost.rs`).
     pub complexity: Option<u8>,
     /// The loss the in-band FEC is sized for, in percent (FEC is on when above 0).
     pub fec_loss_percent: u8,
