@@ -27,6 +27,8 @@ mod pipewire_card;
 mod plan;
 mod player;
 mod realtime;
+mod rooms_host;
+mod rooms_service;
 mod samples;
 mod service;
 mod state;
@@ -39,6 +41,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use partyline_shared::bridge::{BUS_NAME, BusChoice, OBJECT_PATH};
 use partyline_shared::janus::client::Client;
+use partyline_shared::rooms_bus::ROOMS_PATH;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::prelude::*;
 
@@ -65,6 +68,11 @@ struct Args {
     /// Use the bus at this address (e.g. unix:path=/run/x), as tests do with a private bus.
     #[arg(long, value_name = "ADDR")]
     bus_address: Option<String>,
+    /// Run partyline's own rooms (org.partyline.Rooms1) with their WebRTC socket on this UDP
+    /// address (IP:PORT, the address panels reach; port 0: any free one). Without it, the
+    /// rooms' methods answer Disabled and Janus is the only media server.
+    #[arg(long, value_name = "IP:PORT", env = "PARTYLINE_ROOMS_ADDRESS")]
+    rooms_address: Option<std::net::SocketAddr>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -85,27 +93,35 @@ fn main() -> anyhow::Result<()> {
     gst::init().context("GStreamer does not initialise")?;
     partyline_shared::crypto::install_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(run(bus, log_rx))
+    runtime.block_on(run(bus, args.rooms_address, log_rx))
 }
 
 /// How long a request to Janus may take (the long poll aside).
 const JANUS_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn run(bus: BusChoice, log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine>) -> anyhow::Result<()> {
+async fn run(
+    bus: BusChoice,
+    rooms_address: Option<std::net::SocketAddr>,
+    log_rx: tokio::sync::mpsc::Receiver<logbus::LogLine>,
+) -> anyhow::Result<()> {
     let janus = Client::new(JANUS_REQUEST_TIMEOUT).context("HTTP client")?;
     let board = Arc::new(state::StatusBoard::default());
     let player = Arc::new(player::Player::new(board, janus)?);
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    // The object is served before the name is requested: a client that sees the name can call.
+    let (room_events, room_events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let rooms = rooms_address.map(|address| rooms_host::RoomsHost::start(address, room_events)).transpose()?;
+    // The objects are served before the name is requested: a client that sees the name can call.
     let connection = bus
         .builder()?
         .serve_at(OBJECT_PATH, service::BridgeService::new(player.clone()))?
+        .serve_at(ROOMS_PATH, rooms_service::RoomsService::new(rooms))?
         .name(BUS_NAME)?
         .build()
         .await
         .with_context(|| format!("cannot serve {BUS_NAME} on the {bus}"))?;
     tokio::spawn(service::notify(connection.clone(), player.clone(), log_rx));
+    tokio::spawn(rooms_service::notify(connection.clone(), room_events_rx));
     tracing::info!("serving {BUS_NAME} at {OBJECT_PATH} on the {bus} (GStreamer {})", gst::version_string());
     println!("partyline-bridged ready: {BUS_NAME} on the {bus}");
 

@@ -9,6 +9,7 @@ use futures_util::StreamExt as _;
 use partyline_shared::bridge::{
     BUS_NAME, BranchState, BridgeError, BridgeProxy, BridgeState, INTERFACE, OBJECT_PATH, Plan, PlanGroup, PlanUser,
 };
+use partyline_shared::rooms_bus::{ROOMS_INTERFACE, ROOMS_PATH};
 use partyline_testkit::SoundServer;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::pulse::PulseServer;
@@ -208,23 +209,30 @@ async fn checked_in_introspection_xml_is_current() {
     let bus = Bus::start();
     let _bridged = Bridged::start(&bus, &[]);
     let connection = bus.connect().await;
-    let introspectable = zbus::fdo::IntrospectableProxy::builder(&connection)
+    let bridge = interface_xml(&connection, OBJECT_PATH, INTERFACE, "bridged/src/service.rs").await;
+    expect_test::expect_file!["../../packaging/dbus/org.partyline.Bridge1.xml"].assert_eq(&bridge);
+    let rooms = interface_xml(&connection, ROOMS_PATH, ROOMS_INTERFACE, "bridged/src/rooms_service.rs").await;
+    expect_test::expect_file!["../../packaging/dbus/org.partyline.Rooms1.xml"].assert_eq(&rooms);
+}
+
+/// The introspection document of `interface` at `path`, as the checked-in files hold it.
+async fn interface_xml(connection: &zbus::Connection, path: &str, interface: &str, source: &str) -> String {
+    let introspectable = zbus::fdo::IntrospectableProxy::builder(connection)
         .destination(BUS_NAME)
         .expect("destination")
-        .path(OBJECT_PATH)
+        .path(path)
         .expect("path")
         .build()
         .await
         .expect("proxy");
     let xml = introspectable.introspect().await.expect("Introspect");
-    let start = xml.find(&format!("<interface name=\"{INTERFACE}\">")).expect("our interface in the XML");
+    let start = xml.find(&format!("<interface name=\"{interface}\">")).expect("our interface in the XML");
     let end = start + xml[start..].find("</interface>").expect("end of our interface") + "</interface>".len();
-    let document = format!(
+    format!(
         "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \
          \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n\
-         <!-- Generated from bridged/src/service.rs by bridged/tests/contract.rs (UPDATE_EXPECT=1). -->\n\
-         <node name=\"{OBJECT_PATH}\">\n {}\n</node>\n",
+         <!-- Generated from {source} by bridged/tests/contract.rs (UPDATE_EXPECT=1). -->\n\
+         <node name=\"{path}\">\n {}\n</node>\n",
         &xml[start..end]
-    );
-    expect_test::expect_file!["../../packaging/dbus/org.partyline.Bridge1.xml"].assert_eq(&document);
+    )
 }

@@ -17,6 +17,8 @@ pub mod config;
 #[cfg(feature = "crypto")]
 pub mod crypto;
 pub mod janus;
+#[cfg(feature = "dbus")]
+pub mod rooms_bus;
 pub mod sdp;
 pub mod slug;
 pub mod sync;

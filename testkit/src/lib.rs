@@ -2,8 +2,8 @@
 //! sound card, null sinks on a private sound server ([`card`]): PipeWire with its PulseAudio
 //! server ([`pipewire`]) or PulseAudio ([`pulse`]), ALSA devices of a test's own ([`alsa`]), a private D-Bus bus and the real
 //! `partyline-bridged` on it ([`dbus`]), a private Janus ([`janus`]), the real
-//! `partyline-control` ([`control`]), tones and their measurement ([`audio`]), and the small
-//! helpers below.
+//! `partyline-control` ([`control`]), tones and their measurement ([`audio`]), a WebRTC panel for
+//! partyline's own rooms ([`webrtc_panel`]), and the small helpers below.
 
 pub mod aes67;
 pub mod alsa;
@@ -19,6 +19,7 @@ pub mod pipewire;
 pub mod plan;
 pub mod pulse;
 pub mod sound_server;
+pub mod webrtc_panel;
 
 pub use sound_server::SoundServer;
 
