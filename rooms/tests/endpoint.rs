@@ -149,6 +149,22 @@ fn a_renegotiation_adds_a_line_and_changes_a_lines_rights() {
 }
 
 #[test]
+fn a_panel_that_trickles_its_candidates_elsewhere_connects_from_its_checks() {
+    // A browser's offer has no candidates when it trickles them: the lite endpoint learns the
+    // panel's address from its first binding request (peer-reflexive).
+    let mut endpoint = endpoint();
+    let (mut client, offer) = Client::offer(1);
+    let without: String =
+        offer.lines().filter(|line| !line.starts_with("a=candidate")).map(|l| format!("{l}\r\n")).collect();
+    assert_ne!(without.len(), offer.len(), "the client's offer had a candidate");
+    let (session, answer) = endpoint.accept(&without, &[rights(true, true)], Instant::now()).expect("accepted");
+    client.accept(&answer);
+    drive_until(&mut endpoint, &mut [&mut client], WITHIN, |events, _, clients| {
+        clients[0].connected && events.contains(&EndpointEvent::Connected(session))
+    });
+}
+
+#[test]
 fn two_sessions_are_kept_apart() {
     let mut endpoint = endpoint();
     let (mut first, first_id, _) = connect(&mut endpoint, &[rights(true, true), rights(true, true)], str::to_owned);

@@ -62,7 +62,8 @@ pub struct EndpointStats {
     /// Datagrams from a source no session knows that were not STUN for a session's ufrag (or
     /// failed its integrity check).
     pub unknown_source: u64,
-    /// Datagrams that are neither STUN, DTLS, RTP nor RTCP.
+    /// Datagrams that are neither STUN, DTLS, RTP nor RTCP (a binding request without
+    /// MESSAGE-INTEGRITY or PRIORITY is not STUN to str0m either).
     pub garbage: u64,
     /// RTP packets on a line the panel may not talk on (dropped before decryption where the
     /// stream is known).
