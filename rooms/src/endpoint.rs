@@ -58,12 +58,17 @@
 //! with the rights of every m-line (JSEP keeps m-lines in place: a line added is appended, a
 //! stopped one stays at port 0 and is inactive), and goes through the same checks and rewrite.
 //!
-//! Not yet: per-source packet rate limits; an ICE restart is handled by str0m and routed (the
-//! new ufrag), but no test makes one.
+//! **Limits.** At most [`EndpointConfig::max_sessions`] sessions; each session a datagram budget
+//! ([`EndpointConfig::datagrams_per_second`]), checked before str0m's work; everything dropped
+//! is counted ([`EndpointStats`]).
+//!
+//! Not yet: an ICE restart is handled by str0m and routed (the new ufrag), but no test makes one;
+//! a flood from unknown sources is dropped cheaply but not limited per source.
 
 mod config;
 mod error;
 mod event;
+mod limit;
 mod negotiate;
 mod offer;
 mod session;
@@ -189,7 +194,7 @@ impl Endpoint {
         let directions: Vec<_> = lines.iter().map(|line| line.direction).collect();
         tracing::info!(session = %id, ?directions, "session accepted");
         self.by_ufrag.insert(ufrag.clone(), id);
-        self.sessions.insert(id, Session::new(id, rtc, lines, ufrag, now, self.config.connect_within));
+        self.sessions.insert(id, Session::new(id, rtc, lines, ufrag, now, &self.config));
         self.reschedule(id);
         Ok((id, answer))
     }
@@ -285,6 +290,10 @@ impl Endpoint {
             return;
         };
         let Some(session) = self.sessions.get_mut(&id) else { return };
+        if !session.limit.take(now) {
+            self.stats.rate_limited += 1;
+            return;
+        }
         if !session.sources.contains(&from) && session.sources.len() < SOURCES_PER_SESSION {
             // Only a STUN request that passed the integrity check routes from a new source.
             session.sources.push(from);

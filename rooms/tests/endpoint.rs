@@ -402,7 +402,10 @@ fn noise(seed: &mut u64, length: usize) -> Vec<u8> {
 
 #[test]
 fn noise_from_a_connected_panels_address_leaves_its_session_working() {
-    let mut endpoint = endpoint();
+    let mut config = EndpointConfig::new("127.0.0.1:0".parse().expect("an address"));
+    // All of it to str0m, none cut by the budget.
+    config.datagrams_per_second = u32::MAX;
+    let mut endpoint = Endpoint::bind(config).expect("binds");
     let (mut client, session, _) = connect(&mut endpoint, &[rights(true, true)], str::to_owned);
     let mut seed = 0x2545_F491_4F6C_DD1D;
     // Each first byte (STUN, DTLS, RTP, RTCP and none), random lengths and contents.
@@ -418,6 +421,26 @@ fn noise_from_a_connected_panels_address_leaves_its_session_working() {
         matches!(&events[0], EndpointEvent::Audio { session: s, payload, .. } if *s == session && **payload == **packet),
         "{events:?}"
     );
+}
+
+#[test]
+fn a_flood_from_a_panels_address_is_cut_to_its_sessions_budget() {
+    let mut config = EndpointConfig::new("127.0.0.1:0".parse().expect("an address"));
+    config.datagrams_per_second = 500;
+    let mut endpoint = Endpoint::bind(config).expect("binds");
+    let (mut client, session, _) = connect(&mut endpoint, &[rights(true, true)], str::to_owned);
+    let rtp = [0x80, 111, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7, 1, 2, 3];
+    let now = Instant::now();
+    for _ in 0..1_000 {
+        endpoint.handle_datagram(client.address(), &rtp, now);
+    }
+    // At most a fifth of a second's worth (100) went through.
+    let limited = endpoint.stats().rate_limited;
+    assert!((900..=1_000).contains(&limited), "{limited}");
+    // The budget refills: the panel is heard again.
+    client.send(0, &opus_packets(440.0, 1)[0]);
+    let events = drive_until(&mut endpoint, &mut [&mut client], WITHIN, |events, _, _| !events.is_empty());
+    assert!(matches!(events[0], EndpointEvent::Audio { session: s, .. } if s == session), "{events:?}");
 }
 
 #[test]

@@ -68,6 +68,8 @@ pub struct EndpointStats {
     /// RTP packets on a line the panel may not talk on (dropped before decryption where the
     /// stream is known).
     pub refused_rtp: u64,
+    /// Datagrams over their session's budget ([`EndpointConfig::datagrams_per_second`](super::EndpointConfig)).
+    pub rate_limited: u64,
     /// Offers refused because the endpoint has its maximum of sessions.
     pub refused_full: u64,
     /// Datagrams the socket did not take (its buffer full, or an error).

@@ -5,15 +5,17 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use str0m::format::Codec;
 use str0m::media::{Direction, Frequency, MediaData, MediaTime};
 use str0m::rtp::Ssrc;
 use str0m::{Event, IceConnectionState, Input, Output, Rtc};
 
+use super::config::EndpointConfig;
 use super::error::{EndpointError, SendError};
 use super::event::{EndReason, EndpointEvent, EndpointStats, SessionId};
+use super::limit::RateLimit;
 use super::negotiate::{Line, negotiate};
 use super::offer::LineRights;
 use super::socket::Socket;
@@ -45,6 +47,8 @@ pub(super) struct Session {
     pub(super) next_timeout: Instant,
     /// Its earliest entry in the endpoint's timers.
     pub(super) scheduled: Option<Instant>,
+    /// Its datagram budget.
+    pub(super) limit: RateLimit,
 }
 
 impl Session {
@@ -54,9 +58,9 @@ impl Session {
         lines: Vec<Line>,
         ufrag: String,
         now: Instant,
-        connect_within: Duration,
+        config: &EndpointConfig,
     ) -> Self {
-        let connect_by = now + connect_within;
+        let connect_by = now + config.connect_within;
         Session {
             id,
             rtc,
@@ -67,6 +71,7 @@ impl Session {
             connect_by,
             next_timeout: now,
             scheduled: None,
+            limit: RateLimit::new(config.datagrams_per_second, now),
         }
     }
 
