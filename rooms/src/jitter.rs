@@ -50,6 +50,8 @@ const CONCEALED_RUN_LIMIT: u32 = 2;
 /// How far behind its deadline (µs) the buffer plays before it skips a quiet frame: a frame
 /// plus a margin, so the tick's own phase (0 to 20 ms after a deadline) never triggers it.
 const BEHIND_US: i64 = FRAME_US + 5_000;
+/// A spurt's fade-in: 5 ms, too short to hear as a fade, long enough not to click.
+const FADE_IN_SAMPLES: usize = 240;
 /// A frame below this mean square (-45 dBFS RMS) can be skipped without an audible jump.
 const QUIET_MEAN_SQUARE: f32 = 3.2e-5;
 /// A packet this far before the next expected one is a sender's restart, not a late packet.
@@ -89,6 +91,10 @@ pub struct JitterBuffer {
     /// The media time (µs) of `next_seq`'s frame.
     next_media_us: i64,
     playing: bool,
+    /// The spurt's first frame is faded in (a talk key pressed mid-word starts mid-waveform).
+    fade_in: bool,
+    /// The next frame is faded out and the spurt ends (the talk key was released).
+    releasing: bool,
     concealed_run: u32,
     pcm: Vec<f32>,
     stats: JitterStats,
@@ -106,6 +112,8 @@ impl JitterBuffer {
             next_seq: None,
             next_media_us: 0,
             playing: false,
+            fade_in: false,
+            releasing: false,
             concealed_run: 0,
             pcm: vec![0.0; FRAME_SAMPLES],
             stats: JitterStats::default(),
@@ -131,12 +139,32 @@ impl JitterBuffer {
         &self.pcm
     }
 
-    /// Forgets the waiting packets and ends the spurt (the talker was muted); the measured
-    /// jitter is kept.
+    /// Forgets the waiting packets and ends the spurt at once; the measured jitter is kept.
     pub fn clear(&mut self) {
         self.ring.clear();
         self.playing = false;
         self.concealed_run = 0;
+        self.releasing = false;
+    }
+
+    /// Ends the spurt after one more frame, faded out, instead of cutting the voice
+    /// mid-waveform (the talk key was released); then as [`clear`](Self::clear).
+    pub fn release(&mut self) {
+        if self.playing {
+            self.releasing = true;
+        } else {
+            self.clear();
+        }
+    }
+
+    /// Whether the buffer still owes its faded last frame after a [`release`](Self::release).
+    pub fn is_releasing(&self) -> bool {
+        self.releasing
+    }
+
+    /// Takes back a [`release`](Self::release) not yet played (talk pressed again at once).
+    pub fn cancel_release(&mut self) {
+        self.releasing = false;
     }
 
     /// Takes one RTP packet (an Opus payload of one 20 ms frame) that arrived at `arrival`.
@@ -177,6 +205,16 @@ impl JitterBuffer {
             return None;
         }
         self.play_next(now_us);
+        if std::mem::take(&mut self.fade_in) {
+            let ramp = FADE_IN_SAMPLES as f32;
+            for (n, sample) in self.pcm[..FADE_IN_SAMPLES].iter_mut().enumerate() {
+                *sample *= n as f32 / ramp;
+            }
+        }
+        if self.releasing {
+            fade_out(&mut self.pcm);
+            self.clear();
+        }
         Some(&self.pcm[..])
     }
 
@@ -191,6 +229,7 @@ impl JitterBuffer {
         self.next_seq = Some(first);
         self.next_media_us = media_us;
         self.playing = true;
+        self.fade_in = true;
         self.concealed_run = 0;
         true
     }
@@ -471,5 +510,30 @@ mod tests {
         sent.push(Sent { index: 5, delay_ms: 6.0 });
         let result = run(&payloads, &sent, 0, 0, 60);
         assert_eq!((result.stats.duplicates, result.stats.played), (1, 50));
+    }
+
+    #[test]
+    fn a_spurt_fades_in_and_a_release_fades_out_then_stops() {
+        let payloads = packets(&tone(450.0, 0.25, 30), false);
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut buffer = JitterBuffer::new().expect("decoder");
+        let mut frames = Vec::new();
+        for (index, payload) in payloads.iter().enumerate().take(20) {
+            let tick = 20 * index as u64 + 7;
+            buffer.receive(index as u16, 960 * index as u32, payload, at(tick - 2));
+            if let Some(frame) = buffer.tick(at(tick)) {
+                frames.push(frame.to_vec());
+            }
+        }
+        let peak = |samples: &[f32]| samples.iter().fold(0f32, |peak, s| peak.max(s.abs()));
+        let first = &frames[0];
+        assert!(peak(&first[..24]) < 0.1 * peak(&first[240..]), "the first 0.5 ms are faded in");
+        buffer.release();
+        let last = buffer.tick(at(20 * 20 + 7)).expect("the faded last frame").to_vec();
+        assert!(peak(&last[..240]) > 0.15 && peak(&last[912..]) < 0.02, "faded out");
+        // What was still waiting is forgotten: the spurt has ended.
+        assert!(buffer.tick(at(20 * 21 + 7)).is_none() && buffer.tick(at(20 * 22 + 7)).is_none());
+        assert_eq!(buffer.stats().concealed, 0);
     }
 }

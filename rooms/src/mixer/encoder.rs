@@ -19,11 +19,17 @@ pub struct EncoderConfig {
     pub complexity: Option<u8>,
     /// The loss the in-band FEC is sized for, in percent (FEC is on when above 0).
     pub fec_loss_percent: u8,
+    /// After this many frames of digital silence in a row the encoder stops running and its
+    /// last packet is sent again, until the mix is not silent any more (`None`: never). A room
+    /// nobody talks in then costs no encode, nor does a lone talker's mix-minus; see the test
+    /// `a_silent_room_stops_encoding_and_resumes_without_a_click`. Off by default (encodes per
+    /// tick stay 1 + talkers who listen); `Some(10)` turns it on.
+    pub idle_after_silent_frames: Option<u32>,
 }
 
 impl Default for EncoderConfig {
     fn default() -> EncoderConfig {
-        EncoderConfig { bitrate: 32_000, complexity: None, fec_loss_percent: 10 }
+        EncoderConfig { bitrate: 32_000, complexity: None, fec_loss_percent: 10, idle_after_silent_frames: None }
     }
 }
 
@@ -37,6 +43,9 @@ pub(crate) struct MixEncoder {
     input: Vec<f32>,
     packet: Vec<u8>,
     len: usize,
+    /// Frames of digital silence in a row, and after how many the encoder idles.
+    silent_frames: u32,
+    idle_after: Option<u32>,
 }
 
 impl MixEncoder {
@@ -54,15 +63,24 @@ impl MixEncoder {
             input: vec![0.0; FRAME_SAMPLES],
             packet: vec![0; PACKET_CAPACITY],
             len: 0,
+            silent_frames: 0,
+            idle_after: config.idle_after_silent_frames,
         })
     }
 
-    /// Limits and encodes one frame of `mix` (a sum, possibly above full scale).
-    pub(crate) fn encode(&mut self, mix: &[f32]) -> Result<(), audiopus::Error> {
+    /// Limits and encodes one frame of `mix` (a sum, possibly above full scale); `false` when
+    /// the encoder idles in a silence and its last packet stands.
+    pub(crate) fn encode(&mut self, mix: &[f32]) -> Result<bool, audiopus::Error> {
+        let silent = mix.iter().all(|sample| *sample == 0.0);
+        self.silent_frames = if silent { self.silent_frames.saturating_add(1) } else { 0 };
+        if self.idle_after.is_some_and(|after| self.silent_frames > after) {
+            self.input.fill(0.0);
+            return Ok(false);
+        }
         self.input.copy_from_slice(mix);
         self.limiter.apply(&mut self.input[..])?;
         self.len = self.encoder.encode_float(&self.input, &mut self.packet)?;
-        Ok(())
+        Ok(true)
     }
 
     /// The last frame encoded, as limited: what a listener of this mix should hear.
