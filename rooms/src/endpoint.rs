@@ -56,14 +56,15 @@
 //!
 //! **Renegotiation.** [`Endpoint::renegotiate`] takes a panel's new offer on a running session
 //! with the rights of every m-line (JSEP keeps m-lines in place: a line added is appended, a
-//! stopped one stays at port 0 and is inactive), and goes through the same checks and rewrite.
+//! stopped one stays at port 0 and is inactive), and goes through the same checks and rewrite;
+//! an ICE restart's new ufrag routes the panel's checks from then on.
 //!
 //! **Limits.** At most [`EndpointConfig::max_sessions`] sessions; each session a datagram budget
 //! ([`EndpointConfig::datagrams_per_second`]), checked before str0m's work; everything dropped
 //! is counted ([`EndpointStats`]).
 //!
-//! Not yet: an ICE restart is handled by str0m and routed (the new ufrag), but no test makes one;
-//! a flood from unknown sources is dropped cheaply but not limited per source.
+//! Not yet: a flood from unknown sources is dropped cheaply (no session's work) but not limited
+//! per source.
 
 mod config;
 mod error;

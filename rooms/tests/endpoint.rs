@@ -165,6 +165,23 @@ fn a_panel_that_trickles_its_candidates_elsewhere_connects_from_its_checks() {
 }
 
 #[test]
+fn an_ice_restart_keeps_the_session_and_its_audio() {
+    let mut endpoint = endpoint();
+    let (mut client, session, first) = connect(&mut endpoint, &[rights(true, true)], str::to_owned);
+    let offer = client.ice_restart();
+    let answer = endpoint.renegotiate(session, &offer, &[rights(true, true)], Instant::now()).expect("accepted");
+    assert_ne!(ufrag(&answer), ufrag(&first), "new credentials");
+    client.accept(&answer);
+    let packets = opus_packets(440.0, PACKETS);
+    for packet in &packets {
+        client.send(0, packet);
+    }
+    let events = drive_until(&mut endpoint, &mut [&mut client], WITHIN, |events, _, _| audio(events).len() >= PACKETS);
+    assert_eq!(audio(&events).into_iter().map(|(.., payload)| payload).collect::<Vec<_>>(), packets);
+    assert!(!events.iter().any(|event| matches!(event, EndpointEvent::Disconnected(..))), "{events:?}");
+}
+
+#[test]
 fn two_sessions_are_kept_apart() {
     let mut endpoint = endpoint();
     let (mut first, first_id, _) = connect(&mut endpoint, &[rights(true, true), rights(true, true)], str::to_owned);

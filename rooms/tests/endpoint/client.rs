@@ -80,6 +80,15 @@ impl Client {
         offer.to_sdp_string()
     }
 
+    /// A new offer restarting ICE (new credentials, the same candidate).
+    pub fn ice_restart(&mut self) -> String {
+        let mut change = self.rtc.sdp_api();
+        change.ice_restart(true);
+        let (offer, pending) = change.apply().expect("something to offer");
+        self.pending = Some(pending);
+        offer.to_sdp_string()
+    }
+
     pub fn accept(&mut self, answer: &str) {
         let answer = SdpAnswer::from_sdp_string(answer).expect("the answer parses");
         let pending = self.pending.take().expect("an offer pending");
