@@ -107,21 +107,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:>9} {:>7} {:>8} {:>10} {:>13} {:>18} {:>22}",
         "listeners", "talkers", "encodes", "µs/tick", "µs/listener", "listeners/core", "four-line users/core"
     );
-    for listeners in [50u64, 150, 600] {
-        for talkers in [1u64, 2] {
-            let cost = measure(listeners, talkers, ticks, encoder)?;
-            let members = listeners + talkers;
-            let micros = cost.per_tick.as_secs_f64() * 1e6;
-            // One core runs 20 ms / cost such rooms; a four-line user is a member of four.
-            let rooms_per_core = TICK.as_secs_f64() / cost.per_tick.as_secs_f64();
-            println!(
-                "{listeners:>9} {talkers:>7} {:>8} {micros:>10.1} {:>13.3} {:>18.0} {:>22.0}",
-                cost.encodes_per_tick,
-                micros / members as f64,
-                rooms_per_core * members as f64,
-                rooms_per_core * members as f64 / 4.0,
-            );
-        }
+    let idle = EncoderConfig { idle_after_silent_frames: Some(10), ..encoder };
+    let rows =
+        [8u64, 50, 150, 600].into_iter().flat_map(|listeners| [(listeners, 1, encoder), (listeners, 2, encoder)]);
+    // A room nobody talks in, encoding its silence, and idling in it.
+    let silent = [(50, 0, encoder), (50, 0, idle)];
+    for (listeners, talkers, encoder) in rows.chain(silent) {
+        let cost = measure(listeners, talkers, ticks, encoder)?;
+        let members = listeners + talkers;
+        let micros = cost.per_tick.as_secs_f64() * 1e6;
+        // One core runs 20 ms / cost such rooms; a four-line user is a member of four.
+        let rooms_per_core = TICK.as_secs_f64() / cost.per_tick.as_secs_f64();
+        println!(
+            "{listeners:>9} {talkers:>7} {:>8} {micros:>10.1} {:>13.3} {:>18.0} {:>22.0}{}",
+            cost.encodes_per_tick,
+            micros / members as f64,
+            rooms_per_core * members as f64,
+            rooms_per_core * members as f64 / 4.0,
+            if encoder.idle_after_silent_frames.is_some() { "  (idling in silence)" } else { "" },
+        );
     }
     Ok(())
 }
