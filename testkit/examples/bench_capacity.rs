@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use partyline_testkit::bench::{
-    all_process_ticks, cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, process_size,
+    all_process_ticks, cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, pin, process_size,
 };
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::Bus;
@@ -154,16 +154,6 @@ fn realtime(pid: u32, priority: u32) {
         .status()
         .expect("chrt (util-linux)");
     assert!(status.success(), "chrt -a -f -p {priority} {pid} failed");
-}
-
-/// Pins every thread of `pid` to `cpu`; threads they start later inherit it.
-fn pin(pid: u32, cpu: u32) {
-    let status = Command::new("taskset")
-        .args(["-a", "-pc", &cpu.to_string(), &pid.to_string()])
-        .stdout(Stdio::null())
-        .status()
-        .expect("taskset (util-linux)");
-    assert!(status.success(), "taskset -a -pc {cpu} {pid} failed");
 }
 
 /// The CPU, in % of one core over `seconds`, of every process but `excluded` between two

@@ -183,6 +183,16 @@ pub fn machine_line() -> String {
     )
 }
 
+/// Pins every thread of `pid` to `cpu` (`taskset -a`); threads they start later inherit it.
+pub fn pin(pid: u32, cpu: u32) {
+    let status = std::process::Command::new("taskset")
+        .args(["-a", "-pc", &cpu.to_string(), &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("taskset (util-linux)");
+    assert!(status.success(), "taskset -a -pc {cpu} {pid} failed");
+}
+
 /// KiB as MiB with one decimal.
 pub fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)

@@ -31,6 +31,7 @@ pub struct Panel {
     pub connected: bool,
     pub heard: Vec<Heard>,
     rtp_time: u64,
+    nonblocking: bool,
 }
 
 impl Panel {
@@ -60,6 +61,7 @@ impl Panel {
             connected: false,
             heard: Vec::new(),
             rtp_time: 0,
+            nonblocking: false,
         };
         (panel, offer.to_sdp_string())
     }
@@ -70,23 +72,34 @@ impl Panel {
         self.rtc.sdp_api().accept_answer(pending, answer).expect("the answer is accepted");
     }
 
-    /// Takes what arrives within `wait` (returning at the first datagram), runs due timers and
-    /// sends what str0m has.
+    /// Takes what arrives within `wait` (returning at the first datagram; zero: only what has
+    /// arrived), runs due timers and sends what str0m has.
     pub fn drive(&mut self, wait: Duration) {
         let mut buffer = [0u8; 2048];
-        self.socket.set_read_timeout(Some(wait.max(Duration::from_micros(100)))).expect("a read timeout");
+        self.wait_at_most(wait);
         while let Ok((length, source)) = self.socket.recv_from(&mut buffer) {
             let Ok(contents) = buffer[..length].try_into() else { continue };
             let receive = Receive { proto: Protocol::Udp, source, destination: self.local, contents };
             let _ = self.rtc.handle_input(Input::Receive(Instant::now(), receive));
             self.drain();
             // The rest of what already arrived, without waiting.
-            self.socket.set_read_timeout(Some(Duration::from_micros(100))).expect("a read timeout");
+            self.wait_at_most(Duration::ZERO);
         }
         if self.next_timeout <= Instant::now() {
             let _ = self.rtc.handle_input(Input::Timeout(Instant::now()));
         }
         self.drain();
+    }
+
+    /// The socket's next receive waits at most `wait` (zero: not at all).
+    fn wait_at_most(&mut self, wait: Duration) {
+        if wait.is_zero() != self.nonblocking {
+            self.nonblocking = wait.is_zero();
+            self.socket.set_nonblocking(self.nonblocking).expect("the socket's mode");
+        }
+        if !wait.is_zero() {
+            self.socket.set_read_timeout(Some(wait)).expect("a read timeout");
+        }
     }
 
     fn drain(&mut self) {
