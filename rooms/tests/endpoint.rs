@@ -11,7 +11,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::{Client, drive_until, opus_packets};
+use client::{Panel, drive_until, opus_packets};
 use partyline_rooms::endpoint::{
     EndReason, Endpoint, EndpointConfig, EndpointError, EndpointEvent, LineRights, OfferError, SendError, SessionId,
 };
@@ -46,8 +46,8 @@ fn ignoring_directions(answer: &str) -> String {
 }
 
 /// A client connected to `endpoint` with `lines`' rights; returns it with its session.
-fn connect(endpoint: &mut Endpoint, lines: &[LineRights], tamper: fn(&str) -> String) -> (Client, SessionId, String) {
-    let (mut client, offer) = Client::offer(lines.len());
+fn connect(endpoint: &mut Endpoint, lines: &[LineRights], tamper: fn(&str) -> String) -> (Panel, SessionId, String) {
+    let (mut client, offer) = Panel::offer("127.0.0.1", lines.len());
     let (session, answer) = endpoint.accept(&offer, lines, Instant::now()).expect("the offer is accepted");
     client.accept(&tamper(&answer));
     let events = drive_until(endpoint, &mut [&mut client], WITHIN, |events, _, clients| {
@@ -153,7 +153,7 @@ fn a_panel_that_trickles_its_candidates_elsewhere_connects_from_its_checks() {
     // A browser's offer has no candidates when it trickles them: the lite endpoint learns the
     // panel's address from its first binding request (peer-reflexive).
     let mut endpoint = endpoint();
-    let (mut client, offer) = Client::offer(1);
+    let (mut client, offer) = Panel::offer("127.0.0.1", 1);
     let without: String =
         offer.lines().filter(|line| !line.starts_with("a=candidate")).map(|l| format!("{l}\r\n")).collect();
     assert_ne!(without.len(), offer.len(), "the client's offer had a candidate");
@@ -278,7 +278,7 @@ fn bad_offers_are_refused_with_what_is_wrong() {
     let mut config = EndpointConfig::new("127.0.0.1:0".parse().expect("an address"));
     config.max_sessions = 1;
     let mut endpoint = Endpoint::bind(config).expect("binds");
-    let (_client, offer) = Client::offer(2);
+    let (_client, offer) = Panel::offer("127.0.0.1", 2);
     let two = [rights(true, true), rights(true, false)];
     let refusal = |endpoint: &mut Endpoint, offer: &str, lines: &[LineRights]| match endpoint.accept(
         offer,
@@ -303,7 +303,7 @@ fn bad_offers_are_refused_with_what_is_wrong() {
     assert_eq!(endpoint.session_count(), 0);
 
     endpoint.accept(&offer, &two, Instant::now()).expect("a good offer");
-    let (_other, another) = Client::offer(2);
+    let (_other, another) = Panel::offer("127.0.0.1", 2);
     let full = endpoint.accept(&another, &two, Instant::now());
     assert!(matches!(full, Err(EndpointError::Full { max: 1 })), "{full:?}");
     assert_eq!(endpoint.stats().refused_full, 1);
@@ -348,7 +348,7 @@ fn a_session_that_never_connects_is_dropped_at_its_deadline() {
     config.connect_within = Duration::from_millis(200);
     config.answer_ptime = Some(10);
     let mut endpoint = Endpoint::bind(config).expect("binds");
-    let (mut client, offer) = Client::offer(1);
+    let (mut client, offer) = Panel::offer("127.0.0.1", 1);
     let accepted_at = Instant::now();
     let (session, answer) = endpoint.accept(&offer, &[rights(true, true)], accepted_at).expect("accepted");
     assert!(answer.contains("a=ptime:10\r\n") && answer.contains("a=maxptime:10\r\n"), "{answer}");

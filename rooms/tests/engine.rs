@@ -1,19 +1,12 @@
 //! The rooms end to end on loopback: panels (str0m clients with full ICE, as browsers) join a
 //! line through the [`Engine`], one talks a tone, and what each hears is decoded and measured.
 
-// The endpoint tests' panel, of which these tests use a part.
-#[path = "endpoint/client.rs"]
-#[allow(dead_code)]
-mod client;
-
 use std::time::{Duration, Instant};
 
-use audiopus::coder::Decoder;
-use audiopus::{Channels, SampleRate};
-use client::{Client, opus_packets};
 use partyline_rooms::endpoint::{Endpoint, EndpointConfig, LineRights, SessionId};
 use partyline_rooms::engine::{Engine, SessionEvent};
 use partyline_rooms::mixer::MixConfig;
+use partyline_testkit::webrtc_panel::{Panel, opus_packets};
 
 const TICK: Duration = Duration::from_millis(20);
 /// Connecting takes a few round trips on loopback; this is far beyond them.
@@ -29,8 +22,8 @@ fn engine() -> Engine {
 }
 
 /// A panel joined with `rights`: its client and its session.
-fn join(engine: &mut Engine, rights: &[LineRights]) -> (Client, SessionId) {
-    let (mut client, offer) = Client::offer(rights.len());
+fn join(engine: &mut Engine, rights: &[LineRights]) -> (Panel, SessionId) {
+    let (mut client, offer) = Panel::offer("127.0.0.1", rights.len());
     let (session, answer) = engine.join(&offer, rights, Instant::now()).expect("the offer is accepted");
     client.accept(&answer);
     (client, session)
@@ -40,9 +33,9 @@ fn join(engine: &mut Engine, rights: &[LineRights]) -> (Client, SessionId) {
 /// for `ticks` ticks; the sessions' events.
 fn run(
     engine: &mut Engine,
-    clients: &mut [&mut Client],
+    clients: &mut [&mut Panel],
     ticks: usize,
-    mut each_tick: impl FnMut(&mut Engine, &mut [&mut Client]),
+    mut each_tick: impl FnMut(&mut Engine, &mut [&mut Panel]),
 ) -> Vec<SessionEvent> {
     let mut events = Vec::new();
     let mut deadline = Instant::now();
@@ -50,7 +43,7 @@ fn run(
         deadline += TICK;
         events.extend(engine.run_tick(deadline).expect("the socket"));
         for client in clients.iter_mut() {
-            client.drive();
+            client.drive(Duration::ZERO);
         }
         each_tick(engine, clients);
     }
@@ -58,7 +51,7 @@ fn run(
 }
 
 /// Runs ticks until every session in `sessions` has connected.
-fn connect(engine: &mut Engine, clients: &mut [&mut Client], sessions: &[SessionId]) {
+fn connect(engine: &mut Engine, clients: &mut [&mut Panel], sessions: &[SessionId]) {
     let started = Instant::now();
     let mut connected = Vec::new();
     while !sessions.iter().all(|s| connected.contains(&SessionEvent::Connected(*s))) {
@@ -66,20 +59,6 @@ fn connect(engine: &mut Engine, clients: &mut [&mut Client], sessions: &[Session
         connected.extend(run(engine, clients, 1, |_, _| {}));
     }
     assert!(clients.iter().all(|c| c.connected), "every client says it is connected");
-}
-
-/// The level (dBFS, RMS) of what a client heard on `line` in its last `frames` packets.
-fn level(client: &Client, line: usize, frames: usize) -> f32 {
-    let mut decoder = Decoder::new(SampleRate::Hz48000, Channels::Mono).expect("a decoder");
-    let mut samples = Vec::new();
-    let mut frame = [0f32; 960];
-    for heard in client.heard.iter().filter(|h| h.line == line) {
-        let decoded = decoder.decode_float(Some(&heard.payload[..]), &mut frame[..], false).expect("decoded");
-        samples.extend_from_slice(&frame[..decoded]);
-    }
-    let last = &samples[samples.len().saturating_sub(frames * 960)..];
-    let mean_square = last.iter().map(|s| s * s).sum::<f32>() / last.len().max(1) as f32;
-    10.0 * mean_square.max(1e-12).log10()
 }
 
 /// Ana talks a 440 Hz tone on the stage line: Ben, listening, hears it; Ana hears her mix-minus
@@ -103,7 +82,7 @@ fn a_talker_is_heard_by_the_listeners_and_not_by_herself() {
     });
     assert_eq!(events, vec![], "nobody came or went");
 
-    let (ben_hears, ana_hears) = (level(&ben, 0, 25), level(&ana, 0, 25));
+    let (ben_hears, ana_hears) = (ben.level_dbfs(0, 25), ana.level_dbfs(0, 25));
     assert!(ben_hears > -30.0, "Ben hears Ana at {ben_hears:.1} dBFS");
     assert!(ana_hears < -60.0, "Ana hears herself (or Ben's muted hum) at {ana_hears:.1} dBFS");
     let stats = engine.room("stage").expect("the stage room").stats();
@@ -129,7 +108,7 @@ fn a_listen_only_line_hears_and_cannot_talk() {
         clients[1].send(0, &tone[sent]);
         sent += 1;
     });
-    assert!(level(&cy, 0, 25) > -30.0, "Cy hears Ana");
+    assert!(cy.level_dbfs(0, 25) > -30.0, "Cy hears Ana");
     assert!(engine.endpoint().stats().refused_rtp > 0, "Cy's packets are refused at the endpoint");
     let stats = engine.room("stage").expect("the stage room").stats();
     assert_eq!(stats.dropped_not_talking, 0, "nothing of Cy's reaches the room: {stats:?}");

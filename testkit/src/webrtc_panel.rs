@@ -66,6 +66,34 @@ impl Panel {
         (panel, offer.to_sdp_string())
     }
 
+    /// A new offer: `add` more sendrecv lines, and the lines `to_sendrecv` back to sendrecv (a
+    /// line whose answer was one way is one way in the panel's next offer).
+    pub fn reoffer(&mut self, add: usize, to_sendrecv: &[usize]) -> String {
+        let mut change = self.rtc.sdp_api();
+        for line in to_sendrecv {
+            change.set_direction(self.mids[*line], Direction::SendRecv);
+        }
+        for _ in 0..add {
+            self.mids.push(change.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None));
+        }
+        let (offer, pending) = change.apply().expect("something to offer");
+        self.pending = Some(pending);
+        offer.to_sdp_string()
+    }
+
+    /// A new offer restarting ICE (new credentials, the same candidate).
+    pub fn ice_restart(&mut self) -> String {
+        let mut change = self.rtc.sdp_api();
+        change.ice_restart(true);
+        let (offer, pending) = change.apply().expect("something to offer");
+        self.pending = Some(pending);
+        offer.to_sdp_string()
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.local
+    }
+
     pub fn accept(&mut self, answer: &str) {
         let answer = SdpAnswer::from_sdp_string(answer).expect("the answer parses");
         let pending = self.pending.take().expect("an offer pending");
