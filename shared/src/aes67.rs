@@ -17,7 +17,7 @@ use sdp_types::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::sdp::BadSdp;
+use crate::sdp::{self, BadSdp};
 
 /// SAP's multicast group for administratively scoped sessions (RFC 2974), where AES67 devices
 /// and Dante Controller announce and look for streams.
@@ -91,25 +91,17 @@ impl Aes67Stream {
     /// `bad_sdp`, `no_audio`, `unsupported_encoding`, `unsupported_rate`, `bad_channels`,
     /// `not_multicast` or `no_ptp_clock`.
     pub fn parse(sdp: &str) -> Result<Aes67Stream, BadSdp> {
-        // SAP's and pasted SDPs may end lines with "\n" alone; sdp-types wants RFC 4566's CRLF
-        // or LF consistently, which a trimmed, LF-joined text is.
-        let text: String = sdp.trim().lines().map(|l| format!("{}\r\n", l.trim_end())).collect();
-        let session =
-            Session::parse(text.as_bytes()).map_err(|e| BadSdp::new("bad_sdp", format!("not an SDP: {e}")))?;
+        let session = sdp::parse(sdp).map_err(|e| BadSdp::new("bad_sdp", format!("not an SDP: {e}")))?;
         let media = session
             .medias
             .iter()
             .find(|m| m.media == "audio")
             .ok_or_else(|| BadSdp::new("no_audio", "the SDP has no audio section (m=audio)"))?;
-        let payload_type: u8 = media
-            .fmt
-            .split_whitespace()
+        let payload_type: u8 = sdp::formats(media)
             .next()
             .and_then(|f| f.parse().ok())
             .ok_or_else(|| BadSdp::new("bad_sdp", format!("m=audio names no payload type ({:?})", media.fmt)))?;
-        let rtpmap = media
-            .attributes_typed::<RtpMap>()
-            .filter_map(Result::ok)
+        let rtpmap = sdp::rtpmaps(media)
             .find(|m| m.payload_type == payload_type)
             .ok_or_else(|| BadSdp::new("bad_sdp", format!("no a=rtpmap for payload type {payload_type}")))?;
         let encoding = match rtpmap.encoding_name.to_ascii_uppercase().as_str() {

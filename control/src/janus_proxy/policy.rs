@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 
 use partyline_shared::janus::LOCAL_GROUP;
+use partyline_shared::sdp::{self, Attributes, Direction};
 use serde::Deserialize;
 
 use super::requests::{Body, Jsep, Request};
@@ -349,10 +350,12 @@ fn token_of(request: &Request) -> &str {
 }
 
 /// Whether an SDP offer asks to receive audio: any media section that is not `sendonly` or
-/// `inactive` (a section without a direction attribute is `sendrecv`, RFC 8866 §6.7).
+/// `inactive` (a section without a direction attribute is `sendrecv`, RFC 8866 §6.7). An offer
+/// that does not read as SDP cannot show that it receives nothing: it counts as receiving.
 fn receives(sdp: &str) -> bool {
-    let mut sections = sdp.split("\nm=").skip(1);
-    sections.any(|section| !section.lines().any(|line| matches!(line.trim_end(), "a=sendonly" | "a=inactive")))
+    sdp::parse(sdp).map_or(true, |session| {
+        session.medias.iter().any(|m| !matches!(m.direction(), Some(Direction::SendOnly | Direction::Inactive)))
+    })
 }
 
 /// The first line of a parse error, bounded: it goes into a close frame (at most 123 bytes).
@@ -685,5 +688,6 @@ mod tests {
         assert!(!receives(SENDONLY));
         assert!(!receives("v=0\r\nm=audio 9 RTP/AVP 0\r\na=inactive\r\n"));
         assert!(receives(&format!("{SENDONLY}m=audio 9 RTP/AVP 0\r\n")), "a second section that receives");
+        assert!(receives("hello"), "an offer that is not SDP may receive");
     }
 }

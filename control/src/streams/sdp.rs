@@ -6,35 +6,28 @@
 //! registered for it.
 
 use partyline_shared::config::StreamKind;
-use partyline_shared::sdp::BadSdp;
+use partyline_shared::sdp::{self, Attributes, BadSdp, Direction};
 
 /// Checks `offer` for `kind`: `bad_sdp`, `no_audio`, `unsupported_codec` or `wrong_direction`
 /// when it will not do.
 pub fn check_offer(offer: &str, kind: StreamKind) -> Result<(), BadSdp> {
-    let mut lines = offer.lines().map(str::trim_end);
-    if lines.next() != Some("v=0") {
-        return Err(BadSdp::new("bad_sdp", "not an SDP offer: it must start with \"v=0\""));
-    }
-    let audio =
-        audio_section(offer).ok_or_else(|| BadSdp::new("no_audio", "the offer has no audio section (m=audio)"))?;
-    let opus = audio
+    let session = sdp::parse(offer).map_err(|e| BadSdp::new("bad_sdp", format!("not an SDP offer: {e}")))?;
+    let audio = session
+        .medias
         .iter()
-        .any(|l| l.strip_prefix("a=rtpmap:").is_some_and(|m| m.to_ascii_lowercase().contains(" opus/48000")));
-    if !opus {
+        .find(|m| m.media == "audio")
+        .ok_or_else(|| BadSdp::new("no_audio", "the offer has no audio section (m=audio)"))?;
+    if !sdp::rtpmaps(audio).any(|m| m.encoding_name.eq_ignore_ascii_case("opus") && m.clock_rate == 48_000) {
         return Err(BadSdp::new(
             "unsupported_codec",
             "the audio section offers no Opus (a=rtpmap:… opus/48000): partyline's lines are Opus",
         ));
     }
-    let direction = audio
-        .iter()
-        .find_map(|l| {
-            ["sendrecv", "sendonly", "recvonly", "inactive"].into_iter().find(|d| l.strip_prefix("a=") == Some(*d))
-        })
-        .unwrap_or("sendrecv");
+    // The section's own attribute, as Janus reads it.
+    let direction = audio.direction().unwrap_or(Direction::SendRecv);
     let fits = match kind {
-        StreamKind::Whip => direction == "sendonly",
-        StreamKind::Whep => direction == "recvonly",
+        StreamKind::Whip => direction == Direction::SendOnly,
+        StreamKind::Whep => direction == Direction::RecvOnly,
     };
     if !fits {
         let what = if kind == StreamKind::Whip { "only sends (sendonly)" } else { "only receives (recvonly)" };
@@ -50,68 +43,27 @@ pub fn check_offer(offer: &str, kind: StreamKind) -> Result<(), BadSdp> {
 /// one `a=inactive` with payload type 0, which the offer's section did not offer (Janus 1.1.2:
 /// `m=video 9 UDP/TLS/RTP/SAVPF 0`); Chromium then refuses the whole answer ("Failed to set
 /// remote video description send parameters"). Such a section gets the offer's first payload
-/// type for it, with its `a=rtpmap`, and stays inactive; the rest is left as Janus wrote it.
+/// type for it, with its `a=rtpmap` (and, sending nothing, loses its `a=ssrc`), and stays
+/// inactive; the rest is left as Janus wrote it. An answer or offer that does not read as SDP
+/// is left alone.
 pub fn tidy_answer(offer: &str, answer: &str) -> String {
-    let offered = sections(offer);
-    let mut out = Vec::new();
-    let mut index = None::<usize>;
-    let mut extra = None::<String>;
-    for line in answer.lines().map(str::trim_end) {
-        if let Some(rest) = line.strip_prefix("m=") {
-            if let Some(rtpmap) = extra.take() {
-                out.push(rtpmap);
-            }
-            index = Some(index.map_or(0, |i| i + 1));
-            let fields: Vec<&str> = rest.split(' ').collect();
-            let theirs = index.and_then(|i| offered.get(i));
-            if let (Some(theirs), [media, port, proto, formats @ ..]) = (theirs, fields.as_slice())
-                && !formats.iter().any(|f| theirs.formats.contains(&(*f).to_owned()))
-                && let Some(first) = theirs.formats.first()
-            {
-                out.push(format!("m={media} {port} {proto} {first}"));
-                extra = theirs.rtpmaps.iter().find(|r| r.starts_with(&format!("a=rtpmap:{first} "))).cloned();
-                continue;
-            }
-        } else if extra.is_some() && line.starts_with("a=ssrc:") {
-            // An inactive section sends nothing.
+    let (Ok(offer), Ok(mut tidy)) = (sdp::parse(offer), sdp::parse(answer)) else {
+        return answer.to_owned();
+    };
+    for (theirs, ours) in offer.medias.iter().zip(&mut tidy.medias) {
+        let offered: Vec<&str> = sdp::formats(theirs).collect();
+        if sdp::formats(ours).any(|f| offered.contains(&f)) {
             continue;
         }
-        out.push(line.to_owned());
-    }
-    if let Some(rtpmap) = extra {
-        out.push(rtpmap);
-    }
-    let mut text = out.join("\r\n");
-    text.push_str("\r\n");
-    text
-}
-
-/// An offer's section: its payload types and its `a=rtpmap` lines.
-struct Section {
-    formats: Vec<String>,
-    rtpmaps: Vec<String>,
-}
-
-fn sections(sdp: &str) -> Vec<Section> {
-    let mut all: Vec<Section> = Vec::new();
-    for line in sdp.lines().map(str::trim_end) {
-        if let Some(rest) = line.strip_prefix("m=") {
-            let formats = rest.split(' ').skip(3).map(str::to_owned).collect();
-            all.push(Section { formats, rtpmaps: Vec::new() });
-        } else if line.starts_with("a=rtpmap:")
-            && let Some(section) = all.last_mut()
-        {
-            section.rtpmaps.push(line.to_owned());
+        let Some(first) = offered.first() else { continue };
+        ours.fmt = (*first).to_owned();
+        let rtpmap = theirs.values("rtpmap").find(|map| map.split(' ').next() == Some(first));
+        if let Some(rtpmap) = rtpmap {
+            ours.remove_attribute("ssrc");
+            ours.push_attribute("rtpmap", rtpmap);
         }
     }
-    all
-}
-
-/// The lines of the first audio section (from its `m=audio` to the next `m=`).
-fn audio_section(offer: &str) -> Option<Vec<&str>> {
-    let mut lines = offer.lines().map(str::trim_end).skip_while(|l| !l.starts_with("m=audio"));
-    let first = lines.next()?;
-    Some(std::iter::once(first).chain(lines.take_while(|l| !l.starts_with("m="))).collect())
+    tidy.to_string()
 }
 
 #[cfg(test)]
@@ -147,9 +99,9 @@ mod tests {
     fn a_section_janus_answers_with_a_payload_type_it_was_not_offered_gets_the_offer_s() {
         let offer = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96 97\r\na=mid:0\r\na=rtpmap:96 VP8/90000\r\na=rtpmap:97 rtx/90000\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\n";
         // As Janus 1.1.2's AudioBridge answers it (abridged).
-        let answer = "v=0\r\na=group:BUNDLE 0 1\r\nm=video 9 UDP/TLS/RTP/SAVPF 0\r\na=inactive\r\na=mid:0\r\na=ssrc:2736989203 cname:janus\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\na=ssrc:3414173706 cname:janus\r\n";
+        let answer = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\nm=video 9 UDP/TLS/RTP/SAVPF 0\r\na=inactive\r\na=mid:0\r\na=ssrc:2736989203 cname:janus\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\na=ssrc:3414173706 cname:janus\r\n";
         let tidy = tidy_answer(offer, answer);
-        let expected = "v=0\r\na=group:BUNDLE 0 1\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=inactive\r\na=mid:0\r\na=rtpmap:96 VP8/90000\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\na=ssrc:3414173706 cname:janus\r\n";
+        let expected = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=inactive\r\na=mid:0\r\na=rtpmap:96 VP8/90000\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\na=mid:1\r\na=rtpmap:111 opus/48000/2\r\na=ssrc:3414173706 cname:janus\r\n";
         assert_eq!(tidy, expected);
         assert_eq!(tidy_answer(offer, &tidy), tidy, "an answer already right is left as it is");
     }

@@ -9,9 +9,10 @@
 //! narrow an offer's direction, never widen it), so a listen-only line never receives, whatever
 //! the panel asks.
 //!
-//! The checks are textual and cheap (str0m's parsed SDP is private to it): they name what a
-//! browser's offer lacks before str0m sees it.
+//! The offer is read and rewritten with `partyline_shared::sdp` (str0m's parsed SDP is private
+//! to it): the checks name what a browser's offer lacks before str0m sees it.
 
+use partyline_shared::sdp::{self, Attributes, Media, Session};
 use str0m::media::Direction;
 
 /// What the server gives one offered audio m-line, in the offer's order.
@@ -64,106 +65,70 @@ pub(super) struct GrantedLine {
     pub(super) stopped: bool,
 }
 
-/// One m-section's lines (the `m=` line first).
-struct Section<'a> {
-    lines: Vec<&'a str>,
+/// Port 0 outside the bundle: a transceiver the panel stopped (JSEP keeps its m-line).
+fn is_stopped(media: &Media) -> bool {
+    media.port == 0 && !media.flag("bundle-only")
 }
 
-impl<'a> Section<'a> {
-    fn kind(&self) -> &'a str {
-        self.lines[0].trim_start_matches("m=").split(' ').next().unwrap_or("")
-    }
-
-    fn attribute(&self, name: &str) -> Option<&'a str> {
-        self.lines.iter().find_map(|line| line.strip_prefix("a=")?.strip_prefix(name))
-    }
-
-    fn has_flag(&self, name: &str) -> bool {
-        self.lines.iter().any(|line| line.strip_prefix("a=") == Some(name))
-    }
-
-    /// Port 0 outside the bundle: a transceiver the panel stopped (JSEP keeps its m-line).
-    fn is_stopped(&self) -> bool {
-        self.lines[0].split(' ').nth(1) == Some("0") && !self.has_flag("bundle-only")
-    }
-
-    fn mid(&self) -> Option<&'a str> {
-        self.attribute("mid:").map(str::trim).filter(|mid| !mid.is_empty())
-    }
-
-    /// Opus at 48 kHz in stereo, among the payload types of the m-line.
-    fn offers_opus(&self) -> bool {
-        let formats: Vec<&str> = self.lines[0].split(' ').skip(3).collect();
-        self.lines.iter().filter_map(|line| line.strip_prefix("a=rtpmap:")).any(|map| {
-            let mut parts = map.splitn(2, ' ');
-            let pt = parts.next().unwrap_or("");
-            let codec = parts.next().unwrap_or("").trim();
-            formats.contains(&pt) && codec.eq_ignore_ascii_case("opus/48000/2")
-        })
-    }
-
-    fn direction(&self) -> Option<Direction> {
-        self.lines.iter().find_map(|line| direction_attribute(line))
-    }
+fn mid(media: &Media) -> Option<&str> {
+    media.value("mid").map(str::trim).filter(|mid| !mid.is_empty())
 }
 
-fn direction_attribute(line: &str) -> Option<Direction> {
-    match line.strip_prefix("a=")? {
-        "sendrecv" => Some(Direction::SendRecv),
-        "sendonly" => Some(Direction::SendOnly),
-        "recvonly" => Some(Direction::RecvOnly),
-        "inactive" => Some(Direction::Inactive),
-        _ => None,
+/// Opus at 48 kHz in stereo, among the payload types of the m-line.
+fn offers_opus(media: &Media) -> bool {
+    let formats: Vec<&str> = sdp::formats(media).collect();
+    sdp::rtpmaps(media).any(|map| {
+        formats.contains(&map.payload_type.to_string().as_str())
+            && map.encoding_name.eq_ignore_ascii_case("opus")
+            && map.clock_rate == 48_000
+            && map.encoding_params.as_deref() == Some("2")
+    })
+}
+
+/// str0m's name for a direction SDP writes.
+fn direction(direction: sdp::Direction) -> Direction {
+    match direction {
+        sdp::Direction::SendRecv => Direction::SendRecv,
+        sdp::Direction::SendOnly => Direction::SendOnly,
+        sdp::Direction::RecvOnly => Direction::RecvOnly,
+        sdp::Direction::Inactive => Direction::Inactive,
     }
 }
 
 /// Checks `offer` against `rights` (one per audio m-line, in order) and rewrites its directions.
 pub(super) fn check(offer: &str, rights: &[LineRights]) -> Result<CheckedOffer, OfferError> {
-    let text: Vec<&str> = offer.lines().map(|line| line.trim_end_matches('\r')).collect();
-    if text.first().map(|line| line.trim()) != Some("v=0") {
-        return Err(OfferError::NotSdp("it does not begin with v=0".into()));
+    let mut session = sdp::parse(offer).map_err(|error| OfferError::NotSdp(error.to_string()))?;
+    if session.medias.is_empty() {
+        return Err(OfferError::NoAudio);
     }
-    let first_media = text.iter().position(|line| line.starts_with("m=")).ok_or(OfferError::NoAudio)?;
-    let (session, media) = text.split_at(first_media);
-    let sections = split_sections(media);
-    let session_direction = session.iter().find_map(|line| direction_attribute(line)).unwrap_or(Direction::SendRecv);
-    let lines = grant(&sections, rights, session_direction)?;
-    check_bundle(session, &lines)?;
-    Ok(CheckedOffer { sdp: rewrite(session, &sections, &lines), lines })
+    let session_direction = session.direction().map_or(Direction::SendRecv, direction);
+    let lines = grant(&session.medias, rights, session_direction)?;
+    check_bundle(&session, &lines)?;
+    rewrite(&mut session, &lines);
+    Ok(CheckedOffer { sdp: session.to_string(), lines })
 }
 
-fn split_sections<'a>(media: &[&'a str]) -> Vec<Section<'a>> {
-    let mut sections: Vec<Section<'a>> = Vec::new();
-    for line in media {
-        match sections.last_mut() {
-            Some(section) if !line.starts_with("m=") => section.lines.push(line),
-            _ => sections.push(Section { lines: vec![line] }),
-        }
+fn grant(medias: &[Media], rights: &[LineRights], session: Direction) -> Result<Vec<GrantedLine>, OfferError> {
+    if let Some((index, media)) = medias.iter().enumerate().find(|(_, media)| media.media != "audio") {
+        return Err(OfferError::NotAudio { index, kind: media.media.clone() });
     }
-    sections
-}
-
-fn grant(sections: &[Section<'_>], rights: &[LineRights], session: Direction) -> Result<Vec<GrantedLine>, OfferError> {
-    if let Some((index, section)) = sections.iter().enumerate().find(|(_, section)| section.kind() != "audio") {
-        return Err(OfferError::NotAudio { index, kind: section.kind().to_owned() });
+    if medias.len() != rights.len() {
+        return Err(OfferError::LineCount { offered: medias.len(), expected: rights.len() });
     }
-    if sections.len() != rights.len() {
-        return Err(OfferError::LineCount { offered: sections.len(), expected: rights.len() });
-    }
-    let mut granted = Vec::with_capacity(sections.len());
-    for (index, (section, rights)) in sections.iter().zip(rights).enumerate() {
-        let mid = section.mid().ok_or(OfferError::NoMid { index })?;
-        if section.is_stopped() {
+    let mut granted = Vec::with_capacity(medias.len());
+    for (index, (media, rights)) in medias.iter().zip(rights).enumerate() {
+        let mid = mid(media).ok_or(OfferError::NoMid { index })?;
+        if is_stopped(media) {
             granted.push(GrantedLine { mid: mid.to_owned(), direction: Direction::Inactive, stopped: true });
             continue;
         }
-        if !section.offers_opus() {
+        if !offers_opus(media) {
             return Err(OfferError::NoOpus { index });
         }
-        if !section.has_flag("rtcp-mux") {
+        if !media.flag("rtcp-mux") {
             return Err(OfferError::NoRtcpMux { index });
         }
-        let offered = section.direction().unwrap_or(session);
+        let offered = media.direction().map_or(session, direction);
         let direction = server_direction(rights, offered);
         granted.push(GrantedLine { mid: mid.to_owned(), direction, stopped: false });
     }
@@ -182,70 +147,48 @@ pub(super) fn server_direction(rights: &LineRights, offered: Direction) -> Direc
     }
 }
 
-fn check_bundle(session: &[&str], lines: &[GrantedLine]) -> Result<(), OfferError> {
+fn check_bundle(session: &Session, lines: &[GrantedLine]) -> Result<(), OfferError> {
     let bundled = session
-        .iter()
-        .filter_map(|line| line.strip_prefix("a=group:BUNDLE"))
+        .values("group")
+        .filter_map(|group| group.strip_prefix("BUNDLE"))
         .map(|mids| mids.split_whitespace().collect::<Vec<_>>())
         .any(|mids| lines.iter().filter(|line| !line.stopped).all(|line| mids.contains(&line.mid.as_str())));
     if bundled { Ok(()) } else { Err(OfferError::NotBundled) }
 }
 
 /// The offer as str0m is to see it: each m-line's direction the reverse of the server's grant,
-/// the session-level direction (if any) dropped.
-fn rewrite(session: &[&str], sections: &[Section<'_>], lines: &[GrantedLine]) -> String {
-    let mut sdp = String::new();
-    for line in session.iter().filter(|line| direction_attribute(line).is_none()) {
-        push_line(&mut sdp, line);
+/// written after its other attributes, the session-level direction (if any) dropped.
+fn rewrite(session: &mut Session, lines: &[GrantedLine]) {
+    session.set_direction(None);
+    for (media, granted) in session.medias.iter_mut().zip(lines) {
+        media.set_direction(Some(panel_direction(granted.direction)));
     }
-    for (section, granted) in sections.iter().zip(lines) {
-        for line in section.lines.iter().filter(|line| direction_attribute(line).is_none()) {
-            push_line(&mut sdp, line);
-        }
-        // Last: attributes follow the m-section's c= and b= lines.
-        push_line(&mut sdp, panel_attribute(granted.direction));
-    }
-    sdp
 }
 
-fn push_line(sdp: &mut String, line: &str) {
-    sdp.push_str(line);
-    sdp.push_str("\r\n");
-}
-
-/// The attribute the panel's side would write for the server's `direction`.
-fn panel_attribute(direction: Direction) -> &'static str {
+/// The direction the panel's side would write for the server's `direction`.
+fn panel_direction(direction: Direction) -> sdp::Direction {
     match direction {
-        Direction::SendRecv => "a=sendrecv",
-        Direction::RecvOnly => "a=sendonly",
-        Direction::SendOnly => "a=recvonly",
-        Direction::Inactive => "a=inactive",
+        Direction::SendRecv => sdp::Direction::SendRecv,
+        Direction::RecvOnly => sdp::Direction::SendOnly,
+        Direction::SendOnly => sdp::Direction::RecvOnly,
+        Direction::Inactive => sdp::Direction::Inactive,
     }
 }
 
 /// `answer` with `a=ptime` and `a=maxptime` of `ptime` ms in every audio m-section (str0m writes
-/// neither): the frame length the server asks the panel to send.
+/// neither), after its other attributes: the frame length the server asks the panel to send. An
+/// answer that does not read as SDP (str0m's always does) is left as it is.
 pub(super) fn with_ptime(answer: &str, ptime: u16) -> String {
-    let mut sdp = String::with_capacity(answer.len() + 64);
-    let mut in_audio = false;
-    let end_of_section = |sdp: &mut String, in_audio: bool| {
-        if in_audio {
-            push_line(sdp, &format!("a=ptime:{ptime}"));
-            push_line(sdp, &format!("a=maxptime:{ptime}"));
-        }
+    let Ok(mut session) = sdp::parse(answer) else {
+        return answer.to_owned();
     };
-    for line in answer.lines().map(|line| line.trim_end_matches('\r')) {
-        if line.starts_with("m=") {
-            end_of_section(&mut sdp, in_audio);
-            in_audio = line.starts_with("m=audio");
-        }
-        let ours = line.starts_with("a=ptime:") || line.starts_with("a=maxptime:");
-        if !(in_audio && ours) {
-            push_line(&mut sdp, line);
+    for media in session.medias.iter_mut().filter(|media| media.media == "audio") {
+        for name in ["ptime", "maxptime"] {
+            media.remove_attribute(name);
+            media.push_attribute(name, ptime);
         }
     }
-    end_of_section(&mut sdp, in_audio);
-    sdp
+    session.to_string()
 }
 
 #[cfg(test)]
