@@ -84,6 +84,30 @@ async fn panels_join_talk_and_are_heard_through_the_rooms_interface() {
     assert!(!rooms.leave(ana_joined.session).await.expect("Leave"), "once");
 }
 
+/// A crew arriving together: 150 four-line panels join at once and every one connects (their
+/// DTLS flights arrive in one burst on the rooms' one socket, whose buffers bridged sizes for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowd_joining_at_once_all_connects() {
+    const CROWD: usize = 150;
+    let bus = Bus::start();
+    let bridged = Bridged::start(&bus, &[("PARTYLINE_ROOMS_ADDRESS", "127.0.0.1:0")]);
+    let connection = bus.connect().await;
+    let rooms = RoomsProxy::new(&connection).await.expect("the rooms' proxy");
+    let lines: Vec<RoomLine> =
+        (1..=4).map(|n| RoomLine { room: format!("line-{n}"), talk: true, listen: true }).collect();
+    let (mut panels, offers): (Vec<Panel>, Vec<String>) = (0..CROWD).map(|_| Panel::offer("127.0.0.1", 4)).unzip();
+    let joins = futures_util::future::join_all(offers.iter().map(|offer| rooms.join(offer, &lines))).await;
+    for (panel, joined) in panels.iter_mut().zip(joins) {
+        panel.accept(&joined.expect("the rooms take the offer").answer);
+    }
+    let started = Instant::now();
+    while panels.iter().any(|panel| !panel.connected) {
+        let connected = panels.iter().filter(|panel| panel.connected).count();
+        assert!(started.elapsed() < WAIT, "{connected} of {CROWD} connected:\n{}", bridged.log());
+        panels.iter_mut().for_each(|panel| panel.drive(Duration::ZERO));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rooms_refuse_with_typed_errors() {
     let bus = Bus::start();
