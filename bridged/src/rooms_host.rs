@@ -19,8 +19,9 @@ use tokio::sync::oneshot;
 
 /// The rooms' frame: one mix, one packet per listener, per tick.
 const TICK: Duration = Duration::from_millis(20);
-/// Commands queued beyond this are refused (the thread is not keeping up).
-const COMMAND_QUEUE: usize = 256;
+/// Commands queued beyond this are refused (the thread is not keeping up): room for a crowd's
+/// joins arriving together, which the thread takes between two ticks.
+const COMMAND_QUEUE: usize = 1024;
 /// A thread more than this late starts its ticks again from now instead of catching up in a
 /// burst (which would send the listeners several frames at once).
 const RESYNC_AFTER: Duration = Duration::from_millis(100);
