@@ -23,7 +23,7 @@
 //! numbers and timestamps wrap (16 and 32 bits).
 
 mod delay;
-mod lbrr;
+pub mod lbrr;
 mod ring;
 #[cfg(test)]
 pub(crate) mod test_signal;

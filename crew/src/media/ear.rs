@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use audiopus::coder::Decoder;
 use audiopus::{Channels, SampleRate};
 
-use super::fec;
 pub use super::heard::{Heard, Onsets};
 use super::voice::{BURST, FRAME, RATE};
+use partyline_rooms::jitter::lbrr::has_lbrr;
 
 /// A 1 ms window, in samples.
 const WINDOW: usize = RATE / 1000;
@@ -180,7 +180,7 @@ impl Ear {
             self.heard.lost += 1;
             self.last_seq = Some(next);
             let position_ms = media_time / SAMPLES_PER_MS;
-            let fec = (first == next + 1).then(|| self.waiting[&first].payload.clone()).filter(|p| fec::has_fec(p));
+            let fec = (first == next + 1).then(|| self.waiting[&first].payload.clone()).filter(|p| has_lbrr(p));
             match fec {
                 Some(following) => {
                     self.heard.fec_recovered += 1;

@@ -3,7 +3,6 @@
 //! talker's [`voice`] and judging what it hears with an [`ear`].
 
 pub mod ear;
-pub mod fec;
 pub mod heard;
 pub mod line;
 pub mod link;
