@@ -371,10 +371,12 @@ struct Timeline {
     packets: usize,
     /// The longest time between two packets.
     longest_gap_ms: f64,
-    /// RTP time minus arrival time, from the first packet to the last (a step moves it by the
-    /// step; a clock that holds keeps it within the network's jitter).
+    /// RTP time minus arrival time, from the first packet to the last (the median of the last
+    /// 100 packets: a step moves it by the step; a clock that holds keeps it within the network's
+    /// jitter).
     shift_ms: f64,
-    /// Its largest minus its smallest.
+    /// The range of the middle 98 % of those differences: a clock that slews moves all of them,
+    /// while a few packets held up by a loaded host's scheduler stay outside it.
     spread_ms: f64,
 }
 
@@ -391,12 +393,16 @@ impl Timeline {
             shifts.push((rtp as f64 / 48_000.0 - arrival) * 1000.0);
         }
         let gaps = packets.windows(2).map(|p| p[1].at.duration_since(p[0].at).as_secs_f64() * 1000.0);
-        let (low, high) = shifts.iter().fold((0.0_f64, 0.0_f64), |(l, h), s| (l.min(*s), h.max(*s)));
+        let mut tail = shifts[shifts.len().saturating_sub(100)..].to_vec();
+        tail.sort_by(f64::total_cmp);
+        let shift_ms = tail.get(tail.len() / 2).copied().unwrap_or(0.0);
+        shifts.sort_by(f64::total_cmp);
+        let percentile = |p: usize| shifts.get(shifts.len() * p / 100).copied().unwrap_or(0.0);
         Timeline {
             packets: packets.len(),
             longest_gap_ms: gaps.fold(0.0, f64::max),
-            shift_ms: shifts.last().copied().unwrap_or(0.0),
-            spread_ms: high - low,
+            shift_ms,
+            spread_ms: percentile(99) - percentile(1),
         }
     }
 
