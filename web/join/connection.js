@@ -74,7 +74,10 @@ export class KickedError extends Error {
  * }
  */
 export class Connection {
-  /** `talking`: the lines whose talk key is on (latched) as this connection starts. */
+  /**
+   * `talking`: the lines whose talk key is on (latched) as this connection starts; kept up to
+   * date by setTalking(), so that a line added later joins with its key as it stands.
+   */
   constructor(credentials, username, microphone, talking, events) {
     this.credentials = credentials;
     this.username = username;
@@ -151,6 +154,10 @@ export class Connection {
 
   /** Mutes or unmutes us in `groupId`'s room (AudioBridge `configure`) and gates the track. */
   setTalking(groupId, on) {
+    // A direct line's card can be keyed (a remote command in the same event burst) before its
+    // link exists: the link, once added, reads this set.
+    if (on) this.talking.add(groupId);
+    else this.talking.delete(groupId);
     const link = this.links.get(groupId);
     if (link && !link.ended) link.setTalking(on);
   }
