@@ -37,6 +37,7 @@ mod per_address;
 mod pin;
 mod rendered;
 mod report;
+mod rooms_link;
 mod secrets;
 mod server;
 mod stats;

@@ -130,6 +130,7 @@ async fn serve(cli: Cli, logs: LogRing, filter: FilterHandle) -> anyhow::Result<
     tokio::spawn(Arc::clone(&state.streams).end_of_the_removed(Arc::clone(&state.janus), Arc::clone(&state.users)));
     tokio::spawn(config::publish_changes(Arc::clone(&config), state.events.clone()));
     tokio::spawn(Arc::clone(&state.bridge).run());
+    tokio::spawn(Arc::clone(&state.rooms).run());
     let events_app = app::events_app(state.clone());
     tokio::spawn(async move {
         if let Err(e) = events_listener::serve(events_listener, events_app, config).await {

@@ -24,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::panels::Panels;
 use crate::pin::PinLimiter;
 use crate::rendered::{Rendered, Same};
+use crate::rooms_link::RoomsLink;
 use crate::secrets::{AdminToken, JanusSecrets, SecretValue};
 use crate::streams::Streams;
 use crate::tls::CertificatePin;
@@ -51,6 +52,8 @@ pub struct Parts {
     pub admin_token: Arc<AdminToken>,
     pub janus: Arc<Janus>,
     pub bridge: Arc<BridgeManager>,
+    /// partyline's own rooms in bridged (`media.engine: bridged`).
+    pub rooms: Arc<RoomsLink>,
     /// Who holds a token and who is connected (the Janus link keeps it in step with Janus).
     pub users: Arc<Users>,
     /// The call signal's fan-out to the panels.
@@ -70,6 +73,8 @@ pub struct Parts {
     pub admin_refusals: Arc<PerMinute>,
     /// Direct lines opened per crew member (one token, one session) a minute.
     pub call_rate: Arc<PerMinute<String>>,
+    /// Offers and talk keys per session on partyline's rooms.
+    pub media_rate: Arc<PerMinute<String>>,
     /// Names and addresses the admin refuses tokens to for now.
     pub bans: Arc<Bans>,
     /// The event streams each crew member holds open.
@@ -99,6 +104,7 @@ impl AppState {
         logs.publish_warnings_to(events.clone());
         let users = Arc::new(Users::restore(state_dir, events.clone()));
         let janus = Janus::new(Arc::clone(&config), janus_secrets, Arc::clone(&users), events.clone())?;
+        let rooms = RoomsLink::new(bus.clone(), Arc::clone(&users));
         let bridge = BridgeManager::new(Arc::clone(&config), Arc::clone(&janus), bus, events.clone());
         Ok(AppState(Arc::new(Parts {
             config,
@@ -106,6 +112,7 @@ impl AppState {
             admin_token: Arc::new(admin_token),
             janus,
             bridge,
+            rooms,
             users,
             calls: Arc::default(),
             panels: Arc::default(),
@@ -115,6 +122,7 @@ impl AppState {
             token_rate: Arc::default(),
             admin_refusals: Arc::default(),
             call_rate: Arc::default(),
+            media_rate: Arc::default(),
             bans: Arc::default(),
             stream_places: StreamPlaces::default(),
             events,

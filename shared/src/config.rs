@@ -73,6 +73,9 @@ pub struct Config {
     /// How crew off the venue's LAN get in (a relay, a public media address).
     #[serde(skip_serializing_if = "NetworkConfig::is_default")]
     pub network: NetworkConfig,
+    /// Which media server carries the panels' audio.
+    #[serde(skip_serializing_if = "MediaConfig::is_default")]
+    pub media: MediaConfig,
     /// Legacy: the original system's routing matrix.
     #[serde(skip_serializing)]
     routing: Option<IgnoredAny>,
@@ -143,6 +146,8 @@ macro_rules! checked_number {
 }
 
 // After `checked_number!`, which it uses.
+mod media;
+pub use media::{MediaConfig, MediaEngine};
 mod network;
 pub use network::{
     AddressRange, CredentialSeconds, IceUrl, NetworkConfig, OFF_SITE_MIN_PIN_DIGITS, RelayEndpoint, TurnConfig,

@@ -13,6 +13,7 @@ mod events;
 mod extract;
 mod groups;
 pub(crate) mod janus_events;
+mod media;
 mod metrics;
 mod moderation;
 mod panel;
@@ -126,6 +127,8 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(session::session_events))
         .routes(routes!(session::session_state))
         .routes(routes!(session::session_link))
+        .routes(routes!(media::session_media))
+        .routes(routes!(media::session_talk))
         .routes(routes!(direct::open_direct))
         .routes(routes!(direct::hang_up))
         .routes(routes!(streams::whip, streams::whip_options))

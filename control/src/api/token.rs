@@ -10,7 +10,9 @@ use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, header};
 use partyline_shared::Config;
-use partyline_shared::config::{LineSpec, MAX_NAME_CHARS, PinHash, check_lines, check_name_chars, lines_of};
+use partyline_shared::config::{
+    LineSpec, MAX_NAME_CHARS, MediaEngine, PinHash, check_lines, check_name_chars, lines_of,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -80,6 +82,9 @@ pub struct TokenResponse {
     pub token: String,
     /// Janus's WebSocket API on this origin (`wss://HOST/janus`).
     pub url: String,
+    /// Where the panel's media goes: `janus` (join each line's room through `url`) or
+    /// `bridged` (one peer connection, its offer posted to `/api/session/media`).
+    pub engine: MediaEngine,
     /// The participant id to join every line with.
     pub participant_identity: String,
     pub lines: Vec<TokenLine>,
@@ -302,6 +307,7 @@ fn token_response(state: &AppState, config: &Config, user: &User, headers: &Head
     TokenResponse {
         room_name: (lines.len() == 1).then(|| lines[0].room_name.clone()),
         url: janus_websocket_url(headers, state.tls()),
+        engine: config.media.engine,
         participant_identity: user.identity.clone(),
         // Handed out to the crew member who asked for it (and only here).
         token: user.token.expose().to_owned(),

@@ -131,6 +131,13 @@ impl Users {
         }
     }
 
+    /// Marks a crew member's media as in partyline's own rooms.
+    pub fn set_on_rooms(&self, identity: &str) {
+        if let Some(user) = self.lock().get_mut(identity) {
+            user.on_rooms = true;
+        }
+    }
+
     /// Records the Janus node a crew member's session is placed on (before its token is
     /// handed out: its panel's `/janus` connection goes there).
     pub fn place(&self, identity: &str, node: &str) -> Option<User> {
@@ -415,6 +422,9 @@ mod tests {
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
         assert_eq!(users.missing_from("stage", &[], OffsetDateTime::now_utc()), ["alice-1"]);
         assert!(users.missing_from("stage", &["alice-1".to_owned()], OffsetDateTime::now_utc()).is_empty());
+        users.set_on_rooms("alice-1");
+        let missing = users.missing_from("stage", &[], OffsetDateTime::now_utc());
+        assert!(missing.is_empty(), "her media is in partyline's rooms, not Janus's to list");
     }
 
     #[test]

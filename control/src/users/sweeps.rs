@@ -63,13 +63,14 @@ impl Users {
         gone
     }
 
-    /// Connected users of `room` that are not among `present` (a missed `left` event).
+    /// Connected users of `room` that are not among `present` (a missed `left` event); never
+    /// one whose media is in partyline's own rooms (they are not Janus's to list).
     /// `present` is Janus's list of the room's participants, asked for at `asked`; a user who
     /// connected after that (its `joined` event overtook the list's reply) is not missing.
     pub fn missing_from(&self, room: &str, present: &[String], asked: OffsetDateTime) -> Vec<String> {
         self.lock()
             .values()
-            .filter(|u| !present.contains(&u.identity))
+            .filter(|u| !u.on_rooms && !present.contains(&u.identity))
             .filter(|u| u.lines.iter().any(|l| l.group_id == room && l.joined_at.is_some_and(|at| at < asked)))
             .map(|u| u.identity.clone())
             .collect()

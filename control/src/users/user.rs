@@ -124,6 +124,9 @@ pub struct User {
     pub position: Option<String>,
     /// A WHIP publisher or WHEP player that control drives on its client's behalf.
     pub stream: Option<StreamKind>,
+    /// Its media is in partyline's own rooms (`media.engine: bridged`), which say when it
+    /// joins and leaves: Janus's lists of participants do not judge it.
+    pub on_rooms: bool,
     /// The direct line its reply key talks on: the last opened to it or spoken to it on, and
     /// when.
     pub reply_to: Option<(String, Instant)>,
@@ -207,6 +210,7 @@ impl User {
             announce: false,
             position: None,
             stream: None,
+            on_rooms: false,
             reply_to: None,
             issued: Instant::now(),
             issued_at: now,
@@ -303,6 +307,8 @@ impl User {
             announce: record.announce,
             position: record.position,
             stream: record.stream,
+            // A restarted control holds no rooms session: the panel posts its offer again.
+            on_rooms: false,
             reply_to: None,
             issued: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             issued_at,

@@ -46,6 +46,8 @@ mod report;
 #[cfg(feature = "services")]
 mod restart;
 #[cfg(feature = "services")]
+mod rooms;
+#[cfg(feature = "services")]
 mod serial;
 #[cfg(feature = "services")]
 mod streams;

@@ -1,0 +1,246 @@
+//! The panels' media on partyline's own rooms (`media.engine: bridged`), through bridged's
+//! `org.partyline.Rooms1`.
+//!
+//! control alone knows a session's lines and rights: it hands the panel's offer to the rooms
+//! with them (one audio m-line per line, in the token's order), passes on the talk keys it
+//! allows, and follows the rooms' signals into the users' registry (a session's media up: its
+//! user joined its lines; gone: left them), so that the admin UI, the events and Companion see
+//! what they see with Janus. A user removed from the registry (left, disconnected, banned)
+//! leaves the rooms.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use partyline_shared::backoff::Backoff;
+use partyline_shared::bridge::BusChoice;
+use partyline_shared::rooms_bus::{RoomLine, RoomsError, RoomsProxy};
+use partyline_shared::sync::lock;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::users::{User, Users};
+
+/// The pauses between attempts to reach the rooms on the bus.
+const BUS_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
+
+/// What a request to the rooms came to, when not an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RoomsLinkError {
+    /// control has no connection to bridged's rooms now.
+    #[error("partyline-bridged's rooms are not reachable on D-Bus")]
+    Unreachable,
+    /// The rooms refused (typed: a bad offer, full, not allowed, …).
+    #[error("{0}")]
+    Rooms(#[from] RoomsError),
+    /// The session has no line for that group, or may not talk on it.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// The user has no media session in the rooms.
+    #[error("the session has no media in the rooms yet: post its offer first")]
+    NoSession,
+}
+
+/// A user's session in the rooms.
+#[derive(Debug, Clone)]
+struct RoomsSession {
+    id: u64,
+    /// The rooms of its lines, in `Join`'s order (a line's index is its place here).
+    rooms: Vec<String>,
+}
+
+/// The sessions control holds in the rooms, both ways.
+#[derive(Debug, Default)]
+struct Sessions {
+    by_identity: HashMap<String, RoomsSession>,
+    identity_of: HashMap<u64, String>,
+}
+
+impl Sessions {
+    fn insert(&mut self, identity: &str, session: RoomsSession) -> Option<RoomsSession> {
+        self.identity_of.insert(session.id, identity.to_owned());
+        let replaced = self.by_identity.insert(identity.to_owned(), session);
+        if let Some(old) = &replaced {
+            self.identity_of.remove(&old.id);
+        }
+        replaced
+    }
+
+    fn remove_identity(&mut self, identity: &str) -> Option<RoomsSession> {
+        let session = self.by_identity.remove(identity)?;
+        self.identity_of.remove(&session.id);
+        Some(session)
+    }
+
+    fn remove_session(&mut self, id: u64) -> Option<(String, RoomsSession)> {
+        let identity = self.identity_of.remove(&id)?;
+        let session = self.by_identity.remove(&identity)?;
+        Some((identity, session))
+    }
+}
+
+#[derive(Debug)]
+pub struct RoomsLink {
+    bus: BusChoice,
+    users: Arc<Users>,
+    /// The rooms' proxy while control is connected to the bus.
+    proxy: Mutex<Option<RoomsProxy<'static>>>,
+    sessions: Mutex<Sessions>,
+}
+
+impl RoomsLink {
+    pub fn new(bus: BusChoice, users: Arc<Users>) -> Arc<RoomsLink> {
+        Arc::new(RoomsLink { bus, users, proxy: Mutex::new(None), sessions: Mutex::default() })
+    }
+
+    fn proxy(&self) -> Result<RoomsProxy<'static>, RoomsLinkError> {
+        lock(&self.proxy).clone().ok_or(RoomsLinkError::Unreachable)
+    }
+
+    /// Answers `user`'s offer: one member per line of its token, with the token's rights. A
+    /// second offer from the same session (the panel reconnecting its media) replaces the first.
+    pub async fn join(&self, user: &User, offer: &str) -> Result<String, RoomsLinkError> {
+        let proxy = self.proxy()?;
+        let lines: Vec<RoomLine> = user
+            .lines
+            .iter()
+            .map(|line| RoomLine { room: line.group_id.clone(), talk: line.talk, listen: line.listen })
+            .collect();
+        let joined = proxy.join(offer, &lines).await?;
+        self.users.set_on_rooms(&user.identity);
+        let rooms = lines.into_iter().map(|line| line.room).collect();
+        let replaced = lock(&self.sessions).insert(&user.identity, RoomsSession { id: joined.session, rooms });
+        if let Some(old) = replaced {
+            // No longer ours: its end is not the user's leave.
+            leave(&proxy, old.id).await;
+        }
+        tracing::info!(
+            identity = user.identity,
+            username = user.username,
+            session = joined.session,
+            "media joined in partyline's rooms"
+        );
+        Ok(joined.answer)
+    }
+
+    /// `user`'s talk key on `group` went on or off: passed on, then published as its talk.
+    pub async fn set_talking(&self, user: &User, group: &str, talking: bool) -> Result<(), RoomsLinkError> {
+        let line = user.line(group).ok_or_else(|| RoomsLinkError::NotAllowed(format!("no line {group:?}")))?;
+        if talking && !line.talk {
+            return Err(RoomsLinkError::NotAllowed(format!("{group:?} is listen-only for this session")));
+        }
+        let session = lock(&self.sessions).by_identity.get(&user.identity).cloned();
+        let session = session.ok_or(RoomsLinkError::NoSession)?;
+        let index = session.rooms.iter().position(|room| room == group).ok_or(RoomsLinkError::NoSession)?;
+        let index = u32::try_from(index).map_err(|_| RoomsLinkError::NoSession)?;
+        self.proxy()?.set_talking(session.id, index, talking).await?;
+        self.users.talking(group, &user.identity, talking);
+        Ok(())
+    }
+
+    /// Follows the rooms forever: their sessions' signals into the registry, the registry's
+    /// removals into `Leave`; reconnects when the bus goes.
+    pub async fn run(self: Arc<Self>) {
+        let mut retry = BUS_RETRY;
+        let mut removals = self.users.subscribe_removals();
+        loop {
+            let error = match self.bus.builder() {
+                Ok(builder) => match builder.build().await {
+                    Ok(connection) => {
+                        retry.reset();
+                        self.follow(&connection, &mut removals).await.err()
+                    }
+                    Err(e) => Some(e),
+                },
+                Err(e) => Some(e),
+            };
+            *lock(&self.proxy) = None;
+            let message = error.map_or_else(|| "the bus connection ended".to_owned(), |e| e.to_string());
+            tracing::warn!(bus = %self.bus, error = message, "no D-Bus connection for the rooms; retrying");
+            tokio::time::sleep(retry.next_pause()).await;
+        }
+    }
+
+    async fn follow(
+        &self,
+        connection: &zbus::Connection,
+        removals: &mut tokio::sync::broadcast::Receiver<crate::users::Removal>,
+    ) -> zbus::Result<()> {
+        let proxy = RoomsProxy::new(connection).await?;
+        let mut connected = proxy.receive_session_connected().await?;
+        let mut ended = proxy.receive_session_ended().await?;
+        *lock(&self.proxy) = Some(proxy.clone());
+        loop {
+            tokio::select! {
+                Some(signal) = connected.next() => {
+                    if let Ok(args) = signal.args() {
+                        self.connected(args.session);
+                    }
+                }
+                Some(signal) = ended.next() => {
+                    if let Ok(args) = signal.args() {
+                        self.ended(args.session);
+                    }
+                }
+                removal = removals.recv() => match removal {
+                    Ok(removal) => {
+                        let gone = lock(&self.sessions).remove_identity(&removal.identity);
+                        if let Some(session) = gone {
+                            tracing::info!(identity = removal.identity, session = session.id, ending = ?removal.ending,
+                                "a removed user's media leaves the rooms");
+                            leave(&proxy, session.id).await;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => self.leave_the_unregistered(&proxy).await,
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                else => return Ok(()),
+            }
+        }
+    }
+
+    /// A session's media is up: its user joined each of its lines.
+    fn connected(&self, id: u64) {
+        let session = {
+            let sessions = lock(&self.sessions);
+            let identity = sessions.identity_of.get(&id);
+            identity
+                .and_then(|identity| sessions.by_identity.get(identity).map(|s| (identity.clone(), s.rooms.clone())))
+        };
+        if let Some((identity, rooms)) = session {
+            for room in rooms {
+                self.users.joined(&room, &identity);
+            }
+        }
+    }
+
+    /// A session is gone (its panel closed, its network lost): its user left its lines.
+    fn ended(&self, id: u64) {
+        let Some((identity, session)) = lock(&self.sessions).remove_session(id) else { return };
+        for room in session.rooms {
+            self.users.left(&room, &identity, "its media ended in the rooms");
+        }
+    }
+
+    /// Removals were missed (a burst): the sessions of users no longer registered leave.
+    async fn leave_the_unregistered(&self, proxy: &RoomsProxy<'static>) {
+        let gone: Vec<u64> = {
+            let mut sessions = lock(&self.sessions);
+            let identities: Vec<String> =
+                sessions.by_identity.keys().filter(|identity| self.users.get(identity).is_none()).cloned().collect();
+            identities.iter().filter_map(|identity| sessions.remove_identity(identity)).map(|s| s.id).collect()
+        };
+        for id in gone {
+            tracing::info!(session = id, "an unregistered user's media leaves the rooms");
+            leave(proxy, id).await;
+        }
+    }
+}
+
+/// Ends a session in the rooms; a failure is logged (the rooms end it anyway when its panel's
+/// media stops).
+async fn leave(proxy: &RoomsProxy<'static>, id: u64) {
+    if let Err(e) = proxy.leave(id).await {
+        tracing::warn!(session = id, error = %e, "the rooms did not take a session's leave");
+    }
+}

@@ -1,0 +1,176 @@
+//! partyline's own rooms through control (`media.engine: bridged`): panels (str0m, full ICE, as
+//! browsers) get a token, post their offer to `/api/session/media` and their talk keys to
+//! `/api/session/talk`, and are heard; the users list follows the rooms' signals; what a token
+//! does not hold is refused; an admin's disconnect ends the session in the rooms. Needs a
+//! private bus, Janus and bridged (the services tier).
+
+use std::time::{Duration, Instant};
+
+use partyline_testkit::dbus::{Bridged, Bus};
+use partyline_testkit::janus::Janus as JanusBuilder;
+use partyline_testkit::webrtc_panel::{Panel, opus_packets};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::janus::{Stack, user_state};
+use crate::support::Control;
+
+const WAIT: Duration = Duration::from_secs(10);
+const FRAME: Duration = Duration::from_millis(20);
+
+struct Rig {
+    stack: Stack,
+    bridged: Bridged,
+    _bus: Bus,
+}
+
+async fn rig() -> Rig {
+    let bus = Bus::start();
+    let bridged = Bridged::start(&bus, &[("PARTYLINE_ROOMS_ADDRESS", "127.0.0.1:0")]);
+    let groups = "  - name: Stage\n";
+    let media = "media:\n  engine: bridged\n";
+    let stack = Stack::start_custom(JanusBuilder::builder(), groups, media, &[("PARTYLINE_BUS", &bus.address)]).await;
+    Rig { stack, bridged, _bus: bus }
+}
+
+/// A token for `username` with these lines.
+async fn token(control: &Control, username: &str, listen: &[&str], talk: &[&str]) -> Value {
+    let (status, body) =
+        control.post_json("/token", json!({ "username": username, "listen": listen, "talk": talk })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["engine"], "bridged", "the panel is told where its media goes: {body}");
+    body
+}
+
+/// A panel with one line, joined through control.
+async fn join(control: &Control, token: &Value) -> Panel {
+    let (mut panel, offer) = Panel::offer("127.0.0.1", 1);
+    let (status, body) = control.post_json("/session/media", json!({ "token": token["token"], "offer": offer })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    panel.accept(body["answer"].as_str().expect("an answer"));
+    panel
+}
+
+async fn talk(control: &Control, token: &Value, talking: bool) -> (StatusCode, Value) {
+    control.post_json("/session/talk", json!({ "token": token["token"], "groupId": "stage", "talking": talking })).await
+}
+
+/// Drives the panels for `how_long`, `talker` sending a tone's 20 ms packets on time.
+fn play(panels: &mut [&mut Panel], talker: Option<usize>, how_long: Duration) {
+    let tone = opus_packets(440.0, (how_long.as_millis() / FRAME.as_millis()) as usize);
+    let mut next_frame = Instant::now();
+    for packet in &tone {
+        if let Some(talker) = talker {
+            panels[talker].send(0, packet);
+        }
+        next_frame += FRAME;
+        while Instant::now() < next_frame {
+            for panel in panels.iter_mut() {
+                panel.drive(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// Drives the panels until the users list says `identity` is `state`.
+async fn becomes(control: &Control, panels: &mut [&mut Panel], identity: &str, state: Option<&str>) {
+    let started = Instant::now();
+    while user_state(control, identity).await.as_deref() != state {
+        assert!(started.elapsed() < WAIT, "{identity} not {state:?} within {WAIT:?}:\n{}", control.log_text());
+        play(panels, None, Duration::from_millis(40));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panels_join_the_rooms_through_control_talk_by_their_keys_and_are_heard() {
+    let rig = rig().await;
+    let control = &rig.stack.control;
+    let ana_token = token(control, "Ana", &["stage"], &["stage"]).await;
+    let ben_token = token(control, "Ben", &["stage"], &[]).await;
+    let (ana_id, ben_id) = (
+        ana_token["participantIdentity"].as_str().expect("id"),
+        ben_token["participantIdentity"].as_str().expect("id"),
+    );
+
+    let mut ana = join(control, &ana_token).await;
+    let mut ben = join(control, &ben_token).await;
+    becomes(control, &mut [&mut ana, &mut ben], ana_id, Some("connected")).await;
+    becomes(control, &mut [&mut ana, &mut ben], ben_id, Some("connected")).await;
+
+    // The keys: Ben's line is listen-only; Ana's key opens her voice to the room.
+    let (status, body) = talk(control, &ben_token, true).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::CONFLICT, Some("cannot_talk")), "{body}");
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(600));
+    let before_key = ben.level_dbfs(0, 20);
+    assert!(before_key < -60.0, "Ana's voice reached Ben before her key: {before_key:.1} dBFS");
+    assert_eq!(talk(control, &ana_token, true).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(1200));
+    let (ben_hears, ana_hears) = (ben.level_dbfs(0, 25), ana.level_dbfs(0, 25));
+    assert!(ben_hears > -30.0, "Ben hears Ana at {ben_hears:.1} dBFS:\n{}", rig.bridged.log());
+    assert!(ana_hears < -60.0, "Ana hears herself at {ana_hears:.1} dBFS");
+    let (_, users) = control.get_json("/admin/users").await;
+    let ana_line =
+        &users["users"].as_array().expect("users").iter().find(|u| u["identity"] == ana_id).expect("Ana")["lines"][0];
+    assert_eq!(ana_line["talking"], true, "the users list shows her talking: {ana_line}");
+    assert_eq!(talk(control, &ana_token, false).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(600));
+    let after_key = ben.level_dbfs(0, 20);
+    assert!(after_key < -60.0, "Ana's voice still reached Ben after her key: {after_key:.1} dBFS");
+
+    // The admin's disconnect ends Ben's media in the rooms: he hears nothing more.
+    let (status, body) = control.delete(&format!("/admin/users/{ben_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(talk(control, &ana_token, true).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(300));
+    let heard = ben.heard.len();
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(600));
+    assert_eq!(ben.heard.len(), heard, "Ben still hears the room after his disconnect");
+
+    // Ana's panel closing is her leave: she is gone from the list.
+    ana.close();
+    becomes(control, &mut [&mut ana], ana_id, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_token_does_not_hold_is_refused_with_its_reason_and_nothing_joins() {
+    let rig = rig().await;
+    let control = &rig.stack.control;
+    let cat = token(control, "Cat", &["stage"], &["stage"]).await;
+    let (_, offer) = Panel::offer("127.0.0.1", 1);
+
+    let refusals = [
+        (json!({ "token": "not-a-token", "offer": offer }), StatusCode::FORBIDDEN, "forbidden"),
+        (json!({ "token": cat["token"], "offer": "v=0 nonsense" }), StatusCode::BAD_REQUEST, "bad_offer"),
+        (json!({ "token": cat["token"], "offer": "x".repeat(40_000) }), StatusCode::BAD_REQUEST, "bad_offer"),
+        (json!({ "token": cat["token"], "offer": 7 }), StatusCode::BAD_REQUEST, "bad_request"),
+    ];
+    for (body, status, code) in refusals {
+        let (got, answer) = control.post_json("/session/media", body).await;
+        assert_eq!((got, answer["code"].as_str()), (status, Some(code)), "{answer}");
+    }
+    // An offer of two lines for a token of one.
+    let (_, two_lines) = Panel::offer("127.0.0.1", 2);
+    let (status, body) =
+        control.post_json("/session/media", json!({ "token": cat["token"], "offer": two_lines })).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_offer")), "{body}");
+
+    // A key before any media, and on a line the token does not hold.
+    let (status, body) = talk(control, &cat, true).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::CONFLICT, Some("no_media")), "{body}");
+    let elsewhere = json!({ "token": cat["token"], "groupId": "nowhere", "talking": true });
+    assert_eq!(control.post_json("/session/talk", elsewhere).await.0, StatusCode::FORBIDDEN);
+    assert!(control.log_text().contains("the rooms refused a session's request"), "a log line names the refusal");
+    assert_eq!(user_state(control, cat["participantIdentity"].as_str().expect("id")).await.as_deref(), Some("pending"));
+}
+
+#[tokio::test]
+async fn with_janus_as_the_engine_the_media_routes_refuse_and_say_why() {
+    let stack = Stack::start("  - name: Stage\n").await;
+    let control = &stack.control;
+    let (status, body) = control.post_json("/token", json!({ "username": "Dee", "groupId": "stage" })).await;
+    assert_eq!((status, &body["engine"]), (StatusCode::OK, &json!("janus")), "{body}");
+    let (_, offer) = Panel::offer("127.0.0.1", 1);
+    let (status, refused) =
+        control.post_json("/session/media", json!({ "token": body["token"], "offer": offer })).await;
+    assert_eq!((status, refused["code"].as_str()), (StatusCode::CONFLICT, Some("wrong_engine")), "{refused}");
+}
