@@ -383,39 +383,8 @@ class LineLink {
   async measure() {
     const pc = this.handle?.webrtcStuff?.pc;
     if (!pc || !this.mediaUp || this.ended) return null;
-    let inbound = null;
-    let remote = null;
-    let pair = null;
-    const stats = await pc.getStats();
-    stats.forEach((s) => {
-      if (s.type === 'inbound-rtp' && s.kind === 'audio') inbound = s;
-      else if (s.type === 'remote-inbound-rtp' && s.kind === 'audio') remote = s;
-      else if (s.type === 'candidate-pair' && s.state === 'succeeded' && s.nominated) pair = s;
-    });
-    let lossPercent = 0;
-    let jitterMs = 0;
-    if (inbound) {
-      const before = this.lastInbound ?? { packetsLost: 0, packetsReceived: 0 };
-      this.lastInbound = inbound;
-      const lost = Math.max(0, (inbound.packetsLost ?? 0) - before.packetsLost);
-      const received = Math.max(0, (inbound.packetsReceived ?? 0) - before.packetsReceived);
-      lossPercent = lost + received > 0 ? (100 * lost) / (lost + received) : 0;
-      jitterMs = (inbound.jitter ?? 0) * 1000;
-    } else if (remote) {
-      lossPercent = (remote.fractionLost ?? 0) * 100;
-      jitterMs = (remote.jitter ?? 0) * 1000;
-    }
-    const rtt = pair?.currentRoundTripTime ?? remote?.roundTripTime;
-    const bounded = (ms) => Math.min(Math.max(ms, 0), 10_000);
-    // host, srflx, prflx, or relay: through the TURN relay.
-    const candidateType = pair ? stats.get(pair.localCandidateId)?.candidateType : undefined;
-    return {
-      groupId: this.line.groupId,
-      lossPercent: Math.min(lossPercent, 100),
-      jitterMs: bounded(jitterMs),
-      ...(Number.isFinite(rtt) ? { rttMs: bounded(rtt * 1000) } : {}),
-      ...(CANDIDATE_TYPES.includes(candidateType) ? { candidateType } : {}),
-    };
+    this.previous ??= {};
+    return linkFigures(this.line.groupId, await pc.getStats(), this.previous);
   }
 
   setTalking(on) {
@@ -438,6 +407,47 @@ class LineLink {
     clearTimeout(this.iceTimer);
     this.track?.stop();
   }
+}
+
+/**
+ * A line's link figures from WebRTC statistics that hold one line (its peer connection's on
+ * Janus; its receiver's, or its sender's on a talk-only line, on the rooms): the loss of what it
+ * hears since the last call (`previous.inbound`, updated), or of what it sends as the server
+ * reports it; the jitter; the round trip; the candidate type.
+ */
+export function linkFigures(groupId, stats, previous) {
+  let inbound = null;
+  let remote = null;
+  let pair = null;
+  stats.forEach((s) => {
+    if (s.type === 'inbound-rtp' && s.kind === 'audio') inbound = s;
+    else if (s.type === 'remote-inbound-rtp' && s.kind === 'audio') remote = s;
+    else if (s.type === 'candidate-pair' && s.state === 'succeeded' && s.nominated) pair = s;
+  });
+  let lossPercent = 0;
+  let jitterMs = 0;
+  if (inbound) {
+    const before = previous.inbound ?? { packetsLost: 0, packetsReceived: 0 };
+    previous.inbound = inbound;
+    const lost = Math.max(0, (inbound.packetsLost ?? 0) - before.packetsLost);
+    const received = Math.max(0, (inbound.packetsReceived ?? 0) - before.packetsReceived);
+    lossPercent = lost + received > 0 ? (100 * lost) / (lost + received) : 0;
+    jitterMs = (inbound.jitter ?? 0) * 1000;
+  } else if (remote) {
+    lossPercent = (remote.fractionLost ?? 0) * 100;
+    jitterMs = (remote.jitter ?? 0) * 1000;
+  }
+  const rtt = pair?.currentRoundTripTime ?? remote?.roundTripTime;
+  const bounded = (ms) => Math.min(Math.max(ms, 0), 10_000);
+  // host, srflx, prflx, or relay: through the TURN relay.
+  const candidateType = pair ? stats.get(pair.localCandidateId)?.candidateType : undefined;
+  return {
+    groupId,
+    lossPercent: Math.min(lossPercent, 100),
+    jitterMs: bounded(jitterMs),
+    ...(Number.isFinite(rtt) ? { rttMs: bounded(rtt * 1000) } : {}),
+    ...(CANDIDATE_TYPES.includes(candidateType) ? { candidateType } : {}),
+  };
 }
 
 export function microphoneProblem(error) {

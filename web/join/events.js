@@ -1,8 +1,9 @@
 // The session's event stream (Server-Sent Events, `/api/session/events`): calls, the admin's
 // hold on a line, and the remote control's commands, each handed to its line; the panel's
-// people (person keys, direct lines, reply: people.js); and `moved`, when
-// the session's media server node went away (the page joins again at once). Optional: a
-// control without it answers 404, and the panel then has no calls.
+// people (person keys, direct lines, reply: people.js); `moved`, when the session's media
+// server node went away (the page joins again at once); and `disconnected`, when the admin
+// ended the session. Optional: a control without it answers 404, and the panel then has no
+// calls.
 
 import { showCallButtons } from '/join/calls.js';
 import { setDirectLines } from '/join/lines.js';
@@ -80,6 +81,10 @@ function onServerEvent(event, data, onMoved) {
   }
   if (event === 'moved') {
     onMoved(body.from);
+    return;
+  }
+  if (event === 'disconnected') {
+    session.connection?.kicked();
     return;
   }
   if (event === 'people') {

@@ -11,6 +11,7 @@ import { followLinks, stopLinks } from '/join/link.js';
 import { closeMicrophone, openMicrophone } from '/join/microphone.js';
 import { clearPeople, directJoined } from '/join/people.js';
 import { showRemote } from '/join/remote.js';
+import { RoomsConnection } from '/join/rooms.js';
 import { lineById, session } from '/join/session.js';
 import { root, showJoinError, showMessage, ui } from '/join/ui.js';
 import { dropWakeLock, holdWakeLock } from '/join/wake-lock.js';
@@ -84,7 +85,9 @@ export async function join() {
     showAnnounce();
     if (session.lines.some((line) => line.canTalk)) await openMicrophone();
     const talking = new Set(session.lines.filter((line) => line.talk === 'latched').map((line) => line.groupId));
-    const connection = new Connection(
+    // The media server the token names: Janus's rooms, or partyline's own (rooms.js).
+    const Media = answer.engine === 'bridged' ? RoomsConnection : Connection;
+    const connection = new Media(
       { ...answer, lines: session.lines.filter((line) => !line.ended).map((line) => line.info) },
       session.username,
       session.microphone,

@@ -20,6 +20,7 @@
 //   lifecycle.js   the page's state machine: joining, connected, reconnecting, ended
 //   form.js        the join form
 //   connection.js  one connection to Janus, a handle per line; audio.js the page's audio
+//   rooms.js       one connection to partyline's own rooms (the token's engine `bridged`)
 //
 // Observable state, for people and for browser tests alike (no test-only code paths):
 //   <html data-state="idle|joining|connected|reconnecting|kicked|error">

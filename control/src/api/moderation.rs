@@ -12,6 +12,7 @@ use super::session::admin_state;
 use super::users::{refused, view};
 use super::{ApiError, ApiPath, AppState, ErrorBody};
 use crate::panels::{Command, Push, Switch};
+use crate::rooms_link::RoomsLinkError;
 use crate::users::{User, UserKind, UserView};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -59,10 +60,25 @@ async fn set_user_muted(
     muted: bool,
 ) -> Result<Json<UserLineChanged>, ApiError> {
     let user = state.janus.mute_user(identity, group, muted, "admin").await.map_err(refused)?;
+    if muted {
+        silence_on_rooms(state, &user, group).await?;
+    }
     tell_panel(state, &user, group);
     let done = if muted { "muted" } else { "released" };
     let message = format!("{:?} {done} on {group:?}", user.username);
     Ok(Json(UserLineChanged { message, user: view(state, &user) }))
+}
+
+/// A session on partyline's rooms stops being mixed on `group` at once, whatever its panel
+/// does (a session whose media is not up yet has nothing to stop).
+async fn silence_on_rooms(state: &AppState, user: &User, group: &str) -> Result<(), ApiError> {
+    if !user.on_rooms {
+        return Ok(());
+    }
+    match state.rooms.set_talking(user, group, false).await {
+        Ok(()) | Err(RoomsLinkError::NoSession) => Ok(()),
+        Err(e) => Err(ApiError::Unavailable(format!("partyline's rooms did not take the mute: {e}"))),
+    }
 }
 
 /// Tells `user`'s panel the admin's state of its line `group`.
@@ -106,7 +122,11 @@ pub async fn talk_off(
     if !user.has_line(&group) {
         return Err(ApiError::NotFound(format!("user {identity:?} has no line {group:?}")));
     }
-    state.janus.mute_participant(&group, &identity).await.map_err(|e| super::error::unavailable(&e))?;
+    if user.on_rooms {
+        silence_on_rooms(&state, &user, &group).await?;
+    } else {
+        state.janus.mute_participant(&group, &identity).await.map_err(|e| super::error::unavailable(&e))?;
+    }
     tracing::warn!(identity, username = user.username, group, by = "admin", "talk forced off");
     let command = Command { talk: Some(Switch::Off), reason: Some("admin"), ..Command::new(&group) };
     let panel_applied = state.panels.command(&identity, command).await.is_ok();

@@ -74,7 +74,8 @@ pub struct SessionQuery {
 /// admin mutes or releases it; `event: command` with a [`Command`] of its remote control (or
 /// of control: a talk forced off, a remote talk released), which the panel applies and then
 /// reports with `POST /session/state`; `event: moved` with a [`Moved`] when the session's Janus
-/// node was lost or removed (the panel joins again at once, resuming); `event: people` with its
+/// node was lost or removed (the panel joins again at once, resuming); `event: disconnected`
+/// with a [`Disconnected`] when the admin disconnected the session; `event: people` with its
 /// [`People`] at once and whenever they change (person keys and who is online for them, its
 /// direct lines, whom its reply reaches). Ends when the session does. A session holds at most
 /// 8 event streams (its own and its control surfaces') at once.
@@ -125,6 +126,11 @@ pub struct Moved {
     #[schema(example = "truck")]
     pub from: Option<String>,
 }
+
+/// Why a panel's session ended under it: the admin disconnected it. Its panel says so and
+/// does not join again by itself.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Disconnected {}
 
 /// One panel's session stream: what it waits on.
 struct Session {
@@ -180,8 +186,13 @@ impl Session {
                 removal = self.removals.recv() => match removal {
                     Ok(removal) if removal.identity == self.identity => {
                         self.ended = true;
-                        return (removal.ending == Ending::Moved)
-                            .then(|| json_event("moved", &Moved { from: removal.node }));
+                        return match removal.ending {
+                            Ending::Moved => Some(json_event("moved", &Moved { from: removal.node })),
+                            // A panel on Janus also hears it from Janus and the proxy; one on
+                            // partyline's rooms only here.
+                            Ending::Disconnected => Some(json_event("disconnected", &Disconnected {})),
+                            Ending::Ended => None,
+                        };
                     }
                     Ok(_) | Err(RecvError::Lagged(_)) => {}
                     Err(RecvError::Closed) => return None,

@@ -136,7 +136,8 @@ impl Janus {
         let line = user
             .line(group)
             .ok_or_else(|| DisconnectError::NoSuchLine { identity: identity.to_owned(), group: group.to_owned() })?;
-        if line.joined_at.is_some() && (muted || user.kind == UserKind::Server) {
+        // A session on partyline's rooms is muted there by the caller (`RoomsLink`).
+        if line.joined_at.is_some() && !user.on_rooms && (muted || user.kind == UserKind::Server) {
             let at = self.session_for(&user).await?;
             self.set_participant_muted(&at, group, identity, muted).await?;
         }

@@ -112,6 +112,22 @@ async fn panels_join_the_rooms_through_control_talk_by_their_keys_and_are_heard(
     let ana_line =
         &users["users"].as_array().expect("users").iter().find(|u| u["identity"] == ana_id).expect("Ana")["lines"][0];
     assert_eq!(ana_line["talking"], true, "the users list shows her talking: {ana_line}");
+
+    // The admin's mute silences her at once, whatever her panel does, and refuses her key.
+    let (status, body) = control.post_json(&format!("/admin/users/{ana_id}/lines/stage/mute"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(600));
+    let muted = ben.level_dbfs(0, 20);
+    assert!(muted < -60.0, "Ben still hears Ana muted by the admin at {muted:.1} dBFS");
+    let (status, body) = talk(control, &ana_token, true).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::CONFLICT, Some("muted_by_admin")), "{body}");
+    let (status, body) = control.post_json(&format!("/admin/users/{ana_id}/lines/stage/unmute"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(talk(control, &ana_token, true).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(1200));
+    let released = ben.level_dbfs(0, 25);
+    assert!(released > -30.0, "Ben hears Ana again once released: {released:.1} dBFS");
+
     assert_eq!(talk(control, &ana_token, false).await.0, StatusCode::NO_CONTENT);
     play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(600));
     let after_key = ben.level_dbfs(0, 20);

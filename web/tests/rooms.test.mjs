@@ -1,0 +1,91 @@
+// Browser tests of the crew panel on partyline's own rooms (`media.engine: bridged`): one peer
+// connection per panel, its offer through control, no Janus signalling; a held key is heard by
+// the others and not by the talker, a released one is silence; a listen-only line hears and
+// its panel has no key; the admin's disconnect ends the panel as kicked. Real control, bridged
+// hosting the rooms (Janus runs beside them for the card), headless Chromium with a tone per
+// person; run by scripts/test-browser.
+
+import assert from 'node:assert/strict';
+import { after, before, describe } from 'node:test';
+import { HZ_TOLERANCE, Person, report, since, startWithTones, trackedTests } from './harness.mjs';
+
+const ANN_HZ = 440;
+
+describe('crew panel on partyline’s own rooms', { timeout: 180_000 }, () => {
+  let control;
+  let browsers;
+  let stop;
+  const people = [];
+  const { check, reportLogsIfFailed } = trackedTests();
+
+  /** `name` joined on `path`'s lines, connected; its WebSocket URLs are kept in `sockets`. */
+  const joined = async (name, browser, path) => {
+    const person = await Person.open(browser, control.origin, name, { path });
+    people.push(person);
+    person.sockets = [];
+    person.page.on('websocket', (ws) => person.sockets.push(ws.url()));
+    await person.joinPreset();
+    await person.waitState('connected');
+    return person;
+  };
+
+  const userState = async (identity) => {
+    const { body } = await control.admin('GET', '/users?state=all');
+    return body.users.find((u) => u.identity === identity)?.state;
+  };
+
+  before(async () => {
+    ({ control, browsers, stop } = await startWithTones(['Stage'], { ann: ANN_HZ, ben: 660 }, { rooms: true }));
+  });
+
+  after(async () => {
+    await reportLogsIfFailed(control);
+    await Promise.all(people.map((p) => p.close()));
+    await stop?.();
+  });
+
+  check('a held key is heard by the others and not by the talker; released, silence', async () => {
+    const ann = await joined('Ann', browsers.ann, '/?groups=stage');
+    const ben = await joined('Ben', browsers.ben, '/?groups=stage');
+    for (const p of [ann, ben]) {
+      assert.equal(p.token.engine, 'bridged', JSON.stringify(p.token));
+      assert.deepEqual(p.sockets, [], `${p.name} opened no Janus signalling`);
+      assert.equal(await userState(p.token.participantIdentity), 'connected', 'the rooms said so to control');
+    }
+    await ben.assertSilent('stage', 'before any key');
+
+    const pressed = performance.now();
+    await ann.pressTalk('stage');
+    await ben.waitHearing('stage');
+    report(`rooms: Ann's key down → Ben hears her: ${since(pressed)} ms`);
+    const heard = await ben.dominantHz('stage');
+    assert.ok(Math.abs(heard.hz - ANN_HZ) <= HZ_TOLERANCE, `Ben hears ${JSON.stringify(heard)}`);
+    await ann.assertSilent('stage', 'Ann talking (no self-hearing)', 1000);
+
+    await ann.page.mouse.up();
+    await ann.waitLine('stage', 'talk', 'off');
+    await ben.waitQuiet('stage');
+    await ben.assertSilent('stage', 'after Ann let go', 1000);
+  });
+
+  check('a listen-only line hears the room (a latched key) and has no talk key', async () => {
+    const cat = await joined('Cat', browsers.ben, '/?groups=stage&talk=');
+    assert.equal(await cat.line('stage').getAttribute('data-talk'), null, 'no talk key');
+    const ann = people.find((p) => p.name === 'Ann');
+    // A tap latches Ann's key, a second lets it go.
+    await ann.tapTalk('stage');
+    await ann.waitLine('stage', 'talk', 'latched');
+    await cat.waitHearing('stage');
+    await ann.tapTalk('stage');
+    await ann.waitLine('stage', 'talk', 'off');
+    await cat.waitQuiet('stage');
+  });
+
+  check("the admin's disconnect ends the panel as kicked", async () => {
+    const ben = people.find((p) => p.name === 'Ben');
+    const { status } = await control.admin('DELETE', `/users/${ben.token.participantIdentity}`);
+    assert.equal(status, 200);
+    await ben.waitState('kicked');
+    assert.equal(await userState(ben.token.participantIdentity), undefined, 'gone from the list');
+  });
+});
