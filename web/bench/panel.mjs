@@ -4,6 +4,8 @@
 //   latency    mouth-to-ear through one room: a browser's bursts to another browser and to the
 //              card's output (through bridged), ticks on the card's input to a browser; onsets
 //              measured in the pages (an AudioWorklet's 1 ms envelope) and on the card
+//   engines    browser → room → browser on each media engine, Janus's rooms then partyline's own
+//              (bridged), a fresh stack each, ENGINE_ROUNDS times in turn (only when named)
 //   network    the namespace's link (pl0) down for DOWN_SECS, then up: the time from link up to
 //              audio on every line of a 4-line panel, TRIES times
 //   capacity   panel users with 4 lines each (one browser context each, in one Chromium) added
@@ -23,7 +25,7 @@
 //   offsite    a panel behind a NAT → a panel at the venue, through the TURN relay over TLS and
 //              straight (BURSTS each)
 //
-//   node web/bench/panel.mjs [--quick] [latency] [network] [capacity] [remote] [cost] [keys] [streams] [offsite]
+//   node web/bench/panel.mjs [--quick] [latency] [engines] [network] [capacity] [remote] [cost] [keys] [streams] [offsite]
 //
 // Prints a markdown section on stdout, progress on stderr. Environment: BURSTS (30), DIM_TICKS (15), PRESSES (20), COMMANDS (200), TRIES (20),
 // DOWN_SECS ("5 15": one series each), STEP_USERS (2), MAX_USERS (40), WINDOW_SECS (10), COST_USERS (4),
@@ -64,6 +66,8 @@ const STEP_USERS = number('STEP_USERS', 2, 2);
 const MAX_USERS = number('MAX_USERS', 40, 4);
 const WINDOW_SECS = number('WINDOW_SECS', 10, 5);
 const COST_USERS = number('COST_USERS', 4, 2);
+/** The `engines` part's rounds, each engine once per round. */
+const ENGINE_ROUNDS = number('ENGINE_ROUNDS', 3, 1);
 /** The headless crew's binary (bench/panel builds it), for the `cost` part. */
 const CREW_BIN = process.env.PARTYLINE_CREW_BIN;
 /** The capacity series: `shared` (everything on both CPUs), `confined` (the users' Chromium on CPU 0 at nice 19). */
@@ -326,6 +330,77 @@ async function latency() {
     }
     md(`While measuring: ${cpuLine(usage)}.`);
     md();
+  });
+}
+
+/**
+ * Browser → room → browser on each media engine, on a fresh stack each: Janus AudioBridge, then
+ * partyline's own rooms in bridged (`media.engine: bridged`), ENGINE_ROUNDS times in turn (a
+ * run's figures move by tens of ms from stack to stack: the medians of the rounds are what
+ * compare). The same talker's bursts and listener as `latency`.
+ */
+async function engines() {
+  const engineList = [
+    ['Janus AudioBridge (`media.engine: janus`)', false],
+    ["partyline's rooms in bridged (`media.engine: bridged`)", true],
+  ];
+  md('### Mouth-to-ear by media engine (`engines`)');
+  md();
+  md(
+    "| engine, round | browser → room → browser median ms | p95 ms | min | max | onsets matched | the listener's jitter buffer, mean ms |",
+  );
+  md('|---|---|---|---|---|---|---|');
+  const cpu = new CpuWindow();
+  const medians = new Map(engineList.map(([engine]) => [engine, []]));
+  for (let round = 1; round <= ENGINE_ROUNDS; round += 1) {
+    for (const [engine, rooms] of engineList) {
+      const s = await oneEngine(engine, rooms, round);
+      medians.get(engine).push(s.median);
+    }
+  }
+  for (const [engine, values] of medians)
+    md(`| ${engine}, **median of the rounds** | **${fmt(quantile(values, 0.5))}** | | | | | |`);
+  md();
+  md(`While measuring: ${cpuLine(cpu.stop())}.`);
+  md();
+}
+
+/** One round of `engines` on one engine: its table row, and its figures. */
+async function oneEngine(engine, rooms, round) {
+  const X = 'bench';
+  return withTemp(async (dir) => {
+    const control = await Control.start(['Bench'], { rooms });
+    const browsers = [];
+    try {
+      const bursts = await writeBursts(join(dir, 'bursts.wav'), 1000, {
+        burstMs: 80,
+        everyMs: BURST_EVERY_MS,
+        seconds: (BURST_EVERY_MS * 10) / 1000,
+      });
+      browsers.push(await launchBrowser({ audioFile: bursts }), await launchBrowser());
+      const a = await panel(browsers[0], control, 'Talker', `/?groups=${X}`, INSTRUMENTED);
+      const b = await panel(browsers[1], control, 'Listener', `/?groups=${X}&talk=`, INSTRUMENTED);
+      await latchAll(a, [X]);
+      await sleep(2000); // the jitter buffers' first seconds
+      await startEnvelope(a.page, 'mouth', null);
+      await startEnvelope(b.page, 'ear', X);
+      const before = await inboundStats(b.page);
+      progress(`engines: round ${round}, ${BURSTS} bursts through ${engine}`);
+      await sleep((BURSTS + 1) * BURST_EVERY_MS);
+      const [mouth, ear] = [await readEnvelope(a.page, 'mouth'), await readEnvelope(b.page, 'ear')];
+      const after = await inboundStats(b.page);
+      const emitted = after.jitterBufferEmittedCount - before.jitterBufferEmittedCount;
+      const buffered = emitted > 0 ? ((after.jitterBufferDelay - before.jitterBufferDelay) / emitted) * 1000 : null;
+      const values = delays(onsets(mouth), onsets(ear), endOf(ear));
+      const s = stats(values);
+      md(
+        `| ${engine}, ${round} | ${fmt(s.median)} | ${fmt(s.p95)} | ${fmt(s.min)} | ${fmt(s.max)} | ${s.n} of ${values.length} | ${fmt(buffered)} |`,
+      );
+      return s;
+    } finally {
+      await Promise.all(browsers.map((b) => b.close()));
+      await control.stop();
+    }
   });
 }
 
@@ -1271,13 +1346,14 @@ async function offsite() {
 
 // ---------------------------------------------------------------------------------------------
 
-const PARTS = { latency, network, capacity, remote, cost, keys, streams, offsite };
+const PARTS = { latency, engines, network, capacity, remote, cost, keys, streams, offsite };
 const chosen = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
 for (const name of chosen)
   if (!PARTS[name])
-    throw new Error(`unknown part ${name} (latency, network, capacity, remote, cost, keys, streams, offsite)`);
-// offsite only when named: its own block in BENCHMARKS.md (bench/run offsite).
-const parts = chosen.length ? chosen : Object.keys(PARTS).filter((part) => part !== 'offsite');
+    throw new Error(`unknown part ${name} (latency, engines, network, capacity, remote, cost, keys, streams, offsite)`);
+// offsite and engines only when named: their own blocks in BENCHMARKS.md (bench/run offsite,
+// bench/run engines).
+const parts = chosen.length ? chosen : Object.keys(PARTS).filter((part) => !['offsite', 'engines'].includes(part));
 
 md(`Machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}); load average before: ${loadAverage()}.`);
 md();
