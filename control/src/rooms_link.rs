@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use partyline_shared::backoff::Backoff;
-use partyline_shared::bridge::BusChoice;
+use partyline_shared::bridge::{BUS_NAME, BusChoice};
 use partyline_shared::rooms_bus::{RoomLine, RoomsError, RoomsProxy};
 use partyline_shared::sync::lock;
 use tokio::sync::broadcast::error::RecvError;
@@ -169,9 +169,13 @@ impl RoomsLink {
         let proxy = RoomsProxy::new(connection).await?;
         let mut connected = proxy.receive_session_connected().await?;
         let mut ended = proxy.receive_session_ended().await?;
+        let dbus = zbus::fdo::DBusProxy::new(connection).await?;
+        let mut owners = dbus.receive_name_owner_changed_with_args(&[(0, BUS_NAME)]).await?;
         *lock(&self.proxy) = Some(proxy.clone());
         loop {
             tokio::select! {
+                // bridged gone or restarted: its rooms and every session in them went with it.
+                Some(_) = owners.next() => self.end_all("partyline-bridged left the bus"),
                 Some(signal) = connected.next() => {
                     if let Ok(args) = signal.args() {
                         self.connected(args.session);
@@ -219,6 +223,19 @@ impl RoomsLink {
         let Some((identity, session)) = lock(&self.sessions).remove_session(id) else { return };
         for room in session.rooms {
             self.users.left(&room, &identity, "its media ended in the rooms");
+        }
+    }
+
+    /// Every session ended at once (the rooms went): their users left their lines.
+    fn end_all(&self, why: &str) {
+        let gone = std::mem::take(&mut *lock(&self.sessions));
+        if !gone.by_identity.is_empty() {
+            tracing::warn!(sessions = gone.by_identity.len(), why, "the rooms' sessions ended");
+        }
+        for (identity, session) in gone.by_identity {
+            for room in session.rooms {
+                self.users.left(&room, &identity, why);
+            }
         }
     }
 

@@ -21,6 +21,7 @@ mod positions;
 mod report;
 mod server_users;
 mod session;
+mod session_link;
 mod sse;
 mod stream_tokens;
 mod streams;
@@ -126,7 +127,7 @@ fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(session::call))
         .routes(routes!(session::session_events))
         .routes(routes!(session::session_state))
-        .routes(routes!(session::session_link))
+        .routes(routes!(session_link::session_link))
         .routes(routes!(media::session_media))
         .routes(routes!(media::session_talk))
         .routes(routes!(direct::open_direct))

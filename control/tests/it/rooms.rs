@@ -13,24 +13,26 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::janus::{Stack, user_state};
-use crate::support::Control;
+use crate::support::{Control, wait_for};
 
 const WAIT: Duration = Duration::from_secs(10);
 const FRAME: Duration = Duration::from_millis(20);
 
+const ROOMS_ADDRESS: (&str, &str) = ("PARTYLINE_ROOMS_ADDRESS", "127.0.0.1:0");
+
 struct Rig {
     stack: Stack,
     bridged: Bridged,
-    _bus: Bus,
+    bus: Bus,
 }
 
 async fn rig() -> Rig {
     let bus = Bus::start();
-    let bridged = Bridged::start(&bus, &[("PARTYLINE_ROOMS_ADDRESS", "127.0.0.1:0")]);
+    let bridged = Bridged::start(&bus, &[ROOMS_ADDRESS]);
     let groups = "  - name: Stage\n";
     let media = "media:\n  engine: bridged\n";
     let stack = Stack::start_custom(JanusBuilder::builder(), groups, media, &[("PARTYLINE_BUS", &bus.address)]).await;
-    Rig { stack, bridged, _bus: bus }
+    Rig { stack, bridged, bus }
 }
 
 /// A token for `username` with these lines.
@@ -145,6 +147,35 @@ async fn panels_join_the_rooms_through_control_talk_by_their_keys_and_are_heard(
     // Ana's panel closing is her leave: she is gone from the list.
     ana.close();
     becomes(control, &mut [&mut ana], ana_id, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridged_that_goes_takes_its_sessions_with_it_and_a_new_one_takes_new_joins() {
+    let mut rig = rig().await;
+    let control = &rig.stack.control;
+    let dan_token = token(control, "Dan", &["stage"], &["stage"]).await;
+    let dan_id = dan_token["participantIdentity"].as_str().expect("id");
+    let mut dan = join(control, &dan_token).await;
+    becomes(control, &mut [&mut dan], dan_id, Some("connected")).await;
+
+    rig.bridged.kill();
+    becomes(control, &mut [&mut dan], dan_id, None).await;
+    assert!(control.log_text().contains("partyline-bridged left the bus"), "a log line says why");
+
+    rig.bridged = Bridged::start(&rig.bus, &[ROOMS_ADDRESS]);
+    let eve_token = token(control, "Eve", &["stage"], &[]).await;
+    let eve_id = eve_token["participantIdentity"].as_str().expect("id");
+    let mut eve = wait_for("the new rooms on the bus", WAIT, async || {
+        let (mut panel, offer) = Panel::offer("127.0.0.1", 1);
+        let body = json!({ "token": eve_token["token"], "offer": offer });
+        let (status, body) = control.post_json("/session/media", body).await;
+        (status == StatusCode::OK).then(|| {
+            panel.accept(body["answer"].as_str().expect("an answer"));
+            panel
+        })
+    })
+    .await;
+    becomes(control, &mut [&mut eve], eve_id, Some("connected")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
