@@ -1,8 +1,8 @@
 // The session's event stream (Server-Sent Events, `/api/session/events`): calls, the admin's
 // hold on a line, and the remote control's commands, each handed to its line; the panel's
 // people (person keys, direct lines, reply: people.js); `moved`, when the session's media
-// server node went away (the page joins again at once); and `disconnected`, when the admin
-// ended the session. Optional: a control without it answers 404, and the panel then has no
+// server node went away (the page joins again at once); `disconnected`, when the admin ended
+// the session; and on partyline's rooms `members`, who is on each line and who talks there. Optional: a control without it answers 404, and the panel then has no
 // calls.
 
 import { showCallButtons } from '/join/calls.js';
@@ -85,6 +85,10 @@ function onServerEvent(event, data, onMoved) {
   }
   if (event === 'disconnected') {
     session.connection?.kicked();
+    return;
+  }
+  if (event === 'members') {
+    session.connection?.setMembers?.(body.lines);
     return;
   }
   if (event === 'people') {

@@ -3,8 +3,9 @@
 // order. The offer goes to control (`POST /api/session/media`), which joins the token's lines
 // with the token's rights and returns the rooms' answer; a talk key is `POST /api/session/talk`,
 // and the rooms mix a voice only while its key is on (the track is also gated, so nothing is
-// sent in between). The same face as connection.js's Connection, which lifecycle.js drives.
-// Direct lines are not carried on the rooms yet: their cards stay without audio.
+// sent in between). Who is on each line and who talks comes from control's session stream
+// (`members`). The same face as connection.js's Connection, which lifecycle.js drives. Direct
+// lines are not carried on the rooms yet: their cards stay without audio.
 
 import { api } from '/join/api.js';
 import { ICE_GRACE_MS, KickedError, linkFigures } from '/join/connection.js';
@@ -97,6 +98,19 @@ export class RoomsConnection {
   /** The lines still on (every line: the rooms take none away alone). */
   get liveLinks() {
     return [...this.links.values()];
+  }
+
+  /**
+   * Who else is on each line and who talks there (the session stream's `members`), as a Janus
+   * panel has them from its rooms: `muted` is a key off.
+   */
+  setMembers(lines) {
+    if (this.closed) return;
+    for (const { groupId, members } of lines) {
+      if (!this.links.has(groupId)) continue;
+      const people = new Map(members.map((m) => [m.identity, { display: m.display, muted: !m.talking }]));
+      this.events.onPeople(groupId, people);
+    }
   }
 
   /** A direct line: not carried on the rooms yet (its card shows no audio). */

@@ -1,9 +1,9 @@
 // Browser tests of the crew panel on partyline's own rooms (`media.engine: bridged`): one peer
-// connection per panel, its offer through control, no Janus signalling; a held key is heard by
-// the others and not by the talker, a released one is silence; a listen-only line hears and
-// its panel has no key; the admin's disconnect ends the panel as kicked. Real control, bridged
-// hosting the rooms (Janus runs beside them for the card), headless Chromium with a tone per
-// person; run by scripts/test-browser.
+// connection per panel, its offer through control, no Janus signalling; who is on the line and
+// who talks, from control; a held key is heard by the others and not by the talker, a released
+// one is silence; a listen-only line hears and its panel has no key; the admin's disconnect
+// ends the panel as kicked. Real control, bridged hosting the rooms (Janus runs beside them for
+// the card), headless Chromium with a tone per person; run by scripts/test-browser.
 
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
@@ -44,29 +44,38 @@ describe('crew panel on partyline’s own rooms', { timeout: 180_000 }, () => {
     await stop?.();
   });
 
-  check('a held key is heard by the others and not by the talker; released, silence', async () => {
-    const ann = await joined('Ann', browsers.ann, '/?groups=stage');
-    const ben = await joined('Ben', browsers.ben, '/?groups=stage');
-    for (const p of [ann, ben]) {
-      assert.equal(p.token.engine, 'bridged', JSON.stringify(p.token));
-      assert.deepEqual(p.sockets, [], `${p.name} opened no Janus signalling`);
-      assert.equal(await userState(p.token.participantIdentity), 'connected', 'the rooms said so to control');
-    }
-    await ben.assertSilent('stage', 'before any key');
+  check(
+    'a held key is heard by the others and shown as their talker, not heard by the talker; released, silence',
+    async () => {
+      const ann = await joined('Ann', browsers.ann, '/?groups=stage');
+      const ben = await joined('Ben', browsers.ben, '/?groups=stage');
+      for (const p of [ann, ben]) {
+        assert.equal(p.token.engine, 'bridged', JSON.stringify(p.token));
+        assert.deepEqual(p.sockets, [], `${p.name} opened no Janus signalling`);
+        assert.equal(await userState(p.token.participantIdentity), 'connected', 'the rooms said so to control');
+      }
+      await ben.assertSilent('stage', 'before any key');
+      // Who is on the line, from control's session stream.
+      await ann.line('stage').locator('.line-people', { hasText: 'Ben' }).waitFor({ timeout: 5000 });
+      await ben.line('stage').locator('.line-people', { hasText: 'Ann' }).waitFor({ timeout: 5000 });
 
-    const pressed = performance.now();
-    await ann.pressTalk('stage');
-    await ben.waitHearing('stage');
-    report(`rooms: Ann's key down → Ben hears her: ${since(pressed)} ms`);
-    const heard = await ben.dominantHz('stage');
-    assert.ok(Math.abs(heard.hz - ANN_HZ) <= HZ_TOLERANCE, `Ben hears ${JSON.stringify(heard)}`);
-    await ann.assertSilent('stage', 'Ann talking (no self-hearing)', 1000);
+      const pressed = performance.now();
+      await ann.pressTalk('stage');
+      await ben.waitHearing('stage');
+      report(`rooms: Ann's key down → Ben hears her: ${since(pressed)} ms`);
+      const heard = await ben.dominantHz('stage');
+      assert.ok(Math.abs(heard.hz - ANN_HZ) <= HZ_TOLERANCE, `Ben hears ${JSON.stringify(heard)}`);
+      await ann.assertSilent('stage', 'Ann talking (no self-hearing)', 1000);
+      await ben.waitLine('stage', 'talkers', 'Ann');
+      assert.equal(await ben.line('stage').getAttribute('data-active'), 'true', "Ben's line shows a talker");
 
-    await ann.page.mouse.up();
-    await ann.waitLine('stage', 'talk', 'off');
-    await ben.waitQuiet('stage');
-    await ben.assertSilent('stage', 'after Ann let go', 1000);
-  });
+      await ann.page.mouse.up();
+      await ann.waitLine('stage', 'talk', 'off');
+      await ben.waitQuiet('stage');
+      await ben.waitLine('stage', 'active', 'false');
+      await ben.assertSilent('stage', 'after Ann let go', 1000);
+    },
+  );
 
   check('a listen-only line hears the room (a latched key) and has no talk key', async () => {
     const cat = await joined('Cat', browsers.ben, '/?groups=stage&talk=');

@@ -13,6 +13,7 @@ mod events;
 mod extract;
 mod groups;
 pub(crate) mod janus_events;
+mod line_members;
 mod media;
 mod metrics;
 mod moderation;

@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 
 use super::direct::{People, people_of};
 use super::error::too_many_streams;
+use super::line_members::{Members, members_of};
 use super::sse::{self, EventSource, json_event};
 use super::{ApiError, ApiJson, ApiQuery, AppState, ErrorBody};
 use crate::calls::Call;
@@ -73,7 +74,9 @@ pub struct SessionQuery {
 /// of control: a talk forced off, a remote talk released), which the panel applies and then
 /// reports with `POST /session/state`; `event: moved` with a [`Moved`] when the session's Janus
 /// node was lost or removed (the panel joins again at once, resuming); `event: disconnected`
-/// with a [`Disconnected`] when the admin disconnected the session; `event: people` with its
+/// with a [`Disconnected`] when the admin disconnected the session; on partyline's rooms,
+/// `event: members` with its lines' [`Members`] at once and whenever they change (who else is
+/// on each line and who talks there); `event: people` with its
 /// [`People`] at once and whenever they change (person keys and who is online for them, its
 /// direct lines, whom its reply reaches). Ends when the session does. A session holds at most
 /// 8 event streams (its own and its control surfaces') at once.
@@ -95,6 +98,7 @@ pub async fn session_events(
         pushes: state.panels.subscribe_pushes(),
         changes: state.events.watch(),
         people: None,
+        members: None,
         backlog,
         identity: user.identity,
         token: query.token,
@@ -139,6 +143,8 @@ struct Session {
     changes: broadcast::Receiver<Published>,
     /// The people last sent.
     people: Option<People>,
+    /// The line members last sent (a session on partyline's rooms only).
+    members: Option<Members>,
     /// Sent first: the admin's state of every line.
     backlog: VecDeque<Push>,
     identity: String,
@@ -178,6 +184,9 @@ impl Session {
                 return Some(push_event(&push));
             }
             if let Some(event) = self.people_if_changed() {
+                return Some(event);
+            }
+            if let Some(event) = self.members_if_changed() {
                 return Some(event);
             }
             tokio::select! {
@@ -223,10 +232,10 @@ impl Session {
                 },
                 // Read again at the top of the loop; a lag may have skipped a change.
                 change = self.changes.recv() => match change {
-                    Ok(event) if !event.changes_people() => {}
+                    Ok(event) if !event.changes_people() && !event.changes_members() => {}
                     Ok(_) | Err(RecvError::Lagged(_)) => {
-                        if let Some(people) = self.people_if_changed() {
-                            return Some(people);
+                        if let Some(event) = self.people_if_changed().or_else(|| self.members_if_changed()) {
+                            return Some(event);
                         }
                     }
                     Err(RecvError::Closed) => return None,
@@ -245,6 +254,21 @@ impl Session {
         }
         let event = json_event("people", &people);
         self.people = Some(people);
+        Some(event)
+    }
+}
+
+impl Session {
+    /// `event: members` when the lines' members differ from those last sent, for a session on
+    /// partyline's rooms (a Janus panel has them from Janus).
+    fn members_if_changed(&mut self) -> Option<Event> {
+        let user = self.state.users.by_token(&self.token).filter(|u| u.on_rooms)?;
+        let members = members_of(&self.state, &user);
+        if self.members.as_ref() == Some(&members) {
+            return None;
+        }
+        let event = json_event("members", &members);
+        self.members = Some(members);
         Some(event)
     }
 }

@@ -203,6 +203,11 @@ impl Published {
     /// Whether it may change a panel's people (person keys, direct lines, reply): joins and
     /// leaves, direct lines, the config, and talk on a direct line (which moves a reply) but not
     /// on a group's (the bulk of all events, which changes no one's people).
+    /// Whether it may change who is on a line or who talks there (`event: members`).
+    pub fn changes_members(&self) -> bool {
+        matches!(self.name, "userJoined" | "userLeft" | "talking" | "stoppedTalking" | "sessionMoved")
+    }
+
     pub fn changes_people(&self) -> bool {
         match self.name {
             "userJoined" | "userLeft" | "directOpened" | "directClosed" | "configChanged" | "sessionMoved" => true,
