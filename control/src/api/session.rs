@@ -99,6 +99,7 @@ pub async fn session_events(
         changes: state.events.watch(),
         people: None,
         members: None,
+        on_rooms: user.on_rooms,
         backlog,
         identity: user.identity,
         token: query.token,
@@ -145,6 +146,9 @@ struct Session {
     people: Option<People>,
     /// The line members last sent (a session on partyline's rooms only).
     members: Option<Members>,
+    /// Its media is on partyline's rooms (set before its panel opens this stream): only then do
+    /// joins and talk changes cost it a `members` reckoning.
+    on_rooms: bool,
     /// Sent first: the admin's state of every line.
     backlog: VecDeque<Push>,
     identity: String,
@@ -232,7 +236,7 @@ impl Session {
                 },
                 // Read again at the top of the loop; a lag may have skipped a change.
                 change = self.changes.recv() => match change {
-                    Ok(event) if !event.changes_people() && !event.changes_members() => {}
+                    Ok(event) if !(event.changes_people() || self.on_rooms && event.changes_members()) => {}
                     Ok(_) | Err(RecvError::Lagged(_)) => {
                         if let Some(event) = self.people_if_changed().or_else(|| self.members_if_changed()) {
                             return Some(event);
