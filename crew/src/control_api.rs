@@ -9,6 +9,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
+use partyline_shared::config::MediaEngine;
+
 use crate::tls::TlsCheck;
 
 /// The WebSocket to Janus through control's proxy.
@@ -81,6 +83,8 @@ pub struct Credentials {
     /// The panel's remote control key (kept by a panel that joins again).
     pub panel_key: String,
     pub lines: Vec<Line>,
+    /// Where the panel's media goes: Janus's rooms (through `/janus`) or partyline's own.
+    pub engine: MediaEngine,
     /// STUN servers and the relay, with credentials that expire (none on a LAN-only install).
     #[serde(default)]
     pub ice_servers: Vec<IceServer>,
@@ -107,6 +111,25 @@ pub struct LineReport {
     pub talk: &'static str,
     pub active: bool,
     pub talkers: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct MediaOffer<'a> {
+    token: &'a str,
+    offer: &'a str,
+}
+
+#[derive(Debug, Deserialize)]
+struct MediaAnswer {
+    answer: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TalkKey<'a> {
+    token: &'a str,
+    group_id: &'a str,
+    talking: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -165,6 +188,20 @@ impl ControlApi {
     /// `POST /api/session/state`: the panel's lines as it shows them.
     pub async fn report_state(&self, token: &str, lines: &[LineReport]) -> Result<(), ApiError> {
         self.post("/api/session/state", &StateReport { token, lines }).await.map(drop)
+    }
+
+    /// `POST /api/session/media` (partyline's own rooms): the panel's offer, one bundled peer
+    /// connection for all its lines; returns the rooms' answer.
+    pub async fn media(&self, token: &str, offer: &str) -> Result<String, ApiError> {
+        const PATH: &str = "/api/session/media";
+        let response = self.post(PATH, &MediaOffer { token, offer }).await?;
+        let answer: MediaAnswer = response.json().await.map_err(|source| ApiError::Http { path: PATH, source })?;
+        Ok(answer.answer)
+    }
+
+    /// `POST /api/session/talk` (partyline's own rooms): a talk key on or off.
+    pub async fn talk(&self, token: &str, group_id: &str, talking: bool) -> Result<(), ApiError> {
+        self.post("/api/session/talk", &TalkKey { token, group_id, talking }).await.map(drop)
     }
 
     async fn post(&self, path: &'static str, body: &impl Serialize) -> Result<reqwest::Response, ApiError> {

@@ -200,7 +200,7 @@ impl Crew {
         for phase in [offs, wanted] {
             let results = join_all(self.people.iter_mut().zip(&phase).map(|(p, rooms)| p.talk_only(rooms))).await;
             for error in results.into_iter().filter_map(Result::err) {
-                tracing::warn!(%error, "a talk key did not reach Janus");
+                tracing::warn!(%error, "a talk key did not reach the media server");
             }
         }
     }

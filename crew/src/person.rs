@@ -1,9 +1,11 @@
 //! One simulated crew member: what the join page and the panel do, in the same order and
-//! through the same routes. A token (`POST /api/token`), the session's event stream, one Janus
-//! session over control's `/janus`, per line an AudioBridge handle joined with the token and a
-//! WebRTC offer (all lines at once, as connection.js does), state reports on every change,
-//! talk keys as `configure {muted}`, and at the end Janus's `destroy` (or nothing at all, for a
-//! panel that vanishes).
+//! through the same routes. A token (`POST /api/token`), the session's event stream, then the
+//! media of the engine the token names ([`janus`] or partyline's own [`rooms`]), state reports on
+//! every change, talk keys, and at the end a leave (or nothing at all, for a panel that
+//! vanishes).
+
+mod janus;
+mod rooms;
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -11,14 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use partyline_shared::config::IceUrl;
-use serde_json::json;
+use partyline_shared::config::{IceUrl, MediaEngine};
 use tokio::task::JoinHandle;
 
 use crate::control_api::{ApiError, ControlApi, Credentials, IceServer, Line, LineReport, Lines};
-use crate::janus_ws::{HandleEvent, JanusError, JanusSession};
+use crate::janus_ws::{JanusError, JanusSession};
 use crate::media::line::LineSetup;
-use crate::media::{Heard, LineMedia, Link, MediaError, Offer, Onsets, Relay, RelayError, RelayServer, Voice};
+use crate::media::{Heard, LineMedia, Link, MediaError, Onsets, RelayError, RelayServer, Voice};
 
 /// How long a line's ICE and DTLS may take once joined.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -31,6 +32,8 @@ pub enum JoinError {
     Connect(ApiError),
     #[error("line {room}: {error}")]
     Janus { room: String, error: JanusError },
+    #[error("the rooms' media: {0}")]
+    Rooms(ApiError),
     #[error("line {room}: {error}")]
     Media { room: String, error: MediaError },
     #[error("line {room}: {error}")]
@@ -41,19 +44,29 @@ pub enum JoinError {
     NoMedia { room: String },
 }
 
+/// Why a talk key or a leave did not reach the media server.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(transparent)]
+    Janus(#[from] JanusError),
+    #[error(transparent)]
+    Rooms(#[from] ApiError),
+}
+
 /// Who a simulated panel is and what it asks for.
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub name: String,
     pub lines: Lines,
     pub pin: Option<String>,
-    /// The address its media sockets bind to (one Janus can reach).
+    /// The address its media sockets bind to (one the media server can reach).
     pub media_address: IpAddr,
     pub jitter_buffer: Duration,
     /// The simulated network between each of its lines and the server.
     pub link: Link,
     /// A join with other lines than the token's (`rooms_override`): what a hostile page would
-    /// try; the proxy or the room must refuse it.
+    /// try; the proxy or the room must refuse it (Janus only: on partyline's own rooms the token
+    /// alone names the lines).
     pub rooms_override: Option<Vec<String>>,
     /// A panel joining again after its connection was lost: its previous session's
     /// credentials, whose panel key it keeps.
@@ -68,7 +81,8 @@ pub struct Profile {
 pub struct JoinTimes {
     /// `POST /api/token`.
     pub token: Duration,
-    /// The slowest line's join through `/janus`, request to Janus's `joined` with its answer.
+    /// The slowest line's join through `/janus`, request to Janus's `joined` with its answer;
+    /// on partyline's own rooms, the offer's `POST /api/session/media` to its answer.
     pub join: Duration,
     /// From the start to every line's media connected.
     pub connected: Duration,
@@ -79,9 +93,33 @@ pub struct JoinTimes {
 struct PanelLine {
     line: Line,
     index: usize,
-    handle: u64,
+    /// Its Janus handle (none on partyline's own rooms, where one peer carries every line).
+    handle: Option<u64>,
     media: LineMedia,
     talking: bool,
+}
+
+impl PanelLine {
+    /// What the line sends and hears.
+    fn setup(line: &Line, room: &str, voice: Option<Arc<Voice>>, profile: &Profile, onsets: &Onsets) -> LineSetup {
+        LineSetup {
+            room: room.to_owned(),
+            voice: voice.clone().filter(|_| line.talk),
+            listen_tone: line.listen.then(|| voice.map_or(0.0, |v| v.frequency)),
+            onsets: onsets.clone(),
+            jitter_buffer: profile.jitter_buffer,
+        }
+    }
+}
+
+/// Where a panel's lines are mixed and how its keys get there.
+#[derive(Debug)]
+enum Engine {
+    /// One Janus session over control's `/janus`, a handle per line: keys are `configure
+    /// {muted}`; the handles Janus kicked or hung up are kept.
+    Janus { session: JanusSession, ended: Arc<Mutex<HashSet<u64>>> },
+    /// partyline's own rooms: one bundled peer connection, keys through control's API.
+    Rooms,
 }
 
 /// A joined simulated panel.
@@ -91,10 +129,8 @@ pub struct Person {
     pub credentials: Credentials,
     pub times: JoinTimes,
     api: ControlApi,
-    janus: JanusSession,
+    engine: Engine,
     lines: Vec<PanelLine>,
-    /// Handles Janus kicked or hung up.
-    ended: Arc<Mutex<HashSet<u64>>>,
     tasks: Tasks,
 }
 
@@ -113,10 +149,6 @@ impl Person {
             .await
             .map_err(JoinError::Token)?;
         let token_time = started.elapsed();
-        let relay = match &profile.relay {
-            Some(tls) => Some((relay_server(&credentials.ice_servers).ok_or(JoinError::NoRelay)?, tls)),
-            None => None,
-        };
         let events = {
             let (api, token) = (api.clone(), credentials.token.clone());
             tokio::spawn(async move {
@@ -125,51 +157,19 @@ impl Person {
                 }
             })
         };
-        let socket = api.connect_janus().await.map_err(JoinError::Connect)?;
-        let (janus, handle_events) = JanusSession::create(socket, &credentials.token)
-            .await
-            .map_err(|error| JoinError::Janus { room: String::new(), error })?;
-        let ended: Arc<Mutex<HashSet<u64>>> = Arc::default();
-        let watcher =
-            tokio::spawn(watch_handles(handle_events, ended.clone(), credentials.participant_identity.clone()));
-        let joins = credentials.lines.iter().enumerate().map(|(index, line)| {
-            let room = profile.rooms_override.as_ref().and_then(|rooms| rooms.get(index)).unwrap_or(&line.room_name);
-            let voice = voices.get(index % voices.len().max(1)).cloned();
-            let (janus, credentials, relay) = (&janus, &credentials, relay.clone());
-            async move {
-                let relay = match relay {
-                    Some((server, tls)) => Some(
-                        Relay::allocate(&server, tls.clone())
-                            .await
-                            .map_err(|error| JoinError::Relay { room: room.clone(), error })?,
-                    ),
-                    None => None,
-                };
-                join_line(janus, credentials, profile, line, index, room, voice, onsets, relay).await
-            }
-        });
-        let results = join_all(joins).await;
-        let join_time = results.iter().flatten().map(|(_, took)| *took).max().unwrap_or_default();
-        let mut lines = Vec::new();
-        for result in results {
-            lines.push(result?.0);
-        }
+        let mut tasks = Tasks(vec![events]);
+        let joined = match credentials.engine {
+            MediaEngine::Janus => janus::join(api, &credentials, profile, voices, onsets, &mut tasks).await?,
+            MediaEngine::Bridged => rooms::join(api, &credentials, profile, voices, onsets).await?,
+        };
+        let Joined { engine, mut lines, join_time } = joined;
         for line in &mut lines {
             if !line.media.connected(CONNECT_TIMEOUT).await {
                 return Err(JoinError::NoMedia { room: line.line.room_name.clone() });
             }
         }
         let times = JoinTimes { token: token_time, join: join_time, connected: started.elapsed() };
-        let person = Person {
-            name: profile.name.clone(),
-            credentials,
-            times,
-            api: api.clone(),
-            janus,
-            lines,
-            ended,
-            tasks: Tasks(vec![events, watcher]),
-        };
+        let person = Person { name: profile.name.clone(), credentials, times, api: api.clone(), engine, lines, tasks };
         person.report_state().await;
         Ok(person)
     }
@@ -178,9 +178,16 @@ impl Person {
         &self.credentials.participant_identity
     }
 
-    /// Why its Janus connection closed, if it did (close code and reason).
+    /// Why its connection closed, if it did: Janus's WebSocket's close code and reason; on
+    /// partyline's own rooms, the media's end.
     pub fn lost(&self) -> Option<String> {
-        self.janus.closed()
+        match &self.engine {
+            Engine::Janus { session, .. } => session.closed(),
+            Engine::Rooms => {
+                let ended = self.lines.first().is_some_and(|line| !line.media.is_connected());
+                ended.then(|| "the rooms' media ended".to_owned())
+            }
+        }
     }
 
     /// The rooms this panel may talk in.
@@ -193,16 +200,21 @@ impl Person {
         self.lines.iter().filter(|l| l.talking).map(|l| l.line.room_name.as_str())
     }
 
-    fn is_ended(&self, handle: u64) -> bool {
-        self.ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&handle)
+    fn is_ended(&self, handle: Option<u64>) -> bool {
+        match (&self.engine, handle) {
+            (Engine::Janus { ended, .. }, Some(handle)) => {
+                ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&handle)
+            }
+            _ => false,
+        }
     }
 
     /// Sets the talk keys: on for `rooms`, off elsewhere. Keys go off first (after the
-    /// current burst), then on (unmuted before the next burst starts).
-    pub async fn talk_only(&mut self, rooms: &HashSet<String>) -> Result<(), JanusError> {
+    /// current burst), then on (the key on before the next burst starts).
+    pub async fn talk_only(&mut self, rooms: &HashSet<String>) -> Result<(), KeyError> {
         let mut changed = false;
         for on in [false, true] {
-            let janus = &self.janus;
+            let (engine, api, token) = (&self.engine, &self.api, &self.credentials.token);
             let changes = self
                 .lines
                 .iter_mut()
@@ -212,11 +224,14 @@ impl Person {
                 if !on {
                     line.media.talk(false).await;
                 }
-                janus.message(line.handle, json!({"request": "configure", "muted": !on}), None).await?;
+                match (engine, line.handle) {
+                    (Engine::Janus { session, .. }, Some(handle)) => janus::key(session, handle, on).await?,
+                    _ => api.talk(token, &line.line.group_id, on).await?,
+                }
                 if on {
                     line.media.talk(true).await;
                 }
-                Ok::<_, JanusError>(())
+                Ok::<_, KeyError>(())
             }))
             .await;
             changed |= !results.is_empty();
@@ -258,24 +273,45 @@ impl Person {
         }
     }
 
-    /// Leaves as the panel does: Janus's `destroy` ends the session and every line.
-    pub async fn leave(self) -> Result<(), JanusError> {
-        self.janus.destroy().await
+    /// Leaves as the panel does: Janus's `destroy` ends the session and every line; on
+    /// partyline's own rooms, the peer connection closes (DTLS close_notify).
+    pub async fn leave(self) -> Result<(), KeyError> {
+        match &self.engine {
+            Engine::Janus { session, .. } => session.destroy().await?,
+            Engine::Rooms => {
+                if let Some(line) = self.lines.first() {
+                    line.media.close().await;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Drops off the network: nothing more is sent or read, and nothing is closed; the media
-    /// stops. What is left is for control's and Janus's timeouts to clear.
-    pub fn vanish(mut self) -> Vanished {
-        self.janus.abandon();
+    /// stops. What is left is for control's and the media server's timeouts to clear.
+    pub fn vanish(self) -> Vanished {
         drop(self.tasks);
-        Vanished { _janus: self.janus }
+        match self.engine {
+            Engine::Janus { mut session, .. } => {
+                session.abandon();
+                Vanished { _janus: Some(session) }
+            }
+            Engine::Rooms => Vanished { _janus: None },
+        }
     }
 }
 
-/// A panel that vanished: its WebSocket held open, silent, until this is dropped.
+/// What a join through one engine made.
+struct Joined {
+    engine: Engine,
+    lines: Vec<PanelLine>,
+    join_time: Duration,
+}
+
+/// A panel that vanished: its Janus WebSocket held open, silent, until this is dropped.
 #[derive(Debug)]
 pub struct Vanished {
-    _janus: JanusSession,
+    _janus: Option<JanusSession>,
 }
 
 /// A panel's own tasks (its event stream, its handles' watcher), ended with it.
@@ -290,7 +326,18 @@ impl Drop for Tasks {
     }
 }
 
-/// The relay a line allocates on, from the token answer's ICE servers: the first `turns:` URL,
+/// The relay the panel's peer connections allocate on and the TLS that checks it, when its
+/// profile offers relayed candidates.
+fn relay_of(
+    profile: &Profile,
+    credentials: &Credentials,
+) -> Result<Option<(RelayServer, Arc<rustls::ClientConfig>)>, JoinError> {
+    let Some(tls) = &profile.relay else { return Ok(None) };
+    let server = relay_server(&credentials.ice_servers).ok_or(JoinError::NoRelay)?;
+    Ok(Some((server, tls.clone())))
+}
+
+/// The relay a panel allocates on, from the token answer's ICE servers: the first `turns:` URL,
 /// else the first `turn:` one over TCP (the crew speaks TURN over a stream only).
 fn relay_server(servers: &[IceServer]) -> Option<RelayServer> {
     let urls = servers.iter().flat_map(|server| server.urls.iter().map(move |url| (server, url)));
@@ -302,61 +349,4 @@ fn relay_server(servers: &[IceServer]) -> Option<RelayServer> {
         .collect();
     relays.sort_by_key(|relay| !relay.endpoint.tls);
     relays.into_iter().next()
-}
-
-/// Joins one line: a handle, the join with the offer, the end of candidates, the media.
-#[allow(clippy::too_many_arguments)]
-async fn join_line(
-    janus: &JanusSession,
-    credentials: &Credentials,
-    profile: &Profile,
-    line: &Line,
-    index: usize,
-    room: &str,
-    voice: Option<Arc<Voice>>,
-    onsets: &Onsets,
-    relay: Option<Relay>,
-) -> Result<(PanelLine, Duration), JoinError> {
-    let janus_error = |error| JoinError::Janus { room: room.to_owned(), error };
-    let media_error = |error| JoinError::Media { room: room.to_owned(), error };
-    let identity = &credentials.participant_identity;
-    let handle = janus.attach(identity).await.map_err(janus_error)?;
-    let offer = Offer::new(profile.media_address, line.talk, line.listen, relay).await.map_err(media_error)?;
-    let join = json!({"request": "join", "room": room, "id": identity, "display": profile.name, "muted": true,
-                      "token": credentials.token});
-    let jsep = json!({"type": "offer", "sdp": offer.sdp});
-    let asked = Instant::now();
-    let (answer, jsep) = janus.message(handle, join, Some(jsep)).await.map_err(janus_error)?;
-    let took = asked.elapsed();
-    let unexpected = || JanusError::Refused { code: 0, reason: format!("the join answered {answer}") };
-    let sdp = jsep.as_ref().and_then(|j| j["sdp"].as_str()).filter(|_| answer["audiobridge"] == "joined");
-    let sdp = sdp.ok_or_else(unexpected).map_err(janus_error)?;
-    janus.trickle_completed(handle).await.map_err(janus_error)?;
-    let setup = LineSetup {
-        room: room.to_owned(),
-        voice: voice.clone().filter(|_| line.talk),
-        listen_tone: line.listen.then(|| voice.map_or(0.0, |v| v.frequency)),
-        onsets: onsets.clone(),
-        jitter_buffer: profile.jitter_buffer,
-        link: profile.link,
-    };
-    let media = offer.start(sdp, setup).map_err(media_error)?;
-    Ok((PanelLine { line: line.clone(), index, handle, media, talking: false }, took))
-}
-
-/// Marks the handles Janus kicks or hangs up.
-async fn watch_handles(
-    mut events: tokio::sync::mpsc::UnboundedReceiver<HandleEvent>,
-    ended: Arc<Mutex<HashSet<u64>>>,
-    identity: String,
-) {
-    while let Some(event) = events.recv().await {
-        let message = &event.message;
-        let data = &message["plugindata"]["data"];
-        // AudioBridge tells everyone who was kicked: this line ended if it was us.
-        let kicked = data["kicked"] == identity.as_str() || !data["kicked_all"].is_null();
-        if message["janus"] == "hangup" || message["janus"] == "detached" || kicked {
-            ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(event.handle);
-        }
-    }
 }

@@ -6,6 +6,8 @@
 
 use std::time::{Duration, Instant};
 
+use partyline_crew::Crew;
+use partyline_crew::control_api::Lines;
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::Janus as JanusBuilder;
 use partyline_testkit::webrtc_panel::{Panel, opus_packets};
@@ -27,9 +29,13 @@ struct Rig {
 }
 
 async fn rig() -> Rig {
+    rig_with("  - name: Stage\n").await
+}
+
+/// A rig whose config holds `groups` (and what follows them: positions…).
+async fn rig_with(groups: &str) -> Rig {
     let bus = Bus::start();
     let bridged = Bridged::start(&bus, &[ROOMS_ADDRESS]);
-    let groups = "  - name: Stage\n";
     let media = "media:\n  engine: bridged\n";
     let stack = Stack::start_custom(JanusBuilder::builder(), groups, media, &[("PARTYLINE_BUS", &bus.address)]).await;
     Rig { stack, bridged, bus }
@@ -208,6 +214,55 @@ async fn what_a_token_does_not_hold_is_refused_with_its_reason_and_nothing_joins
     assert_eq!(control.post_json("/session/talk", elsewhere).await.0, StatusCode::FORBIDDEN);
     assert!(control.log_text().contains("the rooms refused a session's request"), "a log line names the refusal");
     assert_eq!(user_state(control, cat["participantIdentity"].as_str().expect("id")).await.as_deref(), Some("pending"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crew_joins_with_one_peer_connection_each_talks_in_turns_and_every_line_hears_its_talker() {
+    const DECK: &str = "positions:\n  - name: Deck\n    listen: [stage, foh]\n    talk: [stage, foh]\n";
+    let rig = rig_with(&format!("  - name: Stage\n  - name: FOH\n{DECK}")).await;
+    let control = &rig.stack.control;
+    let mut options = crate::serial::crew::options(control, Lines::Position { position: "deck".into() });
+    options.media_address = "127.0.0.1".parse().expect("an address");
+    let mut crew = Crew::new(options).expect("a crew");
+    assert_eq!(crew.add(3, Duration::from_secs(1)).await, 3, "{:?}\n{}", crew.joins, control.log_text());
+    for person in &crew.people {
+        let id = person.identity();
+        wait_for("a member connected in the users list", WAIT, async || {
+            (user_state(control, id).await.as_deref() == Some("connected")).then_some(())
+        })
+        .await;
+    }
+
+    // Three turns of 3 s: on each line, each member talks once and hears the other two.
+    crew.heard().await;
+    crew.talk_for(Duration::from_secs(9)).await;
+    let heard = crew.heard().await;
+    crew.silence().await;
+    for person in &heard {
+        assert_eq!(person.lines.len(), 2, "{} hears both lines", person.name);
+        for (_, room, figures) in &person.lines {
+            let (tone, other) = (figures.tone_db().expect("judged"), figures.other_db().expect("judged"));
+            println!(
+                "ROOMS CREW {} on {room}: {} bursts, tone {tone:.1} dBFS, other {other:.1} dBFS, mouth-to-ear {:.0?} ms, gaps {}",
+                person.name, figures.bursts, figures.mouth_to_ear_ms, figures.gaps
+            );
+            // Two turns of 3 s as a listener: about 12 bursts of 400 ms in every 500 ms.
+            assert!(figures.bursts >= 8, "{} heard {} bursts on {room}: {figures:?}", person.name, figures.bursts);
+            assert!(tone > -20.0, "{} hears {room}'s talker at {tone:.1} dBFS", person.name);
+            assert!(other < tone - 15.0, "{} hears another line on {room}: {other:.1} dBFS", person.name);
+            assert!(!figures.mouth_to_ear_ms.is_empty(), "{}: no burst matched its talker on {room}", person.name);
+        }
+    }
+
+    // Leaving closes each one's peer connection: the users list lets them go.
+    let identities: Vec<String> = crew.people.iter().map(|p| p.identity().to_owned()).collect();
+    crew.leave(3).await;
+    for id in &identities {
+        wait_for("a member who left gone from the users list", WAIT, async || {
+            user_state(control, id).await.is_none().then_some(())
+        })
+        .await;
+    }
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ pub mod relay;
 pub mod voice;
 
 pub use heard::{Heard, Onsets};
-pub use line::{LineMedia, MediaError, Offer};
+pub use line::{LineMedia, MediaError, Offer, direction};
 pub use link::{Link, Loss, Path};
 pub use relay::{Relay, RelayError, RelayServer};
 pub use voice::Voice;

@@ -1,5 +1,6 @@
-//! A running line's tokio task ([`Peer`]): its str0m `Rtc`, UDP socket and relay, the simulated
-//! link each way, the 20 ms send tick and the panel's commands.
+//! A running peer connection's tokio task ([`Peer`]): its str0m `Rtc`, UDP socket and relay, the
+//! simulated link each way, the 20 ms send tick and the panel's commands, for one line (a Janus
+//! panel has a peer connection per line) or several bundled (partyline's own rooms: one per panel).
 //!
 //! The task follows str0m's rule (every change to the `Rtc` is followed by draining its
 //! output to a timeout) and waits on six things: a datagram, one through the relay, str0m's
@@ -26,10 +27,12 @@ use super::link::Impairment;
 use super::relay::Relay;
 use super::voice::{CYCLE_FRAMES, FRAME, Voice};
 
-/// What the panel tells a running line's task.
+/// What the panel tells a running peer's task about one of its lines (by index).
 pub(super) enum Command {
-    Talk(bool),
-    Heard(oneshot::Sender<Heard>),
+    Talk(usize, bool),
+    Heard(usize, oneshot::Sender<Heard>),
+    /// Close as a tab does (DTLS close_notify), then end; answered once sent.
+    Close(oneshot::Sender<()>),
 }
 
 /// A frame's duration: the send tick.
@@ -57,6 +60,23 @@ async fn relayed(relay: &mut Option<Relay>) -> Option<(SocketAddr, Vec<u8>)> {
     }
 }
 
+/// One line of a peer connection: its m-line, what it says and what it heard.
+pub(super) struct PeerLine {
+    pub(super) mid: Mid,
+    pub(super) room: String,
+    pub(super) voice: Option<Arc<Voice>>,
+    pub(super) ear: Option<Ear>,
+    /// The frame of the voice's loop sent next.
+    pub(super) position: usize,
+    pub(super) rtp_time: u64,
+    pub(super) talk_wanted: bool,
+    /// The next burst sent opens a talk spurt (the key went on since the last one).
+    pub(super) opens_spurt: bool,
+    /// Talking frames sent [`LATE_SEND`] or more after their tick since the last report.
+    pub(super) sent_late: u64,
+    pub(super) sending: watch::Sender<bool>,
+}
+
 /// The task's state.
 pub(super) struct Peer {
     /// The simulated link's two directions: what str0m sends, what the socket receives.
@@ -66,24 +86,15 @@ pub(super) struct Peer {
     pub(super) socket: UdpSocket,
     pub(super) relay: Option<Relay>,
     pub(super) local: SocketAddr,
-    pub(super) mid: Mid,
-    pub(super) room: String,
-    pub(super) voice: Option<Arc<Voice>>,
+    /// Its rooms, for the logs.
+    pub(super) name: String,
+    pub(super) lines: Vec<PeerLine>,
     pub(super) onsets: Onsets,
-    pub(super) ear: Option<Ear>,
     pub(super) started: Instant,
-    /// The frame of the voice's loop sent next.
-    pub(super) position: usize,
-    pub(super) rtp_time: u64,
-    pub(super) talk_wanted: bool,
-    /// The next burst sent opens a talk spurt (the key went on since the last one).
-    pub(super) opens_spurt: bool,
-    /// Talking frames sent [`LATE_SEND`] or more after their tick since the last report.
-    pub(super) sent_late: u64,
-    /// Datagrams received through the relay since the last report.
+    /// Datagrams received through the relay since the last report (told to the first line
+    /// asked).
     pub(super) relayed_datagrams: u64,
     pub(super) connected: watch::Sender<bool>,
-    pub(super) sending: watch::Sender<bool>,
 }
 
 impl Peer {
@@ -93,12 +104,12 @@ impl Peer {
         // A late tick sends its frame at once and the next on time, as a microphone's
         // buffered frames would.
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let sends = self.voice.is_some();
+        let sends = self.lines.iter().any(|line| line.voice.is_some());
         loop {
             let deadline = match self.drain() {
                 Ok(deadline) => deadline,
                 Err(error) => {
-                    tracing::warn!(room = %self.room, %error, "a line's WebRTC ended");
+                    tracing::warn!(rooms = %self.name, %error, "a peer connection ended");
                     let _ = self.connected.send(false);
                     return;
                 }
@@ -108,7 +119,7 @@ impl Peer {
             let now = Instant::now();
             if deadline <= now {
                 if let Err(error) = self.rtc.handle_input(Input::Timeout(now)) {
-                    tracing::debug!(room = %self.room, %error, "str0m's timeout");
+                    tracing::debug!(rooms = %self.name, %error, "str0m's timeout");
                 }
                 continue;
             }
@@ -126,7 +137,7 @@ impl Peer {
                     match relayed {
                         Some((source, contents)) => self.receive_relayed(source, &contents),
                         None => {
-                            tracing::warn!(room = %self.room, "the relay's connection ended");
+                            tracing::warn!(rooms = %self.name, "the relay's connection ended");
                             self.relay = None;
                         }
                     }
@@ -138,17 +149,29 @@ impl Peer {
                 }
                 () = tokio::time::sleep_until(deadline.into()) => Some(Input::Timeout(Instant::now())),
                 tick = frames.tick(), if sends => {
-                    self.send_frame(tick.into_std());
+                    for index in 0..self.lines.len() {
+                        self.send_frame(index, tick.into_std());
+                    }
                     None
                 }
                 command = commands.recv() => {
                     match command {
-                        Some(Command::Talk(on)) => self.talk_wanted = on,
-                        Some(Command::Heard(reply)) => {
-                            let mut heard = self.ear.as_mut().map(Ear::take).unwrap_or_default();
-                            heard.sent_late = std::mem::take(&mut self.sent_late);
-                            heard.relayed_datagrams = std::mem::take(&mut self.relayed_datagrams);
-                            let _ = reply.send(heard);
+                        Some(Command::Talk(index, on)) => {
+                            if let Some(line) = self.lines.get_mut(index) {
+                                line.talk_wanted = on;
+                            }
+                        }
+                        Some(Command::Heard(index, reply)) => {
+                            let _ = reply.send(self.heard(index));
+                        }
+                        Some(Command::Close(done)) => {
+                            if let Err(error) = self.rtc.close() {
+                                tracing::debug!(rooms = %self.name, %error, "str0m's close");
+                            }
+                            let _ = self.drain();
+                            let _ = self.connected.send(false);
+                            let _ = done.send(());
+                            return;
                         }
                         None => return,
                     }
@@ -158,9 +181,18 @@ impl Peer {
             if let Some(input) = input
                 && let Err(error) = self.rtc.handle_input(input)
             {
-                tracing::debug!(room = %self.room, %error, "a datagram str0m refused");
+                tracing::debug!(rooms = %self.name, %error, "a datagram str0m refused");
             }
         }
+    }
+
+    /// What line `index` heard since the last report.
+    fn heard(&mut self, index: usize) -> Heard {
+        let Some(line) = self.lines.get_mut(index) else { return Heard::default() };
+        let mut heard = line.ear.as_mut().map(Ear::take).unwrap_or_default();
+        heard.sent_late = std::mem::take(&mut line.sent_late);
+        heard.relayed_datagrams = std::mem::take(&mut self.relayed_datagrams);
+        heard
     }
 
     fn receive<'a>(&self, source: SocketAddr, contents: &'a [u8]) -> Option<Input<'a>> {
@@ -191,7 +223,7 @@ impl Peer {
         let Ok(contents) = contents.try_into() else { return };
         let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source, destination, contents });
         if let Err(error) = self.rtc.handle_input(input) {
-            tracing::debug!(room = %self.room, %error, "a relayed datagram str0m refused");
+            tracing::debug!(rooms = %self.name, %error, "a relayed datagram str0m refused");
         }
     }
 
@@ -205,7 +237,7 @@ impl Peer {
             if let Some(input) = self.receive(held.peer, &held.contents)
                 && let Err(error) = self.rtc.handle_input(input)
             {
-                tracing::debug!(room = %self.room, %error, "a datagram str0m refused");
+                tracing::debug!(rooms = %self.name, %error, "a datagram str0m refused");
             }
         }
     }
@@ -217,7 +249,8 @@ impl Peer {
                 Output::Timeout(at) => return Ok(at),
                 Output::Transmit(transmit) => self.transmit(&transmit),
                 Output::Event(Event::MediaData(data)) => {
-                    if let Some(ear) = &mut self.ear {
+                    let line = self.lines.iter_mut().find(|line| line.mid == data.mid);
+                    if let Some(ear) = line.and_then(|line| line.ear.as_mut()) {
                         let seq = **data.seq_range.end();
                         ear.packet(seq, data.time.numer(), data.network_time, self.started, &data.data);
                     }
@@ -233,43 +266,44 @@ impl Peer {
         }
     }
 
-    /// The next 20 ms: the loop's frame while talking, silence otherwise (a muted talk key
-    /// still sends, as a browser's disabled track does).
-    fn send_frame(&mut self, tick: Instant) {
-        let Some(voice) = self.voice.clone() else { return };
-        let switch = *self.sending.borrow() != self.talk_wanted;
-        if switch && self.talk_wanted {
+    /// Line `index`'s next 20 ms: the loop's frame while talking, silence otherwise (a muted
+    /// talk key still sends, as a browser's disabled track does).
+    fn send_frame(&mut self, index: usize, tick: Instant) {
+        let line = &mut self.lines[index];
+        let Some(voice) = line.voice.clone() else { return };
+        let switch = *line.sending.borrow() != line.talk_wanted;
+        if switch && line.talk_wanted {
             // The next cycle's burst, from this frame.
-            self.position = self.position.next_multiple_of(CYCLE_FRAMES) % voice.frames.len();
+            line.position = line.position.next_multiple_of(CYCLE_FRAMES) % voice.frames.len();
         }
-        if switch && self.position.is_multiple_of(CYCLE_FRAMES) {
-            let _ = self.sending.send(self.talk_wanted);
-            self.opens_spurt = self.talk_wanted;
-            if let Some(ear) = &mut self.ear {
-                ear.talking(self.talk_wanted, Instant::now());
+        if switch && line.position.is_multiple_of(CYCLE_FRAMES) {
+            let _ = line.sending.send(line.talk_wanted);
+            line.opens_spurt = line.talk_wanted;
+            if let Some(ear) = &mut line.ear {
+                ear.talking(line.talk_wanted, Instant::now());
             }
         }
-        let talking = *self.sending.borrow();
-        let frame = if talking { &voice.frames[self.position] } else { &voice.silence };
-        self.position = (self.position + 1) % voice.frames.len();
+        let talking = *line.sending.borrow();
+        let frame = if talking { &voice.frames[line.position] } else { &voice.silence };
+        line.position = (line.position + 1) % voice.frames.len();
         let now = Instant::now();
         if talking && now.duration_since(tick) >= LATE_SEND {
-            self.sent_late += 1;
+            line.sent_late += 1;
         }
         if let Some(onset) = frame.onset {
             // The frame's samples were "spoken" over the 20 ms before it is sent.
             let spoken = now - Duration::from_millis(20) + Duration::from_micros(onset as u64 * 1_000_000 / 48_000);
-            self.onsets.spoken(&self.room, spoken, std::mem::take(&mut self.opens_spurt));
+            self.onsets.spoken(&line.room, spoken, std::mem::take(&mut line.opens_spurt));
         }
-        let rtp_time = MediaTime::new(self.rtp_time, str0m::media::Frequency::FORTY_EIGHT_KHZ);
-        self.rtp_time += FRAME as u64;
-        let Some(writer) = self.rtc.writer(self.mid) else { return };
+        let rtp_time = MediaTime::new(line.rtp_time, str0m::media::Frequency::FORTY_EIGHT_KHZ);
+        line.rtp_time += FRAME as u64;
+        let Some(writer) = self.rtc.writer(line.mid) else { return };
         let Some(pt) = writer.payload_params().find(|p| p.spec().codec == Codec::Opus).map(|p| p.pt()) else { return };
         let voice_activity = frame.level != super::voice::SILENCE_LEVEL;
         if let Err(error) =
             writer.audio_level(frame.level, voice_activity).write(pt, now, rtp_time, frame.payload.clone())
         {
-            tracing::debug!(room = %self.room, %error, "a frame str0m refused");
+            tracing::debug!(room = %line.room, %error, "a frame str0m refused");
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use partyline_crew::control_api::{ControlApi, Lines};
 use partyline_crew::janus_ws::JanusSession;
-use partyline_crew::media::{Link, Loss, Offer, Path};
+use partyline_crew::media::{Link, Loss, Offer, Path, direction};
 use partyline_crew::{Crew, Options, PersonHeard, Report, TlsCheck};
 use partyline_testkit::audio::{RATE, Recording};
 use partyline_testkit::card::{CardKind, CardServer};
@@ -172,7 +172,7 @@ async fn a_simulated_panel_cannot_join_a_line_its_token_does_not_hold() {
     let (session, _) =
         JanusSession::create(api.connect_janus().await.expect("/janus"), &credentials.token).await.expect("session");
     let handle = session.attach(&credentials.participant_identity).await.expect("attach");
-    let offer = Offer::new(address, true, true, None).await.expect("offer");
+    let offer = Offer::new(address, &[direction(true, true)], None).await.expect("offer");
     let join = json!({"request": "join", "room": "foh", "id": credentials.participant_identity, "display": "Mallory",
                       "muted": true, "token": credentials.token});
     let refused = session.message(handle, join.clone(), Some(json!({"type": "offer", "sdp": offer.sdp}))).await;
@@ -186,7 +186,7 @@ async fn a_simulated_panel_cannot_join_a_line_its_token_does_not_hold() {
     let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("Janus's WebSocket");
     let (session, _) = JanusSession::create(socket, &credentials.token).await.expect("a session on Janus");
     let handle = session.attach(&credentials.participant_identity).await.expect("attach");
-    let offer = Offer::new(address, true, true, None).await.expect("offer");
+    let offer = Offer::new(address, &[direction(true, true)], None).await.expect("offer");
     let refused = session.message(handle, join, Some(json!({"type": "offer", "sdp": offer.sdp}))).await;
     assert_eq!(refused.expect_err("Janus admitted the token to FOH").code(), Some(489));
     let observer = Probe::admin(&stack.janus).await;
