@@ -37,6 +37,7 @@ enum Command {
     Join { offer: String, lines: Vec<RoomLine>, reply: Reply<Joined> },
     SetTalking { session: u64, line: u32, talking: bool, reply: Reply<()> },
     Leave { session: u64, reply: Reply<bool> },
+    KeepOnly { sessions: Vec<u64>, reply: Reply<u32> },
 }
 
 /// The handle of the running rooms: cheap to clone, used from any task.
@@ -52,6 +53,7 @@ impl std::fmt::Debug for Command {
             Command::Join { .. } => "Join",
             Command::SetTalking { .. } => "SetTalking",
             Command::Leave { .. } => "Leave",
+            Command::KeepOnly { .. } => "KeepOnly",
         })
     }
 }
@@ -85,6 +87,10 @@ impl RoomsHost {
 
     pub async fn leave(&self, session: u64) -> Result<bool, RoomsError> {
         self.ask(|reply| Command::Leave { session, reply }).await
+    }
+
+    pub async fn keep_only(&self, sessions: Vec<u64>) -> Result<u32, RoomsError> {
+        self.ask(|reply| Command::KeepOnly { sessions, reply }).await
     }
 
     async fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, RoomsError> {
@@ -157,6 +163,14 @@ fn handle(engine: &mut Engine, command: Command) {
         }
         Command::Leave { session, reply } => {
             let _ = reply.send(Ok(engine.leave(SessionId(session), now)));
+        }
+        Command::KeepOnly { sessions, reply } => {
+            let keep: Vec<SessionId> = sessions.into_iter().map(SessionId).collect();
+            let ended = engine.keep_only(&keep, now);
+            if ended > 0 {
+                tracing::warn!(ended, "sessions control does not know ended in the rooms");
+            }
+            let _ = reply.send(Ok(u32::try_from(ended).unwrap_or(u32::MAX)));
         }
     }
 }

@@ -42,6 +42,12 @@ impl RoomsService {
         self.host()?.leave(session).await
     }
 
+    /// Ends every session but `sessions` (control's own: after its restart, none); returns how
+    /// many ended.
+    async fn keep_only(&self, sessions: Vec<u64>) -> Result<u32, RoomsError> {
+        self.host()?.keep_only(sessions).await
+    }
+
     /// The UDP address the panels reach the rooms at (empty: no rooms).
     #[zbus(property)]
     async fn address(&self) -> String {

@@ -171,6 +171,7 @@ impl RoomsLink {
         let mut ended = proxy.receive_session_ended().await?;
         let dbus = zbus::fdo::DBusProxy::new(connection).await?;
         let mut owners = dbus.receive_name_owner_changed_with_args(&[(0, BUS_NAME)]).await?;
+        self.keep_only_known(&proxy).await;
         *lock(&self.proxy) = Some(proxy.clone());
         loop {
             tokio::select! {
@@ -200,6 +201,19 @@ impl RoomsLink {
                 },
                 else => return Ok(()),
             }
+        }
+    }
+
+    /// Ends the rooms' sessions control does not know: after control's restart, every one (their
+    /// panels join again with new tokens); after a lost bus connection, none. No join is in
+    /// flight meanwhile: the proxy is set after.
+    async fn keep_only_known(&self, proxy: &RoomsProxy<'static>) {
+        let known: Vec<u64> = lock(&self.sessions).identity_of.keys().copied().collect();
+        match proxy.keep_only(&known).await {
+            Ok(0) => {}
+            Ok(ended) => tracing::warn!(ended, "the rooms' sessions control did not know were ended"),
+            // No bridged on the bus yet, or one without rooms: no session to end.
+            Err(error) => tracing::debug!(%error, "the rooms did not take KeepOnly"),
         }
     }
 

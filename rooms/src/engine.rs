@@ -155,6 +155,12 @@ impl Engine {
         self.forget(session)
     }
 
+    /// Ends every session but `keep`; returns how many ended.
+    pub fn keep_only(&mut self, keep: &[SessionId], now: Instant) -> usize {
+        let ending: Vec<SessionId> = self.sessions.keys().filter(|session| !keep.contains(session)).copied().collect();
+        ending.into_iter().filter(|&session| self.leave(session, now)).count()
+    }
+
     fn forget(&mut self, session: SessionId) -> bool {
         self.connected.remove(&session);
         let Some(lines) = self.sessions.remove(&session) else { return false };

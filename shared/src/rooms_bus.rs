@@ -4,7 +4,9 @@
 //! A panel's offer goes through control, which alone knows the session's lines and rights:
 //! control calls `Join` with the offer and one [`RoomLine`] per offered audio m-line, bridged's
 //! rooms answer. The talk keys arrive as `SetTalking` (the server decides who is mixed: a key
-//! the session may not press is refused), and `Leave` ends a session. bridged says when a
+//! the session may not press is refused), and `Leave` ends a session. `KeepOnly` ends every
+//! session but the ones control names: control calls it whenever it (re)connects, so that a
+//! session a restarted control no longer knows cannot go on talking unseen. bridged says when a
 //! session's media is up or gone with `SessionConnected` and `SessionEnded`.
 
 use serde::{Deserialize, Serialize};
@@ -69,6 +71,9 @@ pub trait Rooms {
 
     /// Ends a session; false when there was none.
     fn leave(&self, session: u64) -> Result<bool, RoomsError>;
+
+    /// Ends every session but `sessions`; returns how many ended.
+    fn keep_only(&self, sessions: &[u64]) -> Result<u32, RoomsError>;
 
     /// The UDP address the panels reach the rooms at (empty: no rooms).
     #[zbus(property)]

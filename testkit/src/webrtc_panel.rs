@@ -150,14 +150,22 @@ impl Panel {
         }
     }
 
-    /// Sends one 20 ms packet on `line`.
+    /// Sends one 20 ms packet on `line` (nothing once the connection is closed, as a tab's).
     pub fn send(&mut self, line: usize, payload: &[u8]) {
+        if !self.is_alive() {
+            return;
+        }
         let writer = self.rtc.writer(self.mids[line]).expect("a writer");
         let pt = writer.payload_params().find(|p| p.spec().codec == Codec::Opus).map(|p| p.pt()).expect("Opus");
         let time = MediaTime::new(self.rtp_time, Frequency::FORTY_EIGHT_KHZ);
         writer.write(pt, Instant::now(), time, payload.to_vec()).expect("written");
         self.rtp_time += 960;
         self.drain();
+    }
+
+    /// Whether the PeerConnection is open: neither side closed it.
+    pub fn is_alive(&self) -> bool {
+        self.rtc.is_alive()
     }
 
     /// Closes the PeerConnection as a tab would (DTLS close_notify).

@@ -185,6 +185,33 @@ async fn a_bridged_that_goes_takes_its_sessions_with_it_and_a_new_one_takes_new_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_control_ends_the_sessions_it_no_longer_knows() {
+    let mut rig = rig().await;
+    let fay_token = token(&rig.stack.control, "Fay", &["stage"], &["stage"]).await;
+    let gus_token = token(&rig.stack.control, "Gus", &["stage"], &[]).await;
+    let mut fay = join(&rig.stack.control, &fay_token).await;
+    let mut gus = join(&rig.stack.control, &gus_token).await;
+    let gus_id = gus_token["participantIdentity"].as_str().expect("id");
+    becomes(&rig.stack.control, &mut [&mut fay, &mut gus], gus_id, Some("connected")).await;
+    assert_eq!(talk(&rig.stack.control, &fay_token, true).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut fay, &mut gus], Some(0), Duration::from_millis(600));
+    assert!(gus.level_dbfs(0, 20) > -30.0, "Gus hears Fay before the restart");
+
+    // A new control knows no session: the rooms close both (their panels join again with new
+    // tokens), and Fay's voice no longer reaches Gus.
+    rig.stack.control.respawn().await;
+    let started = Instant::now();
+    while fay.is_alive() || gus.is_alive() {
+        assert!(started.elapsed() < WAIT, "the rooms kept the sessions {WAIT:?} after control's restart");
+        play(&mut [&mut fay, &mut gus], Some(0), Duration::from_millis(100));
+    }
+    let heard = gus.heard.len();
+    play(&mut [&mut fay, &mut gus], None, Duration::from_millis(300));
+    assert_eq!(gus.heard.len(), heard, "Gus still hears the room after control's restart");
+    assert!(rig.bridged.log().contains("sessions control does not know ended"), "{}", rig.bridged.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_token_does_not_hold_is_refused_with_its_reason_and_nothing_joins() {
     let rig = rig().await;
     let control = &rig.stack.control;
