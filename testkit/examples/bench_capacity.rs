@@ -7,7 +7,7 @@
 //! run failed or the target (≥ 30 four-line users per core of Janus, clean) was missed.
 //!
 //!   bench_capacity --control BIN --crew BIN [--users 10] [--step 10] [--max-users 200]
-//!                  [--step-seconds 60] [--ramp 10] [--runs 3]
+//!                  [--step-seconds 60] [--ramp 10] [--runs 3] [--bridged BIN]
 //!
 //! Each run is a fresh stack and one `partyline-crew --step … --json` ramp: per step, the
 //! crew's judgement (gaps ≥ 10 ms heard by any listener, mouth-to-ear), and the CPU and RSS of
@@ -15,6 +15,10 @@
 //! crew's ramp stops at the first degraded step. Per run, the last clean step gives the users a
 //! core of Janus carries clean (its users over Janus's share of its core); the summary is the
 //! median over the runs.
+//!
+//! `--bridged BIN`: the members' media on partyline's own rooms in that `partyline-bridged`
+//! (`media.engine: bridged`, one bundled peer connection per member), bridged on the measured
+//! core in Janus's place (target ≥ 150 four-line users per core).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,17 +30,19 @@ use partyline_testkit::bench::{
     all_process_ticks, cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, pin, process_size,
 };
 use partyline_testkit::control::Control;
-use partyline_testkit::dbus::Bus;
+use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::{EVENT_USER, Janus};
 use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
 use serde_json::Value;
 
 /// The target: four-line users per core of Janus, clean.
 const TARGET_PER_CORE: f64 = 30.0;
+/// The target on partyline's own rooms (`--bridged`): four-line users per core of bridged.
+const TARGET_PER_CORE_ROOMS: f64 = 150.0;
 /// A share of one core from which a process (or thread) counts as having filled it.
 const FULL: f64 = 90.0;
-/// Janus's CPU; control, the crew and this driver take the other.
-const JANUS_CPU: u32 = 1;
+/// The media server's CPU; control, the crew and this driver take the other.
+const MEDIA_CPU: u32 = 1;
 const CREW_CPU: u32 = 0;
 
 const GROUPS: &str = "groups:\n  - name: Load 1\n  - name: Load 2\n  - name: Load 3\n  - name: Load 4\n";
@@ -67,6 +73,21 @@ struct Options {
     crowd: Option<u64>,
     /// Profile Janus inside the judged seconds of a one-step ramp.
     profile: bool,
+    /// The members' media on partyline's own rooms in this bridged (`media.engine: bridged`)
+    /// instead of Janus's.
+    bridged: Option<PathBuf>,
+}
+
+impl Options {
+    /// The media server measured, as the report names it.
+    fn server(&self) -> &'static str {
+        if self.bridged.is_some() { "bridged" } else { "Janus" }
+    }
+
+    /// The target of four-line users per core of the media server, clean.
+    fn target(&self) -> f64 {
+        if self.bridged.is_some() { TARGET_PER_CORE_ROOMS } else { TARGET_PER_CORE }
+    }
 }
 
 fn options() -> Options {
@@ -85,6 +106,7 @@ fn options() -> Options {
         janus_realtime: None,
         crowd: None,
         profile: false,
+        bridged: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -108,9 +130,10 @@ fn options() -> Options {
             // SETTING;SETTING;…, each KEY=VALUE,… (empty: control's defaults).
             "--ab" => o.ab = value.split(';').map(str::to_owned).collect(),
             "--crowd" => o.crowd = Some(number()),
+            "--bridged" => o.bridged = Some(value.clone().into()),
             other => panic!(
                 "unknown argument {other} (--control BIN --crew BIN --users N --step N --max-users N \
-                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;… --crowd N --profile)"
+                 --step-seconds S --ramp S --runs N --audio KEY=VALUE,… --ab SETTING;… --crowd N --profile --bridged BIN)"
             ),
         }
     }
@@ -182,7 +205,8 @@ struct Step {
     m2e: Option<(f64, f64)>,
     crew_cpu: f64,
     crew_per_line: f64,
-    janus: Proc,
+    /// The media server: Janus, or bridged with partyline's own rooms.
+    media: Proc,
     control: Proc,
     degraded: Option<String>,
     /// The worst line's everything-but-its-tone against its tone, dB (what the codec adds).
@@ -227,7 +251,7 @@ fn step_of(v: &Value) -> Step {
         m2e: m2e.is_object().then(|| (number(&m2e["median"]), number(&m2e["p95"]))),
         crew_cpu: number(&v["crew_cpu_percent"]),
         crew_per_line: number(&v["crew_cpu_per_line_percent"]),
-        janus: process("janus"),
+        media: process("media"),
         control: process("control"),
         degraded: v["degraded"].as_str().map(str::to_owned),
         noise_db: v["per_line"]
@@ -253,7 +277,7 @@ struct RunResult {
     exit: Option<String>,
     seconds: f64,
     /// Janus's CPU over the crew's run, in % of one core.
-    janus_busy: f64,
+    media_busy: f64,
     /// Every other process's (not Janus, control, the crew or this driver), anywhere on the
     /// machine, in % of one core.
     others_busy: f64,
@@ -273,43 +297,43 @@ impl RunResult {
     /// Janus's CPU per four-line user and the users per core of Janus, at the last clean step.
     fn per_user(&self) -> Option<(u64, f64, f64)> {
         let s = self.last_clean()?;
-        (s.users > 0 && s.janus.cpu > 0.0)
-            .then(|| (s.users, s.janus.cpu / s.users as f64, s.users as f64 / (s.janus.cpu / 100.0)))
+        (s.users > 0 && s.media.cpu > 0.0)
+            .then(|| (s.users, s.media.cpu / s.users as f64, s.users as f64 / (s.media.cpu / 100.0)))
     }
 
-    /// Janus's CPU per user added, from the first step to the last clean one (its own idle
+    /// The media server's CPU per user added, from the first step to the last clean one (its own idle
     /// work left out), when there are two.
     fn marginal(&self) -> Option<f64> {
         let (first, last) = (self.steps.first()?, self.last_clean()?);
-        (last.users > first.users).then(|| (last.janus.cpu - first.janus.cpu) / (last.users - first.users) as f64)
+        (last.users > first.users).then(|| (last.media.cpu - first.media.cpu) / (last.users - first.users) as f64)
     }
 
     /// What stopped the ramp.
-    fn limit(&self, max_users: u64) -> String {
+    fn limit(&self, max_users: u64, server: &str) -> String {
         let Some(d) = self.first_degraded() else {
             return match self.steps.last() {
                 Some(s) => format!(
-                    "not reached: the ramp ended clean at {} users (its maximum, {max_users}), with Janus at {:.0} % of its core",
-                    s.users, s.janus.cpu
+                    "not reached: the ramp ended clean at {} users (its maximum, {max_users}), with {server} at {:.0} % of its core",
+                    s.users, s.media.cpu
                 ),
                 None => "no step was measured".into(),
             };
         };
         let reason = d.degraded.as_deref().unwrap_or_default();
         let at = format!("at {} users ({reason})", d.users);
-        if d.janus.cpu >= FULL {
-            format!("Janus's core: {:.0} % of CPU {JANUS_CPU} {at}", d.janus.cpu)
-        } else if d.janus.thread_cpu >= FULL {
-            format!("Janus's busiest thread, `{}`, at {:.0} % of a core {at}", d.janus.thread, d.janus.thread_cpu)
+        if d.media.cpu >= FULL {
+            format!("{server}'s core: {:.0} % of CPU {MEDIA_CPU} {at}", d.media.cpu)
+        } else if d.media.thread_cpu >= FULL {
+            format!("{server}'s busiest thread, `{}`, at {:.0} % of a core {at}", d.media.thread, d.media.thread_cpu)
         } else if d.crew_cpu + d.control.cpu >= FULL {
             format!(
-                "the crew's core: the crew {:.0} % and control {:.0} % of CPU {CREW_CPU} {at}; Janus was at {:.0} %",
-                d.crew_cpu, d.control.cpu, d.janus.cpu
+                "the crew's core: the crew {:.0} % and control {:.0} % of CPU {CREW_CPU} {at}; {server} was at {:.0} %",
+                d.crew_cpu, d.control.cpu, d.media.cpu
             )
         } else {
             format!(
-                "no core full {at}: Janus {:.0} % (busiest thread {:.0} %), the crew {:.0} %, control {:.0} %",
-                d.janus.cpu, d.janus.thread_cpu, d.crew_cpu, d.control.cpu
+                "no core full {at}: {server} {:.0} % (busiest thread {:.0} %), the crew {:.0} %, control {:.0} %",
+                d.media.cpu, d.media.thread_cpu, d.crew_cpu, d.control.cpu
             )
         }
     }
@@ -320,9 +344,11 @@ struct Stack {
     // Dropped in this order: control before Janus before the bus.
     control: Control,
     _janus: Janus,
+    /// partyline's own rooms (`--bridged`), dropped before the bus.
+    _bridged: Option<Bridged>,
     _bus: Bus,
     _events_port: ReservedPort,
-    janus_pid: u32,
+    media_pid: u32,
     /// A client that takes control's self-signed certificate, as a box's is out of the box.
     http: reqwest::Client,
 }
@@ -348,10 +374,17 @@ impl Stack {
             .filter(|line| !line.starts_with("  eventSecret:"))
             .map(|line| format!("{line}\n"))
             .collect();
+        let media = if o.bridged.is_some() { "media:\n  engine: bridged\n" } else { "" };
         let config = format!(
-            "{server}logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}",
+            "{server}logging:\n  level: warn\naudio:\n{}{GROUPS}{POSITION}{CREW}{media}",
             if o.audio.is_empty() { "  jitterBufferMs: 40\n".to_owned() } else { o.audio.concat() },
         );
+        // The rooms on the namespace's address, as Janus's ICE is; bridged without a card.
+        let rooms_address = format!("{ICE_ADDRESS}:0");
+        let bridged = o
+            .bridged
+            .as_ref()
+            .map(|binary| Bridged::start_binary(binary, &bus, &[("PARTYLINE_ROOMS_ADDRESS", &rooms_address)]));
         // The malloc setting of the packaged unit (packaging/systemd), as the other benchmarks run it.
         let control = Control::builder()
             .binary(&o.control)
@@ -372,13 +405,19 @@ impl Stack {
         .await;
         let janus_pid: u32 =
             std::fs::read_to_string(janus.value("JANUS_PID_FILE")).expect("janus.pid").trim().parse().expect("a pid");
-        pin(janus_pid, JANUS_CPU);
+        // The media server has its core to itself; on partyline's own rooms Janus idles beside
+        // control.
+        let media_pid = bridged.as_ref().map_or(janus_pid, Bridged::pid);
+        pin(media_pid, MEDIA_CPU);
+        if bridged.is_some() {
+            pin(janus_pid, CREW_CPU);
+        }
         if let Some(priority) = o.janus_realtime {
             realtime(janus_pid, priority);
         }
         pin(control.pid(), CREW_CPU);
 
-        Stack { control, _janus: janus, _bus: bus, _events_port: events_port, janus_pid, http }
+        Stack { control, _janus: janus, _bridged: bridged, _bus: bus, _events_port: events_port, media_pid, http }
     }
 }
 
@@ -433,7 +472,7 @@ fn thread_kind(name: &str) -> &'static str {
 /// A fresh stack, the crew's ramp against it, its steps.
 async fn run(o: &Options, k: u64) -> RunResult {
     let stack = Stack::start(o).await;
-    let (control, janus_pid) = (&stack.control, stack.janus_pid);
+    let (control, media_pid) = (&stack.control, stack.media_pid);
     let args: Vec<String> = [
         "--server",
         &control.origin,
@@ -453,7 +492,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
         "--media-address",
         ICE_ADDRESS,
         "--watch",
-        &format!("janus={janus_pid}"),
+        &format!("media={media_pid}"),
         "--watch",
         &format!("control={}", control.pid()),
         "--json",
@@ -462,13 +501,13 @@ async fn run(o: &Options, k: u64) -> RunResult {
     .map(|s| (*s).to_owned())
     .collect();
     eprintln!("bench_capacity: run {k}: {} {}", o.crew.display(), args.join(" "));
-    let (janus_ticks, others) = (cpu_ticks(janus_pid), all_process_ticks());
+    let (media_ticks, others) = (cpu_ticks(media_pid), all_process_ticks());
     let started = Instant::now();
     let (output, profile) = if o.profile {
         // Sampled inside the judged seconds of the one step: after the joins and the settling.
         let profiling = async {
             tokio::time::sleep(Duration::from_secs(o.ramp + 10 + 5)).await;
-            profile(janus_pid, Duration::from_secs(o.step_seconds.saturating_sub(10).max(5))).await
+            profile(media_pid, Duration::from_secs(o.step_seconds.saturating_sub(10).max(5))).await
         };
         tokio::join!(crew(o, &args), profiling)
     } else {
@@ -477,8 +516,8 @@ async fn run(o: &Options, k: u64) -> RunResult {
     let seconds = started.elapsed().as_secs_f64();
     // Ticks are 1/100 s: ticks per second are % of one core. This driver reaped the crew: its
     // children's ticks are the crew's.
-    let janus_busy = cpu_ticks(janus_pid).saturating_sub(janus_ticks) as f64 / seconds;
-    let excluded = [janus_pid, control.pid(), std::process::id()];
+    let media_busy = cpu_ticks(media_pid).saturating_sub(media_ticks) as f64 / seconds;
+    let excluded = [media_pid, control.pid(), std::process::id()];
     let others_busy = others_percent(&others, &all_process_ticks(), &excluded, seconds);
     let parsed: Option<Vec<Value>> = serde_json::from_slice(&output.stdout).ok();
     // The crew exits non-zero when a join failed, which ends a ramp as a degraded step: the run
@@ -498,7 +537,7 @@ async fn run(o: &Options, k: u64) -> RunResult {
     }
     let steps: Vec<Step> = parsed.unwrap_or_default().iter().map(step_of).collect();
     drop(stack);
-    RunResult { steps, ok, exit, seconds, janus_busy, others_busy, profile }
+    RunResult { steps, ok, exit, seconds, media_busy, others_busy, profile }
 }
 
 /// The admin's `userJoined`/`userLeft` events, as (event, identity, group), read from its
@@ -552,7 +591,7 @@ fn tally(events: &[(String, String, String)], name: &str) -> (usize, usize) {
 /// join and leave exactly once.
 async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
     let stack = Stack::start(o).await;
-    let (control, janus_pid) = (&stack.control, stack.janus_pid);
+    let (control, media_pid) = (&stack.control, stack.media_pid);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let client = reqwest::Client::builder().no_proxy().danger_accept_invalid_certs(true).build().expect("client");
     let events = client.get(control.url("/admin/events")).bearer_auth(&control.token).send().await;
@@ -579,7 +618,7 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
     .map(|s| (*s).to_owned())
     .collect();
     eprintln!("bench_capacity: crowd: {} {}", o.crew.display(), args.join(" "));
-    let (control_ticks, janus_ticks) = (cpu_ticks(control.pid()), cpu_ticks(janus_pid));
+    let (control_ticks, media_ticks) = (cpu_ticks(control.pid()), cpu_ticks(media_pid));
     let started = Instant::now();
     let run = crew(o, &args);
     tokio::pin!(run);
@@ -605,7 +644,7 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
     };
     let seconds = started.elapsed().as_secs_f64();
     let control_busy = cpu_ticks(control.pid()).saturating_sub(control_ticks) as f64 / seconds;
-    let janus_busy = cpu_ticks(janus_pid).saturating_sub(janus_ticks) as f64 / seconds;
+    let media_busy = cpu_ticks(media_pid).saturating_sub(media_ticks) as f64 / seconds;
     let joins_busy =
         joined_ticks.zip(all_listed).map(|(ticks, at)| ticks.saturating_sub(control_ticks) as f64 / at.as_secs_f64());
     let rss_peak = process_size(control.pid()).peak_rss_kib;
@@ -656,12 +695,19 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
         && (departed, most_leaves) == (n as usize, 1)
         && left.is_ok();
 
+    let server = o.server();
+    let join = if o.bridged.is_some() {
+        "one peer connection offered through `/api/session/media` on partyline's own rooms"
+    } else {
+        "a Janus session through `/janus`, the join with the token and a WebRTC offer"
+    };
+    let join_route = if o.bridged.is_some() { "`POST /api/session/media`" } else { "through `/janus`" };
     println!("## Control under a crowd (`bench/capacity --crowd`): {n} members joining within {} s\n", o.ramp);
     println!("{machine}\n");
     println!(
-        "The stack as above (Janus on CPU {JANUS_CPU}; control and the crew on CPU {CREW_CPU}). {n} one-line members \
+        "The stack as above ({server} on CPU {MEDIA_CPU}; control and the crew on CPU {CREW_CPU}). {n} one-line members \
          (listen and talk on Load 1) join within {} s as panels do: `POST /api/token`, the session's event stream kept \
-         open, a Janus session through `/janus`, the join with the token and a WebRTC offer, media, a state report; \
+         open, {join}, media, a state report; \
          then 10 s of talk in turns, then each leaves. Meanwhile the admin's event stream is read and its users list \
          polled every 500 ms. Times in ms: median / p95 / p99 / max.\n",
         o.ramp
@@ -673,7 +719,7 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
         joins_failed.map_or_else(|| "the crew failed (see stderr)".to_owned(), |f| f.to_string())
     );
     println!("| `POST /api/token` ms | {} |", summary("token_ms"));
-    println!("| join's round trip through `/janus` ms | {} |", summary("join_ms"));
+    println!("| join's round trip {join_route} ms | {} |", summary("join_ms"));
     println!("| token to media connected ms | {} |", summary("connected_ms"));
     println!(
         "| all {n} listed connected after | {} |",
@@ -692,7 +738,7 @@ async fn crowd(o: &Options, n: u64, machine: &str) -> bool {
             |s| format!("{:.2} ({:.2} %), {} KiB", s.cpu_ms, s.cpu_ms / 10.0, s.bytes / 1024)
         )
     );
-    println!("| Janus CPU over the whole run (% of its core) | {janus_busy:.0} |");
+    println!("| {server} CPU over the whole run (% of its core) | {media_busy:.0} |");
     println!("| admin's list: members listed twice (any poll) | {listed_twice} |");
     println!("| admin's events: members with `userJoined` / most for one | {joined} / {most_joins} |");
     println!("| admin's events: members with `userLeft` / most for one | {departed} / {most_leaves} |");
@@ -734,9 +780,10 @@ async fn scrape_cost(client: reqwest::Client, origin: String, token: String, pid
 }
 
 fn print_run(o: &Options, k: u64, r: &RunResult) {
+    let server = o.server();
     println!("### Run {k}\n");
     println!(
-        "| users (lines) | Janus CPU % (busiest thread %) | Janus RSS MiB | crew CPU % (per line) | control CPU % / RSS MiB | gaps ≥ 10 ms (listeners) | holes at onsets / spurts heard | mouth-to-ear ms median / p95 | |"
+        "| users (lines) | {server} CPU % (busiest thread %) | {server} RSS MiB | crew CPU % (per line) | control CPU % / RSS MiB | gaps ≥ 10 ms (listeners) | holes at onsets / spurts heard | mouth-to-ear ms median / p95 | |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for s in &r.steps {
@@ -745,10 +792,10 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
             "| {} ({}) | {:.1} (`{}` {:.1}) | {:.1} | {:.1} ({:.2}) | {:.1} / {:.1} | {} ({}; packets lost {}, late {}; own voice {} ms; crew frames sent late {}) | {} / {} | {m2e} | {} |",
             s.users,
             s.lines,
-            s.janus.cpu,
-            s.janus.thread,
-            s.janus.thread_cpu,
-            s.janus.rss_mib,
+            s.media.cpu,
+            s.media.thread,
+            s.media.thread_cpu,
+            s.media.rss_mib,
             s.crew_cpu,
             s.crew_per_line,
             s.control.cpu,
@@ -772,24 +819,26 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
     }
     match r.per_user() {
         Some((users, per_user, per_core)) => println!(
-            "Last clean step: **{users} users**; Janus {per_user:.2} % of its core per four-line user, \
-             **{per_core:.0} four-line users per core of Janus**."
+            "Last clean step: **{users} users**; {server} {per_user:.2} % of its core per four-line user, \
+             **{per_core:.0} four-line users per core of {server}**."
         ),
         None => println!("No clean step."),
     }
     if let Some(marginal) = r.marginal() {
-        println!("Janus's CPU per user added, from the first step to the last clean one: {marginal:.2} % of its core.");
+        println!(
+            "{server}'s CPU per user added, from the first step to the last clean one: {marginal:.2} % of its core."
+        );
     }
-    println!("Limit: {}.", r.limit(o.max_users));
+    println!("Limit: {}.", r.limit(o.max_users, o.server()));
     println!(
-        "Over the run ({:.0} s, joins included): Janus {:.0} % of its core; every other process on the machine \
-         (not Janus, control or the crew) {:.0} % of one core.\n",
-        r.seconds, r.janus_busy, r.others_busy
+        "Over the run ({:.0} s, joins included): {server} {:.0} % of its core; every other process on the machine \
+         (not {server}, control or the crew) {:.0} % of one core.\n",
+        r.seconds, r.media_busy, r.others_busy
     );
     if !r.profile.is_empty() {
         println!(
-            "Where Janus's CPU went (`perf record -F 199 -e cpu-clock` of its threads inside the judged seconds; \
-             the sampling itself disturbs Janus, so this run's gaps are not a capacity figure): share of its samples \
+            "Where {server}'s CPU went (`perf record -F 199 -e cpu-clock` of its threads inside the judged seconds; \
+             the sampling itself disturbs {server}, so this run's gaps are not a capacity figure): share of its samples \
              by thread kind and library, down to 1 %.\n"
         );
         println!("| thread | library | share % |");
@@ -825,17 +874,18 @@ async fn ab(o: &Options, machine: &str) {
         };
         rows.push((setting, run(&one, k).await));
     }
-    println!("## Room settings A/B (`bench/capacity --ab`): {} four-line members, Janus on one core\n", o.users);
+    let server = o.server();
+    println!("## Room settings A/B (`bench/capacity --ab`): {} four-line members, {server} on one core\n", o.users);
     println!("{machine}\n");
     println!(
         "Each setting on a fresh stack (control's `audio:` keys; `janusEventLoops=N`: Janus's `event_loops`, \
          N shared loop threads instead of one per handle), one after the other in this run: {} members \
-         joining over {} s, 10 s of settling, {} s judged. Users per core: the members over Janus's share of its \
+         joining over {} s, 10 s of settling, {} s judged. Users per core: the members over {server}'s share of its \
          core (an extrapolation to 100 %). Codec noise: the worst line's everything-but-its-tone against its tone.\n",
         o.users, o.ramp, o.step_seconds
     );
     println!(
-        "| setting | Janus CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | holes at onsets / spurts heard | packets lost / late | own voice ms | crew frames sent late | mouth-to-ear ms median / p95 | codec noise dB | |"
+        "| setting | {server} CPU % | per four-line user | users per core | crew CPU % per line | gaps ≥ 10 ms (listeners) | holes at onsets / spurts heard | packets lost / late | own voice ms | crew frames sent late | mouth-to-ear ms median / p95 | codec noise dB | |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (setting, r) in rows {
@@ -848,9 +898,9 @@ async fn ab(o: &Options, machine: &str) {
         let shown = if setting.is_empty() { "defaults" } else { setting.as_str() };
         println!(
             "| `{shown}` | {:.1} | {:.2} | {:.0} | {:.2} | {} ({}) | {} / {} | {} / {} | {} | {} | {m2e} | {noise} | {} |",
-            s.janus.cpu,
-            s.janus.cpu / s.users as f64,
-            s.users as f64 / (s.janus.cpu / 100.0),
+            s.media.cpu,
+            s.media.cpu / s.users as f64,
+            s.users as f64 / (s.media.cpu / 100.0),
             s.crew_per_line,
             s.gaps,
             s.listeners_with_gaps,
@@ -885,12 +935,17 @@ async fn main() {
         results.push(run(&o, k).await);
     }
 
-    println!("## Capacity (`bench/capacity`): four-line crew members against Janus on one core\n");
+    let server = o.server();
+    let how = if o.bridged.is_some() {
+        "one peer connection for its four lines on partyline's own rooms, offered through control's `/api/session/media`"
+    } else {
+        "one AudioBridge participant per line through control's `/janus` proxy"
+    };
+    println!("## Capacity (`bench/capacity`): four-line crew members against {server} on one core\n");
     println!("{machine}\n");
     println!(
-        "Janus (every thread) on CPU {JANUS_CPU}; control, `partyline-crew` and this driver on CPU {CREW_CPU}. \
-         Each member: the position `Crew`, four lines (listen and talk on Load 1–4), one AudioBridge participant per \
-         line through control's `/janus` proxy, talking in turns. A ramp from {} users, {} more per step up to {}: \
+        "{server} (every thread) on CPU {MEDIA_CPU}; control, `partyline-crew` and this driver on CPU {CREW_CPU}. \
+         Each member: the position `Crew`, four lines (listen and talk on Load 1–4), {how}, talking in turns. A ramp from {} users, {} more per step up to {}: \
          {} s of joins, 10 s of settling and {} s judged per step; it stops at the first degraded step. {} run(s), \
          each a fresh stack. CPU is % of one core over a step's judged seconds.\n",
         o.users, o.step, o.max_users, o.ramp, o.step_seconds, o.runs
@@ -908,25 +963,26 @@ async fn main() {
     let per_user = median(clean.iter().map(|c| c.1).collect());
     let per_core = median(clean.iter().map(|c| c.2).collect());
     let all_ok = results.iter().all(|r| r.ok);
-    let met = per_core.is_some_and(|p| p >= TARGET_PER_CORE);
+    let met = per_core.is_some_and(|p| p >= o.target());
     let show = |v: Option<f64>, digits: usize| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"));
     println!("### Summary: the median of {} run(s)\n", results.len());
     println!("| figure | target | measured | verdict |");
     println!("|---|---|---|---|");
     println!("| users at the last clean step | — | {} | — |", show(users, 0));
-    println!("| Janus CPU per four-line user (% of its core) | — | {} | — |", show(per_user, 2));
+    println!("| {server} CPU per four-line user (% of its core) | — | {} | — |", show(per_user, 2));
     println!(
-        "| four-line users per core of Janus, clean (no gap ≥ 10 ms for any listener) | ≥ {TARGET_PER_CORE:.0} | {} | {} |",
+        "| four-line users per core of {server}, clean (no gap ≥ 10 ms for any listener) | ≥ {:.0} | {} | {} |",
+        o.target(),
         show(per_core, 0),
         if met { "met" } else { "**missed**" }
     );
     println!();
     for (k, r) in (1..).zip(&results) {
-        println!("- run {k}: limit: {}.", r.limit(o.max_users));
+        println!("- run {k}: limit: {}.", r.limit(o.max_users, o.server()));
     }
     if results.iter().any(|r| r.first_degraded().is_none() && r.ok) {
         println!(
-            "\nA run that ended clean did not find the ceiling: its users per core are Janus's share at its last step, \
+            "\nA run that ended clean did not find the ceiling: its users per core are {server}'s share at its last step, \
              extrapolated."
         );
     }
