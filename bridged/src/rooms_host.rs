@@ -37,6 +37,7 @@ enum Command {
     Join { offer: String, lines: Vec<RoomLine>, reply: Reply<Joined> },
     SetTalking { session: u64, line: u32, talking: bool, reply: Reply<()> },
     Leave { session: u64, reply: Reply<bool> },
+    DropLine { session: u64, line: u32, reply: Reply<bool> },
     KeepOnly { sessions: Vec<u64>, reply: Reply<u32> },
 }
 
@@ -53,6 +54,7 @@ impl std::fmt::Debug for Command {
             Command::Join { .. } => "Join",
             Command::SetTalking { .. } => "SetTalking",
             Command::Leave { .. } => "Leave",
+            Command::DropLine { .. } => "DropLine",
             Command::KeepOnly { .. } => "KeepOnly",
         })
     }
@@ -87,6 +89,10 @@ impl RoomsHost {
 
     pub async fn leave(&self, session: u64) -> Result<bool, RoomsError> {
         self.ask(|reply| Command::Leave { session, reply }).await
+    }
+
+    pub async fn drop_line(&self, session: u64, line: u32) -> Result<bool, RoomsError> {
+        self.ask(|reply| Command::DropLine { session, line, reply }).await
     }
 
     pub async fn keep_only(&self, sessions: Vec<u64>) -> Result<u32, RoomsError> {
@@ -163,6 +169,10 @@ fn handle(engine: &mut Engine, command: Command) {
         }
         Command::Leave { session, reply } => {
             let _ = reply.send(Ok(engine.leave(SessionId(session), now)));
+        }
+        Command::DropLine { session, line, reply } => {
+            let line = usize::try_from(line).unwrap_or(usize::MAX);
+            let _ = reply.send(Ok(engine.drop_line(SessionId(session), line)));
         }
         Command::KeepOnly { sessions, reply } => {
             let keep: Vec<SessionId> = sessions.into_iter().map(SessionId).collect();

@@ -42,6 +42,12 @@ impl RoomsService {
         self.host()?.leave(session).await
     }
 
+    /// Takes a session's line out of its room (the admin took it away): nothing more is mixed
+    /// from it or sent to it; false when there was none.
+    async fn drop_line(&self, session: u64, line: u32) -> Result<bool, RoomsError> {
+        self.host()?.drop_line(session, line).await
+    }
+
     /// Ends every session but `sessions` (control's own: after its restart, none); returns how
     /// many ended.
     async fn keep_only(&self, sessions: Vec<u64>) -> Result<u32, RoomsError> {

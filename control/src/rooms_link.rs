@@ -138,6 +138,19 @@ impl RoomsLink {
         Ok(())
     }
 
+    /// The admin took `group` away from `identity`: its session's line leaves its room at once
+    /// (whatever its panel does; the m-line stays, silent). A session not on the rooms, or not
+    /// up yet, has nothing to drop.
+    pub async fn drop_line(&self, identity: &str, group: &str) -> Result<(), RoomsLinkError> {
+        let session = lock(&self.sessions).by_identity.get(identity).cloned();
+        let Some(session) = session else { return Ok(()) };
+        let Some(index) = session.rooms.iter().position(|room| room == group) else { return Ok(()) };
+        let index = u32::try_from(index).map_err(|_| RoomsLinkError::NoSession)?;
+        self.proxy()?.drop_line(session.id, index).await?;
+        tracing::info!(identity, group, session = session.id, "a removed line left the rooms");
+        Ok(())
+    }
+
     /// Follows the rooms forever: their sessions' signals into the registry, the registry's
     /// removals into `Leave`; reconnects when the bus goes.
     pub async fn run(self: Arc<Self>) {

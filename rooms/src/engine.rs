@@ -161,16 +161,23 @@ impl Engine {
         ending.into_iter().filter(|&session| self.leave(session, now)).count()
     }
 
+    /// Takes one line of a session out of its room: nothing more is mixed from it or sent to
+    /// it (its m-line stays, silent). False when the session has no such line (any more).
+    pub fn drop_line(&mut self, session: SessionId, line: usize) -> bool {
+        let Some(membership) = self.members.remove(&(session, line)) else { return false };
+        self.lines.remove(&membership.member);
+        if let Some(room) = self.rooms.get_mut(&membership.room) {
+            // Its member was made with the room: it is there.
+            let _ = room.leave(membership.member);
+        }
+        true
+    }
+
     fn forget(&mut self, session: SessionId) -> bool {
         self.connected.remove(&session);
         let Some(lines) = self.sessions.remove(&session) else { return false };
         for line in 0..lines {
-            let Some(membership) = self.members.remove(&(session, line)) else { continue };
-            self.lines.remove(&membership.member);
-            if let Some(room) = self.rooms.get_mut(&membership.room) {
-                // Its member was made with the room: it is there.
-                let _ = room.leave(membership.member);
-            }
+            self.drop_line(session, line);
         }
         true
     }

@@ -4,7 +4,8 @@
 //! A panel's offer goes through control, which alone knows the session's lines and rights:
 //! control calls `Join` with the offer and one [`RoomLine`] per offered audio m-line, bridged's
 //! rooms answer. The talk keys arrive as `SetTalking` (the server decides who is mixed: a key
-//! the session may not press is refused), and `Leave` ends a session. `KeepOnly` ends every
+//! the session may not press is refused), `DropLine` takes one line away (the admin's removal),
+//! and `Leave` ends a session. `KeepOnly` ends every
 //! session but the ones control names: control calls it whenever it (re)connects, so that a
 //! session a restarted control no longer knows cannot go on talking unseen. bridged says when a
 //! session's media is up or gone with `SessionConnected` and `SessionEnded`.
@@ -71,6 +72,10 @@ pub trait Rooms {
 
     /// Ends a session; false when there was none.
     fn leave(&self, session: u64) -> Result<bool, RoomsError>;
+
+    /// Takes a session's line (its index in `Join`'s lines) out of its room; false when there
+    /// was none.
+    fn drop_line(&self, session: u64, line: u32) -> Result<bool, RoomsError>;
 
     /// Ends every session but `sessions`; returns how many ended.
     fn keep_only(&self, sessions: &[u64]) -> Result<u32, RoomsError>;

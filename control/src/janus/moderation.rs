@@ -118,7 +118,11 @@ impl Janus {
         let at = self.session_for(&user).await?;
         let token = vec![user.token.expose().to_owned()];
         self.allow(&at, group, AllowedAction::Remove, token).await?;
-        self.kick(&at, group, identity).await?;
+        // A session on partyline's rooms is not in Janus's room: the caller drops its line
+        // there (`RoomsLink`).
+        if !user.on_rooms {
+            self.kick(&at, group, identity).await?;
+        }
         let Some((_, now, _)) = self.users.remove_line(identity, group) else {
             return Err(DisconnectError::NotFound(identity.to_owned()));
         };

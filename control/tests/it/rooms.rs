@@ -212,6 +212,35 @@ async fn a_restarted_control_ends_the_sessions_it_no_longer_knows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_the_admin_takes_away_goes_silent_in_the_rooms_at_once() {
+    let rig = rig_with("  - name: Stage\n  - name: FOH\n").await;
+    let control = &rig.stack.control;
+    let hal_token = token(control, "Hal", &["stage", "foh"], &["stage", "foh"]).await;
+    let ivy_token = token(control, "Ivy", &["stage"], &[]).await;
+    let hal_id = hal_token["participantIdentity"].as_str().expect("id");
+    let (mut hal, offer) = Panel::offer("127.0.0.1", 2);
+    let (status, body) =
+        control.post_json("/session/media", json!({ "token": hal_token["token"], "offer": offer })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    hal.accept(body["answer"].as_str().expect("an answer"));
+    let mut ivy = join(control, &ivy_token).await;
+    becomes(control, &mut [&mut hal, &mut ivy], hal_id, Some("connected")).await;
+    assert_eq!(talk(control, &hal_token, true).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut hal, &mut ivy], Some(0), Duration::from_millis(600));
+    assert!(ivy.level_dbfs(0, 20) > -30.0, "Ivy hears Hal on Stage");
+
+    // Stage taken from Hal: his voice leaves the room at once, his key there is refused, and
+    // his other line goes on.
+    let (status, body) = control.delete(&format!("/admin/users/{hal_id}/lines/stage")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    play(&mut [&mut hal, &mut ivy], Some(0), Duration::from_millis(600));
+    let after = ivy.level_dbfs(0, 20);
+    assert!(after < -60.0, "Ivy still hears Hal on a line taken from him: {after:.1} dBFS");
+    assert_eq!(talk(control, &hal_token, true).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(user_state(control, hal_id).await.as_deref(), Some("connected"), "Hal keeps FOH");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_token_does_not_hold_is_refused_with_its_reason_and_nothing_joins() {
     let rig = rig().await;
     let control = &rig.stack.control;
