@@ -51,6 +51,7 @@ pub enum SessionEvent {
 struct Membership {
     room: String,
     member: MemberId,
+    rights: Rights,
 }
 
 /// The endpoint, the rooms, and which line of which session is which member.
@@ -124,10 +125,43 @@ impl Engine {
         };
         let member = MemberId(self.next_member);
         self.next_member += 1;
-        room.join(member, Rights { talk: line.talk, listen: line.listen })?;
-        self.members.insert((session, index), Membership { room: line.line.clone(), member });
+        let rights = Rights { talk: line.talk, listen: line.listen };
+        room.join(member, rights)?;
+        self.members.insert((session, index), Membership { room: line.line.clone(), member, rights });
         self.lines.insert(member, (session, index));
         Ok(())
+    }
+
+    /// A new offer on a running session (a line added, one stopped, an ICE restart), with the
+    /// rights of every m-line in order (a stopped line: neither talk nor listen): the answer. A
+    /// line whose room and rights stay keeps its member (its key, its jitter buffer); a changed
+    /// one is a new member; a stopped one leaves its room. Refused, the memberships stay.
+    pub fn renegotiate(
+        &mut self,
+        session: SessionId,
+        offer: &str,
+        lines: &[LineRights],
+        now: Instant,
+    ) -> Result<String, EngineError> {
+        let Some(&before) = self.sessions.get(&session) else { return Err(EngineError::UnknownSession(session)) };
+        let answer = self.endpoint.renegotiate(session, offer, lines, now)?;
+        for index in 0..before.max(lines.len()) {
+            let wanted = lines.get(index).filter(|line| line.talk || line.listen);
+            let kept = self.members.get(&(session, index)).is_some_and(|membership| {
+                wanted.is_some_and(|line| {
+                    membership.room == line.line && membership.rights == Rights { talk: line.talk, listen: line.listen }
+                })
+            });
+            if kept {
+                continue;
+            }
+            self.drop_line(session, index);
+            if let Some(line) = wanted {
+                self.add_member(session, index, line)?;
+            }
+        }
+        self.sessions.insert(session, lines.len());
+        Ok(answer)
     }
 
     /// The talk key of a session's line: its packets are mixed from the next one on.

@@ -135,3 +135,47 @@ fn a_closed_panel_leaves_its_room() {
     assert_eq!(engine.room("stage").map(|r| r.len()), Some(0));
     assert!(!engine.leave(ana_session, Instant::now()), "once");
 }
+
+/// A panel's new offer adds a line (a direct line opening): it hears that room from then on,
+/// its first line's member untouched; the line stopped again leaves the room.
+#[test]
+fn a_line_added_by_a_new_offer_is_heard_and_a_stopped_one_leaves_its_room() {
+    let mut engine = engine();
+    let (mut ana, ana_session) = join(&mut engine, &stage(true, true));
+    let foh = vec![LineRights { line: "foh".to_owned(), talk: true, listen: true }];
+    let (mut ben, ben_session) = join(&mut engine, &foh);
+    connect(&mut engine, &mut [&mut ana, &mut ben], &[ana_session, ben_session]);
+    engine.set_talking(ana_session, 0, true).expect("Ana's key on Stage");
+    engine.set_talking(ben_session, 0, true).expect("Ben's key on FOH");
+
+    let offer = ana.reoffer(1, &[]);
+    let both = [stage(true, true), foh.clone()].concat();
+    let answer = engine.renegotiate(ana_session, &offer, &both, Instant::now()).expect("the new offer");
+    ana.accept(&answer);
+    assert_eq!(engine.room("foh").map(|r| r.len()), Some(2), "Ana joined FOH");
+    assert_eq!(engine.room("stage").map(|r| r.len()), Some(1), "Ana is still on Stage");
+    engine.set_talking(ana_session, 0, true).expect("her Stage key, kept by its member");
+    let tone = opus_packets(440.0, 50);
+    let mut sent = 0;
+    run(&mut engine, &mut [&mut ana, &mut ben], 50, |_, clients| {
+        clients[1].send(0, &tone[sent]);
+        sent += 1;
+    });
+    assert!(ana.level_dbfs(1, 25) > -30.0, "Ana hears Ben on her new line");
+
+    let stopped = [stage(true, true), vec![LineRights { line: "foh".to_owned(), talk: false, listen: false }]].concat();
+    // The panel's next offer (an ICE restart here: this client cannot stop a line), with FOH's
+    // line stopped by the server's rights.
+    let offer = ana.ice_restart();
+    let answer = engine.renegotiate(ana_session, &offer, &stopped, Instant::now()).expect("the offer");
+    ana.accept(&answer);
+    assert_eq!(engine.room("foh").map(|r| r.len()), Some(1), "Ana left FOH");
+    assert!(engine.set_talking(ana_session, 1, true).is_err(), "no key on a stopped line");
+    let heard = ana.heard.iter().filter(|h| h.line == 1).count();
+    sent = 0;
+    run(&mut engine, &mut [&mut ana, &mut ben], 25, |_, clients| {
+        clients[1].send(0, &tone[sent]);
+        sent += 1;
+    });
+    assert_eq!(ana.heard.iter().filter(|h| h.line == 1).count(), heard, "nothing sent on the stopped line");
+}
