@@ -35,6 +35,7 @@ type Reply<T> = oneshot::Sender<Result<T, RoomsError>>;
 /// What the handle asks of the rooms' thread.
 enum Command {
     Join { offer: String, lines: Vec<RoomLine>, reply: Reply<Joined> },
+    Renegotiate { session: u64, offer: String, lines: Vec<RoomLine>, reply: Reply<String> },
     SetTalking { session: u64, line: u32, talking: bool, reply: Reply<()> },
     Leave { session: u64, reply: Reply<bool> },
     DropLine { session: u64, line: u32, reply: Reply<bool> },
@@ -52,6 +53,7 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Command::Join { .. } => "Join",
+            Command::Renegotiate { .. } => "Renegotiate",
             Command::SetTalking { .. } => "SetTalking",
             Command::Leave { .. } => "Leave",
             Command::DropLine { .. } => "DropLine",
@@ -81,6 +83,10 @@ impl RoomsHost {
 
     pub async fn join(&self, offer: String, lines: Vec<RoomLine>) -> Result<Joined, RoomsError> {
         self.ask(|reply| Command::Join { offer, lines, reply }).await
+    }
+
+    pub async fn renegotiate(&self, session: u64, offer: String, lines: Vec<RoomLine>) -> Result<String, RoomsError> {
+        self.ask(|reply| Command::Renegotiate { session, offer, lines, reply }).await
     }
 
     pub async fn set_talking(&self, session: u64, line: u32, talking: bool) -> Result<(), RoomsError> {
@@ -154,14 +160,14 @@ fn handle(engine: &mut Engine, command: Command) {
     let now = Instant::now();
     match command {
         Command::Join { offer, lines, reply } => {
-            let rights: Vec<LineRights> = lines
-                .into_iter()
-                .map(|line| LineRights { line: line.room, talk: line.talk, listen: line.listen })
-                .collect();
-            let joined = engine.join(&offer, &rights, now);
+            let joined = engine.join(&offer, &rights(lines), now);
             let _ = reply.send(
                 joined.map(|(session, answer)| Joined { session: session.0, answer }).map_err(|error| refusal(&error)),
             );
+        }
+        Command::Renegotiate { session, offer, lines, reply } => {
+            let answer = engine.renegotiate(SessionId(session), &offer, &rights(lines), now);
+            let _ = reply.send(answer.map_err(|error| refusal(&error)));
         }
         Command::SetTalking { session, line, talking, reply } => {
             let line = usize::try_from(line).unwrap_or(usize::MAX);
@@ -183,6 +189,11 @@ fn handle(engine: &mut Engine, command: Command) {
             let _ = reply.send(Ok(u32::try_from(ended).unwrap_or(u32::MAX)));
         }
     }
+}
+
+/// The engine's rights of each line from the bus's.
+fn rights(lines: Vec<RoomLine>) -> Vec<LineRights> {
+    lines.into_iter().map(|line| LineRights { line: line.room, talk: line.talk, listen: line.listen }).collect()
 }
 
 /// The D-Bus error of an engine's refusal.

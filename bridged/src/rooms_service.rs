@@ -32,6 +32,11 @@ impl RoomsService {
         self.host()?.join(offer, lines).await
     }
 
+    /// A new offer on a running session, with the rights of every m-line in order: the answer.
+    async fn renegotiate(&self, session: u64, offer: String, lines: Vec<RoomLine>) -> Result<String, RoomsError> {
+        self.host()?.renegotiate(session, offer, lines).await
+    }
+
     /// A talk key of a session's line went on or off.
     async fn set_talking(&self, session: u64, line: u32, talking: bool) -> Result<(), RoomsError> {
         self.host()?.set_talking(session, line, talking).await

@@ -45,8 +45,11 @@ pub enum RoomsLinkError {
 #[derive(Debug, Clone)]
 struct RoomsSession {
     id: u64,
-    /// The rooms of its lines, in `Join`'s order (a line's index is its place here).
+    /// The rooms of its m-lines, in the offer's order (a line's index is its place here; a
+    /// stopped m-line's is empty).
     rooms: Vec<String>,
+    /// Its media is up (`SessionConnected`): a line added now is joined at once.
+    connected: bool,
 }
 
 /// The sessions control holds in the rooms, both ways.
@@ -97,19 +100,17 @@ impl RoomsLink {
         lock(&self.proxy).clone().ok_or(RoomsLinkError::Unreachable)
     }
 
-    /// Answers `user`'s offer: one member per line of its token, with the token's rights. A
-    /// second offer from the same session (the panel reconnecting its media) replaces the first.
-    pub async fn join(&self, user: &User, offer: &str) -> Result<String, RoomsLinkError> {
+    /// Answers `user`'s offer: one member per m-line, in the room its group names (`None`: a
+    /// stopped m-line), with the session's rights on that line. A second offer from the same
+    /// session (the panel reconnecting its media) replaces the first.
+    pub async fn join(&self, user: &User, offer: &str, groups: &[Option<String>]) -> Result<String, RoomsLinkError> {
         let proxy = self.proxy()?;
-        let lines: Vec<RoomLine> = user
-            .lines
-            .iter()
-            .map(|line| RoomLine { room: line.group_id.clone(), talk: line.talk, listen: line.listen })
-            .collect();
+        let lines = room_lines(user, groups)?;
         let joined = proxy.join(offer, &lines).await?;
         self.users.set_on_rooms(&user.identity);
         let rooms = lines.into_iter().map(|line| line.room).collect();
-        let replaced = lock(&self.sessions).insert(&user.identity, RoomsSession { id: joined.session, rooms });
+        let session = RoomsSession { id: joined.session, rooms, connected: false };
+        let replaced = lock(&self.sessions).insert(&user.identity, session);
         if let Some(old) = replaced {
             // No longer ours: its end is not the user's leave.
             leave(&proxy, old.id).await;
@@ -121,6 +122,41 @@ impl RoomsLink {
             "media joined in partyline's rooms"
         );
         Ok(joined.answer)
+    }
+
+    /// A new offer on `user`'s joined peer connection (a direct line added or stopped): the
+    /// rooms' answer; a line added to a session whose media is up is joined at once, a line gone
+    /// is left.
+    pub async fn renegotiate(
+        &self,
+        user: &User,
+        offer: &str,
+        groups: &[Option<String>],
+    ) -> Result<String, RoomsLinkError> {
+        let lines = room_lines(user, groups)?;
+        let session = lock(&self.sessions).by_identity.get(&user.identity).cloned();
+        let session = session.ok_or(RoomsLinkError::NoSession)?;
+        let answer = self.proxy()?.renegotiate(session.id, offer, &lines).await?;
+        let rooms: Vec<String> = lines.into_iter().map(|line| line.room).collect();
+        {
+            let mut sessions = lock(&self.sessions);
+            let Some(now) = sessions.by_identity.get_mut(&user.identity).filter(|s| s.id == session.id) else {
+                // Replaced or ended meanwhile: its own join or end says what happened.
+                return Ok(answer);
+            };
+            now.rooms.clone_from(&rooms);
+        }
+        if session.connected {
+            let present = |room: &String, of: &[String]| !room.is_empty() && of.contains(room);
+            for room in rooms.iter().filter(|room| !room.is_empty() && !present(room, &session.rooms)) {
+                self.users.joined(room, &user.identity);
+            }
+            for room in session.rooms.iter().filter(|room| !room.is_empty() && !present(room, &rooms)) {
+                self.users.left(room, &user.identity, "its line stopped in the rooms");
+            }
+        }
+        tracing::info!(identity = user.identity, session = session.id, ?rooms, "media renegotiated in the rooms");
+        Ok(answer)
     }
 
     /// `user`'s talk key on `group` went on or off: passed on, then published as its talk.
@@ -233,14 +269,17 @@ impl RoomsLink {
     /// A session's media is up: its user joined each of its lines.
     fn connected(&self, id: u64) {
         let session = {
-            let sessions = lock(&self.sessions);
-            let identity = sessions.identity_of.get(&id);
-            identity
-                .and_then(|identity| sessions.by_identity.get(identity).map(|s| (identity.clone(), s.rooms.clone())))
+            let mut sessions = lock(&self.sessions);
+            let identity = sessions.identity_of.get(&id).cloned();
+            identity.and_then(|identity| {
+                let session = sessions.by_identity.get_mut(&identity)?;
+                session.connected = true;
+                Some((identity, session.rooms.clone()))
+            })
         };
         if let Some((identity, rooms)) = session {
-            for room in rooms {
-                self.users.joined(&room, &identity);
+            for room in rooms.iter().filter(|room| !room.is_empty()) {
+                self.users.joined(room, &identity);
             }
         }
     }
@@ -248,8 +287,8 @@ impl RoomsLink {
     /// A session is gone (its panel closed, its network lost): its user left its lines.
     fn ended(&self, id: u64) {
         let Some((identity, session)) = lock(&self.sessions).remove_session(id) else { return };
-        for room in session.rooms {
-            self.users.left(&room, &identity, "its media ended in the rooms");
+        for room in session.rooms.iter().filter(|room| !room.is_empty()) {
+            self.users.left(room, &identity, "its media ended in the rooms");
         }
     }
 
@@ -260,8 +299,8 @@ impl RoomsLink {
             tracing::warn!(sessions = gone.by_identity.len(), why, "the rooms' sessions ended");
         }
         for (identity, session) in gone.by_identity {
-            for room in session.rooms {
-                self.users.left(&room, &identity, why);
+            for room in session.rooms.iter().filter(|room| !room.is_empty()) {
+                self.users.left(room, &identity, why);
             }
         }
     }
@@ -279,6 +318,21 @@ impl RoomsLink {
             leave(proxy, id).await;
         }
     }
+}
+
+/// The rooms' lines of the m-lines `groups` name: each with the session's rights on it; a
+/// stopped m-line (`None`) neither talks nor listens.
+fn room_lines(user: &User, groups: &[Option<String>]) -> Result<Vec<RoomLine>, RoomsLinkError> {
+    groups
+        .iter()
+        .map(|group| match group {
+            None => Ok(RoomLine { room: String::new(), talk: false, listen: false }),
+            Some(group) => user
+                .line(group)
+                .map(|line| RoomLine { room: group.clone(), talk: line.talk, listen: line.listen })
+                .ok_or_else(|| RoomsLinkError::NotAllowed(format!("no line {group:?}"))),
+        })
+        .collect()
 }
 
 /// Ends a session in the rooms; a failure is logged (the rooms end it anyway when its panel's

@@ -108,7 +108,8 @@ impl Engine {
         now: Instant,
     ) -> Result<(SessionId, String), EngineError> {
         let (session, answer) = self.endpoint.accept(offer, lines, now)?;
-        for (index, line) in lines.iter().enumerate() {
+        // A stopped m-line (neither talk nor listen) is in no room.
+        for (index, line) in lines.iter().enumerate().filter(|(_, line)| line.talk || line.listen) {
             if let Err(error) = self.add_member(session, index, line) {
                 self.leave(session, now);
                 return Err(error.into());

@@ -3,7 +3,8 @@
 //!
 //! A panel's offer goes through control, which alone knows the session's lines and rights:
 //! control calls `Join` with the offer and one [`RoomLine`] per offered audio m-line, bridged's
-//! rooms answer. The talk keys arrive as `SetTalking` (the server decides who is mixed: a key
+//! rooms answer; a new offer on the same peer connection (a direct line opened or closed) is
+//! `Renegotiate`. The talk keys arrive as `SetTalking` (the server decides who is mixed: a key
 //! the session may not press is refused), `DropLine` takes one line away (the admin's removal),
 //! and `Leave` ends a session. `KeepOnly` ends every
 //! session but the ones control names: control calls it whenever it (re)connects, so that a
@@ -66,6 +67,10 @@ pub enum RoomsError {
 pub trait Rooms {
     /// Answers a panel's offer: one member per line in its room, with the given rights.
     fn join(&self, offer: &str, lines: &[RoomLine]) -> Result<Joined, RoomsError>;
+
+    /// A new offer on a running session (a line added, one stopped), with the rights of every
+    /// m-line in order (a stopped line: neither talk nor listen): the answer.
+    fn renegotiate(&self, session: u64, offer: &str, lines: &[RoomLine]) -> Result<String, RoomsError>;
 
     /// A talk key of a session's line (its index in `Join`'s lines) went on or off.
     fn set_talking(&self, session: u64, line: u32, talking: bool) -> Result<(), RoomsError>;

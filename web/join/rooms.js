@@ -4,8 +4,10 @@
 // with the token's rights and returns the rooms' answer; a talk key is `POST /api/session/talk`,
 // and the rooms mix a voice only while its key is on (the track is also gated, so nothing is
 // sent in between). Who is on each line and who talks comes from control's session stream
-// (`members`). The same face as connection.js's Connection, which lifecycle.js drives. Direct
-// lines are not carried on the rooms yet: their cards stay without audio.
+// (`members`). The same face as connection.js's Connection, which lifecycle.js drives. A direct
+// line opened or closed is a transceiver added or stopped and a new offer on the same peer
+// connection (a renegotiation): the other lines go on untouched. Each offer names the line of
+// every m-line (control checks them against the session's lines and grants the rights).
 
 import { api } from '/join/api.js';
 import { ICE_GRACE_MS, KickedError, linkFigures } from '/join/connection.js';
@@ -28,6 +30,7 @@ export class RoomsConnection {
     this.closed = false;
     this.settle = null;
     this.iceTimer = null;
+    this.negotiation = null; // the offer in flight, if any
   }
 
   /** Resolves once the media flows on every line; rejects on any failure before that. */
@@ -57,17 +60,39 @@ export class RoomsConnection {
     };
     pc.oniceconnectionstatechange = () => this.onIce(pc.iceConnectionState);
     pc.onconnectionstatechange = () => this.onState(pc.connectionState);
+    await this.negotiate(false);
+    for (const link of this.links.values()) if (link.talking) link.sendTalking(true);
+  }
+
+  /**
+   * An offer of the peer connection as it stands, to control, and its answer applied. No waiting
+   * for candidates: the rooms are ICE-lite and learn the panel's address from its checks.
+   */
+  async negotiate(renegotiation) {
+    const pc = this.pc;
     await pc.setLocalDescription(await pc.createOffer());
-    // No waiting for candidates: the rooms are ICE-lite and learn the panel's address from its
-    // checks.
-    const { token } = this.credentials;
-    const { answer } = await api('/session/media', {
-      method: 'POST',
-      body: JSON.stringify({ token, offer: pc.localDescription.sdp }),
-    });
+    const offer = pc.localDescription.sdp;
+    const body = { token: this.credentials.token, offer, lines: this.linesOf(offer), renegotiation };
+    const { answer } = await api('/session/media', { method: 'POST', body: JSON.stringify(body) });
     if (this.closed) return;
     await pc.setRemoteDescription({ type: 'answer', sdp: answer });
-    for (const link of this.links.values()) if (link.talking) link.sendTalking(true);
+  }
+
+  /** The line of each m-line of `sdp`, in order, by its mid (null: a stopped transceiver's). */
+  linesOf(sdp) {
+    const byMid = new Map([...this.links.values()].map((link) => [link.transceiver.mid, link.line.groupId]));
+    return sdp
+      .split('\r\nm=')
+      .slice(1)
+      .map((section) => byMid.get(/\r\na=mid:(\S+)/.exec(`\r\n${section}`)?.[1]) ?? null);
+  }
+
+  /** New offers one after the other; one that fails loses the connection (it joins again). */
+  renegotiate() {
+    this.negotiation = (this.negotiation ?? Promise.resolve())
+      .then(() => (this.closed ? undefined : this.negotiate(true)))
+      .catch((error) => this.fail(error));
+    return this.negotiation;
   }
 
   onState(state) {
@@ -113,10 +138,27 @@ export class RoomsConnection {
     }
   }
 
-  /** A direct line: not carried on the rooms yet (its card shows no audio). */
-  addLine() {}
+  /** A direct line opened during the session: a transceiver more, offered again. */
+  async addLine(info) {
+    if (this.closed || this.links.has(info.groupId)) return;
+    const link = new RoomsLine(this, info);
+    this.links.set(info.groupId, link);
+    link.transceiver = this.pc.addTransceiver(link.track ?? 'audio', { direction: directions(info) });
+    await this.renegotiate();
+    if (this.closed || this.links.get(info.groupId) !== link) return;
+    if (link.talking) link.sendTalking(true);
+    this.events.onDirectJoined(info.groupId);
+  }
 
-  dropLine() {}
+  /** A direct line closed: its transceiver stopped and offered again; the others go on. */
+  dropLine(groupId) {
+    const link = this.links.get(groupId);
+    if (!link || this.closed) return;
+    this.links.delete(groupId);
+    link.transceiver.stop();
+    link.close();
+    this.renegotiate();
+  }
 
   setTalking(groupId, on) {
     if (on) this.talking.add(groupId);

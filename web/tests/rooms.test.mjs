@@ -1,13 +1,14 @@
 // Browser tests of the crew panel on partyline's own rooms (`media.engine: bridged`): one peer
 // connection per panel, its offer through control, no Janus signalling; who is on the line and
 // who talks, from control; a held key is heard by the others and not by the talker, a released
-// one is silence; a listen-only line hears and its panel has no key; the admin's disconnect
-// ends the panel as kicked. Real control, bridged hosting the rooms (Janus runs beside them for
-// the card), headless Chromium with a tone per person; run by scripts/test-browser.
+// one is silence; a listen-only line hears and its panel has no key; a person key's direct line
+// is one more line on the same peer connection; the admin's disconnect ends the panel as kicked.
+// Real control, bridged hosting the rooms (Janus runs beside them for the card), headless
+// Chromium with a tone per person; run by scripts/test-browser.
 
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
-import { HZ_TOLERANCE, Person, report, since, startWithTones, trackedTests } from './harness.mjs';
+import { HZ_TOLERANCE, Person, report, since, startWithTones, trackedTests, waitFor } from './harness.mjs';
 
 const ANN_HZ = 440;
 
@@ -88,6 +89,40 @@ describe('crew panel on partyline’s own rooms', { timeout: 180_000 }, () => {
     await ann.tapTalk('stage');
     await ann.waitLine('stage', 'talk', 'off');
     await cat.waitQuiet('stage');
+  });
+
+  check('a person key opens a direct line on the rooms: one more line on the same peer connection, heard', async () => {
+    for (const position of [
+      { name: 'Camera 1', listen: ['stage'], talk: ['stage'] },
+      { name: 'Director', listen: ['stage'], talk: ['stage'], talkTo: ['camera-1'] },
+    ]) {
+      const { status, body } = await control.admin('POST', '/positions', position);
+      assert.equal(status, 201, JSON.stringify(body));
+    }
+    const dan = await joined('Dan', browsers.ann, '/?position=director');
+    const eve = await joined('Eve', browsers.ben, '/?position=camera-1');
+    const personKey = dan.page.locator('button.person[data-person="camera-1"]');
+    await waitFor("Dan's key to Camera 1 online", async () => (await personKey.getAttribute('data-online')) === 'true');
+    await personKey.hover();
+    await dan.page.mouse.down();
+    try {
+      const direct = dan.page.locator('[data-line][data-direct="Eve"]');
+      await direct.waitFor();
+      const room = await direct.getAttribute('data-line');
+      await eve.page.locator('[data-line][data-direct="Dan"]').waitFor();
+      await eve.waitHearing(room, 10_000);
+      const heard = await eve.dominantHz(room);
+      assert.ok(Math.abs(heard.hz - ANN_HZ) <= HZ_TOLERANCE, `Eve hears ${JSON.stringify(heard)} from Dan`);
+      for (const p of [dan, eve]) assert.deepEqual(p.sockets, [], `${p.name} opened no Janus signalling`);
+    } finally {
+      await dan.page.waitForTimeout(400); // a hold, not a tap
+      await dan.page.mouse.up();
+    }
+    // The stage line went on through the renegotiation: Eve hears Dan there too.
+    await dan.pressTalk('stage');
+    await eve.waitHearing('stage');
+    await dan.page.mouse.up();
+    assert.deepEqual(dan.errors, []);
   });
 
   check("the admin's disconnect ends the panel as kicked", async () => {

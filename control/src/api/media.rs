@@ -31,8 +31,18 @@ const MAX_OFFER_BYTES: usize = 32 * 1024;
 pub struct MediaOffer {
     /// The session's token (from `POST /token`).
     pub token: String,
-    /// One bundled peer connection: one audio m-line per line of the token, in its order.
+    /// One bundled peer connection: one audio m-line per line, in the order of `lines`.
     pub offer: String,
+    /// The line each audio m-line carries, in the offer's order: a group id of the session's
+    /// lines (a direct line's included), or null for a stopped one. Absent: the session's lines
+    /// in the token's order.
+    #[serde(default)]
+    #[schema(example = json!(["stage", null, "direct-3f2a"]))]
+    pub lines: Option<Vec<Option<String>>>,
+    /// A new offer on the peer connection already joined (a line added or stopped): the rooms
+    /// renegotiate it instead of replacing the session.
+    #[serde(default)]
+    pub renegotiation: bool,
 }
 
 /// The rooms' answer.
@@ -43,15 +53,16 @@ pub struct MediaAnswer {
 }
 
 /// Join the session's lines in partyline's own rooms (`media.engine: bridged`): the panel's
-/// offer, one bundled peer connection with one audio m-line per line of its token in the
-/// token's order, is answered with each line's direction as the token allows it (a listen-only
-/// line receives, whatever the offer asks). A second offer replaces the session's media. At
+/// offer, one bundled peer connection with one audio m-line per line (as `lines` names them, or
+/// the token's lines in order), is answered with each line's direction as the session's rights
+/// allow it (a listen-only line receives, whatever the offer asks). A second offer replaces the
+/// session's media, or, as a `renegotiation`, updates it (a direct line added or stopped). At
 /// most 20 offers a minute per session.
 #[utoipa::path(post, path = "/api/session/media", tag = "users", request_body = MediaOffer,
     responses((status = 200, body = MediaAnswer),
-        (status = 400, description = "An offer the rooms do not take (`bad_offer`: not SDP, no Opus, not bundled, not one audio m-line per line)", body = ErrorBody),
-        (status = 403, description = "Unknown or ended session", body = ErrorBody),
-        (status = 409, description = "The panels' media goes through Janus (`wrong_engine`)", body = ErrorBody),
+        (status = 400, description = "An offer the rooms do not take (`bad_offer`: not SDP, no Opus, not bundled, not one audio m-line per line, a line named twice)", body = ErrorBody),
+        (status = 403, description = "Unknown or ended session, or an m-line named for a line it does not hold", body = ErrorBody),
+        (status = 409, description = "The panels' media goes through Janus (`wrong_engine`), or a renegotiation of media never joined (`no_media`)", body = ErrorBody),
         (status = 429, description = "Too many offers from this session (`too_many_offers`)", body = ErrorBody),
         (status = 503, description = "bridged's rooms are unreachable, stopped or full", body = ErrorBody)))]
 pub async fn session_media(
@@ -63,7 +74,16 @@ pub async fn session_media(
         return Err(bad_offer(&format!("longer than {MAX_OFFER_BYTES} bytes")));
     }
     limit(&state, &user, "offer", OFFERS_PER_MINUTE, "too_many_offers")?;
-    let answer = state.rooms.join(&user, &body.offer).await.map_err(|e| refused(&user, e))?;
+    let lines = match &body.lines {
+        Some(named) => named_lines(&user, named)?,
+        None => user.lines.iter().map(|line| Some(line.group_id.clone())).collect(),
+    };
+    let answer = if body.renegotiation {
+        state.rooms.renegotiate(&user, &body.offer, &lines).await
+    } else {
+        state.rooms.join(&user, &body.offer, &lines).await
+    };
+    let answer = answer.map_err(|e| refused(&user, e))?;
     Ok(Json(MediaAnswer { answer }))
 }
 
@@ -106,6 +126,20 @@ pub async fn session_talk(
     limit(&state, &user, "talk", TALKS_PER_MINUTE, "too_many_talks")?;
     state.rooms.set_talking(&user, &body.group_id, body.talking).await.map_err(|e| refused(&user, e))?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The lines the panel names for its m-lines: each one of the session's, at most once.
+fn named_lines(user: &User, named: &[Option<String>]) -> Result<Vec<Option<String>>, ApiError> {
+    let mut seen = std::collections::HashSet::new();
+    for group in named.iter().flatten() {
+        if user.line(group).is_none() {
+            return Err(ApiError::Forbidden);
+        }
+        if !seen.insert(group) {
+            return Err(bad_offer(&format!("{group:?} named for two m-lines")));
+        }
+    }
+    Ok(named.to_vec())
 }
 
 /// The token's user, when the panels' media goes through partyline's rooms.

@@ -263,6 +263,17 @@ async fn what_a_token_does_not_hold_is_refused_with_its_reason_and_nothing_joins
         control.post_json("/session/media", json!({ "token": cat["token"], "offer": two_lines })).await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_offer")), "{body}");
 
+    // m-lines named for a line the session does not hold, or for one line twice; a new offer
+    // on media never joined.
+    let (_, one_line) = Panel::offer("127.0.0.1", 1);
+    let named = |lines: Value, renegotiation: bool| json!({ "token": cat["token"], "offer": one_line, "lines": lines, "renegotiation": renegotiation });
+    let (status, body) = control.post_json("/session/media", named(json!(["foh"]), false)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = control.post_json("/session/media", named(json!(["stage", "stage"]), false)).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_offer")), "{body}");
+    let (status, body) = control.post_json("/session/media", named(json!(["stage"]), true)).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::CONFLICT, Some("no_media")), "{body}");
+
     // A key before any media, and on a line the token does not hold.
     let (status, body) = talk(control, &cat, true).await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::CONFLICT, Some("no_media")), "{body}");
