@@ -174,17 +174,41 @@ impl RoomsLink {
         Ok(())
     }
 
-    /// The admin took `group` away from `identity`: its session's line leaves its room at once
-    /// (whatever its panel does; the m-line stays, silent). A session not on the rooms, or not
-    /// up yet, has nothing to drop.
-    pub async fn drop_line(&self, identity: &str, group: &str) -> Result<(), RoomsLinkError> {
-        let session = lock(&self.sessions).by_identity.get(identity).cloned();
-        let Some(session) = session else { return Ok(()) };
-        let Some(index) = session.rooms.iter().position(|room| room == group) else { return Ok(()) };
-        let index = u32::try_from(index).map_err(|_| RoomsLinkError::NoSession)?;
-        self.proxy()?.drop_line(session.id, index).await?;
-        tracing::info!(identity, group, session = session.id, "a removed line left the rooms");
-        Ok(())
+    /// `group` was taken from `identity` (the admin's removal, a direct line closed): its
+    /// session's line leaves its room at once, whatever its panel does (the m-line stays,
+    /// silent, until the panel offers again). A session not on the rooms has nothing to drop.
+    async fn drop_line(&self, proxy: &RoomsProxy<'static>, identity: &str, group: &str) {
+        let dropped = {
+            let mut sessions = lock(&self.sessions);
+            let session = sessions.by_identity.get_mut(identity);
+            session.and_then(|session| {
+                let index = session.rooms.iter().position(|room| room == group)?;
+                session.rooms[index].clear();
+                Some((session.id, u32::try_from(index).ok()?))
+            })
+        };
+        let Some((id, index)) = dropped else { return };
+        match proxy.drop_line(id, index).await {
+            Ok(_) => tracing::info!(identity, group, session = id, "a removed line left the rooms"),
+            Err(e) => {
+                tracing::warn!(identity, group, session = id, error = %e, "the rooms did not take a line's removal");
+            }
+        }
+    }
+
+    /// Line removals were missed (a burst): every session's lines its user no longer holds leave.
+    async fn drop_the_unheld_lines(&self, proxy: &RoomsProxy<'static>) {
+        let sessions: Vec<(String, Vec<String>)> = lock(&self.sessions)
+            .by_identity
+            .iter()
+            .map(|(identity, session)| (identity.clone(), session.rooms.clone()))
+            .collect();
+        for (identity, rooms) in sessions {
+            let Some(user) = self.users.get(&identity) else { continue };
+            for room in rooms.iter().filter(|room| !room.is_empty() && !user.has_line(room)) {
+                self.drop_line(proxy, &identity, room).await;
+            }
+        }
     }
 
     /// Follows the rooms forever: their sessions' signals into the registry, the registry's
@@ -192,12 +216,13 @@ impl RoomsLink {
     pub async fn run(self: Arc<Self>) {
         let mut retry = BUS_RETRY;
         let mut removals = self.users.subscribe_removals();
+        let mut line_removals = self.users.subscribe_line_removals();
         loop {
             let error = match self.bus.builder() {
                 Ok(builder) => match builder.build().await {
                     Ok(connection) => {
                         retry.reset();
-                        self.follow(&connection, &mut removals).await.err()
+                        self.follow(&connection, &mut removals, &mut line_removals).await.err()
                     }
                     Err(e) => Some(e),
                 },
@@ -214,6 +239,7 @@ impl RoomsLink {
         &self,
         connection: &zbus::Connection,
         removals: &mut tokio::sync::broadcast::Receiver<crate::users::Removal>,
+        line_removals: &mut tokio::sync::broadcast::Receiver<crate::users::LineRemoval>,
     ) -> zbus::Result<()> {
         let proxy = RoomsProxy::new(connection).await?;
         let mut connected = proxy.receive_session_connected().await?;
@@ -246,6 +272,11 @@ impl RoomsLink {
                         }
                     }
                     Err(RecvError::Lagged(_)) => self.leave_the_unregistered(&proxy).await,
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                removal = line_removals.recv() => match removal {
+                    Ok(removal) => self.drop_line(&proxy, &removal.identity, &removal.group).await,
+                    Err(RecvError::Lagged(_)) => self.drop_the_unheld_lines(&proxy).await,
                     Err(RecvError::Closed) => return Ok(()),
                 },
                 else => return Ok(()),

@@ -212,12 +212,6 @@ pub async fn remove_line(
     ApiPath((identity, group)): ApiPath<(String, String)>,
 ) -> Result<Json<LineRemoved>, ApiError> {
     let user = state.janus.remove_line(&identity, &group, "admin").await.map_err(refused)?;
-    // Rooms that cannot be reached no longer carry the session: its audio stopped with them.
-    if user.on_rooms
-        && let Err(error) = state.rooms.drop_line(&identity, &group).await
-    {
-        tracing::warn!(identity, group, %error, "partyline's rooms did not take a line's removal");
-    }
     let message = format!("Line {group:?} of {:?} removed", user.username);
     Ok(Json(LineRemoved { message, user: view(&state, &user) }))
 }

@@ -37,7 +37,7 @@ mod user;
 
 pub use direct::{DirectError, DirectRoom};
 use removals::Removals;
-pub use removals::{Ending, Removal};
+pub use removals::{Ending, LineRemoval, Removal};
 use resume::Ended;
 pub use resume::Resumed;
 pub use seats::{PositionTaken, Seat};
@@ -359,6 +359,8 @@ impl Users {
         let now = if last { users.remove(identity)? } else { user.clone() };
         if last {
             self.announce_removed(&now, Ending::Disconnected);
+        } else {
+            self.announce_line_removed(&now, &line.group_id);
         }
         if now.kind == UserKind::Crew {
             users.crew_changed();

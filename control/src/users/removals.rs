@@ -1,5 +1,7 @@
 //! Removals from the registry, announced to whoever holds a crew member's connections (the
-//! `/janus` proxy closes them), with why: the admin's disconnect keeps a panel out.
+//! `/janus` proxy closes them), with why: the admin's disconnect keeps a panel out. A line
+//! taken from a member who stays (the admin's removal, a direct line closed) is announced
+//! apart, to whoever carries its media line by line (partyline's rooms).
 
 use super::{User, UserKind, Users};
 
@@ -10,6 +12,13 @@ pub struct Removal {
     pub ending: Ending,
     /// The Janus node it was on.
     pub node: Option<String>,
+}
+
+/// A line taken from a crew member who keeps its other lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineRemoval {
+    pub identity: String,
+    pub group: String,
 }
 
 /// Why a crew member's session ended.
@@ -27,15 +36,18 @@ pub enum Ending {
     Disconnected,
 }
 
-/// Where removals of crew members are announced.
+/// Where removals of crew members, and of their lines, are announced.
 #[derive(Debug)]
-pub(super) struct Removals(tokio::sync::broadcast::Sender<Removal>);
+pub(super) struct Removals {
+    users: tokio::sync::broadcast::Sender<Removal>,
+    lines: tokio::sync::broadcast::Sender<LineRemoval>,
+}
 
 impl Default for Removals {
     fn default() -> Self {
         // A burst larger than this makes a listener lag, and a lagging listener checks its
         // crew member in the registry instead.
-        Removals(tokio::sync::broadcast::channel(1024).0)
+        Removals { users: tokio::sync::broadcast::channel(1024).0, lines: tokio::sync::broadcast::channel(1024).0 }
     }
 }
 
@@ -56,14 +68,26 @@ impl Users {
     /// The crew members removed from now on, whatever the reason (left, expired, disconnected,
     /// their groups gone).
     pub fn subscribe_removals(&self) -> tokio::sync::broadcast::Receiver<Removal> {
-        self.removed.0.subscribe()
+        self.removed.users.subscribe()
+    }
+
+    /// The lines taken from crew members who stay, from now on.
+    pub fn subscribe_line_removals(&self) -> tokio::sync::broadcast::Receiver<LineRemoval> {
+        self.removed.lines.subscribe()
+    }
+
+    pub(super) fn announce_line_removed(&self, user: &User, group: &str) {
+        if user.kind == UserKind::Crew {
+            let removal = LineRemoval { identity: user.identity.clone(), group: group.to_owned() };
+            let _ = self.removed.lines.send(removal);
+        }
     }
 
     pub(super) fn announce_removed(&self, user: &User, ending: Ending) {
         if user.kind == UserKind::Crew {
             // No listener (no proxy connection) is not an error.
             let removal = Removal { identity: user.identity.clone(), ending, node: user.node.clone() };
-            let _ = self.removed.0.send(removal);
+            let _ = self.removed.users.send(removal);
         }
     }
 }
