@@ -39,6 +39,10 @@ pub enum OfferError {
     LineCount { offered: usize, expected: usize },
     #[error("m-line {index} has no a=mid")]
     NoMid { index: usize },
+    #[error("m-line {index} repeats the a=mid of another")]
+    SameMid { index: usize },
+    #[error("m-line {index} is not on UDP/TLS/RTP/SAVPF (it is {proto:?})")]
+    NotSrtp { index: usize, proto: String },
     #[error("m-line {index} does not offer Opus at 48 kHz, 2 channels")]
     NoOpus { index: usize },
     #[error("m-line {index} does not multiplex RTCP (a=rtcp-mux)")]
@@ -115,9 +119,17 @@ fn grant(medias: &[Media], rights: &[LineRights], session: Direction) -> Result<
     if medias.len() != rights.len() {
         return Err(OfferError::LineCount { offered: medias.len(), expected: rights.len() });
     }
-    let mut granted = Vec::with_capacity(medias.len());
+    let mut granted: Vec<GrantedLine> = Vec::with_capacity(medias.len());
     for (index, (media, rights)) in medias.iter().zip(rights).enumerate() {
         let mid = mid(media).ok_or(OfferError::NoMid { index })?;
+        // One line per m-line: str0m would answer two m-lines of one mid, or one on another
+        // transport, with fewer m-lines than the lines granted.
+        if granted.iter().any(|line| line.mid == mid) {
+            return Err(OfferError::SameMid { index });
+        }
+        if media.proto != "UDP/TLS/RTP/SAVPF" {
+            return Err(OfferError::NotSrtp { index, proto: media.proto.clone() });
+        }
         if is_stopped(media) {
             granted.push(GrantedLine { mid: mid.to_owned(), direction: Direction::Inactive, stopped: true });
             continue;
@@ -226,6 +238,16 @@ mod tests {
         assert_eq!(
             check(&OFFER.replacen("m=audio", "m=video", 1), &two).err(),
             Some(OfferError::NotAudio { index: 0, kind: "video".into() })
+        );
+        // What the fuzzer found (rooms/fuzz, `offers`): a second m-line with the first's mid, or
+        // on another transport, which str0m left out of its answer.
+        assert_eq!(
+            check(&OFFER.replace("a=mid:1", "a=mid:0").replace("BUNDLE 0 1", "BUNDLE 0 0"), &two).err(),
+            Some(OfferError::SameMid { index: 1 })
+        );
+        assert_eq!(
+            check(&OFFER.replace("SAVPF 109", "SA.PF 109"), &two).err(),
+            Some(OfferError::NotSrtp { index: 1, proto: "UDP/TLS/RTP/SA.PF".into() })
         );
         assert!(matches!(check("hello", &two), Err(OfferError::NotSdp(_))));
         assert_eq!(check("v=0\r\ns=-\r\n", &two).err(), Some(OfferError::NoAudio));
