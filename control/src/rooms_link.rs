@@ -147,11 +147,10 @@ impl RoomsLink {
             now.rooms.clone_from(&rooms);
         }
         if session.connected {
-            let present = |room: &String, of: &[String]| !room.is_empty() && of.contains(room);
-            for room in rooms.iter().filter(|room| !room.is_empty() && !present(room, &session.rooms)) {
+            for room in rooms.iter().filter(|room| !room.is_empty() && !session.rooms.contains(room)) {
                 self.users.joined(room, &user.identity);
             }
-            for room in session.rooms.iter().filter(|room| !room.is_empty() && !present(room, &rooms)) {
+            for room in session.rooms.iter().filter(|room| !room.is_empty() && !rooms.contains(room)) {
                 self.users.left(room, &user.identity, "its line stopped in the rooms");
             }
         }

@@ -114,6 +114,15 @@ describe('crew panel on partyline’s own rooms', { timeout: 180_000 }, () => {
       await eve.page.locator('[data-line][data-direct="Dan"]').waitFor();
       // Eve never hears herself on a line (mix-minus): what she hears there is Dan.
       await eve.waitHearing(room, 10_000);
+      // Joined through the rooms: each panel offered its peer connection again with the line.
+      for (const p of [dan, eve]) {
+        const joined = async () => {
+          const { body } = await control.admin('GET', '/users');
+          const user = body.users.find((u) => u.identity === p.token.participantIdentity);
+          return user?.lines.some((l) => l.groupId === room && l.joined);
+        };
+        await waitFor(`${p.name} joined on the direct line in the rooms`, joined);
+      }
       for (const p of [dan, eve]) assert.deepEqual(p.sockets, [], `${p.name} opened no Janus signalling`);
     } finally {
       await dan.page.waitForTimeout(400); // a hold, not a tap
