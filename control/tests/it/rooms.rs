@@ -38,6 +38,20 @@ async fn rig_with(groups: &str) -> Rig {
     let bridged = Bridged::start(&bus, &[ROOMS_ADDRESS]);
     let media = "media:\n  engine: bridged\n";
     let stack = Stack::start_custom(JanusBuilder::builder(), groups, media, &[("PARTYLINE_BUS", &bus.address)]).await;
+    // control reaches the rooms on the bus a moment after it listens: until then an offer is
+    // answered 503. A throwaway session's bad offer tells when the rooms judge offers.
+    // Polled every 500 ms: the session's 20 offers a minute last the whole wait.
+    let probe = token(&stack.control, "Probe", &["stage"], &[]).await;
+    let started = Instant::now();
+    loop {
+        let body = json!({ "token": probe["token"], "offer": "v=0" });
+        let (status, answer) = stack.control.post_json("/session/media", body).await;
+        if status == StatusCode::BAD_REQUEST {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "control not linked to the rooms within {WAIT:?}: {status} {answer}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     Rig { stack, bridged, bus }
 }
 
