@@ -14,6 +14,9 @@
 //!
 //! A line that talks expects to hear nobody on it (the room's mix leaves its own voice out).
 //! What it hears of itself anyway is counted apart (`own_voice_ms`), never taken for a burst.
+//! The tails of a handover belong to nobody: a line whose key went on just after another
+//! talker's burst still hears that burst's last frames for a mouth-to-ear, and a line whose key
+//! went off still hears its own until another talker speaks.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -38,6 +41,11 @@ const EDGE_MS: u64 = 5;
 /// How long after its talk key goes off a line can still hear its own voice: the frames it
 /// sent last are still in the room's jitter buffer.
 const OWN_VOICE_TAIL: Duration = Duration::from_millis(200);
+/// How long after its talk key goes on a line can still hear the talker it took over from
+/// (one who spoke an onset within a cycle before): that talker's last frames are on their way.
+const TAKEOVER_TAIL: Duration = OWN_VOICE_TAIL;
+/// A talker who spoke an onset this shortly before a key went on may still be heard after it.
+const TAKEOVER_WINDOW: Duration = Duration::from_millis(500);
 
 /// A 1 ms window is sound: its RMS over [`LOUD`].
 fn is_loud(window: &[f32]) -> bool {
@@ -87,6 +95,8 @@ pub struct Ear {
     first_ms: u64,
     talking: bool,
     stopped_talking: Option<Instant>,
+    /// When the key went on just after another talker spoke (see [`TAKEOVER_TAIL`]).
+    took_over: Option<Instant>,
 }
 
 impl Ear {
@@ -115,6 +125,7 @@ impl Ear {
             first_ms: u64::MAX,
             talking: false,
             stopped_talking: None,
+            took_over: None,
         })
     }
 
@@ -122,6 +133,7 @@ impl Ear {
     pub fn talking(&mut self, on: bool, at: Instant) {
         self.talking = on;
         self.stopped_talking = (!on).then_some(at);
+        self.took_over = (on && self.onsets.spoken_before(&self.room, at, TAKEOVER_WINDOW)).then_some(at);
     }
 
     /// What was heard so far (taken: the next call starts from nothing).
@@ -216,6 +228,11 @@ impl Ear {
 
     /// Judges `samples` decoded into `pcm`, heard at `arrived`: the line's own voice, or a listen.
     fn hear(&mut self, samples: usize, position_ms: u64, frame_start: Instant, arrived: Instant, concealed: bool) {
+        // Just after its key went on, a line still hears the talker it took over from.
+        if self.talking && self.took_over.is_some_and(|at| arrived < at + TAKEOVER_TAIL) {
+            self.hear_nobody_s(samples, position_ms, false);
+            return;
+        }
         // After its key goes off a line may still hear its own last frames, until another
         // talker has spoken on it: what comes then is theirs.
         let own_voice = self.talking
@@ -223,7 +240,7 @@ impl Ear {
                 .stopped_talking
                 .is_some_and(|at| arrived < at + OWN_VOICE_TAIL && !self.onsets.spoken_since(&self.room, at));
         if own_voice {
-            self.own_voice(samples, position_ms);
+            self.hear_nobody_s(samples, position_ms, true);
         } else {
             self.listen(samples, position_ms, frame_start, concealed);
         }
@@ -256,14 +273,14 @@ impl Ear {
         self.pcm = pcm;
     }
 
-    /// The decoded samples of a packet heard while the line talks: any sound is its own
-    /// voice, and no burst is expected.
-    fn own_voice(&mut self, samples: usize, position_ms: u64) {
+    /// The decoded samples of a packet heard while the line talks or just after, where no
+    /// burst is judged: any sound is its own voice if `own`, a handover's tail if not.
+    fn hear_nobody_s(&mut self, samples: usize, position_ms: u64, own: bool) {
         self.end_dropout(position_ms);
         self.burst_end_ms = self.burst_end_ms.min(position_ms);
         for window in self.pcm[..samples].chunks_exact(WINDOW) {
             let loud = is_loud(window);
-            self.heard.own_voice_ms += u64::from(loud);
+            self.heard.own_voice_ms += u64::from(loud && own);
             self.quiet_windows = if loud { 0 } else { self.quiet_windows.saturating_add(1) };
         }
     }
@@ -484,5 +501,24 @@ mod tests {
             onsets.spoken("room", at + Duration::from_millis(101), true);
         });
         assert_eq!((handed_over.bursts, handed_over.own_voice_ms), (1, 0), "{handed_over:?}");
+    }
+
+    #[test]
+    fn a_line_that_takes_over_hears_the_last_talker_s_tail_as_nobody_s() {
+        // The key goes on 100 ms in: the loud frame comes 110 ms later.
+        let alone = one_loud_frame_after(|ear, _, at| ear.talking(true, at + Duration::from_millis(100)));
+        assert!(alone.own_voice_ms > 0, "{alone:?}");
+        // Another talker spoke 400 ms before the key went on: the frame is that talker's tail.
+        let took_over = one_loud_frame_after(|ear, onsets, at| {
+            onsets.spoken("room", at - Duration::from_millis(300), false);
+            ear.talking(true, at + Duration::from_millis(100));
+        });
+        assert_eq!((took_over.bursts, took_over.gaps, took_over.own_voice_ms), (0, 0, 0), "{took_over:?}");
+        // Heard later than the takeover's tail, it is the line's own voice again.
+        let late = one_loud_frame_after(|ear, onsets, at| {
+            onsets.spoken("room", at - Duration::from_millis(400), false);
+            ear.talking(true, at);
+        });
+        assert!(late.own_voice_ms > 0, "{late:?}");
     }
 }

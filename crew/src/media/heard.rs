@@ -44,6 +44,13 @@ impl Onsets {
         rooms.get(room).and_then(|onsets| onsets.back()).is_some_and(|last| last.at > at)
     }
 
+    /// Whether anyone spoke an onset in `room` in the `window` before `at` (not at `at` itself).
+    pub(super) fn spoken_before(&self, room: &str, at: Instant, window: Duration) -> bool {
+        let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let recent = |s: &&Spoken| s.at < at && at.duration_since(s.at) < window;
+        rooms.get(room).is_some_and(|onsets| onsets.iter().rev().any(|s| recent(&s)))
+    }
+
     /// The latest onset spoken in `room` at or before `heard` (within 2 s).
     pub(super) fn matching(&self, room: &str, heard: Instant) -> Option<Spoken> {
         let rooms = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
