@@ -1,13 +1,16 @@
 //! One group's feed: where the card side and the group's participant meet. The card's thread
 //! cuts the group's send into Opus frames for the participant's encoder (placed against Janus's
 //! mixing tick over plain RTP: `tick.rs`), and the participant's decoder writes the room's mix into
-//! a queue the card's thread reads block by block. Neither side ever pushes into the other's
+//! a queue the card's thread reads block by block. On partyline's own rooms the feed is the
+//! room's local line itself (`LocalLine`): the send queued as PCM for the rooms' tick to take,
+//! the room's mix written into the same queue a decoder would, no codec either way. Neither side ever pushes into the other's
 //! pipeline: a participant joining or leaving its room never touches the card side, and a feed
 //! outlives its participant's retries (a participant rejoining finds it as it left it).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use partyline_rooms::engine::LocalLine;
 use partyline_shared::bridge::Transport;
 use partyline_shared::janus::{TALK_LEVEL_DBOV, TALK_WINDOW_PACKETS};
 use partyline_shared::sync::lock;
@@ -30,9 +33,14 @@ const REMOTE_QUEUE_RTP: QueueShape = QueueShape { start_ms: 25, margin_ms: 5, li
 /// pace: half a frame of margin (3 ms made the bench's WebRTC crew member's latency step several
 /// times a run).
 const REMOTE_QUEUE_WEBRTC: QueueShape = QueueShape { start_ms: 30, margin_ms: 10, limit_ms: 200 };
+/// Between the card and partyline's rooms, each way: the rooms' thread takes or gives 20 ms at
+/// its tick, the card's thread a block at its own pace, as with Janus over plain RTP.
+const ROOMS_QUEUE: QueueShape = REMOTE_QUEUE_RTP;
 /// The group participants' Opus frame (ms): AudioBridge 1.1.2 mixes one packet per participant
 /// per 20 ms tick, so 10 ms frames lose most of the audio (bridged/README.md, "Platform facts").
 pub const OPUS_FRAME_MS: usize = 20;
+/// The rooms' ticks in a second (each takes and gives 20 ms).
+const TICKS_PER_SECOND: usize = 50;
 
 /// One group's exchange with the card side, kept while the group has server audio users (a
 /// participant rejoining its room finds it as it left it).
@@ -41,6 +49,8 @@ pub struct Feed {
     pub room: String,
     /// The room's mix (mono, the card's rate), written by the participant's decoder.
     pub remote: Mutex<Jitter>,
+    /// The group's send on its way to partyline's rooms (their local line), read at their tick.
+    to_rooms: Mutex<Jitter>,
     /// When the room's mix last arrived (plain RTP): Janus's tick, for the send's placement.
     pub tick: TickPhase,
     sending: Mutex<Sending>,
@@ -58,6 +68,8 @@ pub struct Feed {
 struct Sending {
     /// The participant's encoder input, while it has one.
     encoder: Option<Arc<EncoderInput>>,
+    /// The send goes to partyline's rooms as PCM ([`Feed::connect_rooms`]).
+    rooms: bool,
     /// The send gathered until it makes a whole Opus frame: the encoder waits for one anyway,
     /// and the encoders' thread is woken once per block that completes frames, not per block.
     unsent: Vec<f32>,
@@ -73,10 +85,12 @@ impl Feed {
         let remote = match transport {
             Transport::Rtp => REMOTE_QUEUE_RTP,
             Transport::Webrtc => REMOTE_QUEUE_WEBRTC,
+            Transport::Rooms => ROOMS_QUEUE,
         };
         Feed {
             room: room.to_owned(),
             remote: Mutex::new(remote.jitter(rate, 1, BLOCKS_PER_SECOND)),
+            to_rooms: Mutex::new(ROOMS_QUEUE.jitter(rate, 1, TICKS_PER_SECOND)),
             tick: TickPhase::default(),
             sending: Mutex::new(Sending::default()),
             rate,
@@ -89,6 +103,11 @@ impl Feed {
     /// From now on the group's send goes to `encoder`, placed by `aligner` when there is one.
     pub fn connect(&self, encoder: Arc<EncoderInput>, aligner: Option<Aligner>) {
         *lock(&self.sending) = Sending { encoder: Some(encoder), aligner, ..Sending::default() };
+    }
+
+    /// From now on the group's send goes to partyline's rooms, which take it as PCM.
+    pub fn connect_rooms(&self) {
+        *lock(&self.sending) = Sending { rooms: true, ..Sending::default() };
     }
 
     /// The participant is gone: the send is dropped, and its tick forgotten.
@@ -116,7 +135,11 @@ impl Feed {
     /// `frames` (dropped while the group has no participant running).
     fn cut_frames(&self, block: &[f32], frames: &mut Vec<Frame>) {
         let mut sending = lock(&self.sending);
-        let Sending { encoder, unsent, aligner, to_drop } = &mut *sending;
+        let Sending { encoder, rooms, unsent, aligner, to_drop } = &mut *sending;
+        if *rooms {
+            lock(&self.to_rooms).push(block);
+            return;
+        }
         let Some(encoder) = encoder.as_ref() else {
             unsent.clear();
             return;
@@ -168,6 +191,22 @@ impl Feed {
 
     fn samples(&self, duration: Duration) -> usize {
         usize::try_from(duration.as_nanos() * u128::from(self.rate) / 1_000_000_000).unwrap_or(usize::MAX)
+    }
+}
+
+/// The feed as partyline's rooms see it, called on their thread at each tick: its locks are
+/// the card thread's for a block's copy at most.
+impl LocalLine for Feed {
+    fn send(&self, frame: &mut [f32]) -> bool {
+        if !lock(&self.sending).rooms {
+            return false;
+        }
+        lock(&self.to_rooms).pull(frame);
+        true
+    }
+
+    fn hear(&self, frame: &[f32]) {
+        lock(&self.remote).push(frame);
     }
 }
 

@@ -106,11 +106,11 @@ async fn run(
 ) -> anyhow::Result<()> {
     let janus = Client::new(JANUS_REQUEST_TIMEOUT).context("HTTP client")?;
     let board = Arc::new(state::StatusBoard::default());
-    let player = Arc::new(player::Player::new(board, janus)?);
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
     let (room_events, room_events_rx) = tokio::sync::mpsc::unbounded_channel();
     let rooms = rooms_address.map(|address| rooms_host::RoomsHost::start(address, room_events)).transpose()?;
+    let player = Arc::new(player::Player::new(board, janus, rooms.clone())?);
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
     // The objects are served before the name is requested: a client that sees the name can call.
     let connection = bus
         .builder()?

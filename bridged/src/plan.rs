@@ -2,8 +2,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use partyline_rooms::jitter::SAMPLE_RATE as ROOMS_RATE;
 use partyline_shared::aes67::{Aes67Stream, MAX_CHANNELS, parse_eui64};
-use partyline_shared::bridge::{Plan, PlanGroup, PlanIfb};
+use partyline_shared::bridge::{Plan, PlanGroup, PlanIfb, Transport};
 use partyline_shared::card::AES67_DEVICE;
 use partyline_shared::config::{Bitrate, Channel, DeviceSampleRate, MAX_RECEIVE_LATENCY_MS, MulticastRange};
 
@@ -15,7 +16,14 @@ pub fn validate(plan: &Plan) -> Result<(), String> {
     if plan.jitter_buffer_ms > 5_000 {
         return Err(format!("jitter_buffer_ms: {} is over 5000", plan.jitter_buffer_ms));
     }
-    if !plan.groups.is_empty() && plan.janus_url.trim().is_empty() {
+    // The rooms mix at 48 kHz and take the card's send as it is.
+    if plan.transport == Transport::Rooms && !plan.groups.is_empty() && plan.device_sample_rate != ROOMS_RATE {
+        return Err(format!(
+            "device_sample_rate: partyline's rooms take the card at {ROOMS_RATE} Hz, not {}",
+            plan.device_sample_rate
+        ));
+    }
+    if plan.transport != Transport::Rooms && !plan.groups.is_empty() && plan.janus_url.trim().is_empty() {
         return Err("janus_url: empty, but the plan has groups".to_owned());
     }
     let http = plan.janus_url.starts_with("http://") || plan.janus_url.starts_with("https://");
@@ -223,6 +231,7 @@ mod tests {
         let with_group = |g: PlanGroup| Plan { groups: vec![g], ..one() };
         let mut cases: Vec<(Plan, &str)> = vec![
             (Plan { device_sample_rate: 0, ..one() }, "device_sample_rate"),
+            (Plan { device_sample_rate: 44_100, transport: Transport::Rooms, ..one() }, "device_sample_rate"),
             (plan(&["x"], vec![user("a", "x", 8, Some(0))]), "users[0].input_channel"),
             (plan(&["x"], vec![user("a", "x", 0, Some(8))]), "users[0].output_channel"),
             (plan(&["x"], vec![user("a", "x", 0, Some(0)), user("a", "x", 1, Some(1))]), "users[1].name"),
@@ -293,6 +302,8 @@ mod tests {
         validate(&ifb(Some(2), from_show())).expect("an IFB hearing the groups it needs");
         validate(&plan(&["x"], vec![user("a", "x", 7, None), user("b", "x", 0, Some(7))])).expect("valid");
         validate(&Plan { device_sample_rate: 48_000, ..Plan::default() }).expect("an empty plan is valid");
+        let rooms = Plan { transport: Transport::Rooms, janus_url: String::new(), ..one() };
+        validate(&rooms).expect("on the rooms, no Janus to name");
     }
 
     #[test]

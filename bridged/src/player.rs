@@ -17,6 +17,7 @@ use crate::feed::Feed;
 use crate::mix::Routing;
 use crate::participant;
 use crate::plan::{Change, diff, validate};
+use crate::rooms_host::RoomsHost;
 use crate::state::StatusBoard;
 
 #[derive(Debug, Default)]
@@ -38,12 +39,14 @@ pub struct Player {
     board: Arc<StatusBoard>,
     janus: Client,
     rtp: Arc<participant::RtpPort>,
+    /// partyline's own rooms, when this bridged hosts them.
+    rooms: Option<RoomsHost>,
 }
 
 impl Player {
-    pub fn new(board: Arc<StatusBoard>, janus: Client) -> anyhow::Result<Player> {
+    pub fn new(board: Arc<StatusBoard>, janus: Client, rooms: Option<RoomsHost>) -> anyhow::Result<Player> {
         let rtp = Arc::new(participant::RtpPort::open()?);
-        Ok(Player { running: Mutex::new(Running::default()), board, janus, rtp })
+        Ok(Player { running: Mutex::new(Running::default()), board, janus, rtp, rooms })
     }
 
     pub fn board(&self) -> &Arc<StatusBoard> {
@@ -195,6 +198,7 @@ impl Player {
             ice_addresses: plan.ice_addresses.clone(),
             jitter_buffer_ms: plan.jitter_buffer_ms,
             rtp: self.rtp.clone(),
+            rooms: self.rooms.clone(),
         }
     }
 

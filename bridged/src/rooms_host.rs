@@ -8,11 +8,11 @@
 //! on an unbounded channel, which the service turns into signals.
 
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use partyline_rooms::endpoint::{Endpoint, EndpointConfig, EndpointError, LineRights, SessionId};
-use partyline_rooms::engine::{Engine, EngineError, SessionEvent};
+use partyline_rooms::engine::{Engine, EngineError, LocalLine, SessionEvent};
 use partyline_rooms::mixer::{MixConfig, RoomError};
 use partyline_shared::rooms_bus::{Joined, RoomLine, RoomsError};
 use tokio::sync::oneshot;
@@ -40,6 +40,8 @@ enum Command {
     Leave { session: u64, reply: Reply<bool> },
     DropLine { session: u64, line: u32, reply: Reply<bool> },
     KeepOnly { sessions: Vec<u64>, reply: Reply<u32> },
+    AttachLocal { room: String, line: Arc<dyn LocalLine>, reply: Reply<()> },
+    DetachLocal { room: String, reply: Reply<bool> },
 }
 
 /// The handle of the running rooms: cheap to clone, used from any task.
@@ -58,6 +60,8 @@ impl std::fmt::Debug for Command {
             Command::Leave { .. } => "Leave",
             Command::DropLine { .. } => "DropLine",
             Command::KeepOnly { .. } => "KeepOnly",
+            Command::AttachLocal { .. } => "AttachLocal",
+            Command::DetachLocal { .. } => "DetachLocal",
         })
     }
 }
@@ -103,6 +107,16 @@ impl RoomsHost {
 
     pub async fn keep_only(&self, sessions: Vec<u64>) -> Result<u32, RoomsError> {
         self.ask(|reply| Command::KeepOnly { sessions, reply }).await
+    }
+
+    /// Makes `line` (the card's group) the local line of `room`, made if it does not exist.
+    pub async fn attach_local(&self, room: &str, line: Arc<dyn LocalLine>) -> Result<(), RoomsError> {
+        self.ask(|reply| Command::AttachLocal { room: room.to_owned(), line, reply }).await
+    }
+
+    /// Takes `room`'s local line away; false when it had none.
+    pub async fn detach_local(&self, room: &str) -> Result<bool, RoomsError> {
+        self.ask(|reply| Command::DetachLocal { room: room.to_owned(), reply }).await
     }
 
     async fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, RoomsError> {
@@ -187,6 +201,13 @@ fn handle(engine: &mut Engine, command: Command) {
                 tracing::warn!(ended, "sessions control does not know ended in the rooms");
             }
             let _ = reply.send(Ok(u32::try_from(ended).unwrap_or(u32::MAX)));
+        }
+        Command::AttachLocal { room, line, reply } => {
+            let attached = engine.attach_local(&room, line);
+            let _ = reply.send(attached.map_err(|error| RoomsError::Stopped(error.to_string())));
+        }
+        Command::DetachLocal { room, reply } => {
+            let _ = reply.send(Ok(engine.detach_local(&room)));
         }
     }
 }

@@ -12,6 +12,10 @@
 //!    bytes are one allocation per room and tick, handed to every listener on it, each of whom
 //!    gets its own SRTP, sequence numbers and timestamps from its session.
 //!
+//! A room may also have a [`LocalLine`], a line on this host that meets it without a codec
+//! (bridged's card, one per group): before the room mixes, the line's 20 ms of PCM go into the
+//! sum; after, the line gets the sum without itself.
+//!
 //! The RTP clock of what the rooms send is the engine's own (48 kHz samples since it started),
 //! the same for every line: one frame more per tick.
 
@@ -46,6 +50,16 @@ pub enum SessionEvent {
     Disconnected(SessionId),
 }
 
+/// A line on this host that meets a room as PCM, without a codec (bridged's card for a group).
+/// Called on the engine's thread once per tick each way: it must not block.
+pub trait LocalLine: Send + Sync + std::fmt::Debug {
+    /// Fills `frame` (20 ms, 48 kHz, mono) with the line's send for this tick; false when it
+    /// has none this time (the room mixes without it).
+    fn send(&self, frame: &mut [f32]) -> bool;
+    /// The room's mix of this tick without the line's own send.
+    fn hear(&self, frame: &[f32]);
+}
+
 /// Where a member is.
 #[derive(Debug, Clone)]
 struct Membership {
@@ -60,6 +74,10 @@ pub struct Engine {
     endpoint: Endpoint,
     mix: MixConfig,
     rooms: HashMap<String, Room>,
+    /// Each room's local line, by room.
+    locals: HashMap<String, Arc<dyn LocalLine>>,
+    /// A local line's send, reused every tick.
+    local_frame: Vec<f32>,
     members: HashMap<SessionLine, Membership>,
     lines: HashMap<MemberId, SessionLine>,
     sessions: HashMap<SessionId, usize>,
@@ -77,6 +95,8 @@ impl Engine {
             endpoint,
             mix,
             rooms: HashMap::new(),
+            locals: HashMap::new(),
+            local_frame: vec![0.0; FRAME_SAMPLES],
             members: HashMap::new(),
             lines: HashMap::new(),
             sessions: HashMap::new(),
@@ -119,13 +139,32 @@ impl Engine {
         Ok((session, answer))
     }
 
-    fn add_member(&mut self, session: SessionId, index: usize, line: &LineRights) -> Result<(), RoomError> {
-        let room = match self.rooms.entry(line.line.clone()) {
+    fn room_made(&mut self, name: &str) -> Result<&mut Room, RoomError> {
+        Ok(match self.rooms.entry(name.to_owned()) {
             std::collections::hash_map::Entry::Occupied(room) => room.into_mut(),
             std::collections::hash_map::Entry::Vacant(vacant) => vacant.insert(Room::new(self.mix)?),
-        };
+        })
+    }
+
+    /// Gives `room` its local line (made if it does not exist), in place of any it had.
+    pub fn attach_local(&mut self, room: &str, line: Arc<dyn LocalLine>) -> Result<(), RoomError> {
+        self.room_made(room)?.set_local(true);
+        self.locals.insert(room.to_owned(), line);
+        Ok(())
+    }
+
+    /// Takes `room`'s local line away; false when it had none.
+    pub fn detach_local(&mut self, room: &str) -> bool {
+        if let Some(room) = self.rooms.get_mut(room) {
+            room.set_local(false);
+        }
+        self.locals.remove(room).is_some()
+    }
+
+    fn add_member(&mut self, session: SessionId, index: usize, line: &LineRights) -> Result<(), RoomError> {
         let member = MemberId(self.next_member);
         self.next_member += 1;
+        let room = self.room_made(&line.line)?;
         let rights = Rights { talk: line.talk, listen: line.listen };
         room.join(member, rights)?;
         self.members.insert((session, index), Membership { room: line.line.clone(), member, rights });
@@ -254,9 +293,18 @@ impl Engine {
         let rtp_time = self.rtp_time;
         self.rtp_time += FRAME_SAMPLES as u64;
         for (name, room) in &mut self.rooms {
+            let local = self.locals.get(name);
+            if let Some(local) = local
+                && local.send(&mut self.local_frame)
+            {
+                room.mix_local(&self.local_frame);
+            }
             if let Err(error) = room.tick(now) {
                 tracing::warn!(room = name, %error, "a room could not mix this tick");
                 continue;
+            }
+            if let Some(local) = local {
+                local.hear(room.local_hears());
             }
             let mut shared: Option<Arc<[u8]>> = None;
             for Delivery { member, stream, packet } in room.deliveries() {

@@ -23,6 +23,9 @@
 //!   decoded voice's own steady peak, is 0.97 at the press and 1.11 at the release; a fresh
 //!   encoder heard at once gives 4.6 at the press (its cold first frames). Without the
 //!   hangover the talker hears its own last (faded) frame at the release.
+//! - **A local line, without a codec.** A room may have one line on this host (bridged's card
+//!   for the group): its 20 ms of PCM ([`Room::mix_local`]) is summed like a talker's frame,
+//!   and it hears the sum without itself ([`Room::local_hears`]), never encoded or decoded.
 //! - **Talk key edges.** A spurt's first frame is faded in over 5 ms and a released talker's
 //!   last frame is faded out ([`JitterBuffer::release`]): a key pressed or released mid-word
 //!   does not cut the waveform.
@@ -139,7 +142,18 @@ pub struct Room {
     history: MixHistory,
     sum: Vec<f32>,
     scratch: Vec<f32>,
+    /// The local line, while the room has one.
+    local: Option<LocalLine>,
     stats: RoomStats,
+}
+
+/// The room's line on this host (see the module's doc): buffers kept for its life.
+#[derive(Debug)]
+struct LocalLine {
+    send: Vec<f32>,
+    /// Whether `send` holds this tick's frame.
+    voiced: bool,
+    hears: Vec<f32>,
 }
 
 impl Room {
@@ -157,8 +171,35 @@ impl Room {
             history: MixHistory::new(history_frames),
             sum: vec![0.0; FRAME_SAMPLES],
             scratch: vec![0.0; FRAME_SAMPLES],
+            local: None,
             stats: RoomStats::default(),
         })
+    }
+
+    /// Gives the room its local line, or takes it away.
+    pub fn set_local(&mut self, on: bool) {
+        self.local =
+            on.then(|| LocalLine { send: vec![0.0; FRAME_SAMPLES], voiced: false, hears: vec![0.0; FRAME_SAMPLES] });
+    }
+
+    pub fn has_local(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// The local line's send for the next tick: 20 ms at 48 kHz (a shorter frame is padded
+    /// with silence). Without a call before a tick, the line sends nothing in it.
+    pub fn mix_local(&mut self, frame: &[f32]) {
+        let Some(local) = self.local.as_mut() else { return };
+        let n = frame.len().min(FRAME_SAMPLES);
+        local.send[..n].copy_from_slice(&frame[..n]);
+        local.send[n..].fill(0.0);
+        local.voiced = true;
+    }
+
+    /// What the local line hears of the last tick: the room's sum without its own send, as
+    /// PCM (silence without a local line).
+    pub fn local_hears(&self) -> &[f32] {
+        self.local.as_ref().map_or(&[], |local| &local.hears)
     }
 
     pub fn join(&mut self, id: MemberId, rights: Rights) -> Result<(), RoomError> {
@@ -249,6 +290,7 @@ impl Room {
     pub fn tick(&mut self, now: Instant) -> Result<(), RoomError> {
         self.stats.ticks += 1;
         self.mix_talkers(now);
+        self.mix_local_line();
         let has_listener = self.members.iter().any(|m| m.rights.listen);
         self.shared_fresh = has_listener;
         if !has_listener {
@@ -290,6 +332,17 @@ impl Room {
             }
             member.voiced = true;
             self.stats.frames_mixed += 1;
+        }
+    }
+
+    /// Adds the local line's frame to the sum, and keeps the sum without it for the line.
+    fn mix_local_line(&mut self) {
+        let Some(local) = self.local.as_mut() else { return };
+        local.hears.copy_from_slice(&self.sum);
+        if std::mem::take(&mut local.voiced) {
+            for (sum, sample) in self.sum.iter_mut().zip(&local.send) {
+                *sum += sample;
+            }
         }
     }
 
@@ -453,6 +506,40 @@ mod tests {
         assert!(both.0 > 0.2 && both.1 > 0.2, "the listener hears both: {both:?}");
         assert_eq!(heard.streams[&TALKER][50], Stream::Own);
         assert_eq!(heard.streams[&LISTENER][50], Stream::Shared);
+    }
+
+    #[test]
+    fn the_local_line_is_heard_by_all_and_hears_all_but_itself_without_a_codec() {
+        let mut room = room_with(&[(TALKER, BOTH), (LISTENER, LISTEN)], SwitchMethod::default());
+        room.set_local(true);
+        room.set_talking(TALKER, true).expect("talk");
+        let feeds = [Feed { member: TALKER, from: 0, payloads: packets(&tone(450.0, 0.25, 100), true) }];
+        let card = tone(850.0, 0.25, 100);
+        let mut local_heard = Vec::new();
+        let mut encodes = Vec::new();
+        let heard = run(&mut room, &feeds, 100, |room, tick| {
+            local_heard.extend_from_slice(room.local_hears());
+            encodes.push(room.stats().last_tick_encodes);
+            room.mix_local(&card[tick]);
+        });
+        let steady = 960 * 30..960 * 90;
+        // The tick's before_tick reads the previous tick's: one frame behind `heard`.
+        let local = &local_heard[steady.start + 960..steady.end + 960];
+        let (talker, own) = (amplitude(local, 450.0), amplitude(local, 850.0));
+        assert!(talker > 0.2 && own < 0.001, "the local line hears the talker at {talker}, itself at {own}");
+        let listener = heard.decoded(LISTENER);
+        let both = (amplitude(&listener[steady.clone()], 450.0), amplitude(&listener[steady.clone()], 850.0));
+        assert!(both.0 > 0.2 && both.1 > 0.2, "the listener hears the talker and the local line: {both:?}");
+        let talker = heard.decoded(TALKER);
+        let (local, own) = (amplitude(&talker[steady.clone()], 850.0), amplitude(&talker[steady], 450.0));
+        assert!(local > 0.2 && own < 0.0025, "the talker hears the local line at {local}, itself at {own}");
+        // The local line costs no encode: the shared mix and the talker's own, as without it.
+        assert_eq!(encodes[50], 2, "{encodes:?}");
+        // Taken away, the room mixes as before and the line hears nothing.
+        room.set_local(false);
+        room.mix_local(&card[0]);
+        room.tick(Instant::now()).expect("tick");
+        assert!(room.local_hears().is_empty() && !room.has_local());
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The rooms end to end on loopback: panels (str0m clients with full ICE, as browsers) join a
 //! line through the [`Engine`], one talks a tone, and what each hears is decoded and measured.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use partyline_rooms::endpoint::{Endpoint, EndpointConfig, LineRights, SessionId};
-use partyline_rooms::engine::{Engine, SessionEvent};
+use partyline_rooms::engine::{Engine, LocalLine, SessionEvent};
 use partyline_rooms::mixer::MixConfig;
 use partyline_testkit::webrtc_panel::{Panel, opus_packets};
 
@@ -89,6 +90,73 @@ fn a_talker_is_heard_by_the_listeners_and_not_by_herself() {
     assert_eq!(stats.last_tick_encodes, 2, "the shared mix for Ben, Ana's own mix-minus: {stats:?}");
     assert!(stats.dropped_not_talking >= 60, "Ben's packets are dropped undecoded: {stats:?}");
     assert_eq!(engine.send_failures(), 0);
+}
+
+/// A local line that sends a 660 Hz tone and keeps what it hears.
+#[derive(Debug, Default)]
+struct Card {
+    sent: Mutex<usize>,
+    heard: Mutex<Vec<f32>>,
+}
+
+impl LocalLine for Card {
+    fn send(&self, frame: &mut [f32]) -> bool {
+        let mut sent = self.sent.lock().expect("lock");
+        let first = *sent * frame.len();
+        for (n, sample) in frame.iter_mut().enumerate() {
+            let t = (first + n) as f32 / 48_000.0;
+            *sample = 0.25 * (std::f32::consts::TAU * 660.0 * t).sin();
+        }
+        *sent += 1;
+        true
+    }
+
+    fn hear(&self, frame: &[f32]) {
+        self.heard.lock().expect("lock").extend_from_slice(frame);
+    }
+}
+
+fn rms_dbfs(samples: &[f32]) -> f32 {
+    let power = samples.iter().map(|s| s * s).sum::<f32>() / samples.len().max(1) as f32;
+    10.0 * power.max(1e-12).log10()
+}
+
+/// The card meets the room as a local line, without a codec: Ben hears it, it hears Ana (and
+/// not itself), and it costs no encode; taken away, it is neither heard nor fed.
+#[test]
+fn a_local_line_is_heard_by_the_panels_and_hears_them_without_itself() {
+    let mut engine = engine();
+    let card = Arc::new(Card::default());
+    engine.attach_local("stage", card.clone()).expect("attached");
+    let (mut ana, ana_session) = join(&mut engine, &stage(true, true));
+    let (mut ben, ben_session) = join(&mut engine, &stage(false, true));
+    connect(&mut engine, &mut [&mut ana, &mut ben], &[ana_session, ben_session]);
+    engine.set_talking(ana_session, 0, true).expect("Ana's talk key");
+
+    let tone = opus_packets(440.0, 75);
+    let mut sent = 0;
+    card.heard.lock().expect("lock").clear();
+    run(&mut engine, &mut [&mut ana, &mut ben], 75, |_, clients| {
+        clients[0].send(0, &tone[sent]);
+        sent += 1;
+    });
+    let ben_hears = ben.level_dbfs(0, 25);
+    assert!(ben_hears > -20.0, "Ben hears Ana and the card at {ben_hears:.1} dBFS");
+    assert!(ana.level_dbfs(0, 25) > -30.0, "Ana hears the card");
+    let heard = card.heard.lock().expect("lock").clone();
+    assert_eq!(heard.len(), 75 * 960, "the card hears every tick");
+    let steady = &heard[960 * 40..];
+    assert!(rms_dbfs(steady) > -30.0, "the card hears Ana at {:.1} dBFS", rms_dbfs(steady));
+    let stats = engine.room("stage").expect("the stage room").stats();
+    assert_eq!(stats.last_tick_encodes, 2, "the shared mix and Ana's own, no more: {stats:?}");
+
+    assert!(engine.detach_local("stage"), "it had one");
+    engine.set_talking(ana_session, 0, false).expect("Ana's key off");
+    let fed = card.heard.lock().expect("lock").len();
+    run(&mut engine, &mut [&mut ana, &mut ben], 50, |_, _| {});
+    assert_eq!(card.heard.lock().expect("lock").len(), fed, "a card taken away is not fed");
+    let ben_hears = ben.level_dbfs(0, 10);
+    assert!(ben_hears < -60.0, "Ben hears nothing once the card is gone: {ben_hears:.1} dBFS");
 }
 
 /// A listen-only panel's line cannot talk: its packets never reach the room, and it hears.

@@ -112,6 +112,8 @@ impl Media {
                 link
             }
             Transport::Webrtc => webrtc(context, &pipeline, &pay_src, depay_sink.clone(), stages)?,
+            // `local.rs` meets the rooms: no pipeline to build.
+            Transport::Rooms => return Err(anyhow!("partyline's rooms take the card without a pipeline")),
         };
         let (faults_tx, faults) = mpsc::unbounded_channel();
         let bus = pipeline.bus().ok_or_else(|| anyhow!("pipeline without a bus"))?;

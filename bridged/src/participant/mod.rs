@@ -9,8 +9,11 @@
 //! - `negotiation.rs`: WebRTC only: the offer with every local ICE candidate, Janus's answer.
 //! - `signalling.rs`: Janus: the session's long poll, the join and its answer, the events that
 //!   end a participation.
+//! - `local.rs`: on partyline's own rooms (`Transport::Rooms`) instead: the feed is the room's
+//!   local line in this process, no Janus, no codec.
 //! - this file: the supervisor, one [`Attempt`] after another with the retry policy between them.
 
+mod local;
 mod media;
 mod negotiation;
 mod rtp_port;
@@ -30,6 +33,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::feed::Feed;
+use crate::rooms_host::RoomsHost;
 use crate::state::{ParticipantStats, StatusBoard};
 use crate::tick;
 
@@ -61,6 +65,8 @@ pub struct Context {
     pub jitter_buffer_ms: u32,
     /// The loopback port every plain-RTP participant sends from and receives on.
     pub rtp: Arc<RtpPort>,
+    /// partyline's own rooms, when bridged hosts them (`--rooms-address`).
+    pub rooms: Option<RoomsHost>,
 }
 
 /// A running participant; [`Handle::stop`] leaves the room and stops its pipeline.
@@ -75,7 +81,12 @@ impl Handle {
     pub fn start(context: Context, group: PlanGroup, feed: Arc<Feed>) -> Handle {
         let cancel = CancellationToken::new();
         let (display, renamed) = watch::channel(group.display.clone());
-        let task = tokio::spawn(supervise(context, group, feed, renamed, cancel.clone()));
+        let task = match context.transport {
+            Transport::Rooms => tokio::spawn(local::stay(context, group, feed, cancel.clone())),
+            Transport::Rtp | Transport::Webrtc => {
+                tokio::spawn(supervise(context, group, feed, renamed, cancel.clone()))
+            }
+        };
         Handle { cancel, task, display }
     }
 

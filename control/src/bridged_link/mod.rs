@@ -14,10 +14,10 @@ use futures_util::StreamExt;
 use partyline_shared::Config;
 use partyline_shared::backoff::Backoff;
 use partyline_shared::bridge::{
-    Aes67Status, BUS_NAME, BranchStatus, BridgeProxy, BusChoice, CardStatus, ParticipantStatus, Plan, PlanAes67,
-    PlanGroup, PlanIfb, PlanUser, Status,
+    Aes67Status, BUS_NAME, BranchState, BranchStatus, BridgeProxy, BusChoice, CardStatus, ParticipantStatus, Plan,
+    PlanAes67, PlanGroup, PlanIfb, PlanUser, Status,
 };
-use partyline_shared::config::{Aes67Config, Channel, Ifb, IfbDim, IfbProgram};
+use partyline_shared::config::{Aes67Config, Channel, Ifb, IfbDim, IfbProgram, MediaEngine, Transport};
 use partyline_shared::sync::lock;
 use serde::Serialize;
 use tokio::sync::Notify;
@@ -107,7 +107,11 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         device_sample_rate: device.sample_rate.get(),
         // The pool's first node: the one beside bridged, which holds every group's room.
         janus_url: config.janus.pool().swap_remove(0).url,
-        transport: config.bridge.transport,
+        // On partyline's own rooms, bridged hosts them: the card meets them there.
+        transport: match config.media.engine {
+            MediaEngine::Bridged => Transport::Rooms,
+            MediaEngine::Janus => config.bridge.transport,
+        },
         ice_addresses: config.bridge.ice_addresses.iter().map(ToString::to_string).collect(),
         jitter_buffer_ms: config.bridge.jitter_buffer_ms.get(),
         groups,
@@ -196,6 +200,11 @@ impl BridgeManager {
     }
 
     fn set_view(&self, view: BridgeView) {
+        if self.config.current().media.engine == MediaEngine::Bridged {
+            let in_rooms: Vec<&str> =
+                view.participants.iter().filter(|p| p.state == BranchState::Joined).map(|p| p.room.as_str()).collect();
+            self.janus.cards_on_rooms(&in_rooms);
+        }
         let mut current = lock(&self.view);
         if (current.state, &current.message) != (view.state, &view.message) {
             self.events.publish(&LiveEvent::BridgeState { state: view.state, message: view.message.clone() });

@@ -10,6 +10,7 @@ use partyline_shared::sync::lock;
 
 use super::Janus;
 use crate::secrets::derive;
+use crate::users::UserKind;
 
 /// The card's participant id in the room of group `group`.
 pub fn card_identity(group: &str) -> String {
@@ -91,6 +92,21 @@ impl Janus {
     /// bridged says the card started or stopped talking in `room` (its `Talking` signal).
     pub fn card_talking(&self, room: &str, talking: bool) {
         self.users.talking(room, &card_identity(room), talking);
+    }
+
+    /// On partyline's own rooms the card's participants are bridged's own, not Janus's: each
+    /// server audio user is connected while bridged says its group's card is in the room
+    /// (`in_rooms`), pending otherwise, and Janus's lists never judge it.
+    pub fn cards_on_rooms(&self, in_rooms: &[&str]) {
+        for user in self.users.list().into_iter().filter(|u| u.kind == UserKind::Server) {
+            let room = user.first_group();
+            self.users.set_on_rooms(&user.identity);
+            if in_rooms.contains(&room) {
+                self.users.joined(room, &user.identity);
+            } else {
+                self.users.left(room, &user.identity, "the card is not in partyline's room");
+            }
+        }
     }
 
     /// Registers the card's participants of `config` and their Janus tokens (those not

@@ -1,20 +1,24 @@
 //! partyline's own rooms through control (`media.engine: bridged`): panels (str0m, full ICE, as
 //! browsers) get a token, post their offer to `/api/session/media` and their talk keys to
 //! `/api/session/talk`, and are heard; the users list follows the rooms' signals; what a token
-//! does not hold is refused; an admin's disconnect ends the session in the rooms. Needs a
-//! private bus, Janus and bridged (the services tier).
+//! does not hold is refused; an admin's disconnect ends the session in the rooms; the card meets
+//! the rooms without a codec. Needs a private bus, Janus, bridged and PulseAudio (the services
+//! tier).
 
 use std::time::{Duration, Instant};
 
 use partyline_crew::Crew;
 use partyline_crew::control_api::Lines;
+use partyline_testkit::SoundServer;
+use partyline_testkit::audio::{RATE, Recording, Tone, channel, frequency, rms_db};
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::janus::Janus as JanusBuilder;
+use partyline_testkit::pulse::PulseServer;
 use partyline_testkit::webrtc_panel::{Panel, opus_packets};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::{Stack, user_state};
+use crate::janus::{Stack, joined, user_state};
 use crate::support::{Control, wait_for};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -34,8 +38,13 @@ async fn rig() -> Rig {
 
 /// A rig whose config holds `groups` (and what follows them: positions…).
 async fn rig_with(groups: &str) -> Rig {
+    rig_with_env(groups, &[]).await
+}
+
+/// [`rig_with`], bridged started with `env` too.
+async fn rig_with_env(groups: &str, env: &[(&str, &str)]) -> Rig {
     let bus = Bus::start();
-    let bridged = Bridged::start(&bus, &[ROOMS_ADDRESS]);
+    let bridged = Bridged::start(&bus, &[&[ROOMS_ADDRESS], env].concat());
     let media = "media:\n  engine: bridged\n";
     let stack = Stack::start_custom(JanusBuilder::builder(), groups, media, &[("PARTYLINE_BUS", &bus.address)]).await;
     // control reaches the rooms on the bus a moment after it listens: until then an offer is
@@ -356,4 +365,50 @@ async fn with_janus_as_the_engine_the_media_routes_refuse_and_say_why() {
     let (status, refused) =
         control.post_json("/session/media", json!({ "token": body["token"], "offer": offer })).await;
     assert_eq!((status, refused["code"].as_str()), (StatusCode::CONFLICT, Some("wrong_engine")), "{refused}");
+}
+
+/// The card on the rooms: group Stage's server audio user A (input 0, output 0) meets the room
+/// as its local line, no codec and no Janus, and is connected in the users list. A panel hears
+/// the card's 1 kHz tone; the card's output plays the panel's 440 Hz and not its own tone back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_meets_the_rooms_without_a_codec_heard_by_the_panels_and_hearing_them() {
+    let pulse = PulseServer::start();
+    for card in ["card_in", "card_out"] {
+        pulse.add_card(card, RATE);
+    }
+    let _tone = Tone::play(&pulse, "card_in", 0, 1000);
+    let pulse_env = pulse.server_address();
+    let rig = rig_with_env("  - name: Stage\n", &[("PULSE_SERVER", &pulse_env)]).await;
+    let stack = &rig.stack;
+    let control = &stack.control;
+    let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
+    assert_eq!(control.post_json("/admin/audio/device", device).await.0, StatusCode::OK);
+    let a = json!({ "name": "A", "group": "stage", "inputChannel": 0, "outputChannel": 0 });
+    assert_eq!(control.post_json("/admin/server-users", a).await.0, StatusCode::CREATED);
+    stack.bridge_becomes("A in the room", WAIT, |b| joined(b, &["A"])).await;
+    // The users list says so, from bridged's word (Janus has no participant to list).
+    wait_for("the card connected in the users list", WAIT, async || {
+        (user_state(control, "card:stage").await.as_deref() == Some("connected")).then_some(())
+    })
+    .await;
+
+    let ana_token = token(control, "Ana", &["stage"], &["stage"]).await;
+    let ana_id = ana_token["participantIdentity"].as_str().expect("id");
+    let mut ana = join(control, &ana_token).await;
+    becomes(control, &mut [&mut ana], ana_id, Some("connected")).await;
+    // The card's capture starts a moment after its participant: Ana hears it from then on.
+    let started = Instant::now();
+    while ana.level_dbfs(0, 10) < -30.0 {
+        let heard = ana.level_dbfs(0, 10);
+        assert!(started.elapsed() < WAIT, "Ana hears the card at {heard:.1} dBFS:\n{}", rig.bridged.log());
+        play(&mut [&mut ana], None, Duration::from_millis(200));
+    }
+
+    let output = Recording::start(&pulse, "card_out.monitor");
+    assert_eq!(talk(control, &ana_token, true).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut ana], Some(0), Duration::from_millis(1500));
+    let samples = channel(&output.samples(), 0);
+    let last = &samples[samples.len().saturating_sub(RATE as usize / 2)..];
+    let (level, hz) = (rms_db(last), frequency(last));
+    assert!(level > -30.0 && (hz - 440.0).abs() < 20.0, "the card's output plays {hz:.0} Hz at {level:.1} dBFS");
 }

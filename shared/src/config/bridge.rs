@@ -18,6 +18,10 @@ pub enum Transport {
     /// A WebRTC PeerConnection (webrtcbin: ICE, DTLS-SRTP), as a browser joins: for a Janus
     /// on another host.
     Webrtc,
+    /// partyline's own rooms in bridged itself: the group's send and the room's mix as PCM, no
+    /// codec and no network. control's choice when `media.engine` is `bridged`, never written
+    /// in `bridge.transport` (the config refuses it there).
+    Rooms,
 }
 
 /// `bridge:` how control drives bridged.

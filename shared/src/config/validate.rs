@@ -68,6 +68,10 @@ impl Config {
             check_talk_to(&position.id(), &position.talk_to, |p| position_ids.contains_key(p))
                 .map_err(|(field, message)| ConfigError::new(format!("positions[{i}].{field}"), message))?;
         }
+        if self.bridge.transport == super::Transport::Rooms {
+            let message = "rooms is chosen by media.engine: bridged; write rtp or webrtc (the way to Janus)";
+            return Err(ConfigError::new("bridge.transport", message));
+        }
         let pins = self.groups.iter().enumerate().map(|(i, g)| (format!("groups[{i}].pin"), &g.pin));
         let pins = pins.chain(self.positions.iter().enumerate().map(|(i, p)| (format!("positions[{i}].pin"), &p.pin)));
         for (path, pin) in pins {
@@ -184,6 +188,14 @@ mod tests {
         let user = &config.server_audio_users[0];
         assert!(user.uses_group("show") && user.uses_group("director"), "{user:?}");
         assert!(crate::yaml::to_string(&config).is_ok_and(|t| t.contains("ifb:") && t.contains("program: show")));
+    }
+
+    #[test]
+    fn the_rooms_transport_is_the_media_engine_s_to_choose() {
+        let config = |bridge: &str| Config::from_yaml(&format!("bridge:\n  transport: {bridge}\n")).expect("parses");
+        let err = config("rooms").validate().expect_err("rooms is control's choice");
+        assert!(err.to_string().contains("bridge.transport") && err.to_string().contains("media.engine"), "{err}");
+        config("webrtc").validate().expect("webrtc is the config's to choose");
     }
 
     #[test]
