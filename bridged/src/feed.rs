@@ -7,6 +7,7 @@
 //! pipeline: a participant joining or leaving its room never touches the card side, and a feed
 //! outlives its participant's retries (a participant rejoining finds it as it left it).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,8 @@ pub struct Feed {
     pub remote: Mutex<Jitter>,
     /// The group's send on its way to partyline's rooms (their local line), read at their tick.
     to_rooms: Mutex<Jitter>,
+    /// The admin muted the card on this line (partyline's rooms: the room mixes without it).
+    muted: AtomicBool,
     /// When the room's mix last arrived (plain RTP): Janus's tick, for the send's placement.
     pub tick: TickPhase,
     sending: Mutex<Sending>,
@@ -91,6 +94,7 @@ impl Feed {
             room: room.to_owned(),
             remote: Mutex::new(remote.jitter(rate, 1, BLOCKS_PER_SECOND)),
             to_rooms: Mutex::new(ROOMS_QUEUE.jitter(rate, 1, TICKS_PER_SECOND)),
+            muted: AtomicBool::new(false),
             tick: TickPhase::default(),
             sending: Mutex::new(Sending::default()),
             rate,
@@ -108,6 +112,14 @@ impl Feed {
     /// From now on the group's send goes to partyline's rooms, which take it as PCM.
     pub fn connect_rooms(&self) {
         *lock(&self.sending) = Sending { rooms: true, ..Sending::default() };
+    }
+
+    /// The plan's mute of the card on this line (`PlanGroup::muted`): on partyline's rooms the
+    /// room mixes without the send from the next tick on.
+    pub fn set_muted(&self, muted: bool) {
+        if self.muted.swap(muted, Ordering::Relaxed) != muted {
+            tracing::info!(room = self.room, muted, "the card's send to the room");
+        }
     }
 
     /// The participant is gone: the send is dropped, and its tick forgotten.
@@ -201,8 +213,9 @@ impl LocalLine for Feed {
         if !lock(&self.sending).rooms {
             return false;
         }
+        // Muted, the queue is still read: unmuted, the send starts from now, not from then.
         lock(&self.to_rooms).pull(frame);
-        true
+        !self.muted.load(Ordering::Relaxed)
     }
 
     fn hear(&self, frame: &[f32]) {

@@ -207,6 +207,7 @@ mod tests {
             token: format!("tok-{room}"),
             display: room.to_uppercase(),
             bitrate_kbps: 64,
+            muted: false,
         }
     }
 

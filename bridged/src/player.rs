@@ -101,6 +101,7 @@ impl Player {
                             let context = self.context(&plan);
                             for group in &plan.groups {
                                 let feed = feeds[&group.room].clone();
+                                feed.set_muted(group.muted);
                                 let handle = participant::Handle::start(context.clone(), group.clone(), feed.clone());
                                 running.participants.insert(group.room.clone(), (handle, feed));
                             }
@@ -139,8 +140,9 @@ impl Player {
                     running.participants.insert(group.room.clone(), (handle, feed));
                 }
                 for group in &plan.groups {
-                    if let Some((handle, _)) = running.participants.get(&group.room) {
+                    if let Some((handle, feed)) = running.participants.get(&group.room) {
                         handle.rename(&group.display);
+                        feed.set_muted(group.muted);
                     }
                 }
                 let feeds: HashMap<String, Arc<Feed>> =

@@ -27,6 +27,7 @@ fn group(room: &str) -> PlanGroup {
         token: format!("{room}-token"),
         display: "A, B".into(),
         bitrate_kbps: 64,
+        muted: false,
     }
 }
 
@@ -181,7 +182,7 @@ async fn every_method_property_and_signal_through_the_shared_proxy() {
     // Name, type, signature and result of each member (busctl's columns widen with the longest).
     let members: Vec<Vec<&str>> = text.lines().map(|line| line.split_whitespace().take(4).collect()).collect();
     for member in [
-        [".Apply", "method", "(ssussasua(ssssu)a(ssyaya(ayssai))(syassusssqyy))", "t"],
+        [".Apply", "method", "(ssussasua(ssssub)a(ssyaya(ayssai))(syassusssqyy))", "t"],
         [".Status", "method", "-", "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu))(ttd))"],
         [".Generation", "property", "t", ""],
         [".State", "property", "s", ""],

@@ -100,6 +100,10 @@ pub struct PlanGroup {
     pub display: String,
     /// Opus bitrate, kbit/s.
     pub bitrate_kbps: u32,
+    /// The admin muted the card on this line. On partyline's own rooms (`Transport::Rooms`)
+    /// bridged keeps the group's send out of the room while it is set; on Janus control mutes
+    /// the participant in the room itself, and this is always false.
+    pub muted: bool,
 }
 
 /// One server audio user: an input channel of the card heard in its group, and an output
@@ -243,8 +247,8 @@ mod tests {
         // An IFB: an optional program channel, two rooms, an optional dip.
         assert_eq!(PlanIfb::SIGNATURE.to_string(), "(ayssai)");
         assert_eq!(PlanUser::SIGNATURE.to_string(), "(ssyaya(ayssai))");
-        assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssu)");
-        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssu)a(ssyaya(ayssai))(syassusssqyy))");
+        assert_eq!(PlanGroup::SIGNATURE.to_string(), "(ssssub)");
+        assert_eq!(Plan::SIGNATURE.to_string(), "(ssussasua(ssssub)a(ssyaya(ayssai))(syassusssqyy))");
         assert_eq!(Status::SIGNATURE.to_string(), "(stsa(ssssttdds)a(sssstts)((sysxx)sttttxa(ssu))(ttd))");
     }
 

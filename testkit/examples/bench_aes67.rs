@@ -61,6 +61,7 @@ fn plan(input: &str, output: &str, aes67: PlanAes67) -> Plan {
         token: "bench".into(),
         display: "bench".into(),
         bitrate_kbps: 64,
+        muted: false,
     };
     let users = (0..8)
         .map(|k| PlanUser {

@@ -18,6 +18,7 @@ pub fn group(room: &str) -> PlanGroup {
         token: format!("tok-{room}"),
         display: format!("card of {room}"),
         bitrate_kbps: 64,
+        muted: false,
     }
 }
 

@@ -60,7 +60,11 @@ async fn set_user_muted(
     muted: bool,
 ) -> Result<Json<UserLineChanged>, ApiError> {
     let user = state.janus.mute_user(identity, group, muted, "admin").await.map_err(refused)?;
-    if muted {
+    if user.kind == UserKind::Server {
+        // On partyline's rooms the card's mute is bridged's, in the plan (on Janus, the plan
+        // does not change).
+        state.bridge.replan();
+    } else if muted {
         silence_on_rooms(state, &user, group).await?;
     }
     tell_panel(state, &user, group);

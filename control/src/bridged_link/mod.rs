@@ -83,6 +83,8 @@ pub fn build_plan(config: &Config, janus: &Janus) -> Result<Plan, JanusError> {
         .card_participants(config)?
         .into_iter()
         .map(|p| PlanGroup {
+            // On Janus the admin's mute is Janus's (`Janus::mute_user`).
+            muted: config.media.engine == MediaEngine::Bridged && janus.card_muted(&p.group),
             room: p.group,
             identity: p.identity,
             token: p.token,
@@ -187,6 +189,11 @@ impl BridgeManager {
 
     pub fn view(&self) -> BridgeView {
         lock(&self.view).clone()
+    }
+
+    /// Pushes the plan again now if it changed (an admin's mute of the card on the rooms).
+    pub fn replan(&self) {
+        self.wake.notify_one();
     }
 
     /// Whether bridged is on the bus now.

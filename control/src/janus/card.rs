@@ -94,6 +94,11 @@ impl Janus {
         self.users.talking(room, &card_identity(room), talking);
     }
 
+    /// Whether the admin muted the card on `group`'s line.
+    pub fn card_muted(&self, group: &str) -> bool {
+        self.users.muted_by_admin(&card_identity(group), group)
+    }
+
     /// On partyline's own rooms the card's participants are bridged's own, not Janus's: each
     /// server audio user is connected while bridged says its group's card is in the room
     /// (`in_rooms`), pending otherwise, and Janus's lists never judge it.

@@ -369,7 +369,8 @@ async fn with_janus_as_the_engine_the_media_routes_refuse_and_say_why() {
 
 /// The card on the rooms: group Stage's server audio user A (input 0, output 0) meets the room
 /// as its local line, no codec and no Janus, and is connected in the users list. A panel hears
-/// the card's 1 kHz tone; the card's output plays the panel's 440 Hz and not its own tone back.
+/// the card's 1 kHz tone; the card's output plays the panel's 440 Hz and not its own tone back;
+/// the admin's mute of the card's line silences it in the room, the release brings it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_card_meets_the_rooms_without_a_codec_heard_by_the_panels_and_hearing_them() {
     let pulse = PulseServer::start();
@@ -411,4 +412,17 @@ async fn the_card_meets_the_rooms_without_a_codec_heard_by_the_panels_and_hearin
     let last = &samples[samples.len().saturating_sub(RATE as usize / 2)..];
     let (level, hz) = (rms_db(last), frequency(last));
     assert!(level > -30.0 && (hz - 440.0).abs() < 20.0, "the card's output plays {hz:.0} Hz at {level:.1} dBFS");
+
+    // The admin's mute of the card's line takes it out of the room; the release puts it back.
+    for (action, silent) in [("mute", true), ("unmute", false)] {
+        let (status, body) =
+            control.post_json(&format!("/admin/users/card:stage/lines/stage/{action}"), json!({})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let started = Instant::now();
+        while (ana.level_dbfs(0, 10) < -60.0) != silent {
+            let heard = ana.level_dbfs(0, 10);
+            assert!(started.elapsed() < WAIT, "after the {action}, Ana hears the card at {heard:.1} dBFS");
+            play(&mut [&mut ana], None, Duration::from_millis(200));
+        }
+    }
 }
