@@ -387,9 +387,12 @@ async fn the_card_meets_the_rooms_without_a_codec_heard_by_the_panels_and_hearin
     let a = json!({ "name": "A", "group": "stage", "inputChannel": 0, "outputChannel": 0 });
     assert_eq!(control.post_json("/admin/server-users", a).await.0, StatusCode::CREATED);
     stack.bridge_becomes("A in the room", WAIT, |b| joined(b, &["A"])).await;
-    // The users list says so, from bridged's word (Janus has no participant to list).
-    wait_for("the card connected in the users list", WAIT, async || {
-        (user_state(control, "card:stage").await.as_deref() == Some("connected")).then_some(())
+    // The users list says so, from bridged's word (Janus has no participant to list), and
+    // shows the card talking: its tone is on.
+    wait_for("the card connected and talking in the users list", WAIT, async || {
+        let (_, users) = control.get_json("/admin/users").await;
+        let card = users["users"].as_array()?.iter().find(|u| u["identity"] == "card:stage")?.clone();
+        (card["state"] == "connected" && card["lines"][0]["talking"] == true).then_some(())
     })
     .await;
 
