@@ -3,9 +3,11 @@
 //! mixing tick over plain RTP: `tick.rs`), and the participant's decoder writes the room's mix into
 //! a queue the card's thread reads block by block. On partyline's own rooms the feed is the
 //! room's local line itself (`LocalLine`): the send queued as PCM for the rooms' tick to take,
-//! the room's mix written into the same queue a decoder would, no codec either way. Neither side ever pushes into the other's
-//! pipeline: a participant joining or leaving its room never touches the card side, and a feed
-//! outlives its participant's retries (a participant rejoining finds it as it left it).
+//! the room's mix written into the same queue a decoder would, no codec either way.
+//!
+//! Neither side ever pushes into the other's pipeline: a participant joining or leaving its room
+//! never touches the card side, and a feed outlives its participant's retries (a participant
+//! rejoining finds it as it left it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

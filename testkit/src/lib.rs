@@ -111,11 +111,17 @@ impl ReservedPort {
 /// An HTTP client for tests. reqwest is built without a bundled crypto provider, so the
 /// process's is installed first (the daemons' own function: which provider a test process uses
 /// is no part of what the tests check, since the daemons run as processes of their own). No
-/// proxy: everything tests talk to is local.
+/// proxy: everything tests talk to is local. Pooled connections are let go after 5 s idle:
+/// control closes one idle for 10 s, and a request sent on it at that moment fails
+/// (`IncompleteMessage`) instead of reaching control.
 pub fn http() -> reqwest::Client {
     partyline_shared::crypto::install_provider();
-    reqwest::Client::builder().timeout(Duration::from_secs(30)).no_proxy().build().expect("client")
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).pool_idle_timeout(POOL_IDLE);
+    client.no_proxy().build().expect("client")
 }
+
+/// Below control's idle timeout (`linger::IDLE_TIMEOUT`, 10 s).
+const POOL_IDLE: Duration = Duration::from_secs(5);
 
 /// The status and JSON body of a response (`Value::Null` for an empty body; panics on non-JSON).
 pub async fn read(response: reqwest::Response) -> (StatusCode, Value) {
