@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use partyline_rooms::endpoint::{Endpoint, EndpointConfig, LineRights, SessionId};
 use partyline_rooms::engine::{Engine, LocalLine, SessionEvent};
 use partyline_rooms::mixer::MixConfig;
+use partyline_testkit::audio::tone_db;
 use partyline_testkit::webrtc_panel::{Panel, opus_packets};
 
 const TICK: Duration = Duration::from_millis(20);
@@ -116,11 +117,6 @@ impl LocalLine for Card {
     }
 }
 
-fn rms_dbfs(samples: &[f32]) -> f32 {
-    let power = samples.iter().map(|s| s * s).sum::<f32>() / samples.len().max(1) as f32;
-    10.0 * power.max(1e-12).log10()
-}
-
 /// The card meets the room as a local line, without a codec: Ben hears it, it hears Ana (and
 /// not itself), and it costs no encode; taken away, it is neither heard nor fed.
 #[test]
@@ -146,7 +142,9 @@ fn a_local_line_is_heard_by_the_panels_and_hears_them_without_itself() {
     let heard = card.heard.lock().expect("lock").clone();
     assert_eq!(heard.len(), 75 * 960, "the card hears every tick");
     let steady = &heard[960 * 40..];
-    assert!(rms_dbfs(steady) > -30.0, "the card hears Ana at {:.1} dBFS", rms_dbfs(steady));
+    let (ana_heard, own_heard) = (tone_db(steady, 440.0), tone_db(steady, 660.0));
+    assert!(ana_heard > -30.0, "the card hears Ana's 440 Hz at {ana_heard:.1} dBFS");
+    assert!(own_heard < ana_heard - 40.0, "the card hears its own 660 Hz at {own_heard:.1} dBFS");
     let stats = engine.room("stage").expect("the stage room").stats();
     assert_eq!(stats.last_tick_encodes, 2, "the shared mix and Ana's own, no more: {stats:?}");
 

