@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BridgeProxy, Plan, PlanAes67, PlanGroup, PlanUser};
 use partyline_testkit::aes67::{Aes67Net, Console, Grandmaster, PARTYLINE_IFACE};
 use partyline_testkit::audio::{RATE, TICKS, Tone, channel, now_ns, tick_latencies};
-use partyline_testkit::bench::{cpu_ticks, janus_for_control};
+use partyline_testkit::bench::{cpu_ticks, janus_for_control, median, quantile};
 use partyline_testkit::card::{CardKind, CardServer};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::{Bridged, Bus};
@@ -128,16 +128,6 @@ async fn cpu(pid: u32, secs: u64) -> f64 {
     (cpu_ticks(pid) - c0) as f64 / t0.elapsed().as_secs_f64()
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    (!values.is_empty()).then(|| values[values.len() / 2])
-}
-
-fn percentile(mut values: Vec<f64>, p: usize) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    (!values.is_empty()).then(|| values[(values.len() * p / 100).min(values.len() - 1)])
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let (mut secs, mut cpu_secs) = (20u64, 20u64);
@@ -174,7 +164,7 @@ async fn main() {
     let aes67_latencies: Vec<f64> = console.onsets(2)[heard_before..].to_vec();
     let aes67_cpu = cpu(bridged.pid(), cpu_secs).await;
     let lateness = console.next_lateness(8, SLOW).await;
-    let lateness_p99 = median(lateness.iter().filter_map(|l| l.host.map(|h| h.p99_us)).collect());
+    let lateness_p99 = median(&lateness.iter().filter_map(|l| l.host.map(|h| h.p99_us)).collect::<Vec<_>>());
     drop(bridged);
     drop(console);
     drop(grandmaster);
@@ -203,7 +193,7 @@ async fn main() {
     println!("#### AES67 against the PipeWire test card: 8 server audio users in one group\n");
     println!("| | AES67 (both ways) | PipeWire test card | ratio |");
     println!("|---|---|---|---|");
-    let (a, p) = (median(aes67_latencies.clone()), median(pipewire_latencies.clone()));
+    let (a, p) = (median(&aes67_latencies), median(&pipewire_latencies));
     let ratio = |a: Option<f64>, p: Option<f64>| match (a, p) {
         (Some(a), Some(p)) if p > 0.0 => format!("{:.2}", a / p),
         _ => "–".to_owned(),
@@ -218,14 +208,14 @@ async fn main() {
     );
     println!(
         "| card → card, p95 | {} | {} | |",
-        ms(percentile(aes67_latencies, 95)),
-        ms(percentile(pipewire_latencies, 95))
+        ms(quantile(&aes67_latencies, 0.95)),
+        ms(quantile(&pipewire_latencies, 0.95))
     );
     for (what, aes67, pipewire) in [
         ("console → crew (card input 1 → the crew's ear)", &aes67_crew.to_crew, &pipewire_crew.to_crew),
         ("crew → console (the crew's mouth → card output 2)", &aes67_crew.from_crew, &pipewire_crew.from_crew),
     ] {
-        let (a, p) = (median(aes67.clone()), median(pipewire.clone()));
+        let (a, p) = (median(aes67), median(pipewire));
         println!(
             "| {what}, median | {} ({} bursts) | {} ({} bursts) | {} |",
             ms(a),
@@ -266,7 +256,7 @@ struct CrewPaths {
 impl CrewPaths {
     /// Adds a run's figures.
     fn add(&mut self, once: CrewPaths) {
-        let said = |v: &[f64]| median(v.to_vec()).map_or("–".into(), |m| format!("{m:.1}"));
+        let said = |v: &[f64]| median(v).map_or("–".into(), |m| format!("{m:.1}"));
         self.runs.push(format!("{} / {}", said(&once.to_crew), said(&once.from_crew)));
         self.to_crew.extend(once.to_crew);
         self.from_crew.extend(once.from_crew);

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::{BranchState, BridgeProxy, Status};
 use partyline_testkit::audio::{TickRecorder, Tone};
-use partyline_testkit::bench::{BenchStack, CLOCK_TICKS, ProcessSize, cpu_ticks, load_average, process_size};
+use partyline_testkit::bench::{
+    BenchStack, CLOCK_TICKS, ProcessSize, cpu_ticks, load_average, median, process_size, quantile,
+};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
 use partyline_testkit::pulse::PulseServer;
@@ -83,24 +85,9 @@ async fn call(control: &Control, method: Method, path: &str, body: Value, want: 
     answer
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-fn summary(values: &mut [f64]) -> String {
-    values.sort_by(f64::total_cmp);
-    format!(
-        "median {:.1}, p90 {:.1}, min {:.1}, max {:.1} (n = {})",
-        percentile(values, 50.0),
-        percentile(values, 90.0),
-        values.first().copied().unwrap_or(f64::NAN),
-        values.last().copied().unwrap_or(f64::NAN),
-        values.len()
-    )
+fn summary(values: &[f64]) -> String {
+    let at = |q: f64| quantile(values, q).unwrap_or(f64::NAN);
+    format!("median {:.1}, p90 {:.1}, min {:.1}, max {:.1} (n = {})", at(0.5), at(0.9), at(0.0), at(1.0), values.len())
 }
 
 /// CPU (percent of one core) of `pid` over `secs`.
@@ -221,14 +208,13 @@ async fn main() {
             eprintln!("bench_audio: room {room}: the recording holds no tick, measuring it again");
             heard = room_ticks(control, &proxy, pulse, room, o.ticks_secs).await;
         }
-        let mut these: Vec<f64> = heard.iter().flatten().copied().collect();
+        let these: Vec<f64> = heard.iter().flatten().copied().collect();
         // A tick's latency moves by a whole 20 ms frame when one is dropped (Janus trims a
         // queue that grew past twice its prebuffering) or when one is missing (a queue ran dry).
         slips += these.windows(2).filter(|w| (w[1] - w[0]).abs() >= 15.0).count();
         (matched, ticks) = (matched + these.len(), ticks + heard.len());
         latencies.extend_from_slice(&these);
-        these.sort_by(f64::total_cmp);
-        let median = percentile(&these, 50.0);
+        let median = median(&these).unwrap_or(f64::NAN);
         eprintln!("bench_audio: room {room}: median {median:.0} ms, {} of {} ticks heard", these.len(), heard.len());
         room_medians.push(format!("{median:.0}"));
     }
@@ -259,9 +245,9 @@ async fn main() {
     );
     println!("- load average at the end: {load}");
     println!("- first plan (pipeline + A and B) POST → both joined: {first_ms:.0} ms");
-    println!("- config change (POST a server user) → API answered: {} ms", summary(&mut api_ms));
-    println!("- config change (POST a server user) → its branch joined (media up): {} ms", summary(&mut joined_ms));
-    println!("- DELETE a server user → its branch gone: {} ms", summary(&mut removed_ms));
+    println!("- config change (POST a server user) → API answered: {} ms", summary(&api_ms));
+    println!("- config change (POST a server user) → its branch joined (media up): {} ms", summary(&joined_ms));
+    println!("- DELETE a server user → its branch gone: {} ms", summary(&removed_ms));
     println!(
         "- RSS of bridged around those {} changes (A and B joined before and after): {:.1} → {:.1} MiB",
         o.changes,
@@ -272,7 +258,7 @@ async fn main() {
         "- tick latency card_in → Janus → card_out, {} rooms × {:.0} s: {} ms; medians per room {} ms; {matched} of {ticks} ticks matched; {slips} step(s) of ≥ 15 ms between consecutive ticks (a 20 ms frame dropped or missing)",
         o.rooms,
         o.ticks_secs,
-        summary(&mut latencies),
+        summary(&latencies),
         room_medians.join(", ")
     );
     println!(

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use partyline_testkit::bench::{
-    all_process_ticks, cpu_ticks, crew_output, janus_built_for_control, machine_line, mib, pin, process_size,
+    all_process_ticks, cpu_ticks, crew_output, janus_built_for_control, machine_line, median, mib, pin, process_size,
 };
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::{Bridged, Bus};
@@ -850,16 +850,6 @@ fn print_run(o: &Options, k: u64, r: &RunResult) {
     }
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some(f64::midpoint(values[n / 2 - 1], values[n / 2])),
-    }
-}
-
 /// The A/B of room settings: one step at `--users` per setting, one after the other.
 async fn ab(o: &Options, machine: &str) {
     let mut rows = Vec::new();
@@ -959,9 +949,9 @@ async fn main() {
     }
 
     let clean: Vec<(u64, f64, f64)> = results.iter().filter_map(RunResult::per_user).collect();
-    let users = median(clean.iter().map(|c| c.0 as f64).collect());
-    let per_user = median(clean.iter().map(|c| c.1).collect());
-    let per_core = median(clean.iter().map(|c| c.2).collect());
+    let users = median(&clean.iter().map(|c| c.0 as f64).collect::<Vec<_>>());
+    let per_user = median(&clean.iter().map(|c| c.1).collect::<Vec<_>>());
+    let per_core = median(&clean.iter().map(|c| c.2).collect::<Vec<_>>());
     let all_ok = results.iter().all(|r| r.ok);
     let met = per_core.is_some_and(|p| p >= o.target());
     let show = |v: Option<f64>, digits: usize| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"));

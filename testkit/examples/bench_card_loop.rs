@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use partyline_testkit::SoundServer;
 use partyline_testkit::audio::{RATE, TickRecorder, gst_launch};
+use partyline_testkit::bench::median;
 use partyline_testkit::pulse::PulseServer;
 
 /// The card side's first seconds on a null sink (bridged/README.md): the measurement waits
@@ -49,10 +50,6 @@ fn card_loop(pulse: &PulseServer, port: u16, jitter_ms: u64, slack_ms: u64) -> C
 
 fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).map(|a| a.port()).expect("a free UDP port")
-}
-
-fn median(sorted: &[f64]) -> Option<f64> {
-    (!sorted.is_empty()).then(|| sorted[sorted.len() / 2])
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -22,7 +22,7 @@ use partyline_shared::bridge::{BranchState, Plan, Transport};
 use partyline_shared::rooms_bus::{RoomLine, RoomsProxy};
 use partyline_testkit::SoundServer;
 use partyline_testkit::audio::{RATE, TICKS, Tone, channel, tick_latencies};
-use partyline_testkit::bench::machine_line;
+use partyline_testkit::bench::{machine_line, quantile};
 use partyline_testkit::card::QUANTUM;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::pipewire::PipeWireServer;
@@ -132,9 +132,8 @@ fn echo(mut panel: Panel, stop: &AtomicBool) -> usize {
 }
 
 fn print(machine: &str, latencies: &[Option<f64>], echoed: usize) {
-    let mut heard: Vec<f64> = latencies.iter().flatten().copied().collect();
-    heard.sort_by(f64::total_cmp);
-    let at = |q: f64| heard.get(((heard.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
+    let heard: Vec<f64> = latencies.iter().flatten().copied().collect();
+    let at = |q: f64| quantile(&heard, q).unwrap_or(f64::NAN);
     println!("#### The card on partyline's own rooms: a round trip through a panel\n");
     println!(
         "{machine}. Test card: PipeWire null sinks, quantum {QUANTUM} at {RATE} Hz; bridged (release) hosting the rooms, the card's participant on `Transport::Rooms`; a panel (str0m) echoing every packet it hears.\n"

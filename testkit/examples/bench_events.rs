@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, process_size};
+use partyline_testkit::bench::{cpu_ticks, machine_line, machine_ticks, mib, process_size, quantile};
 use partyline_testkit::control::Control;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -92,9 +92,9 @@ async fn client(mut response: reqwest::Response, seen: Arc<Mutex<Seen>>) {
     seen.lock().unwrap_or_else(PoisonError::into_inner).trouble.push("end of the stream".into());
 }
 
-/// The `q` quantile of sorted `values`, in milliseconds.
-fn quantile(values: &[Duration], q: f64) -> f64 {
-    values[((values.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0
+/// `duration` in milliseconds.
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -168,18 +168,17 @@ async fn main() {
         gaps += log.ids.windows(2).filter(|w| w[1] != w[0] + 1).count();
         trouble.extend(log.trouble.iter().filter(|t| *t != "end of the stream").cloned());
         for (k, at) in log.changes.iter().enumerate().take(count) {
-            latencies.push(at.saturating_duration_since(sent[k]));
+            latencies.push(ms(at.saturating_duration_since(sent[k])));
             first[k] = Some(first[k].map_or(*at, |f: Instant| f.min(*at)));
             last[k] = Some(last[k].map_or(*at, |l: Instant| l.max(*at)));
         }
     }
-    latencies.sort();
-    let mut spreads: Vec<Duration> = first
+    let spreads: Vec<f64> = first
         .iter()
         .zip(&last)
-        .filter_map(|(f, l)| Some(l.as_ref()?.saturating_duration_since(*f.as_ref()?)))
+        .filter_map(|(f, l)| Some(ms(l.as_ref()?.saturating_duration_since(*f.as_ref()?))))
         .collect();
-    spreads.sort();
+    let at = |values: &[f64], q: f64| quantile(values, q).unwrap_or(f64::NAN);
     let ok = lost == 0 && gaps == 0 && trouble.is_empty() && stats["events"]["clientsCut"] == 0;
 
     println!("### Event fan-out (`bench/events`)\n");
@@ -195,16 +194,16 @@ async fn main() {
     println!(
         "| delivery latency, request → event at a client ({} samples) | p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms |",
         latencies.len(),
-        quantile(&latencies, 0.5),
-        quantile(&latencies, 0.99),
-        quantile(&latencies, 0.999),
-        quantile(&latencies, 1.0)
+        at(&latencies, 0.5),
+        at(&latencies, 0.99),
+        at(&latencies, 0.999),
+        at(&latencies, 1.0)
     );
     println!(
         "| fan-out spread, first client → last client, per change | p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms |",
-        quantile(&spreads, 0.5),
-        quantile(&spreads, 0.99),
-        quantile(&spreads, 1.0)
+        at(&spreads, 0.5),
+        at(&spreads, 0.99),
+        at(&spreads, 1.0)
     );
     println!(
         "| loss | {lost} changes missing, {gaps} gaps in the ids, {} cut, {} |",

@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BranchState, BridgeProxy, Plan, PlanIfb, PlanUser, Status, Transport};
 use partyline_shared::janus::prebuffer_packets;
 use partyline_testkit::audio::{RATE, Recording, TICKS, Tone, channel, gst_launch, rms_db, tick_latencies};
-use partyline_testkit::bench::{cpu_ticks, load_average, machine_line, machine_ticks, mib, process_size, thread_ticks};
+use partyline_testkit::bench::{
+    cpu_ticks, load_average, machine_line, machine_ticks, median, mib, process_size, quantile, thread_ticks,
+};
 use partyline_testkit::card::QUANTUM;
 use partyline_testkit::dbus::{Bridged, Bus, wait_status};
 use partyline_testkit::janus::Janus;
@@ -136,14 +138,6 @@ fn options() -> Options {
     o
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
 /// Median and p95 of a set of figures.
 #[derive(Debug, Clone, Copy)]
 struct Spread {
@@ -155,15 +149,8 @@ struct Spread {
 }
 
 fn spread(values: &[f64]) -> Spread {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    Spread {
-        median: percentile(&sorted, 50.0),
-        p95: percentile(&sorted, 95.0),
-        min: sorted.first().copied().unwrap_or(f64::NAN),
-        max: sorted.last().copied().unwrap_or(f64::NAN),
-        n: sorted.len(),
-    }
+    let at = |q: f64| quantile(values, q).unwrap_or(f64::NAN);
+    Spread { median: at(0.5), p95: at(0.95), min: at(0.0), max: at(1.0), n: values.len() }
 }
 
 impl std::fmt::Display for Spread {
@@ -481,10 +468,11 @@ async fn main() -> ExitCode {
         let from_crew_join = tick_latencies(&channel(&samples, 0), &channel(&samples, 1));
         from_crew_ifb.push(tick_latencies(&channel(&samples, 0), &channel(&samples, 2)));
         queues = janus_queues(&janus, QUEUE_SAMPLES).await;
-        let median =
-            |latencies: &[Option<f64>]| spread(&latencies.iter().flatten().copied().collect::<Vec<_>>()).median;
+        let median_of = |latencies: &[Option<f64>]| {
+            median(&latencies.iter().flatten().copied().collect::<Vec<_>>()).unwrap_or(f64::NAN)
+        };
         let crew_queue = queues.get("crew member").copied();
-        joins.push((median(&to_crew_join), median(&from_crew_join), crew_queue));
+        joins.push((median_of(&to_crew_join), median_of(&from_crew_join), crew_queue));
         local.push(local_join);
         to_crew.push(to_crew_join);
         from_crew.push(from_crew_join);

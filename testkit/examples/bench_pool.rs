@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use partyline_testkit::bench::{crew_output, machine_line};
+use partyline_testkit::bench::{crew_output, machine_line, median};
 use partyline_testkit::control::Control;
 use partyline_testkit::janus::Janus;
 use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
@@ -119,11 +119,6 @@ async fn two_members(o: &Options, pool: &Pool) -> Option<Value> {
 fn latency(report: &Value) -> Option<(f64, f64, u64)> {
     let m2e = &report["mouth_to_ear_ms"];
     Some((m2e["median"].as_f64()?, m2e["p95"].as_f64()?, report["gaps"].as_u64().unwrap_or(0)))
-}
-
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied()
 }
 
 async fn placement(o: &Options) -> Vec<u64> {
@@ -239,7 +234,8 @@ async fn main() {
             None => println!("| {run} | {case} | - | - | no report |"),
         }
     }
-    let of = |case: &str| median(rows.iter().filter(|r| r.1 == case).filter_map(|r| r.2.map(|f| f.0)).collect());
+    let of =
+        |case: &str| median(&rows.iter().filter(|r| r.1 == case).filter_map(|r| r.2.map(|f| f.0)).collect::<Vec<_>>());
     let (one, two) = (of("one node"), of("two nodes, one member each"));
     let added = one.zip(two).map(|(one, two)| two - one);
     println!(
@@ -264,7 +260,7 @@ async fn main() {
         "\nWith media (four members talking on two nodes, one node killed, {} moved members over the runs): \
          kill → media connected on the live node, median {:.0} ms, max {worst:.0} ms (goal: p95 ≤ {:.0} ms).\n",
         ms.len(),
-        median(ms).unwrap_or(f64::NAN),
+        median(&ms).unwrap_or(f64::NAN),
         BACK_GOAL.as_secs_f64() * 1000.0
     );
     let ok = added.is_some_and(|a| a <= CASCADE_GOAL_MS)

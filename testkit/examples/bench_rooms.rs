@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use partyline_shared::rooms_bus::{RoomLine, RoomsProxy};
-use partyline_testkit::bench::{CLOCK_TICKS, cpu_ticks, machine_line, mib, pin, process_size, thread_ticks};
+use partyline_testkit::bench::{CLOCK_TICKS, cpu_ticks, machine_line, mib, pin, process_size, quantile, thread_ticks};
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::webrtc_panel::{Panel, opus_packets};
 
@@ -175,16 +175,17 @@ async fn step(rooms: &RoomsProxy<'_>, pid: u32, users: usize, secs: u64) -> Step
     for session in sessions {
         rooms.leave(session).await.expect("Leave");
     }
+    let at = |values: &[f64], q: f64| quantile(values, q).unwrap_or(f64::NAN);
     Step {
         users: joined.len(),
         connected,
-        join_p50_ms: percentile(&joined_ms, 0.5),
-        join_p95_ms: percentile(&joined_ms, 0.95),
+        join_p50_ms: at(&joined_ms, 0.5),
+        join_p95_ms: at(&joined_ms, 0.95),
         bridged_percent: percent(cpu1 - cpu0),
         rooms_thread_percent: percent(rooms_thread(&threads1) - rooms_thread(&threads0)),
         panels_percent: percent(own1 - own0),
-        packets_median: percentile(&per_line, 0.5),
-        packets_least: percentile(&per_line, 0.0),
+        packets_median: at(&per_line, 0.5),
+        packets_least: at(&per_line, 0.0),
         missing_per_mille: missing,
         sample_level_dbfs: sample.iter().copied().fold(f32::INFINITY, f32::min),
         rss_kib,
@@ -233,12 +234,6 @@ fn reception(panels: &[Panel], before: &[usize], seconds: f64) -> (Vec<f64>, f64
         }
     }
     (per_line, missing as f64 * 1000.0 / expected.max(1) as f64)
-}
-
-fn percentile(values: &[f64], q: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(((sorted.len().max(1) - 1) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN)
 }
 
 fn print(o: &Options, machine: &str, steps: &[Step]) {

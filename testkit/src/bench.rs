@@ -198,6 +198,29 @@ pub fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
 }
 
+/// The `q` quantile of `values` (`q` from 0.0 to 1.0), `None` when there are none.
+///
+/// Nearest rank: the value of rank ⌈q·n⌉ (counted from 1, held within 1..=n) among the `n`
+/// values sorted, so 0.0 gives the minimum, 1.0 the maximum and 0.5 the lower median; always
+/// one of the values, never an interpolation. Every bench reports its medians and percentiles
+/// by this one rule, so that their figures compare between benches.
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    // Less a hair for f64's products: 0.07 × 100 is 7.000000000000001, still rank 7.
+    let rank = ((q * sorted.len() as f64 - 1e-9).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+/// The median of `values` by [`quantile`]'s rule (the lower one of an even count), `None` when
+/// there are none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    quantile(values, 0.5)
+}
+
 /// Runs `command` (a `partyline-crew`) to its end: its stdout (the report), its progress left
 /// on stderr; killed should the caller give up on it.
 pub async fn crew_output(command: &mut tokio::process::Command) -> std::process::Output {
@@ -211,4 +234,24 @@ pub async fn crew_output(command: &mut tokio::process::Command) -> std::process:
         .wait_with_output() // (not `output()`, which would capture its progress on stderr too)
         .await
         .expect("partyline-crew's output")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{median, quantile};
+
+    #[test]
+    fn quantile_is_the_nearest_rank() {
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(median(&[]), None);
+        let values = [3.0, 1.0, 2.0, 5.0, 4.0];
+        assert_eq!(quantile(&values, 0.0), Some(1.0));
+        assert_eq!(quantile(&values, 1.0), Some(5.0));
+        assert_eq!(median(&values), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.0));
+        let twenty: Vec<f64> = (1..=20).rev().map(f64::from).collect();
+        assert_eq!(quantile(&twenty, 0.95), Some(19.0));
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&hundred, 0.07), Some(7.0));
+    }
 }
