@@ -89,11 +89,30 @@ pub struct RoomsLink {
     /// The rooms' proxy while control is connected to the bus.
     proxy: Mutex<Option<RoomsProxy<'static>>>,
     sessions: Mutex<Sessions>,
+    /// The identity of every session that leaves the rooms, for whatever reason.
+    gone: tokio::sync::broadcast::Sender<String>,
 }
 
 impl RoomsLink {
     pub fn new(bus: BusChoice, users: Arc<Users>) -> Arc<RoomsLink> {
-        Arc::new(RoomsLink { bus, users, proxy: Mutex::new(None), sessions: Mutex::default() })
+        let (gone, _) = tokio::sync::broadcast::channel(64);
+        Arc::new(RoomsLink { bus, users, proxy: Mutex::new(None), sessions: Mutex::default(), gone })
+    }
+
+    /// The identities whose session leaves the rooms from now on: ended by the rooms (its
+    /// connection lost or never up), left at its user's removal, or replaced by a new offer.
+    pub fn subscribe_gone(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.gone.subscribe()
+    }
+
+    /// Whether `identity` has a session in the rooms.
+    pub fn has_session(&self, identity: &str) -> bool {
+        lock(&self.sessions).by_identity.contains_key(identity)
+    }
+
+    /// Says that `identity`'s session left (no one listening is fine).
+    fn went(&self, identity: &str) {
+        let _ = self.gone.send(identity.to_owned());
     }
 
     fn proxy(&self) -> Result<RoomsProxy<'static>, RoomsLinkError> {
@@ -265,6 +284,7 @@ impl RoomsLink {
                     Ok(removal) => {
                         let gone = lock(&self.sessions).remove_identity(&removal.identity);
                         if let Some(session) = gone {
+                            self.went(&removal.identity);
                             tracing::info!(identity = removal.identity, session = session.id, ending = ?removal.ending,
                                 "a removed user's media leaves the rooms");
                             leave(&proxy, session.id).await;
@@ -320,6 +340,7 @@ impl RoomsLink {
         for room in session.rooms.iter().filter(|room| !room.is_empty()) {
             self.users.left(room, &identity, "its media ended in the rooms");
         }
+        self.went(&identity);
     }
 
     /// Every session ended at once (the rooms went): their users left their lines.
@@ -332,6 +353,7 @@ impl RoomsLink {
             for room in session.rooms.iter().filter(|room| !room.is_empty()) {
                 self.users.left(room, &identity, why);
             }
+            self.went(&identity);
         }
     }
 
@@ -341,7 +363,10 @@ impl RoomsLink {
             let mut sessions = lock(&self.sessions);
             let identities: Vec<String> =
                 sessions.by_identity.keys().filter(|identity| self.users.get(identity).is_none()).cloned().collect();
-            identities.iter().filter_map(|identity| sessions.remove_identity(identity)).map(|s| s.id).collect()
+            let gone = identities.iter().filter_map(|identity| sessions.remove_identity(identity)).map(|s| s.id);
+            let gone = gone.collect();
+            identities.iter().for_each(|identity| self.went(identity));
+            gone
         };
         for id in gone {
             tracing::info!(session = id, "an unregistered user's media leaves the rooms");

@@ -2,9 +2,9 @@
 //! an SDP offer publishes into the group's room (OBS Studio's "WHIP" output), `POST
 //! /api/whep/{group}` listens to its mix (a WebRTC player). Each needs a stream token of its
 //! kind for that group (`Authorization: Bearer`, created by the admin: `stream_tokens.rs`).
-//! The answer is `201 Created` with Janus's SDP answer and the session's resource in
+//! The answer is `201 Created` with the media server's SDP answer and the session's resource in
 //! `Location`; `DELETE` on it ends the session. Trickle ICE (`PATCH`) is not offered: 405, as
-//! the RFC asks, so clients put their candidates in the offer (Janus's are in its answer).
+//! the RFC asks, so clients put their candidates in the offer (the media server's are in its answer).
 //! Open on the LAN, from any origin (a player's page is another site's): the CORS headers the
 //! RFC asks for are on every answer, and `OPTIONS` says what is accepted.
 
@@ -82,12 +82,15 @@ async fn start(
     let config = state.config.current();
     let request = StartRequest { kind, group: group.clone(), token, offer, address };
     let (stream, answer) =
-        state.streams.start(&state.janus, &state.users, &config, request).await.map_err(|e| match e {
-            StreamError::BadOffer(BadSdp { code, message }) => ApiError::BadInput { code, message },
-            StreamError::Refused(_) => ApiError::BadInput { code: "offer_refused", message: e.to_string() },
-            StreamError::Full { .. } => ApiError::Limited { code: "too_many_sessions", message: e.to_string() },
-            StreamError::Janus(e) => unavailable(&e),
-        })?;
+        state.streams.start((&state.janus, &state.rooms), &state.users, &config, request).await.map_err(
+            |e| match e {
+                StreamError::BadOffer(BadSdp { code, message }) => ApiError::BadInput { code, message },
+                StreamError::Refused(_) => ApiError::BadInput { code: "offer_refused", message: e.to_string() },
+                StreamError::Full { .. } => ApiError::Limited { code: "too_many_sessions", message: e.to_string() },
+                StreamError::Janus(e) => unavailable(&e),
+                StreamError::Unavailable(message) => ApiError::Unavailable(message),
+            },
+        )?;
     let location = format!("/api/{}/{group}/{}", kind.as_str(), stream.id);
     let mut response = (StatusCode::CREATED, answer).into_response();
     let headers = response.headers_mut();

@@ -1,53 +1,37 @@
 //! WHIP and WHEP sessions: other systems in and out of a line. Each session is a participant of
 //! its group's room that control drives on the client's behalf: registered as a user with a
 //! token of its own (a WHIP publisher may talk on the line, a WHEP player only listens, as a
-//! listen-only line), joined with the client's offer on a Janus session of its own, whose long
-//! poll this module reads until the session ends: the client's `DELETE`, its PeerConnection
-//! gone (Janus's `hangup`) or never up within [`CONNECT_TIMEOUT`], a WHIP client Janus has
-//! received nothing from for [`IDLE_TIMEOUT`], the admin's disconnect (a kick, which hangs it
-//! up), or its token's revocation. Media flows
-//! client ⇄ Janus over ICE, as for panels; control only relays the offer and the answer.
+//! listen-only line), joined with the client's offer where the panels' media goes: Janus
+//! (`janus`) or partyline's own rooms (`rooms`), each of which says when the session ends.
+//! Besides, the client's `DELETE`, the admin's disconnect (a kick) and its token's revocation
+//! end it.
 //!
 //! `sdp` checks an offer before anything is registered for it, and tidies Janus's answer for
 //! browsers.
 
+mod janus;
+mod rooms;
 pub mod sdp;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use partyline_shared::Config;
-use partyline_shared::config::{StreamKind, StreamToken};
+use partyline_shared::config::{MediaEngine, StreamKind, StreamToken};
+use partyline_shared::janus::JanusError;
 use partyline_shared::janus::client::Session;
-use partyline_shared::janus::{
-    AudioBridgeRequest, JanusError, Jsep, JsepType, LOCAL_GROUP, SessionEvent, prebuffer_packets,
-};
 use partyline_shared::sdp::BadSdp;
 use partyline_shared::sync::lock;
-use tokio::sync::mpsc;
 
 use crate::janus::{IssueError, Janus};
+use crate::rooms_link::RoomsLink;
 use crate::secrets::random_hex;
 use crate::users::{Line, Users};
-use sdp::{check_offer, tidy_answer};
+use sdp::check_offer;
 
 /// Sessions of one kind a group takes at once.
 pub const MAX_PER_GROUP: usize = 4;
-/// How long Janus may take to answer an offer.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Janus's errors about a session description (unknown type, invalid SDP, …): the client's
-/// offer is at fault, not Janus.
-const JSEP_ERRORS: std::ops::RangeInclusive<i64> = 464..=469;
-/// A session whose PeerConnection is not up this long after the answer is dead: ended.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// A WHIP session Janus has received nothing from for this long is idle: ended (a publisher
-/// sends all the time, silence included).
-const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// A request at least this often keeps the Janus session alive (it ends after 60 s without).
-const KEEPALIVE: Duration = Duration::from_secs(25);
-
 /// One WHIP or WHEP session.
 #[derive(Debug, Clone)]
 pub struct Stream {
@@ -59,7 +43,16 @@ pub struct Stream {
     pub identity: String,
     /// The stream token it came with.
     pub token_id: String,
-    session: Session,
+    media: Media,
+}
+
+/// Where a session's media goes.
+#[derive(Debug, Clone)]
+enum Media {
+    /// Its own Janus session, destroyed at its end.
+    Janus(Session),
+    /// partyline's rooms, which its participant's removal leaves.
+    Rooms,
 }
 
 /// Why a session was not started.
@@ -73,6 +66,8 @@ pub enum StreamError {
     Refused(String),
     #[error(transparent)]
     Janus(#[from] JanusError),
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// What a client asks for.
@@ -119,11 +114,12 @@ impl Streams {
         lock(&self.sessions).get(id).filter(|s| s.kind == kind && s.group == group).cloned()
     }
 
-    /// Starts a session: its offer checked, its participant registered and joined with it.
-    /// The stream and Janus's answer. Nothing stays registered when it fails.
+    /// Starts a session: its offer checked, its participant registered and joined with it
+    /// where `config` says the panels' media goes. The stream and the answer. Nothing stays
+    /// registered when it fails.
     pub async fn start(
         self: &Arc<Self>,
-        janus: &Arc<Janus>,
+        (janus, rooms): (&Arc<Janus>, &Arc<RoomsLink>),
         users: &Users,
         config: &Config,
         request: StartRequest,
@@ -142,56 +138,43 @@ impl Streams {
                 IssueError::Taken(taken) => StreamError::Refused(taken.to_string()),
             })?;
         users.set_stream(&user.identity, kind);
-        let id = random_hex(8).map_err(|e| JanusError::Protocol(e.to_string()))?;
-        let joined = async {
-            let session = janus.session_as(&user).await?;
-            let events = watch(&session);
-            let bitrate = config.group(&group).map_or(64_000, |(_, g)| config.group_bitrate(g).get() * 1000);
-            let join = AudioBridgeRequest::Join {
-                room: group.clone(),
-                id: user.identity.clone(),
-                display: name.clone(),
-                token: user.token.expose().to_owned(),
-                group: LOCAL_GROUP.to_owned(),
-                bitrate,
-                muted: !whip,
-                // A publisher talks from its join on: one packet over the rooms' prebuffering,
-                // as a panel's talk key (`janus_proxy::policy::Priming`).
-                prebuffer: prebuffer_packets(config.audio.jitter_buffer_ms.get()) + u32::from(whip),
-                rtp: None,
-            };
-            let jsep = Jsep { kind: JsepType::Offer, sdp: offer.clone() };
-            let transaction = session.send(join, Some(jsep)).await.map_err(|e| match e {
-                // Janus's own check of the SDP (465: "Error processing SDP", and its JSEP kin).
-                JanusError::Refused { code, reason } if JSEP_ERRORS.contains(&code) => StreamError::Refused(reason),
-                other => StreamError::Janus(other),
-            })?;
-            let answer = answer_to(events, &transaction).await.map(|(sdp, events)| (tidy_answer(&offer, &sdp), events));
-            Ok::<_, StreamError>((session, answer))
+        let joined = match random_hex(8) {
+            Ok(id) => match config.media.engine {
+                MediaEngine::Janus => janus::join(janus, config, &user, (&group, &name), &offer, whip)
+                    .await
+                    .map(|(session, answer, events)| (id, answer, Follow::Janus(session, events))),
+                MediaEngine::Bridged => rooms::join(rooms, &user, &group, &offer, whip)
+                    .await
+                    .map(|(gone, answer)| (id, answer, Follow::Rooms(gone))),
+            },
+            Err(e) => Err(StreamError::Janus(JanusError::Protocol(e.to_string()))),
         };
-        let (session, (answer, events)) = match joined.await {
-            Ok((session, Ok(answered))) => (session, answered),
-            Ok((session, Err(e))) => {
-                let _ = session.destroy().await;
+        let (id, answer, follow) = match joined {
+            Ok(joined) => joined,
+            Err(e) => {
                 self.forget_user(janus, &user.identity, "its offer was refused").await;
                 return Err(e);
             }
-            Err(e) => {
-                self.forget_user(janus, &user.identity, "its session could not be opened").await;
-                return Err(e);
-            }
         };
-        let stream =
-            Stream { id: id.clone(), kind, group, identity: user.identity.clone(), token_id: token.id, session };
+        let media = match &follow {
+            Follow::Janus(session, _) => Media::Janus(session.clone()),
+            Follow::Rooms(_) => Media::Rooms,
+        };
+        let stream = Stream { id: id.clone(), kind, group, identity: user.identity.clone(), token_id: token.id, media };
         lock(&self.sessions).insert(id.clone(), stream.clone());
         tracing::info!(
             stream = id,
             kind = kind.as_str(),
             group = stream.group,
             identity = stream.identity,
+            engine = ?config.media.engine,
             "stream session started"
         );
-        tokio::spawn(Arc::clone(self).follow(Arc::clone(janus), stream.clone(), events));
+        let (this, janus) = (Arc::clone(self), Arc::clone(janus));
+        match follow {
+            Follow::Janus(session, events) => tokio::spawn(this.follow_janus(janus, stream.clone(), session, events)),
+            Follow::Rooms(gone) => tokio::spawn(this.follow_rooms(janus, Arc::clone(rooms), stream.clone(), gone)),
+        };
         Ok((stream, answer))
     }
 
@@ -212,7 +195,9 @@ impl Streams {
     /// disconnected. False when it was not running.
     pub async fn end(&self, janus: &Janus, id: &str, why: &str) -> bool {
         let Some(stream) = lock(&self.sessions).remove(id) else { return false };
-        let _ = stream.session.destroy().await;
+        if let Media::Janus(session) = &stream.media {
+            let _ = session.destroy().await;
+        }
         tracing::info!(stream = id, kind = stream.kind.as_str(), group = stream.group, why, "stream session ended");
         self.forget_user(janus, &stream.identity, why).await;
         true
@@ -255,126 +240,10 @@ impl Streams {
         // Gone already (the admin disconnected it, or Janus's leave came first) is fine.
         let _ = janus.disconnect(identity, why, "stream").await;
     }
-
-    /// Reads the session's events until its PeerConnection or its Janus session is gone, and
-    /// keeps it alive meanwhile; then ends it.
-    async fn follow(self: Arc<Self>, janus: Arc<Janus>, stream: Stream, mut events: mpsc::Receiver<Event>) {
-        let mut keepalive = tokio::time::interval(KEEPALIVE);
-        let connect = tokio::time::sleep(CONNECT_TIMEOUT);
-        tokio::pin!(connect);
-        let mut up = false;
-        // While Janus receives nothing from a WHIP client: since when.
-        let idle = tokio::time::sleep(IDLE_TIMEOUT);
-        tokio::pin!(idle);
-        let mut idle_since = None;
-        let why = loop {
-            tokio::select! {
-                event = events.recv() => match event {
-                    Some(Event::Ended(why)) | Some(Event::Failed(why)) => break why,
-                    Some(Event::Up) => up = true,
-                    Some(Event::Receiving(receiving)) if stream.kind == StreamKind::Whip => {
-                        // The timer counts only while idle (its branch is off otherwise).
-                        idle_since = (!receiving).then(tokio::time::Instant::now);
-                        if let Some(since) = idle_since {
-                            idle.as_mut().reset(since + IDLE_TIMEOUT);
-                        }
-                    }
-                    Some(Event::Receiving(_) | Event::Plugin(_)) => {}
-                    None => break "its Janus session is gone".to_owned(),
-                },
-                () = &mut connect, if !up => {
-                    break format!("its connection did not come up within {} s", CONNECT_TIMEOUT.as_secs());
-                }
-                () = &mut idle, if idle_since.is_some() => {
-                    break format!("no media from it for {} s", IDLE_TIMEOUT.as_secs());
-                }
-                _ = keepalive.tick() => {
-                    if let Err(e) = stream.session.keepalive().await {
-                        break format!("its Janus session is gone: {e}");
-                    }
-                }
-            }
-        };
-        self.end(&janus, &stream.id, &why).await;
-    }
 }
 
-/// An event of a stream's Janus session, as this module needs it.
-#[derive(Debug)]
-enum Event {
-    /// A plugin event: `(transaction, its answer SDP or its error)`.
-    Plugin((Option<String>, Result<Option<String>, String>)),
-    /// The PeerConnection is up (ICE and DTLS).
-    Up,
-    /// Janus started or stopped receiving media from the client.
-    Receiving(bool),
-    /// The PeerConnection or the handle is gone.
-    Ended(String),
-    /// The long poll failed: the session is gone.
-    Failed(String),
-}
-
-/// The session's long poll, in a task of its own, as a channel of [`Event`]s.
-fn watch(session: &Session) -> mpsc::Receiver<Event> {
-    let poller = session.poller();
-    let (sender, receiver) = mpsc::channel(16);
-    tokio::spawn(async move {
-        loop {
-            let events = match poller.next().await {
-                Ok(events) => events,
-                Err(e) => {
-                    let _ = sender.send(Event::Failed(format!("its Janus session is gone: {e}"))).await;
-                    return;
-                }
-            };
-            for event in events {
-                let event = match event {
-                    SessionEvent::Event(plugin) => {
-                        let error = plugin.plugindata.as_ref().and_then(|d| d.data.error.clone());
-                        let result = match error {
-                            Some(error) => Err(error),
-                            None => Ok(plugin.jsep.map(|j| j.sdp)),
-                        };
-                        Event::Plugin((plugin.transaction, result))
-                    }
-                    SessionEvent::Hangup { reason } => {
-                        Event::Ended(format!("its connection ended ({})", reason.unwrap_or_else(|| "hangup".into())))
-                    }
-                    SessionEvent::Detached => Event::Ended("its handle was detached".into()),
-                    SessionEvent::Webrtcup => Event::Up,
-                    SessionEvent::Media { receiving: Some(receiving) } => Event::Receiving(receiving),
-                    _ => continue,
-                };
-                let last = matches!(event, Event::Ended(_) | Event::Failed(_));
-                if sender.send(event).await.is_err() || last {
-                    return;
-                }
-            }
-        }
-    });
-    receiver
-}
-
-/// Janus's answer to the join of `transaction`, and the events that follow it.
-async fn answer_to(
-    mut events: mpsc::Receiver<Event>,
-    transaction: &str,
-) -> Result<(String, mpsc::Receiver<Event>), StreamError> {
-    let answer = tokio::time::timeout(ANSWER_TIMEOUT, async {
-        while let Some(event) = events.recv().await {
-            match event {
-                Event::Plugin((Some(t), result)) if t == transaction => match result {
-                    Ok(Some(sdp)) => return Ok(sdp),
-                    Ok(None) => continue,
-                    Err(error) => return Err(StreamError::Refused(error)),
-                },
-                Event::Plugin(_) | Event::Up | Event::Receiving(_) => {}
-                Event::Ended(why) | Event::Failed(why) => return Err(StreamError::Refused(why)),
-            }
-        }
-        Err(StreamError::Refused("its Janus session is gone".into()))
-    })
-    .await
-    .unwrap_or_else(|_| Err(StreamError::Refused(format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()))))?;
-    Ok((answer, events))
+/// What tells a starting session's end, by where its media goes.
+enum Follow {
+    Janus(Session, tokio::sync::mpsc::Receiver<janus::Event>),
+    Rooms(tokio::sync::broadcast::Receiver<String>),
 }

@@ -1,9 +1,9 @@
 //! partyline's own rooms through control (`media.engine: bridged`): panels (str0m, full ICE, as
 //! browsers) get a token, post their offer to `/api/session/media` and their talk keys to
 //! `/api/session/talk`, and are heard; the users list follows the rooms' signals; what a token
-//! does not hold is refused; an admin's disconnect ends the session in the rooms; the card meets
-//! the rooms without a codec. Needs a private bus, Janus, bridged and PulseAudio (the services
-//! tier).
+//! does not hold is refused; an admin's disconnect ends the session in the rooms; WHIP and WHEP
+//! clients publish and play on them; the card meets the rooms without a codec. Needs a private
+//! bus, Janus, bridged and PulseAudio (the services tier).
 
 use std::time::{Duration, Instant};
 
@@ -428,4 +428,72 @@ async fn the_card_meets_the_rooms_without_a_codec_heard_by_the_panels_and_hearin
             play(&mut [&mut ana], None, Duration::from_millis(200));
         }
     }
+}
+
+/// A WHIP or WHEP offer of one line as its client makes it (`direction`: `sendonly` or
+/// `recvonly`) to the stage's URL with a new stream token of that kind: the client, the
+/// stream's resource and the token's secret.
+async fn stream_client(control: &Control, kind: &str, direction: &str) -> (Panel, String, String) {
+    let (status, body) =
+        control.post_json("/admin/groups/stage/stream-tokens", json!({ "kind": kind, "name": "Vision" })).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (mut client, offer) = Panel::offer("127.0.0.1", 1);
+    let secret = body["secret"].as_str().expect("its secret").to_owned();
+    let response = partyline_testkit::http()
+        .post(body["url"].as_str().expect("its URL"))
+        .bearer_auth(&secret)
+        .header("content-type", "application/sdp")
+        .body(offer.replace("a=sendrecv", &format!("a={direction}")))
+        .send()
+        .await
+        .expect("control reachable");
+    assert_eq!(response.status(), StatusCode::CREATED, "{kind}");
+    let location = response.headers()["location"].to_str().expect("a location").to_owned();
+    let answer = response.text().await.expect("an answer");
+    let answered = if direction == "sendonly" { "a=recvonly" } else { "a=sendonly" };
+    assert!(answer.contains(answered), "the rooms answer a {direction} client {answered}: {answer}");
+    client.accept(&answer);
+    (client, format!("{}{location}", control.origin), secret)
+}
+
+/// WHIP and WHEP on partyline's rooms: a publisher's tone is heard by a panel listening on the
+/// line and by a WHEP player, without a talk key; each is listed while it runs and gone once
+/// its client's `DELETE` ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whip_publishes_into_a_room_and_whep_plays_its_mix() {
+    let rig = rig().await;
+    let control = &rig.stack.control;
+    let ben_token = token(control, "Ben", &["stage"], &[]).await;
+    let mut ben = join(control, &ben_token).await;
+    let (mut publisher, whip, whip_secret) = stream_client(control, "whip", "sendonly").await;
+    let (mut player, whep, whep_secret) = stream_client(control, "whep", "recvonly").await;
+    let streams = async || {
+        let (_, users) = control.get_json("/admin/users").await;
+        let users = users["users"].as_array().cloned().unwrap_or_default();
+        users.iter().filter(|u| u["username"].as_str().is_some_and(|n| n.starts_with("Vision"))).count()
+    };
+    let started = Instant::now();
+    while streams().await < 2 {
+        assert!(started.elapsed() < WAIT, "the WHIP and WHEP sessions not listed within {WAIT:?}");
+        play(&mut [&mut publisher, &mut player, &mut ben], None, Duration::from_millis(40));
+    }
+
+    play(&mut [&mut publisher, &mut player, &mut ben], Some(0), Duration::from_millis(1200));
+    let (ben_hears, player_hears) = (ben.level_dbfs(0, 25), player.level_dbfs(0, 25));
+    assert!(ben_hears > -30.0, "Ben hears the WHIP source at {ben_hears:.1} dBFS:\n{}", rig.bridged.log());
+    assert!(player_hears > -30.0, "the WHEP player hears it at {player_hears:.1} dBFS");
+
+    for (url, secret) in [(&whip, &whip_secret), (&whep, &whep_secret)] {
+        let response = partyline_testkit::http().delete(url).bearer_auth(secret).send().await.expect("reachable");
+        assert_eq!(response.status(), StatusCode::OK, "DELETE {url}");
+    }
+    let started = Instant::now();
+    while streams().await > 0 {
+        assert!(started.elapsed() < WAIT, "the ended sessions still listed after {WAIT:?}");
+        play(&mut [&mut ben], None, Duration::from_millis(40));
+    }
+    let heard = ben.heard.len();
+    play(&mut [&mut publisher, &mut ben], Some(0), Duration::from_millis(600));
+    let after = ben.level_dbfs(0, 20);
+    assert!(ben.heard.len() > heard && after < -60.0, "Ben still hears the ended WHIP source at {after:.1} dBFS");
 }
