@@ -12,6 +12,7 @@ pub mod bench;
 pub mod card;
 pub mod control;
 pub mod dbus;
+pub mod events;
 pub mod intruder;
 pub mod janus;
 pub mod netns;
@@ -19,6 +20,7 @@ pub mod pipewire;
 pub mod plan;
 pub mod pulse;
 pub mod sound_server;
+pub mod stack;
 pub mod webrtc_panel;
 
 pub use sound_server::SoundServer;

@@ -10,7 +10,7 @@ use partyline_testkit::SoundServer;
 use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
 
-use crate::janus::{Stack, branch, joined};
+use partyline_testkit::stack::{Stack, branch, joined};
 
 const SOON: Duration = Duration::from_secs(10);
 

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 #[cfg(feature = "services")]
 use crate::devices::pulse_with_a_card;
 #[cfg(feature = "services")]
-use crate::janus::Stack;
-#[cfg(feature = "services")]
 use crate::support::wait_for;
 use crate::support::{Control, parse_config};
+#[cfg(feature = "services")]
+use partyline_testkit::stack::Stack;
 
 #[cfg(feature = "services")]
 const SOON: Duration = Duration::from_secs(10);

@@ -8,10 +8,10 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::Stack;
 use crate::proxy::RawPanel;
 use crate::support::{Control, wait_for};
 use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::stack::Stack;
 
 const SOON: Duration = Duration::from_secs(10);
 const GROUPS: &str = "  - name: Stage\n";
@@ -227,8 +227,9 @@ async fn a_position_for_one_refuses_a_second_join_but_never_its_holder_s_rejoin(
     let probe = Probe::open(janus, &field("token")).await.expect("Ben's session");
     probe.join_result("stage", &field("participantIdentity"), "Ben").await.expect("Ben joins");
     wait_for("Ben connected", SOON, async || {
-        (crate::janus::user_state(control, &field("participantIdentity")).await.as_deref() == Some("connected"))
-            .then_some(())
+        (partyline_testkit::stack::user_state(control, &field("participantIdentity")).await.as_deref()
+            == Some("connected"))
+        .then_some(())
     })
     .await;
     refused().await;

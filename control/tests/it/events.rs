@@ -6,90 +6,10 @@
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::Control;
-
-/// One SSE event as a client reads it.
-#[derive(Debug)]
-pub(crate) struct SseEvent {
-    id: Option<u64>,
-    pub(crate) name: String,
-    pub(crate) data: Value,
-}
-
-/// A client of the stream: reads events off the response as they arrive.
-pub(crate) struct Subscriber {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Subscriber {
-    async fn open(control: &Control, last_id: Option<u64>) -> Subscriber {
-        let mut request = control.request(Method::GET, "/admin/events");
-        if let Some(id) = last_id {
-            request = request.header("last-event-id", id.to_string());
-        }
-        Subscriber::from(request).await
-    }
-
-    /// A subscriber for longer than the test client's 30 s timeout of a whole request.
-    pub(crate) async fn open_untimed(control: &Control) -> Subscriber {
-        let client = reqwest::Client::builder().no_proxy().build().expect("client");
-        Subscriber::from(client.get(control.url("/admin/events")).bearer_auth(&control.token)).await
-    }
-
-    async fn from(request: reqwest::RequestBuilder) -> Subscriber {
-        let response = request.send().await.expect("request");
-        assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
-        Subscriber { response, buffer: String::new() }
-    }
-
-    /// The next event (keep-alive comments skipped), within `timeout`.
-    pub(crate) async fn next(&mut self, timeout: Duration) -> SseEvent {
-        let event = tokio::time::timeout(timeout, self.read_event()).await.expect("an event within the timeout");
-        event.expect("the stream goes on")
-    }
-
-    /// The next event; `None` when the stream ends.
-    async fn read_event(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                if let Some(event) = parse(&block) {
-                    return Some(event);
-                }
-                continue;
-            }
-            let chunk = self.response.chunk().await.ok().flatten()?;
-            self.buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
-        }
-    }
-
-    /// The next event named `name`, skipping others (log lines of the requests, …).
-    pub(crate) async fn next_named(&mut self, name: &str) -> SseEvent {
-        loop {
-            let event = self.next(Duration::from_secs(5)).await;
-            if event.name == name {
-                return event;
-            }
-        }
-    }
-}
-
-fn parse(block: &str) -> Option<SseEvent> {
-    let (mut id, mut name, mut data) = (None, None, String::new());
-    for line in block.lines() {
-        match line.split_once(':').map(|(k, v)| (k, v.strip_prefix(' ').unwrap_or(v))) {
-            Some(("id", v)) => id = v.parse().ok(),
-            Some(("event", v)) => name = Some(v.to_owned()),
-            Some(("data", v)) => data.push_str(v),
-            _ => {}
-        }
-    }
-    Some(SseEvent { id, name: name?, data: serde_json::from_str(&data).expect("data is JSON") })
-}
+use partyline_testkit::events::Subscriber;
 
 async fn create_group(control: &Control, name: &str) {
     let (status, body) = control.post_json("/admin/groups", json!({ "name": name })).await;
@@ -315,7 +235,12 @@ struct Recorder {
 impl Recorder {
     /// The next event named `name` whose data satisfies `check`, within `within`; what comes
     /// before it is skipped (but its id recorded).
-    async fn until(&mut self, name: &str, within: Duration, check: impl Fn(&Value) -> bool) -> SseEvent {
+    async fn until(
+        &mut self,
+        name: &str,
+        within: Duration,
+        check: impl Fn(&serde_json::Value) -> bool,
+    ) -> partyline_testkit::events::SseEvent {
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -343,7 +268,7 @@ async fn the_whole_stack_reaches_a_subscriber_in_order() {
     use partyline_testkit::pulse::PulseServer;
     use partyline_testkit::{SoundServer, require_namespace};
 
-    use crate::janus::Stack;
+    use partyline_testkit::stack::Stack;
 
     /// Joins and restarts with a debug build on a busy machine.
     const SLOW: Duration = Duration::from_secs(20);
@@ -368,7 +293,7 @@ async fn the_whole_stack_reaches_a_subscriber_in_order() {
     let a = json!({ "name": "A", "group": "x", "inputChannel": 0, "outputChannel": null });
     let (status, body) = control.post_json("/admin/server-users", a).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let is_a = |d: &Value| d["username"] == "A" && d["groupId"] == "x";
+    let is_a = |d: &serde_json::Value| d["username"] == "A" && d["groupId"] == "x";
     let joined = events.until("userJoined", SLOW, is_a).await;
     let identity = joined.data["identity"].clone();
 

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use partyline_shared::janus::codes;
 use partyline_testkit::janus::{Janus, Probe};
 
-use crate::janus::{Stack, becomes_revoked, user_state};
 use crate::support::{Control, wait_for};
+use partyline_testkit::stack::{Stack, becomes_revoked, user_state};
 
 /// Janus events arrive in milliseconds; the poll catches up within 2 s.
 const SOON: Duration = Duration::from_secs(3);

@@ -6,8 +6,6 @@
 //! PulseAudio, a private D-Bus with partyline-bridged, root (a tmpfs, a network namespace):
 //! `scripts/test` runs them inside `scripts/netns-run` with `--features services`.
 
-#[cfg(feature = "services")]
-mod janus;
 mod support;
 
 mod aes67;
@@ -47,8 +45,6 @@ mod report;
 mod restart;
 #[cfg(feature = "services")]
 mod rooms;
-#[cfg(feature = "services")]
-mod serial;
 #[cfg(feature = "services")]
 mod streams;
 mod tls;

@@ -9,8 +9,8 @@ use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::Stack;
 use crate::support::Control;
+use partyline_testkit::stack::Stack;
 
 const GROUPS: &str = "  - name: Backstage\n  - name: FOH\n";
 

@@ -13,10 +13,10 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 #[cfg(feature = "services")]
-use crate::janus::{Stack, user_state};
-#[cfg(feature = "services")]
 use crate::support::wait_for;
 use crate::support::{Control, parse_config};
+#[cfg(feature = "services")]
+use partyline_testkit::stack::{Stack, user_state};
 
 #[cfg(feature = "services")]
 const SOON: Duration = Duration::from_secs(5);
@@ -177,7 +177,7 @@ async fn one_token_several_lines_admitted_by_exactly_those_rooms() {
     let (status, _) = control.delete(&format!("/admin/users/{bea_id}/lines/stage-left")).await;
     assert_eq!(status, StatusCode::OK);
     wait_for("Bea gone", SOON, async || user_state(control, bea_id).await.is_none().then_some(())).await;
-    crate::janus::becomes_revoked(&stack.janus, "Bea's", token_b).await;
+    partyline_testkit::stack::becomes_revoked(&stack.janus, "Bea's", token_b).await;
 }
 
 #[cfg(feature = "services")]
@@ -537,7 +537,7 @@ async fn a_panel_s_link_report_is_judged_shown_to_the_admin_and_a_change_is_an_e
     let (status, issued) = token(control, json!({ "username": "Ann", "groupId": "stage-left" })).await;
     assert_eq!(status, StatusCode::OK, "{issued}");
     let ann = issued["token"].as_str().expect("token").to_owned();
-    let mut events = crate::events::Subscriber::open_untimed(control).await;
+    let mut events = partyline_testkit::events::Subscriber::open_untimed(control).await;
     let report = |loss: f64, jitter: f64| json!({ "token": ann, "lines": [{ "groupId": "stage-left", "lossPercent": loss, "jitterMs": jitter, "rttMs": 12.0 }] });
     let link_of = async || {
         let (_, users) = control.get_json("/admin/users?state=all").await;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use partyline_crew::Crew;
 use partyline_crew::control_api::Lines;
 use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::stack::crew_options as options;
 use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -20,7 +21,6 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::panel::session_events;
 use crate::proxy::{RawPanel, next};
-use crate::serial::crew::options;
 use crate::support::Control;
 
 const SLOW: Duration = Duration::from_secs(20);
@@ -539,7 +539,7 @@ async fn a_node_s_events_speak_only_for_its_own_participants() {
     assert_eq!(node_of(control, identity).await.as_deref(), Some("a"));
     let probe = Probe::open(&pool.nodes[0], token).await.expect("a session on a");
     probe.join_result("stage", identity, "Ann").await.expect("joined on a");
-    let state = async || crate::janus::user_state(control, identity).await;
+    let state = async || partyline_testkit::stack::user_state(control, identity).await;
     wait_for("Ann connected", SLOW, async || (state().await.as_deref() == Some("connected")).then_some(())).await;
 
     // Posted from loopback (the listener admits it and the nodes' addresses only).
@@ -562,7 +562,7 @@ async fn a_node_s_events_speak_only_for_its_own_participants() {
     assert_eq!(post("b", &b, "left", identity).await, StatusCode::NO_CONTENT);
     assert_eq!(post("b", &b, "joined", bo).await, StatusCode::NO_CONTENT);
     assert_eq!(state().await.as_deref(), Some("connected"), "b's `left` removed Ann");
-    let bo_state = crate::janus::user_state(control, bo).await;
+    let bo_state = partyline_testkit::stack::user_state(control, bo).await;
     assert_eq!(bo_state.as_deref(), Some("pending"), "b's `joined` marked Bo connected");
     assert!(probe.participants("stage").await.is_ok(), "Ann's token still opens her session");
 

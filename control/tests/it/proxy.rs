@@ -16,9 +16,9 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use crate::janus::Stack;
 use crate::support::{Control, LOOPBACK_PLAIN, wait_for};
 use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::stack::Stack;
 
 pub(crate) type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 

@@ -129,7 +129,7 @@ async fn warnings_and_outages_are_reported_as_json_and_csv_and_outlive_a_restart
 async fn a_member_who_drops_out_and_comes_back_is_in_the_report() {
     use partyline_testkit::janus::Probe;
 
-    use crate::janus::{Stack, user_state};
+    use partyline_testkit::stack::{Stack, user_state};
 
     let stack = Stack::start("  - name: Stage\n").await;
     let control = &stack.control;

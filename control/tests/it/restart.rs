@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use partyline_testkit::janus::Probe;
 
-use crate::janus::{Stack, becomes_revoked};
 use crate::support::{Control, wait_for};
+use partyline_testkit::stack::{Stack, becomes_revoked};
 
 /// Janus events arrive in milliseconds; the poll catches up within 2 s.
 const SOON: Duration = Duration::from_secs(5);

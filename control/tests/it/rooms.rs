@@ -18,8 +18,8 @@ use partyline_testkit::webrtc_panel::{Panel, opus_packets};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::{Stack, joined, user_state};
 use crate::support::{Control, wait_for};
+use partyline_testkit::stack::{Stack, joined, user_state};
 
 const WAIT: Duration = Duration::from_secs(10);
 const FRAME: Duration = Duration::from_millis(20);
@@ -311,7 +311,7 @@ async fn a_crew_joins_with_one_peer_connection_each_talks_in_turns_and_every_lin
     const DECK: &str = "positions:\n  - name: Deck\n    listen: [stage, foh]\n    talk: [stage, foh]\n";
     let rig = rig_with(&format!("  - name: Stage\n  - name: FOH\n{DECK}")).await;
     let control = &rig.stack.control;
-    let mut options = crate::serial::crew::options(control, Lines::Position { position: "deck".into() });
+    let mut options = partyline_testkit::stack::crew_options(control, Lines::Position { position: "deck".into() });
     options.media_address = "127.0.0.1".parse().expect("an address");
     let mut crew = Crew::new(options).expect("a crew");
     assert_eq!(crew.add(3, Duration::from_secs(1)).await, 3, "{:?}\n{}", crew.joins, control.log_text());

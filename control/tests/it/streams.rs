@@ -10,9 +10,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::Stack;
 use crate::support::{Control, wait_for};
 use partyline_testkit::janus::Probe;
+use partyline_testkit::stack::Stack;
 
 const SOON: Duration = Duration::from_secs(15);
 const GROUPS: &str = "  - name: Show\n  - name: Crew\n";

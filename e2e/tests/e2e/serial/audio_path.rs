@@ -18,7 +18,7 @@ use partyline_testkit::require_namespace;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::{Stack, branch, joined};
+use partyline_testkit::stack::{Stack, branch, joined};
 
 /// A join takes well under a second with a release build; debug builds on a busy machine
 /// are slower, and a retry after a fault waits for bridged's backoff (≤ 5 s).

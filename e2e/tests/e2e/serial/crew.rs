@@ -23,32 +23,15 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use crate::events::Subscriber;
-use crate::janus::{Stack, becomes_revoked, joined};
-use crate::support::Control;
+use partyline_testkit::control::Control;
+use partyline_testkit::events::Subscriber;
+use partyline_testkit::stack::{Stack, becomes_revoked, crew_options as options, joined};
 
 /// Joins and media with debug builds on a busy machine.
 const SLOW: Duration = Duration::from_secs(20);
 const GROUPS: &str = "  - name: Stage\n  - name: FOH\n";
 /// A two-line position: both lines heard and talked on.
 const DECK: &str = "positions:\n  - name: Deck\n    listen: [stage, foh]\n    talk: [stage, foh]\n";
-
-/// A crew's options against `control`, its members on `lines`.
-pub(crate) fn options(control: &Control, lines: Lines) -> Options {
-    Options {
-        server: control.origin.clone(),
-        tls: TlsCheck::Insecure,
-        lines,
-        pin: None,
-        name_prefix: "crew".into(),
-        media_address: ICE_ADDRESS.parse().expect("an address"),
-        jitter_buffer: Duration::from_millis(60),
-        turn: Duration::from_secs(3),
-        link: Link::default(),
-        fec_percent: 0,
-        relay: None,
-    }
-}
 
 fn deck() -> Lines {
     Lines::Position { position: "deck".into() }

@@ -16,8 +16,8 @@ use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::janus::{Stack, joined};
 use crate::serial::aes67_media::{aes67, settings};
+use partyline_testkit::stack::{Stack, joined};
 
 const SLOW: Duration = Duration::from_secs(30);
 /// bridged's caps on the SAP list (`bridged/src/aes67/heard.rs`).

@@ -30,8 +30,9 @@ use partyline_testkit::require_namespace;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::janus::{Stack, becomes_revoked, joined, user_state};
-use crate::support::{Control, http, parse_config, wait_for};
+use partyline_testkit::control::Control;
+use partyline_testkit::stack::{Stack, becomes_revoked, joined, user_state};
+use partyline_testkit::{http, wait_for};
 
 /// A join takes well under a second with a release build; debug builds on a busy machine are
 /// slower, and a rejoin after a fault waits for bridged's backoff (≤ 5 s).
@@ -476,4 +477,9 @@ async fn bridged_restarted_while_control_is_down_gets_its_plan_when_control_is_b
         secs(joined),
         secs(restarted.elapsed())
     );
+}
+
+/// Parses a YAML config the way control writes it.
+fn parse_config(text: &str) -> partyline_shared::Config {
+    partyline_shared::Config::from_yaml(text).expect("config on disk parses")
 }

@@ -28,8 +28,8 @@ use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::janus::{Stack, joined};
 use crate::serial::aes67_media::{aes67, settings};
+use partyline_testkit::stack::{Stack, joined};
 
 const SLOW: Duration = Duration::from_secs(30);
 /// The grandmaster's clock against the host's: slower, as a crystal at the edge of its spec.

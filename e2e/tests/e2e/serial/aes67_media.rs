@@ -25,9 +25,9 @@ use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::events::Subscriber;
-use crate::janus::{Stack, joined};
-use crate::serial::crew::options;
+use partyline_testkit::events::Subscriber;
+use partyline_testkit::stack::crew_options as options;
+use partyline_testkit::stack::{Stack, joined};
 
 /// PTP acquisition (a grandmaster is master ~6 s after it starts), joins and media with debug
 /// builds on a busy machine.

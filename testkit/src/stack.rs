@@ -1,12 +1,16 @@
-//! Janus plus a control wired to it. The Janus harness itself is `partyline_testkit::janus`.
+//! Janus plus a control wired to it, as control's integration tests and the whole-stack tests
+//! (`e2e/`) start them, and what they ask of the pair. The Janus harness itself is [`crate::janus`].
 
 use std::time::{Duration, Instant};
 
-use partyline_testkit::janus::{Janus, Probe};
-use partyline_testkit::{ReservedPort, wait_for};
+use partyline_crew::control_api::Lines;
+use partyline_crew::media::Link;
+use partyline_crew::{Options, TlsCheck};
 use serde_json::Value;
 
-use crate::support::Control;
+use crate::control::Control;
+use crate::janus::{Janus, Probe};
+use crate::{ReservedPort, wait_for};
 
 /// Janus plus a control wired to it (rooms, tokens, the event handler's posts).
 #[derive(Debug)]
@@ -32,8 +36,8 @@ impl Stack {
 
     /// The stack of the media tests: Janus with ICE on `pl0`, control's bridge on `bus` and
     /// `pl0`'s address (bridged is the test's to start).
-    pub async fn start_media(groups: &str, bus: &partyline_testkit::dbus::Bus) -> Stack {
-        use partyline_testkit::{ICE_ADDRESS, ICE_IFACE};
+    pub async fn start_media(groups: &str, bus: &crate::dbus::Bus) -> Stack {
+        use crate::{ICE_ADDRESS, ICE_IFACE};
         let bridge = format!("bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n");
         Stack::start_custom(Janus::builder().ice_iface(ICE_IFACE), groups, &bridge, &[("PARTYLINE_BUS", &bus.address)])
             .await
@@ -41,12 +45,7 @@ impl Stack {
 
     /// [`Stack::start_with_env`] with Janus built from `janus` (e.g. ICE on `pl0`) and `extra`
     /// appended to control's config (top-level YAML sections such as `bridge:`).
-    pub async fn start_custom(
-        janus: partyline_testkit::janus::Builder,
-        groups: &str,
-        extra: &str,
-        env: &[(&str, &str)],
-    ) -> Stack {
+    pub async fn start_custom(janus: crate::janus::Builder, groups: &str, extra: &str, env: &[(&str, &str)]) -> Stack {
         let events_reserved = ReservedPort::loopback();
         let events_port = events_reserved.port();
         let event_pass = "test-event-secret";
@@ -121,4 +120,21 @@ pub fn branch<'a>(bridge: &'a Value, name: &str) -> Option<&'a Value> {
 pub fn joined(bridge: &Value, names: &[&str]) -> bool {
     let count = bridge["branches"].as_array().map_or(0, Vec::len);
     count == names.len() && names.iter().all(|n| branch(bridge, n).is_some_and(|b| b["state"] == "joined"))
+}
+
+/// A crew's options against `control`, its members on `lines`.
+pub fn crew_options(control: &Control, lines: Lines) -> Options {
+    Options {
+        server: control.origin.clone(),
+        tls: TlsCheck::Insecure,
+        lines,
+        pin: None,
+        name_prefix: "crew".into(),
+        media_address: crate::ICE_ADDRESS.parse().expect("an address"),
+        jitter_buffer: Duration::from_millis(60),
+        turn: Duration::from_secs(3),
+        link: Link::default(),
+        fec_percent: 0,
+        relay: None,
+    }
 }
