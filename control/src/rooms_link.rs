@@ -100,7 +100,8 @@ impl RoomsLink {
     }
 
     /// The identities whose session leaves the rooms from now on: ended by the rooms (its
-    /// connection lost or never up), left at its user's removal, or replaced by a new offer.
+    /// connection lost or never up, or bridged gone) or left at its user's removal. (A session
+    /// its user's new offer replaces is not gone: the user has the new one.)
     pub fn subscribe_gone(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.gone.subscribe()
     }
@@ -126,7 +127,7 @@ impl RoomsLink {
         let proxy = self.proxy()?;
         let lines = room_lines(user, groups)?;
         let joined = proxy.join(offer, &lines).await?;
-        self.users.set_on_rooms(&user.identity);
+        self.users.set_on_rooms(&user.identity, true);
         let rooms = lines.into_iter().map(|line| line.room).collect();
         let session = RoomsSession { id: joined.session, rooms, connected: false };
         let replaced = lock(&self.sessions).insert(&user.identity, session);

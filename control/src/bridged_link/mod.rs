@@ -207,11 +207,10 @@ impl BridgeManager {
     }
 
     fn set_view(&self, view: BridgeView) {
-        if self.config.current().media.engine == MediaEngine::Bridged {
-            let in_rooms: Vec<&str> =
-                view.participants.iter().filter(|p| p.state == BranchState::Joined).map(|p| p.room.as_str()).collect();
-            self.janus.cards_on_rooms(&in_rooms);
-        }
+        let on_rooms = self.config.current().media.engine == MediaEngine::Bridged;
+        let in_rooms: Vec<&str> =
+            view.participants.iter().filter(|p| p.state == BranchState::Joined).map(|p| p.room.as_str()).collect();
+        self.janus.cards_follow_engine(on_rooms.then_some(in_rooms.as_slice()));
         let mut current = lock(&self.view);
         if (current.state, &current.message) != (view.state, &view.message) {
             self.events.publish(&LiveEvent::BridgeState { state: view.state, message: view.message.clone() });

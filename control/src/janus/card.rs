@@ -99,13 +99,21 @@ impl Janus {
         self.users.muted_by_admin(&card_identity(group), group)
     }
 
-    /// On partyline's own rooms the card's participants are bridged's own, not Janus's: each
-    /// server audio user is connected while bridged says its group's card is in the room
-    /// (`in_rooms`), pending otherwise, and Janus's lists never judge it.
-    pub fn cards_on_rooms(&self, in_rooms: &[&str]) {
+    /// Where the card's participants are, by the media engine. On partyline's own rooms
+    /// (`Some(in_rooms)`, the groups whose card bridged says is in its room) they are bridged's
+    /// own, not Janus's: each server audio user is connected while its group's card is in the
+    /// room, pending otherwise, and Janus's lists never judge it. On Janus (`None`, the engine
+    /// switched back), Janus's events and lists judge them again.
+    pub fn cards_follow_engine(&self, in_rooms: Option<&[&str]>) {
         for user in self.users.list().into_iter().filter(|u| u.kind == UserKind::Server) {
+            let Some(in_rooms) = in_rooms else {
+                if user.on_rooms {
+                    self.users.set_on_rooms(&user.identity, false);
+                }
+                continue;
+            };
             let room = user.first_group();
-            self.users.set_on_rooms(&user.identity);
+            self.users.set_on_rooms(&user.identity, true);
             if in_rooms.contains(&room) {
                 self.users.joined(room, &user.identity);
             } else {

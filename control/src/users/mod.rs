@@ -131,10 +131,11 @@ impl Users {
         }
     }
 
-    /// Marks a crew member's media as in partyline's own rooms.
-    pub fn set_on_rooms(&self, identity: &str) {
+    /// Marks a user's media as in partyline's own rooms (`true`), whose signals say when it
+    /// joins and leaves, or on Janus (`false`), whose events and lists do.
+    pub fn set_on_rooms(&self, identity: &str, on_rooms: bool) {
         if let Some(user) = self.lock().get_mut(identity) {
-            user.on_rooms = true;
+            user.on_rooms = on_rooms;
         }
     }
 
@@ -424,9 +425,12 @@ mod tests {
         assert!(users.missing_from("stage", &[], asked).is_empty(), "the list predates the join");
         assert_eq!(users.missing_from("stage", &[], OffsetDateTime::now_utc()), ["alice-1"]);
         assert!(users.missing_from("stage", &["alice-1".to_owned()], OffsetDateTime::now_utc()).is_empty());
-        users.set_on_rooms("alice-1");
+        users.set_on_rooms("alice-1", true);
         let missing = users.missing_from("stage", &[], OffsetDateTime::now_utc());
         assert!(missing.is_empty(), "her media is in partyline's rooms, not Janus's to list");
+        users.set_on_rooms("alice-1", false);
+        let missing = users.missing_from("stage", &[], OffsetDateTime::now_utc());
+        assert_eq!(missing, ["alice-1"], "back on Janus, Janus's list judges her again");
     }
 
     #[test]
