@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use partyline_shared::bridge::{BranchState, BridgeProxy, Status};
 use partyline_testkit::audio::{TickRecorder, Tone};
 use partyline_testkit::bench::{
-    BenchStack, CLOCK_TICKS, ProcessSize, cpu_ticks, load_average, median, process_size, quantile,
+    CLOCK_TICKS, ProcessSize, cpu_ticks, load_average, median, process_size, quantile, stack_with_card,
 };
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
@@ -140,10 +140,11 @@ async fn main() {
     let o = options();
     let log_filter = std::env::var("BRIDGED_LOG").unwrap_or_else(|_| "warn".into());
     let groups: String = (0..o.rooms).map(|k| format!("  - name: T{k}\n")).collect();
-    let sections = format!("groups:\n  - name: X\n{groups}");
-    let stack = BenchStack::start(&o.control, &o.bridged, &sections, o.jitter_ms, &log_filter).await;
-    let (control, bridged, pulse) = (&stack.control, &stack.bridged, &stack.pulse);
-    let proxy = stack.bus.bridge().await;
+    let groups = format!("  - name: X\n{groups}");
+    let stack = stack_with_card(&o.control, &o.bridged, &groups, o.jitter_ms, &log_filter).await;
+    let card = stack.card_side();
+    let (control, bridged, pulse) = (&stack.control, &card.bridged, &card.pulse);
+    let proxy = card.bus.bridge().await;
 
     // A (input 0, no output) and B (input 1, output 1).
     let a = json!({ "name": "A", "group": "x", "inputChannel": 0, "outputChannel": null });

@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use partyline_shared::bridge::BranchState;
 use partyline_testkit::audio::Tone;
-use partyline_testkit::bench::{BenchStack, ProcessSize, cpu_ticks, machine_line, mib, process_size};
+use partyline_testkit::bench::{ProcessSize, cpu_ticks, machine_line, mib, process_size, stack_with_card};
 use partyline_testkit::control::Control;
 use partyline_testkit::dbus::wait_status;
 use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::stack::Stack;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -80,15 +81,14 @@ fn options() -> Options {
 /// Starts the stack with the 8 server users joined. Group x carries them; the other groups take
 /// the load's writes (their rooms are edited in Janus, the bridge's plan does not change) and the
 /// soak's crew users.
-async fn start_stack(o: &Options) -> BenchStack {
-    let groups =
-        "groups:\n  - name: X\n  - name: Lighting\n  - name: Video\n  - name: Stage Left\n  - name: Stage Right\n";
-    let stack = BenchStack::start(&o.control, &o.bridged, groups, 20, "warn").await;
+async fn start_stack(o: &Options) -> Stack {
+    let groups = "  - name: X\n  - name: Lighting\n  - name: Video\n  - name: Stage Left\n  - name: Stage Right\n";
+    let stack = stack_with_card(&o.control, &o.bridged, groups, 20, "warn").await;
     for k in 0..USERS {
         let user = json!({ "name": format!("U{k}"), "group": "x", "inputChannel": k, "outputChannel": k });
         call(&stack.control, Method::POST, "/admin/server-users", user, StatusCode::CREATED).await;
     }
-    let proxy = stack.bus.bridge().await;
+    let proxy = stack.card_side().bus.bridge().await;
     wait_status(&proxy, WAIT, "8 users joined and receiving", |s| {
         s.branches.len() == USERS
             && s.branches.iter().all(|b| b.state == BranchState::Joined && b.packets_received > 100)
@@ -132,7 +132,12 @@ async fn main() {
     let o = options();
     let machine = machine_line();
     let stack = start_stack(&o).await;
-    let tones = Tone::source(&stack.pulse, "card_in", &[0, 1, 2, 3, 4, 5, 6, 7], "audiotestsrc freq=440 is-live=true");
+    let tones = Tone::source(
+        &stack.card_side().pulse,
+        "card_in",
+        &[0, 1, 2, 3, 4, 5, 6, 7],
+        "audiotestsrc freq=440 is-live=true",
+    );
     println!("{machine}\n");
     let ok = if o.mode == "load" { load(&o, &stack).await } else { soak(&o, &stack).await };
     if !ok {
@@ -142,7 +147,7 @@ async fn main() {
         eprintln!(
             "control's log (end):\n{}\nbridged's log (end):\n{}",
             tail(stack.control.log_text()),
-            tail(stack.bridged.log())
+            tail(stack.card_side().bridged.log())
         );
     }
     // Players first, then the stack; exit() below runs no destructors.
@@ -152,10 +157,10 @@ async fn main() {
 }
 
 /// The three processes, named, for tables.
-fn processes(stack: &BenchStack) -> [(&'static str, u32); 3] {
+fn processes(stack: &Stack) -> [(&'static str, u32); 3] {
     [
         ("partyline-control", stack.control.pid()),
-        ("partyline-bridged", stack.bridged.pid()),
+        ("partyline-bridged", stack.card_side().bridged.pid()),
         ("janus", janus_pid(&stack.janus)),
     ]
 }
@@ -166,7 +171,7 @@ async fn packets_received(control: &Control) -> Vec<u64> {
     branches.iter().filter(|b| b["state"] == "joined").map(|b| b["packetsReceived"].as_u64().unwrap_or(0)).collect()
 }
 
-async fn load(o: &Options, stack: &BenchStack) -> bool {
+async fn load(o: &Options, stack: &Stack) -> bool {
     let procs = processes(stack);
     // At rest with the 8 users: CPU over 20 s.
     let rest_secs = 20.0;
@@ -262,7 +267,7 @@ struct Sample {
     crew: usize,
 }
 
-async fn sample(stack: &BenchStack, started: Instant, crew: usize) -> Sample {
+async fn sample(stack: &Stack, started: Instant, crew: usize) -> Sample {
     let usage = processes(stack).iter().map(|(_, pid)| process_size(*pid)).collect();
     let (sessions, handles) = janus_handles(&stack.janus).await;
     Sample { at_s: started.elapsed().as_secs(), usage, sessions, handles, crew }
@@ -273,7 +278,7 @@ struct Crew {
     probe: Probe,
 }
 
-async fn join_crew(stack: &BenchStack, n: u64) -> Option<Crew> {
+async fn join_crew(stack: &Stack, n: u64) -> Option<Crew> {
     let groups = ["lighting", "video", "stage-left", "stage-right"];
     let group = groups[n as usize % groups.len()];
     let (status, body) =
@@ -309,7 +314,7 @@ async fn change_config(control: &Control, n: u64) -> bool {
     status.is_success()
 }
 
-async fn soak(o: &Options, stack: &BenchStack) -> bool {
+async fn soak(o: &Options, stack: &Stack) -> bool {
     let started = Instant::now();
     let churn = Duration::from_secs(o.secs);
     let mut crew: VecDeque<Crew> = VecDeque::new();
@@ -413,7 +418,7 @@ async fn soak(o: &Options, stack: &BenchStack) -> bool {
     let (_, stats) = stack.control.get_json("/admin/stats").await;
     let branches = stats["bridge"]["branches"].as_array().cloned().unwrap_or_default();
     let joined = branches.iter().filter(|b| b["state"] == "joined").count();
-    let refused = stack.bridged.log().matches("already exists").count();
+    let refused = stack.card_side().bridged.log().matches("already exists").count();
     verdicts.push((
         format!(
             "bridged: {joined} of {} branches joined at the end, {refused} joins refused as \"already exists\"",

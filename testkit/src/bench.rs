@@ -1,77 +1,44 @@
-//! The whole stack the benchmarks drive (`examples/bench_audio.rs`, `examples/bench_stack.rs`):
-//! a private PulseAudio card (`card_in`, `card_out`), a private bus, Janus on [`ICE_IFACE`]
-//! posting its events to control, the given control and bridged binaries, and the card chosen
-//! through control's API. Inside a network namespace ([`require_namespace`]).
+//! What the benchmark drivers share: the stack they drive ([`stack_with_card`], the tests'
+//! [`Stack`] with the card and the given binaries), a Janus wired for a control of their own,
+//! process figures from `/proc`, percentiles, the machine line of their tables.
 
 use std::path::Path;
-use std::time::Duration;
 
-use reqwest::Method;
-use serde_json::json;
-
-use crate::audio::RATE;
-use crate::control::Control;
-use crate::dbus::{Bridged, Bus};
 use crate::janus::Janus;
-use crate::pulse::PulseServer;
-use crate::sound_server::SoundServer;
-use crate::{ICE_ADDRESS, ICE_IFACE, ReservedPort, require_namespace, wait_for};
+use crate::stack::Stack;
+use crate::{ICE_IFACE, ReservedPort, require_namespace};
 
 const EVENT_SECRET: &str = "bench-event-secret";
 
 /// The malloc setting of the packaged units (packaging/systemd): the bench measures what is deployed.
 const MALLOC_ARENAS: (&str, &str) = ("MALLOC_ARENA_MAX", "2");
 
-/// Everything of one benchmark run; dropped (stopped) field by field, control first.
-#[derive(Debug)]
-pub struct BenchStack {
-    pub control: Control,
-    pub bridged: Bridged,
-    pub janus: Janus,
-    pub pulse: PulseServer,
-    pub bus: Bus,
-    _events_port: ReservedPort,
-}
-
-impl BenchStack {
-    /// Starts it all; `sections` is appended to control's config (e.g. `audio:` and `groups:`),
-    /// `bridge_jitter_ms` is `bridge.jitterBufferMs`, `bridged_log` is bridged's `RUST_LOG`.
-    pub async fn start(
-        control: &Path,
-        bridged: &Path,
-        sections: &str,
-        bridge_jitter_ms: u32,
-        bridged_log: &str,
-    ) -> BenchStack {
-        require_namespace();
-        let pulse = PulseServer::start();
-        for card in ["card_in", "card_out"] {
-            pulse.add_card(card, RATE);
-        }
-        let bus = Bus::start();
-        let (janus, server, events_port) = janus_for_control(false);
-        let config = format!(
-            "{server}bridge:\n  iceAddresses: [{ICE_ADDRESS}]\n  jitterBufferMs: {bridge_jitter_ms}\nlogging:\n  level: warn\n{sections}"
-        );
-        let (arenas, count) = MALLOC_ARENAS;
-        let control = Control::builder().binary(control).config(Some(&config)).env("PARTYLINE_BUS", &bus.address);
-        let control = control.env(arenas, count).start().await;
-        let pulse_address = pulse.server_address();
-        let bridged = Bridged::start_binary(
-            bridged,
-            &bus,
-            &[("PULSE_SERVER", &pulse_address), ("RUST_LOG", bridged_log), MALLOC_ARENAS],
-        );
-        wait_for("control sees Janus and bridged", Duration::from_secs(30), async || {
-            let (_, stats) = control.get_json("/admin/stats").await;
-            (stats["janus"]["state"] == "up" && stats["bridge"]["state"] == "idle").then_some(())
-        })
-        .await;
-        let device = json!({ "inputDeviceId": "card_in.monitor", "outputDeviceId": "card_out", "sampleRate": RATE });
-        let (status, body) = control.send(Method::POST, "/admin/audio/device", Some(device)).await;
-        assert!(status.is_success(), "POST /admin/audio/device: {status} {body}");
-        BenchStack { control, bridged, janus, pulse, bus, _events_port: events_port }
-    }
+/// The whole stack the benchmarks drive, with the card: the given control and bridged binaries
+/// (with the packaged units' malloc setting), Janus on [`ICE_IFACE`]; `groups` are the config's
+/// `groups:` items, `bridge_jitter_ms` is `bridge.jitterBufferMs`, `bridged_log` bridged's
+/// `RUST_LOG`. Inside a network namespace ([`require_namespace`]).
+pub async fn stack_with_card(
+    control: &Path,
+    bridged: &Path,
+    groups: &str,
+    bridge_jitter_ms: u32,
+    bridged_log: &str,
+) -> Stack {
+    require_namespace();
+    let (arenas, count) = MALLOC_ARENAS;
+    Stack::builder()
+        .janus(Janus::builder().ice_iface(ICE_IFACE))
+        .control_binary(control.to_owned())
+        .bridged_binary(bridged.to_owned())
+        .groups(groups)
+        .card(true)
+        .bridge(&format!("  jitterBufferMs: {bridge_jitter_ms}\n"))
+        .config("logging:\n  level: warn\n")
+        .env(arenas, count)
+        .bridged_env(arenas, count)
+        .bridged_env("RUST_LOG", bridged_log)
+        .start()
+        .await
 }
 
 /// A private Janus on [`ICE_IFACE`] posting its events to control, and control's `server:` and

@@ -182,7 +182,12 @@ impl Control {
             .unwrap_or_else(|| {
                 std::fs::read_to_string(dir.path().join("admin-token")).unwrap_or_default().trim().to_owned()
             });
-        let client = crate::http();
+        // Listening on every address: reached on loopback, which its certificate names.
+        let origin = origin.replacen("//0.0.0.0:", "//127.0.0.1:", 1);
+        let client = match std::fs::read(dir.path().join("tls-cert.pem")) {
+            Ok(pem) if origin.starts_with("https:") => crate::http_trusting(&pem),
+            _ => crate::http(),
+        };
         Control { child, binary, dir, config_path, env, origin, events_origin, token, client }
     }
 
@@ -201,7 +206,12 @@ impl Control {
 
     /// What the process wrote to stderr so far.
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("control.log")).unwrap_or_default()
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The file its stderr goes to.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("control.log")
     }
 
     pub fn pid(&self) -> u32 {

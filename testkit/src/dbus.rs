@@ -125,6 +125,11 @@ impl Bridged {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
+    /// The file its stderr goes to.
+    pub fn log_path(&self) -> &Path {
+        &self.stderr
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -117,9 +117,19 @@ impl ReservedPort {
 /// control closes one idle for 10 s, and a request sent on it at that moment fails
 /// (`IncompleteMessage`) instead of reaching control.
 pub fn http() -> reqwest::Client {
+    http_builder().build().expect("client")
+}
+
+/// [`http`] trusting the certificate `pem` (a control's own, self-signed) and no other.
+pub fn http_trusting(pem: &[u8]) -> reqwest::Client {
+    let certificate = reqwest::Certificate::from_pem(pem).expect("a PEM certificate");
+    http_builder().tls_certs_only([certificate]).build().expect("client")
+}
+
+fn http_builder() -> reqwest::ClientBuilder {
     partyline_shared::crypto::install_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).pool_idle_timeout(POOL_IDLE);
-    client.no_proxy().build().expect("client")
+    client.no_proxy()
 }
 
 /// Below control's idle timeout (`linger::IDLE_TIMEOUT`, 10 s).

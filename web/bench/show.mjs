@@ -223,7 +223,7 @@ async function setRooms(control) {
   const keys = AUDIO.map(([key, value]) => `  ${key}: ${value}\n`).join('');
   const text = await readFile(path, 'utf8');
   await writeFile(path, text.replace('audio:\n', `audio:\n${keys}`), { mode: 0o600 });
-  process.kill(control.process.process.pid, 'SIGHUP');
+  process.kill(control.process.pid, 'SIGHUP');
   await waitFor('the config reloaded', async () => {
     const { body } = await control.admin('GET', '/config');
     return AUDIO.every(([key, value]) => String(body.audio?.[key]) === value);
@@ -318,7 +318,7 @@ async function main() {
     const janus = await control.janus.pid();
     const cpu = new CpuWindow({
       janus: () => processTree(janus),
-      control: () => [control.process.process.pid],
+      control: () => [control.process.pid],
       crew: () => crews.map((c) => c.pid),
       chromium: () => processTree(chromium),
     });

@@ -144,6 +144,11 @@ impl Janus {
             .collect();
     }
 
+    /// Its instance directory (`janus.pid`, `janus.log`, `instance.env`).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// A value of the instance's `instance.env` (`JANUS_HTTP_PORT`, …).
     pub fn value(&self, key: &str) -> &str {
         self.values.get(key).unwrap_or_else(|| panic!("{key} in instance.env"))
