@@ -90,3 +90,36 @@ fn parse(block: &str) -> Option<SseEvent> {
     }
     Some(SseEvent { id, name: name?, data: serde_json::from_str(&data).expect("data is JSON") })
 }
+
+/// Reads the `name` events (their data) from the session stream of `token` into a channel.
+pub async fn session_events(
+    control: &Control,
+    token: &str,
+    name: &'static str,
+) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+    let response = control
+        .request(Method::GET, &format!("/session/events?token={token}"))
+        .send()
+        .await
+        .expect("GET /session/events");
+    assert_eq!(response.status(), StatusCode::OK);
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let mut response = response;
+    tokio::spawn(async move {
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                // The stream also carries other events: the admin's state of each line, commands…
+                if !event.lines().any(|l| l.strip_prefix("event: ") == Some(name)) {
+                    continue;
+                }
+                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
+                    let _ = sender.send(serde_json::from_str::<Value>(data.trim()).unwrap_or(Value::Null));
+                }
+            }
+        }
+    });
+    receiver
+}

@@ -15,6 +15,7 @@ pub mod dbus;
 pub mod events;
 pub mod intruder;
 pub mod janus;
+pub mod janus_proxy;
 pub mod netns;
 pub mod pipewire;
 pub mod plan;

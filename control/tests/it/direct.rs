@@ -8,9 +8,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::proxy::RawPanel;
 use crate::support::{Control, wait_for};
 use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::janus_proxy::RawPanel;
 use partyline_testkit::stack::Stack;
 
 const SOON: Duration = Duration::from_secs(10);

@@ -34,8 +34,6 @@ mod openapi;
 mod panel;
 mod persistence;
 #[cfg(feature = "services")]
-mod pool;
-#[cfg(feature = "services")]
 mod prometheus;
 #[cfg(feature = "services")]
 mod proxy;

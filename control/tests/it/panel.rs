@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use crate::support::wait_for;
 use crate::support::{Control, parse_config};
 #[cfg(feature = "services")]
+use partyline_testkit::events::session_events;
+#[cfg(feature = "services")]
 use partyline_testkit::stack::{Stack, user_state};
 
 #[cfg(feature = "services")]
@@ -214,40 +216,6 @@ async fn a_pin_guards_a_group_and_wrong_ones_are_rate_limited() {
     let (_, logs) = control.get_json("/admin/logs?level=warn&limit=1000").await;
     let wrong = logs["logs"].as_array().expect("logs").iter().filter(|l| l["message"] == "wrong PIN").count();
     assert_eq!(wrong, 5, "each wrong PIN is logged: {logs}");
-}
-
-#[cfg(feature = "services")]
-/// Reads the `name` events (their data) from the session stream of `token` into a channel.
-pub(crate) async fn session_events(
-    control: &Control,
-    token: &str,
-    name: &'static str,
-) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
-    let response = control
-        .request(reqwest::Method::GET, &format!("/session/events?token={token}"))
-        .send()
-        .await
-        .expect("GET /session/events");
-    assert_eq!(response.status(), StatusCode::OK);
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    let mut response = response;
-    tokio::spawn(async move {
-        let mut text = String::new();
-        while let Ok(Some(chunk)) = response.chunk().await {
-            text.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = text.find("\n\n") {
-                let event: String = text.drain(..end + 2).collect();
-                // The stream also carries other events: the admin's state of each line, commands…
-                if !event.lines().any(|l| l.strip_prefix("event: ") == Some(name)) {
-                    continue;
-                }
-                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
-                    let _ = sender.send(serde_json::from_str::<Value>(data.trim()).unwrap_or(Value::Null));
-                }
-            }
-        }
-    });
-    receiver
 }
 
 #[cfg(feature = "services")]

@@ -2,4 +2,5 @@
 
 #![cfg(feature = "services")]
 
+mod pool;
 mod serial;

@@ -12,16 +12,15 @@ use std::time::{Duration, Instant};
 
 use partyline_crew::Crew;
 use partyline_crew::control_api::Lines;
+use partyline_testkit::control::Control;
+use partyline_testkit::events::session_events;
 use partyline_testkit::janus::{Janus, Probe};
+use partyline_testkit::janus_proxy::{RawPanel, next};
 use partyline_testkit::stack::crew_options as options;
 use partyline_testkit::{ICE_ADDRESS, ReservedPort, require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-
-use crate::panel::session_events;
-use crate::proxy::{RawPanel, next};
-use crate::support::Control;
 
 const SLOW: Duration = Duration::from_secs(20);
 
