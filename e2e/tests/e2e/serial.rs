@@ -8,6 +8,7 @@
 mod aes67_clocks;
 mod aes67_lan;
 pub(crate) mod aes67_media;
+mod aes67_rig;
 mod audio_path;
 pub(crate) mod crew;
 mod faults;

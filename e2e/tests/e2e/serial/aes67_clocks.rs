@@ -20,16 +20,17 @@ use std::time::Duration;
 
 use partyline_shared::aes67::Aes67Stream;
 use partyline_testkit::SoundServer;
-use partyline_testkit::aes67::{Aes67Net, CONSOLE_NAME, Console, Grandmaster};
+use partyline_testkit::aes67::{CONSOLE_NAME, Console, Grandmaster};
 use partyline_testkit::audio::{RATE, Recording, channel, longest_dropout_ms, tone_db, worst_break};
-use partyline_testkit::dbus::{Bridged, Bus};
 use partyline_testkit::pulse::PulseServer;
 use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::serial::aes67_media::{aes67, settings};
-use partyline_testkit::stack::{Stack, joined};
+use partyline_testkit::stack::joined;
+
+use crate::serial::aes67_rig::on_the_network;
 
 const SLOW: Duration = Duration::from_secs(30);
 /// The grandmaster's clock against the host's: slower, as a crystal at the edge of its spec.
@@ -53,21 +54,13 @@ async fn a_local_card_s_playback_follows_a_console_on_a_clock_of_its_own() {
     require_namespace();
     let pulse = PulseServer::start();
     pulse.add_card("card_out", RATE);
-    let net = Aes67Net::create();
-    let grandmaster = Grandmaster::start_off_the_host(&net, 1, 128, DRIFT_PPM);
-    grandmaster.wait_master(SLOW).await;
-    let console = Console::builder().tone(3, TONE_HZ, TONE_DBFS).media_clock_offset(OFFSET).start(&net);
-    console.wait_synced(SLOW).await;
-    console.wait_sending(SLOW).await;
-
-    let bus = Bus::start();
-    let stack = Stack::start_media("  - name: Stage\n", &bus).await;
-    let bridged = Bridged::start(&bus, &[("PULSE_SERVER", &pulse.server_address())]);
-    stack.bridge_becomes("bridged seen by control", SLOW, |b| b["state"] == "idle").await;
-    let control = &stack.control;
-    assert_eq!(control.put_json("/admin/config/aes67", settings(None)).await.0, StatusCode::OK);
+    let console = Console::builder().tone(3, TONE_HZ, TONE_DBFS).media_clock_offset(OFFSET);
+    let off_the_host = |net: &_| Grandmaster::start_off_the_host(net, 1, 128, DRIFT_PPM);
+    let pulse_server = pulse.server_address();
+    let rig = on_the_network(off_the_host, console, "  - name: Stage\n", &[("PULSE_SERVER", &pulse_server)]).await;
+    let (stack, control, bridged) = (&rig.stack, &rig.stack.control, &rig.bridged);
     let sdp = wait_for("the console's stream listed", SLOW, async || {
-        let announced = aes67(&stack).await["announced"].as_array().cloned().unwrap_or_default();
+        let announced = aes67(stack).await["announced"].as_array().cloned().unwrap_or_default();
         let console = announced.into_iter().find(|a| a["stream"]["name"] == CONSOLE_NAME)?;
         console["sdp"].as_str().map(str::to_owned)
     })

@@ -9,47 +9,26 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use partyline_shared::aes67::sap::SapPacket;
-use partyline_testkit::aes67::{Aes67Net, CONSOLE_GROUP, CONSOLE_NAME, Console, Grandmaster};
-use partyline_testkit::dbus::{Bridged, Bus};
+use partyline_testkit::aes67::{CONSOLE_GROUP, CONSOLE_NAME, Console, Grandmaster};
 use partyline_testkit::intruder::{Intruder, RtpStream};
-use partyline_testkit::{require_namespace, wait_for};
+use partyline_testkit::wait_for;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::serial::aes67_media::{aes67, settings};
-use partyline_testkit::stack::{Stack, joined};
+use crate::serial::aes67_rig::{Rig, on_the_network};
+use partyline_testkit::stack::joined;
 
 const SLOW: Duration = Duration::from_secs(30);
 /// bridged's caps on the SAP list (`bridged/src/aes67/heard.rs`).
 const MAX_PER_SENDER: usize = 32;
 
-/// The network with a grandmaster, a console and an intruder, and partyline on it listing SAP.
-struct Rig {
-    net: Aes67Net,
-    _grandmaster: Grandmaster,
-    console: Console,
-    stack: Stack,
-    _bus: Bus,
-    bridged: Bridged,
-    intruder: Intruder,
-}
-
-async fn rig(console: partyline_testkit::aes67::ConsoleBuilder) -> Rig {
-    require_namespace();
-    let net = Aes67Net::create();
-    let grandmaster = Grandmaster::start(&net, 1, 128);
-    grandmaster.wait_master(SLOW).await;
-    let console = console.start(&net);
-    console.wait_synced(SLOW).await;
-    console.wait_sending(SLOW).await;
-    let bus = Bus::start();
-    let stack = Stack::start_media("  - name: Stage\n", &bus).await;
-    let bridged = Bridged::start(&bus, &[]);
-    stack.bridge_becomes("bridged seen by control", SLOW, |b| b["state"] == "idle").await;
-    let (status, body) = stack.control.put_json("/admin/config/aes67", settings(None)).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let intruder = Intruder::on(&net.intruder);
-    Rig { net, _grandmaster: grandmaster, console, stack, _bus: bus, bridged, intruder }
+/// The network with a grandmaster and the console `console`, partyline on it listing SAP, and
+/// an intruder on it.
+async fn rig(console: partyline_testkit::aes67::ConsoleBuilder) -> (Rig, Intruder) {
+    let rig = on_the_network(|net| Grandmaster::start(net, 1, 128), console, "  - name: Stage\n", &[]).await;
+    let intruder = Intruder::on(&rig.net.intruder);
+    (rig, intruder)
 }
 
 fn announced(view: &Value) -> Vec<Value> {
@@ -63,13 +42,13 @@ fn console_listed(view: &Value) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_can_neither_replace_nor_withdraw_the_console_s_stream_nor_swamp_the_list() {
-    let rig = rig(Console::builder().sap_interval(Duration::from_secs(2))).await;
+    let (rig, intruder) = rig(Console::builder().sap_interval(Duration::from_secs(2))).await;
     let console_address: Ipv4Addr = rig.net.console.address.parse().expect("an address");
     wait_for("the console's stream listed", SLOW, async || console_listed(&aes67(&rig.stack).await)).await;
 
     // The attacker overhears the console's announcement and speaks in its name: a version of
     // its session on another group, and the deletion of its announcement, ten times a second.
-    let heard = rig.intruder.overhear_sap(console_address, SLOW);
+    let heard = intruder.overhear_sap(console_address, SLOW);
     let fake =
         SapPacket { hash: heard.hash ^ 0x5a5a, sdp: heard.sdp.replace(CONSOLE_GROUP, "239.69.66.6"), ..heard.clone() };
     assert_ne!(fake.sdp, heard.sdp, "the fake names another group");
@@ -78,8 +57,8 @@ async fn a_host_can_neither_replace_nor_withdraw_the_console_s_stream_nor_swamp_
     let until = Instant::now() + Duration::from_secs(8);
     let mut next_poll = Instant::now();
     while Instant::now() < until {
-        rig.intruder.send_sap(&fake);
-        rig.intruder.send_sap(&deletion);
+        intruder.send_sap(&fake);
+        intruder.send_sap(&deletion);
         if Instant::now() >= next_poll {
             let listed = console_listed(&aes67(&rig.stack).await);
             let right = listed
@@ -105,17 +84,12 @@ async fn a_host_can_neither_replace_nor_withdraw_the_console_s_stream_nor_swamp_
     for session in 0..2000_u32 {
         let sdp = format!(
             "v=0\r\no=- {session} 1 IN IP4 {}\r\ns=flood {session}\r\nc=IN IP4 239.69.99.1/32\r\nt=0 0\r\n",
-            rig.intruder.address()
+            intruder.address()
         );
-        rig.intruder.send_sap(&SapPacket {
-            deletion: false,
-            origin: rig.intruder.address(),
-            hash: session as u16,
-            sdp,
-        });
+        intruder.send_sap(&SapPacket { deletion: false, origin: intruder.address(), hash: session as u16, sdp });
     }
     let from_intruder =
-        |view: &Value| announced(view).iter().filter(|a| a["source"] == rig.intruder.address().to_string()).count();
+        |view: &Value| announced(view).iter().filter(|a| a["source"] == intruder.address().to_string()).count();
     let view = wait_for("the flood listed", SLOW, async || {
         let view = aes67(&rig.stack).await;
         (from_intruder(&view) > 0).then_some(view)
@@ -142,7 +116,7 @@ async fn rtp_sprayed_at_the_console_s_group_reaches_neither_the_card_nor_the_con
     const TONE_HZ: f64 = 1000.0;
     const TONE_DBFS: f64 = -20.0;
     let console = Console::builder().tone(3, TONE_HZ, TONE_DBFS).listen_sap("partyline");
-    let rig = rig(console).await;
+    let (rig, intruder) = rig(console).await;
     let control = &rig.stack.control;
     let sdp = wait_for("the console's stream listed", SLOW, async || {
         console_listed(&aes67(&rig.stack).await).and_then(|c| c["sdp"].as_str().map(str::to_owned))
@@ -165,7 +139,7 @@ async fn rtp_sprayed_at_the_console_s_group_reaches_neither_the_card_nor_the_con
     // its RTP time on PTP time (as one that follows the grandmaster would).
     let group: Ipv4Addr = CONSOLE_GROUP.parse().expect("the group");
     let rtp = RtpStream { ssrc: 0x0bad_cafe, payload_type: 96, channels: 8, channel: 3, hz: 2500.0, dbfs: -6.0 };
-    let spray = rig.intruder.spray_rtp(SocketAddrV4::new(group, 5004), rtp);
+    let spray = intruder.spray_rtp(SocketAddrV4::new(group, 5004), rtp);
     let before = aes67(&rig.stack).await;
     let mark = rig.console.mark();
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -16,18 +16,18 @@ use std::time::{Duration, Instant};
 use partyline_crew::control_api::Lines;
 use partyline_crew::{Crew, PersonHeard};
 use partyline_shared::aes67::{Aes67Stream, Encoding};
-use partyline_testkit::aes67::{
-    Aes67Net, CONSOLE_NAME, Console, Grandmaster, Lateness, OwnClock, PARTYLINE_IFACE, Spread,
-};
-use partyline_testkit::dbus::{Bridged, Bus};
+use partyline_testkit::aes67::{CONSOLE_NAME, Console, Grandmaster, Lateness, OwnClock, PARTYLINE_IFACE, Spread};
+use partyline_testkit::dbus::Bridged;
 use partyline_testkit::intruder::{Intruder, Tapped};
-use partyline_testkit::{require_namespace, wait_for};
+use partyline_testkit::wait_for;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use partyline_testkit::events::Subscriber;
 use partyline_testkit::stack::crew_options as options;
 use partyline_testkit::stack::{Stack, joined};
+
+use crate::serial::aes67_rig::{Rig, on_the_network};
 
 /// PTP acquisition (a grandmaster is master ~6 s after it starts), joins and media with debug
 /// builds on a busy machine.
@@ -46,17 +46,6 @@ const CREW_DBFS: f64 = -15.0;
 const WINDOWS: usize = 8;
 const QUIET: usize = 3;
 
-/// Everything of one run: the network, its grandmaster and console, partyline, and the crew
-/// member on Stage.
-struct Rig {
-    net: Aes67Net,
-    grandmaster: Grandmaster,
-    console: Console,
-    stack: Stack,
-    _bus: Bus,
-    bridged: Bridged,
-}
-
 pub(crate) async fn aes67(stack: &Stack) -> Value {
     stack.control.get_json("/admin/aes67").await.1
 }
@@ -71,32 +60,16 @@ pub(crate) fn settings(receive_sdp: Option<&str>) -> Value {
 /// The grandmaster and the console up, partyline on the network, the console's stream chosen
 /// from SAP's list, AES67 as the card both ways, server user Console on input and output 3.
 async fn rig() -> Rig {
-    require_namespace();
-    let net = Aes67Net::create();
-    let grandmaster = Grandmaster::start(&net, 1, 128);
-    grandmaster.wait_master(SLOW).await;
-    let console = Console::builder()
-        .tone(3, TONE_HZ, TONE_DBFS)
-        .bursts()
-        .sap_interval(CONSOLE_SAP_EVERY)
-        .listen_sap("partyline")
-        .start(&net);
-    console.wait_synced(SLOW).await;
-    console.wait_sending(SLOW).await;
-
-    let bus = Bus::start();
-    let stack = Stack::start_media("  - name: Stage\n  - name: Deck\n", &bus).await;
-    let bridged = Bridged::start(&bus, &[]);
-    stack.bridge_becomes("bridged seen by control", SLOW, |b| b["state"] == "idle").await;
-    let control = &stack.control;
-    let (status, body) = control.put_json("/admin/config/aes67", settings(None)).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let console = Console::builder().tone(3, TONE_HZ, TONE_DBFS).bursts().sap_interval(CONSOLE_SAP_EVERY);
+    let groups = "  - name: Stage\n  - name: Deck\n";
+    let rig = on_the_network(|net| Grandmaster::start(net, 1, 128), console.listen_sap("partyline"), groups, &[]).await;
+    let (stack, control) = (&rig.stack, &rig.stack.control);
 
     // The console's stream in the admin's list within an announce interval (and control's 1 s
     // refresh of bridged's status).
     let asked = Instant::now();
     let sdp = wait_for("the console's stream listed", SLOW, async || {
-        let view = aes67(&stack).await;
+        let view = aes67(stack).await;
         let announced = view["announced"].as_array().cloned().unwrap_or_default();
         announced
             .into_iter()
@@ -124,11 +97,11 @@ async fn rig() -> Rig {
     assert_eq!(control.post_json("/admin/server-users", user).await.0, StatusCode::CREATED);
     stack.bridge_becomes("Console and Return joined", SLOW, |b| joined(b, &["Console", "Return"])).await;
     wait_for("PTP locked and partyline's stream announced", SLOW, async || {
-        let view = aes67(&stack).await;
+        let view = aes67(stack).await;
         (view["ptp"]["state"] == "locked" && view["sendSdp"].as_str().is_some_and(|s| !s.is_empty())).then_some(())
     })
     .await;
-    Rig { net, grandmaster, console, stack, _bus: bus, bridged }
+    rig
 }
 
 /// A crew member on Stage and Deck, listening and talking (Stage's tone is `line_tone(0)`,
