@@ -224,14 +224,11 @@ impl Janus {
         let status = Command::new("kill").arg("-KILL").arg(pid).status().expect("kill");
         assert!(status.success(), "kill -KILL {pid} failed");
         // Not our child: gone once /proc shows no process, or only a zombie nobody reaped yet.
-        let stat = std::path::Path::new("/proc").join(pid).join("stat");
+        let pid: i32 = pid.parse().expect("a process id");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            let state = std::fs::read_to_string(&stat).ok().and_then(|s| {
-                let after_name = s.rsplit_once(')')?.1.to_owned();
-                after_name.split_whitespace().next().map(str::to_owned)
-            });
-            if state.is_none_or(|s| s == "Z" || s == "X") {
+            let state = procfs::process::Process::new(pid).and_then(|p| p.stat()).map(|stat| stat.state);
+            if state.is_err() || state.is_ok_and(|s| s == 'Z' || s == 'X') {
                 return;
             }
             assert!(std::time::Instant::now() < deadline, "Janus (pid {pid}) still running 10 s after SIGKILL");
