@@ -47,8 +47,9 @@ pub struct CardSide {
     pub bus: Bus,
 }
 
-/// A node of a Janus pool ([`Builder::nodes`]).
-#[derive(Debug, Clone, Default)]
+/// A node of a Janus pool ([`Builder::nodes`]; `partyline-stack` reads it from its options).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Node {
     /// Its name in the config (its event handler posts under it).
     pub name: String,

@@ -46,15 +46,7 @@ struct Options {
     config: Vec<String>,
     /// A pool of Janus nodes instead of one.
     #[serde(default)]
-    nodes: Vec<NodeOptions>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeOptions {
-    name: String,
-    site: Option<String>,
-    capacity: Option<u32>,
+    nodes: Vec<Node>,
 }
 
 #[tokio::main]
@@ -77,8 +69,7 @@ async fn start(options: Options) -> Stack {
     let groups: String = options.groups.iter().map(|name| format!("  - name: {}\n", json!(name))).collect();
     let config: String = options.config.iter().map(|line| format!("{line}\n")).collect();
     let janus = Janus::builder().ice_iface(options.ice_iface.as_deref().unwrap_or(ICE_IFACE));
-    let nodes = options.nodes.into_iter().map(|n| Node { name: n.name, site: n.site, capacity: n.capacity }).collect();
-    let mut builder = Stack::builder().janus(janus).nodes(nodes).groups(&groups).config(&config);
+    let mut builder = Stack::builder().janus(janus).nodes(options.nodes).groups(&groups).config(&config);
     builder = builder.card(options.card).rooms(options.rooms).tls(options.tls);
     if let Some(listen) = &options.listen {
         builder = builder.listen(listen);
