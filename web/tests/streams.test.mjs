@@ -134,10 +134,16 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
       obs = await clientPage(browsers.obs, 'OBS');
       people.push(obs);
       await obs.page.addScriptTag({ content: await bundleForPage('@eyevinn/whip-web-client', 'WHIP') });
+      // A vision mixer's program feed, not a voice: without the echo canceller, noise suppressor
+      // and gain control that `{ audio: true }` turns on, which take a steady tone for noise and
+      // turn it down by tens of dB within seconds.
+      await obs.page.evaluate(() => {
+        window.programAudio = { audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } };
+      });
       const t0 = performance.now();
       await obs.page.evaluate(
         async ([url, secret]) => {
-          const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+          const stream = await navigator.mediaDevices.getUserMedia(window.programAudio);
           window.whip = new window.WHIP.WHIPClient({
             endpoint: url,
             opts: { noTrickleIce: true, authkey: secret, iceServers: [] },
@@ -240,7 +246,7 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
       const feed = await createToken('program', 'whip', 'Show feed');
       await obs.page.evaluate(
         async ([url, secret]) => {
-          window.feedStream = await navigator.mediaDevices.getUserMedia({ audio: true });
+          window.feedStream = await navigator.mediaDevices.getUserMedia(window.programAudio);
           window.feed = new window.WHIP.WHIPClient({
             endpoint: url,
             opts: { noTrickleIce: true, authkey: secret, iceServers: [] },
@@ -257,9 +263,11 @@ describe('WHIP into a line and WHEP out of it, with clients written by others', 
       await eve.pressTalk('crew');
       try {
         await dee.waitLine('program', 'dimmed', 'true', 5000);
+        // The meter falls 30 dB/s: measured once it has come down the dim's 14 dB.
+        await dee.page.waitForTimeout(800);
         const dimmed = (await dee.heard('program', 800)).median;
         report(`program line fed by WHIP: ${full} dBFS, dimmed to ${dimmed} dBFS while Eve talks on Crew`);
-        assert.ok(dimmed < full - 10, `dimmed from ${full} to ${dimmed}`);
+        assert.ok(dimmed < full - 12, `dimmed from ${full} to ${dimmed}`);
       } finally {
         await eve.page.waitForTimeout(400);
         await eve.page.mouse.up();
