@@ -6,7 +6,8 @@
 //! 1. [`Endpoint::receive_until`] drains the socket up to the tick's deadline;
 //! 2. the endpoint's events go where they belong: a talker's packet into its member's jitter
 //!    buffer (or dropped there, before decoding, when it is not talking), a session gone takes
-//!    its members out of their rooms;
+//!    its members out of their rooms; a session whose packets stopped for [`QUIET_AFTER`], or
+//!    started again, is reported (a WHIP source that sends nothing is ended by control);
 //! 3. every room mixes and encodes ([`Room::tick`]);
 //! 4. every listener's packet goes out on its line ([`Endpoint::send_frame`]): the shared mix's
 //!    bytes are one allocation per room and tick, handed to every listener on it, each of whom
@@ -22,7 +23,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::endpoint::{Endpoint, EndpointError, EndpointEvent, LineRights, SessionId};
 use crate::jitter::FRAME_SAMPLES;
@@ -43,11 +44,26 @@ pub enum EngineError {
     UnknownLine { session: SessionId, line: usize },
 }
 
+/// A connected session that has sent no audio packet for this long is reported not receiving
+/// (as Janus's `media` event after a second without media).
+pub const QUIET_AFTER: Duration = Duration::from_secs(1);
+
 /// What happened to the sessions during a tick, for the engine's owner to report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionEvent {
     Connected(SessionId),
     Disconnected(SessionId),
+    /// The rooms receive the session's audio again (true), or have received none of it for
+    /// [`QUIET_AFTER`] (false, also when it never sent any: a listener only). Said on a change.
+    Receiving(SessionId, bool),
+}
+
+/// A connected session's audio coming in: its last packet (or its connection), and what was
+/// last said of it.
+#[derive(Debug, Clone, Copy)]
+struct Inflow {
+    last: Instant,
+    receiving: Option<bool>,
 }
 
 /// A line on this host that meets a room as PCM, without a codec (bridged's card for a group).
@@ -82,6 +98,8 @@ pub struct Engine {
     lines: HashMap<MemberId, SessionLine>,
     sessions: HashMap<SessionId, usize>,
     connected: HashSet<SessionId>,
+    /// Each connected session's inflow.
+    inflows: HashMap<SessionId, Inflow>,
     next_member: u64,
     rtp_time: u64,
     /// Send failures since the start (a session gone between its event and the send, a full
@@ -101,6 +119,7 @@ impl Engine {
             lines: HashMap::new(),
             sessions: HashMap::new(),
             connected: HashSet::new(),
+            inflows: HashMap::new(),
             next_member: 0,
             rtp_time: 0,
             send_failures: 0,
@@ -249,6 +268,7 @@ impl Engine {
 
     fn forget(&mut self, session: SessionId) -> bool {
         self.connected.remove(&session);
+        self.inflows.remove(&session);
         let Some(lines) = self.sessions.remove(&session) else { return false };
         for line in 0..lines {
             self.drop_line(session, line);
@@ -257,23 +277,33 @@ impl Engine {
     }
 
     /// One tick: the socket drained until `deadline`, the events routed, every room mixed at
-    /// `deadline` and every listener's frame sent. The sessions that connected or went.
+    /// `deadline` and every listener's frame sent. The sessions that connected, went, or whose
+    /// audio stopped or started.
     pub fn run_tick(&mut self, deadline: Instant) -> io::Result<Vec<SessionEvent>> {
         self.endpoint.receive_until(deadline)?;
-        let events = self.route_events();
+        let mut events = self.route_events(deadline);
+        self.report_quiet(deadline, &mut events);
         self.mix_and_send(deadline);
         Ok(events)
     }
 
-    fn route_events(&mut self) -> Vec<SessionEvent> {
+    fn route_events(&mut self, now: Instant) -> Vec<SessionEvent> {
         let mut happened = Vec::new();
         while let Some(event) = self.endpoint.poll_event() {
             match event {
                 EndpointEvent::Connected(session) => {
                     self.connected.insert(session);
+                    self.inflows.insert(session, Inflow { last: now, receiving: None });
                     happened.push(SessionEvent::Connected(session));
                 }
                 EndpointEvent::Audio { session, line, seq, rtp_timestamp, arrival, payload } => {
+                    if let Some(inflow) = self.inflows.get_mut(&session) {
+                        inflow.last = arrival;
+                        if inflow.receiving != Some(true) {
+                            inflow.receiving = Some(true);
+                            happened.push(SessionEvent::Receiving(session, true));
+                        }
+                    }
                     let Some(membership) = self.members.get(&(session, line)) else { continue };
                     let Some(room) = self.rooms.get_mut(&membership.room) else { continue };
                     // A member not talking has its packet dropped and counted by its room.
@@ -287,6 +317,17 @@ impl Engine {
             }
         }
         happened
+    }
+
+    /// The sessions that have sent nothing for [`QUIET_AFTER`] since their last packet (or their
+    /// connection), said once.
+    fn report_quiet(&mut self, now: Instant, events: &mut Vec<SessionEvent>) {
+        for (&session, inflow) in &mut self.inflows {
+            if inflow.receiving != Some(false) && now.saturating_duration_since(inflow.last) >= QUIET_AFTER {
+                inflow.receiving = Some(false);
+                events.push(SessionEvent::Receiving(session, false));
+            }
+        }
     }
 
     fn mix_and_send(&mut self, now: Instant) {

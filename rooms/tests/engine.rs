@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use partyline_rooms::endpoint::{Endpoint, EndpointConfig, LineRights, SessionId};
-use partyline_rooms::engine::{Engine, LocalLine, SessionEvent};
+use partyline_rooms::engine::{Engine, LocalLine, QUIET_AFTER, SessionEvent};
 use partyline_rooms::mixer::MixConfig;
 use partyline_testkit::audio::tone_db;
 use partyline_testkit::webrtc_panel::{Panel, opus_packets};
@@ -82,7 +82,8 @@ fn a_talker_is_heard_by_the_listeners_and_not_by_herself() {
         clients[1].send(0, &hum[sent]);
         sent += 1;
     });
-    assert_eq!(events, vec![], "nobody came or went");
+    let came_or_went: Vec<_> = events.iter().filter(|e| !matches!(e, SessionEvent::Receiving(..))).collect();
+    assert_eq!(came_or_went, Vec::<&SessionEvent>::new(), "nobody came or went");
 
     let (ben_hears, ana_hears) = (ben.level_dbfs(0, 25), ana.level_dbfs(0, 25));
     assert!(ben_hears > -30.0, "Ben hears Ana at {ben_hears:.1} dBFS");
@@ -178,6 +179,53 @@ fn a_listen_only_line_hears_and_cannot_talk() {
     assert!(engine.endpoint().stats().refused_rtp > 0, "Cy's packets are refused at the endpoint");
     let stats = engine.room("stage").expect("the stage room").stats();
     assert_eq!(stats.dropped_not_talking, 0, "nothing of Cy's reaches the room: {stats:?}");
+}
+
+/// What was said of `session`'s inflow, in order.
+fn receiving(events: &[SessionEvent], session: SessionId) -> Vec<bool> {
+    events
+        .iter()
+        .filter_map(|event| match *event {
+            SessionEvent::Receiving(s, receiving) if s == session => Some(receiving),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Ana sends, falls silent, sends again: she is said to be receiving at her first packet, not
+/// receiving one [`QUIET_AFTER`] after her last, receiving again at her next; Ben, who only
+/// listens and never sends, is said not to be receiving once (what control ends an idle WHIP
+/// source on).
+#[test]
+fn a_session_that_stops_sending_is_said_quiet_after_a_second_and_receiving_at_its_next_packet() {
+    let mut engine = engine();
+    let (mut ana, ana_session) = join(&mut engine, &stage(true, false));
+    let (mut ben, ben_session) = join(&mut engine, &stage(false, true));
+    connect(&mut engine, &mut [&mut ana, &mut ben], &[ana_session, ben_session]);
+    let tone = opus_packets(440.0, 25);
+    let mut sent = 0;
+    let mut events = run(&mut engine, &mut [&mut ana, &mut ben], 25, |_, clients| {
+        clients[0].send(0, &tone[sent]);
+        sent += 1;
+    });
+    assert_eq!(receiving(&events, ana_session), [true], "Ana sends: {events:?}");
+
+    let last_packet = Instant::now();
+    while !receiving(&events, ana_session).ends_with(&[false]) {
+        assert!(last_packet.elapsed() < QUIET_AFTER * 3, "Ana's silence not said: {events:?}");
+        events.extend(run(&mut engine, &mut [&mut ana, &mut ben], 1, |_, _| {}));
+    }
+    let said_after = last_packet.elapsed();
+    assert!(
+        said_after >= QUIET_AFTER - TICK && said_after <= QUIET_AFTER + 5 * TICK,
+        "Ana's silence said {said_after:?} after her last packet"
+    );
+    events.extend(run(&mut engine, &mut [&mut ana, &mut ben], 3, |_, clients| {
+        clients[0].send(0, &tone[0]);
+    }));
+    events.extend(run(&mut engine, &mut [&mut ana, &mut ben], 60, |_, _| {}));
+    assert_eq!(receiving(&events, ana_session), [true, false, true, false], "Ana: {events:?}");
+    assert_eq!(receiving(&events, ben_session), [false], "Ben, a listener: {events:?}");
 }
 
 /// A panel that closes its PeerConnection leaves its room; one that leaves is no longer sent to.

@@ -3,12 +3,9 @@
 //! headless crew judges every listener's gaps with up to 40 members on the box, and the AES67
 //! suites time a network's clocks and streams. `scripts/test` runs every test under `serial::`
 //! after the rest, one at a time, so that the hundreds of parallel API tests (and each other) do
-//! not starve the media pipeline.
+//! not starve the media pipeline; those under `serial::alone::` first, with nothing beside them.
 
-mod aes67_clocks;
-mod aes67_lan;
-pub(crate) mod aes67_media;
-mod aes67_rig;
+mod alone;
 mod audio_path;
 pub(crate) mod crew;
 mod faults;

@@ -15,8 +15,8 @@ use partyline_testkit::wait_for;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::serial::aes67_media::{aes67, settings};
-use crate::serial::aes67_rig::{Rig, on_the_network};
+use crate::serial::alone::aes67_media::{aes67, settings};
+use crate::serial::alone::aes67_rig::{Rig, on_the_network};
 use partyline_testkit::stack::joined;
 
 const SLOW: Duration = Duration::from_secs(30);

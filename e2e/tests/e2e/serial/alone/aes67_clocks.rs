@@ -27,10 +27,10 @@ use partyline_testkit::{require_namespace, wait_for};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::serial::aes67_media::{aes67, settings};
+use crate::serial::alone::aes67_media::{aes67, settings};
 use partyline_testkit::stack::joined;
 
-use crate::serial::aes67_rig::on_the_network;
+use crate::serial::alone::aes67_rig::on_the_network;
 
 const SLOW: Duration = Duration::from_secs(30);
 /// The grandmaster's clock against the host's: slower, as a crystal at the edge of its spec.

@@ -8,7 +8,7 @@ use partyline_testkit::require_namespace;
 use partyline_testkit::stack::Stack;
 use reqwest::StatusCode;
 
-use crate::serial::aes67_media::settings;
+use crate::serial::alone::aes67_media::settings;
 
 /// PTP acquisition (a grandmaster is master ~6 s after it starts), joins and media with debug
 /// builds on a busy machine.

@@ -27,7 +27,7 @@ use partyline_testkit::events::Subscriber;
 use partyline_testkit::stack::crew_options as options;
 use partyline_testkit::stack::{Stack, joined};
 
-use crate::serial::aes67_rig::{Rig, on_the_network};
+use crate::serial::alone::aes67_rig::{Rig, on_the_network};
 
 /// PTP acquisition (a grandmaster is master ~6 s after it starts), joins and media with debug
 /// builds on a busy machine.
