@@ -72,9 +72,14 @@ impl RoomsService {
     /// A session is gone (its panel closed, its network lost, never connected).
     #[zbus(signal)]
     async fn session_ended(emitter: &SignalEmitter<'_>, session: u64) -> zbus::Result<()>;
+
+    /// The rooms receive a session's audio again, or have received none for a second.
+    #[zbus(signal)]
+    async fn session_receiving(emitter: &SignalEmitter<'_>, session: u64, receiving: bool) -> zbus::Result<()>;
 }
 
-/// Emits `SessionConnected` and `SessionEnded` for the rooms' thread's events, until it stops.
+/// Emits `SessionConnected`, `SessionEnded` and `SessionReceiving` for the rooms' thread's
+/// events, until it stops.
 pub async fn notify(connection: zbus::Connection, mut events: mpsc::UnboundedReceiver<SessionEvent>) {
     let emitter = match SignalEmitter::new(&connection, ROOMS_PATH) {
         Ok(emitter) => emitter,
@@ -87,6 +92,9 @@ pub async fn notify(connection: zbus::Connection, mut events: mpsc::UnboundedRec
         let _ = match event {
             SessionEvent::Connected(session) => RoomsService::session_connected(&emitter, session.0).await,
             SessionEvent::Disconnected(session) => RoomsService::session_ended(&emitter, session.0).await,
+            SessionEvent::Receiving(session, receiving) => {
+                RoomsService::session_receiving(&emitter, session.0, receiving).await
+            }
         };
     }
 }

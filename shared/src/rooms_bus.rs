@@ -9,7 +9,9 @@
 //! and `Leave` ends a session. `KeepOnly` ends every
 //! session but the ones control names: control calls it whenever it (re)connects, so that a
 //! session a restarted control no longer knows cannot go on talking unseen. bridged says when a
-//! session's media is up or gone with `SessionConnected` and `SessionEnded`.
+//! session's media is up or gone with `SessionConnected` and `SessionEnded`, and when the rooms
+//! receive its audio again or have received none for a second with `SessionReceiving` (what
+//! control ends a silent WHIP source on).
 
 use serde::{Deserialize, Serialize};
 use zbus::zvariant::Type;
@@ -96,4 +98,9 @@ pub trait Rooms {
     /// A session is gone (its panel closed, its network lost, never connected).
     #[zbus(signal)]
     fn session_ended(&self, session: u64) -> zbus::Result<()>;
+
+    /// The rooms receive a session's audio again (true), or have received none of it for a
+    /// second (false, also for a session that never sends). Said on a change.
+    #[zbus(signal)]
+    fn session_receiving(&self, session: u64, receiving: bool) -> zbus::Result<()>;
 }

@@ -149,6 +149,10 @@ fn session_on_rooms(state: &AppState, token: &str) -> Result<User, ApiError> {
         let message = "the panels' media goes through Janus here (media.engine: janus): join with /janus".to_owned();
         return Err(ApiError::Refused { code: "wrong_engine", message });
     }
+    if !user.on_rooms {
+        let message = "this token was issued for Janus, before the media engine changed: join again".to_owned();
+        return Err(ApiError::Refused { code: "wrong_engine", message });
+    }
     Ok(user)
 }
 

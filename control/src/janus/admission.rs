@@ -1,11 +1,16 @@
-//! Admission: the tokens that let a crew member or the card into its rooms. A token is
-//! registered on every node and in the admission list of each room it is for, and taken off
-//! both when its holder goes.
+//! Admission: the tokens that let a crew member or the card into its rooms. On Janus a token is
+//! registered on its node and in the admission list of each room it is for, and taken off both
+//! when its holder goes. On partyline's own rooms (`media.engine: bridged`) a crew member's token
+//! is the registry's alone: the rooms take a session's lines from control, and Janus, which may
+//! be down or absent, is not told.
+
+use std::sync::Arc;
 
 use partyline_shared::janus::client::Session;
 use partyline_shared::janus::{AllowedAction, AudioBridgeRequest, JanusError, codes};
 use partyline_shared::slugify;
 
+use partyline_shared::config::MediaEngine;
 use partyline_shared::janus::RoomSpec;
 use partyline_shared::sync::lock;
 
@@ -26,9 +31,10 @@ pub enum IssueError {
 }
 
 impl Janus {
-    /// Issues one token for `username` on `lines` and registers the user as pending, placed
-    /// on a node (at `site` while one is up there); each line's room admits the token. Nothing
-    /// stays registered unless Janus took it all. A panel
+    /// Issues one token for `username` on `lines` and registers the user as pending; on Janus,
+    /// placed on a node (at `site` while one is up there) whose rooms for its lines admit the
+    /// token, and nothing stays registered unless Janus took it all; on partyline's rooms, in
+    /// the rooms (`on_rooms`), with nothing of it in Janus. A panel
     /// rejoining gives its previous token and panel key (`resume`): it keeps the key, and the
     /// admin's mutes of its lines, when [`Users::resume`] allows. A panel of a position gives
     /// its seat (refused while another holds a position for one; the resumed session's hold
@@ -78,17 +84,40 @@ impl Janus {
             line.muted_by_admin =
                 resumed.is_some_and(|r| r.muted.contains(&line.group_id)) || self.name_muted(username, &line.group_id);
         }
-        // Registered, and placed, before its node is readied: the pass then holds its rooms on
-        // that node (it would destroy a replica nobody placed there needs), and a room created
-        // meanwhile lists its token. A node that fails here is marked down and the next is tried.
-        let mut avoid = Vec::new();
         let rejoining = resumed.is_some();
-        let mut node = self.place(lines.len(), &avoid, site, rejoining)?;
+        let on_rooms = self.config.current().media.engine == MediaEngine::Bridged;
+        let node = if on_rooms { None } else { Some(self.place(lines.len(), &[], site, rejoining)?) };
         let (name, address) = (username.to_owned(), Some(address));
         let user = match seat {
             Some(seat) => self.users.register_seated(identity, name, lines, token, panel_key, address, seat)?,
             None => self.users.register(identity, name, lines, token, panel_key, address),
         };
+        let admitted = match node {
+            Some(node) => self.admit_on_janus(user, node, site, rejoining).await,
+            None => {
+                self.users.set_on_rooms(&user.identity, true);
+                Ok(self.users.get(&user.identity).unwrap_or(user))
+            }
+        };
+        if let (Ok(user), true) = (&admitted, rejoining) {
+            tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
+        }
+        admitted
+    }
+
+    /// Readies a registered `user`'s node, `node` first: the node's rooms for its lines admit
+    /// its token. Registered, and placed, before its node is readied: the pass then holds its
+    /// rooms on that node (it would destroy a replica nobody placed there needs), and a room
+    /// created meanwhile lists its token. A node that fails here is marked down and the next is
+    /// tried; when none is left, the user is removed.
+    async fn admit_on_janus(
+        &self,
+        user: User,
+        mut node: Arc<Node>,
+        site: Option<&str>,
+        rejoining: bool,
+    ) -> Result<User, IssueError> {
+        let mut avoid = Vec::new();
         let at = loop {
             self.users.place(&user.identity, &node.name);
             match self.prepare_node(&node, &user.lines, user.token.expose()).await {
@@ -116,9 +145,6 @@ impl Janus {
             }
         };
         let user = self.users.get(&user.identity).unwrap_or(user);
-        if resumed.is_some() {
-            tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
-        }
         for line in &user.lines {
             let token = vec![user.token.expose().to_owned()];
             if let Err(e) = self.allow(&at, &line.group_id, AllowedAction::Add, token).await {
@@ -188,7 +214,11 @@ impl Janus {
 
     /// Revokes a user's token and takes it off its room's admission list; a failure is logged
     /// (the token dies with Janus's memory anyway, and a revoked token is refused everywhere).
+    /// Nothing for a token Janus never had (a crew member's on partyline's rooms).
     pub(super) async fn revoke(&self, user: &User) {
+        if !user.token_in_janus() {
+            return;
+        }
         if let Err(e) = self.revoke_token(user).await {
             tracing::warn!(identity = user.identity, error = %e, "cannot revoke the token");
         }

@@ -52,10 +52,11 @@ impl Janus {
         Ok(room)
     }
 
-    /// The room of direct line `room` on each of its ends' nodes (admitting both tokens).
+    /// The room of direct line `room` on each of its ends' nodes (admitting both tokens); none
+    /// for an end on partyline's rooms, which make it themselves.
     async fn make_direct_room(&self, room: &str, ends: [&User; 2]) -> Result<(), JanusError> {
         let config = self.config.current();
-        let mut nodes: Vec<Arc<Node>> = ends.iter().map(|u| self.node_for(u)).collect();
+        let mut nodes: Vec<Arc<Node>> = ends.iter().filter(|u| u.token_in_janus()).map(|u| self.node_for(u)).collect();
         nodes.dedup_by(|a, b| a.name == b.name);
         for node in nodes {
             let at = self.connect(&node).await?;

@@ -34,10 +34,11 @@ pub enum DisconnectError {
 }
 
 impl Janus {
-    /// Disconnects a user for good: removed from the registry (its `/janus` connections close),
-    /// kicked from every room it is in and its token revoked, so the same token cannot rejoin.
-    /// When Janus cannot be told, the user is removed all the same (the admin can always clear
-    /// a stale entry) and the next pass that reaches Janus kicks and revokes it.
+    /// Disconnects a user for good: removed from the registry (its `/janus` connections close,
+    /// its session leaves partyline's rooms), kicked from every Janus room it is in and its token
+    /// revoked there, so the same token cannot rejoin. When Janus cannot be told, the user is
+    /// removed all the same (the admin can always clear a stale entry) and the next pass that
+    /// reaches Janus kicks and revokes it. A user on partyline's rooms has nothing in Janus.
     pub async fn disconnect(&self, identity: &str, why: &str, by: &str) -> Result<Disconnected, DisconnectError> {
         let user = self.users.get(identity).ok_or_else(|| DisconnectError::NotFound(identity.to_owned()))?;
         if user.kind == UserKind::Server {
@@ -48,10 +49,11 @@ impl Janus {
         // member's connections as disconnected, not ended.
         self.users.remove(identity, Ending::Disconnected);
         self.users.forget_resume(&user.token);
-        let told = self.kick_and_revoke(&user).await;
+        let told = if user.token_in_janus() { self.kick_and_revoke(&user).await } else { Ok(()) };
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::warn!(identity, username = user.username, group = groups.join(","), by, why, "user disconnected");
         let revoked = match told {
+            Ok(()) if !user.token_in_janus() => true,
             Ok(()) => {
                 self.unlist(&user).await;
                 true
@@ -115,12 +117,12 @@ impl Janus {
             let why = format!("line {group} removed by the admin");
             return self.disconnect(identity, &why, by).await.map(|gone| gone.user);
         }
-        let at = self.session_for(&user).await?;
-        let token = vec![user.token.expose().to_owned()];
-        self.allow(&at, group, AllowedAction::Remove, token).await?;
-        // A session on partyline's rooms is not in Janus's room: the caller drops its line
-        // there (`RoomsLink`).
-        if !user.on_rooms {
+        // A session on partyline's rooms has nothing in Janus: its line is dropped there
+        // (`RoomsLink`, on the registry's word).
+        if user.token_in_janus() {
+            let at = self.session_for(&user).await?;
+            let token = vec![user.token.expose().to_owned()];
+            self.allow(&at, group, AllowedAction::Remove, token).await?;
             self.kick(&at, group, identity).await?;
         }
         let Some((_, now, _)) = self.users.remove_line(identity, group) else {

@@ -113,9 +113,9 @@ impl Janus {
         node.config().ws_url
     }
 
-    /// Whether `user` is placed on `node`.
+    /// Whether `user` is placed on `node` (a crew member on partyline's rooms is on none).
     pub(super) fn placed_on(&self, user: &User, node: &Node) -> bool {
-        self.node_for(user).name == node.name
+        user.token_in_janus() && self.node_for(user).name == node.name
     }
 
     /// The nodes that hold `room`: the first (a group's room: the card is there), and each

@@ -8,7 +8,6 @@
 //! what they see with Janus. A user removed from the registry (left, disconnected, banned)
 //! leaves the rooms.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +19,9 @@ use partyline_shared::sync::lock;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::users::{User, Users};
+use sessions::{RoomsSession, Sessions};
+
+mod sessions;
 
 /// The pauses between attempts to reach the rooms on the bus.
 const BUS_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
@@ -41,47 +43,6 @@ pub enum RoomsLinkError {
     NoSession,
 }
 
-/// A user's session in the rooms.
-#[derive(Debug, Clone)]
-struct RoomsSession {
-    id: u64,
-    /// The rooms of its m-lines, in the offer's order (a line's index is its place here; a
-    /// stopped m-line's is empty).
-    rooms: Vec<String>,
-    /// Its media is up (`SessionConnected`): a line added now is joined at once.
-    connected: bool,
-}
-
-/// The sessions control holds in the rooms, both ways.
-#[derive(Debug, Default)]
-struct Sessions {
-    by_identity: HashMap<String, RoomsSession>,
-    identity_of: HashMap<u64, String>,
-}
-
-impl Sessions {
-    fn insert(&mut self, identity: &str, session: RoomsSession) -> Option<RoomsSession> {
-        self.identity_of.insert(session.id, identity.to_owned());
-        let replaced = self.by_identity.insert(identity.to_owned(), session);
-        if let Some(old) = &replaced {
-            self.identity_of.remove(&old.id);
-        }
-        replaced
-    }
-
-    fn remove_identity(&mut self, identity: &str) -> Option<RoomsSession> {
-        let session = self.by_identity.remove(identity)?;
-        self.identity_of.remove(&session.id);
-        Some(session)
-    }
-
-    fn remove_session(&mut self, id: u64) -> Option<(String, RoomsSession)> {
-        let identity = self.identity_of.remove(&id)?;
-        let session = self.by_identity.remove(&identity)?;
-        Some((identity, session))
-    }
-}
-
 #[derive(Debug)]
 pub struct RoomsLink {
     bus: BusChoice,
@@ -91,12 +52,15 @@ pub struct RoomsLink {
     sessions: Mutex<Sessions>,
     /// The identity of every session that leaves the rooms, for whatever reason.
     gone: tokio::sync::broadcast::Sender<String>,
+    /// A session's audio coming in or not (`SessionReceiving`), by identity.
+    receiving: tokio::sync::broadcast::Sender<(String, bool)>,
 }
 
 impl RoomsLink {
     pub fn new(bus: BusChoice, users: Arc<Users>) -> Arc<RoomsLink> {
         let (gone, _) = tokio::sync::broadcast::channel(64);
-        Arc::new(RoomsLink { bus, users, proxy: Mutex::new(None), sessions: Mutex::default(), gone })
+        let (receiving, _) = tokio::sync::broadcast::channel(64);
+        Arc::new(RoomsLink { bus, users, proxy: Mutex::new(None), sessions: Mutex::default(), gone, receiving })
     }
 
     /// The identities whose session leaves the rooms from now on: ended by the rooms (its
@@ -104,6 +68,13 @@ impl RoomsLink {
     /// its user's new offer replaces is not gone: the user has the new one.)
     pub fn subscribe_gone(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.gone.subscribe()
+    }
+
+    /// Whether the rooms receive audio from a session, from now on, by identity: true again, or
+    /// false after a second without (said on a change; a session that never sends is said
+    /// false once).
+    pub fn subscribe_receiving(&self) -> tokio::sync::broadcast::Receiver<(String, bool)> {
+        self.receiving.subscribe()
     }
 
     /// Whether `identity` has a session in the rooms.
@@ -127,7 +98,6 @@ impl RoomsLink {
         let proxy = self.proxy()?;
         let lines = room_lines(user, groups)?;
         let joined = proxy.join(offer, &lines).await?;
-        self.users.set_on_rooms(&user.identity, true);
         let rooms = lines.into_iter().map(|line| line.room).collect();
         let session = RoomsSession { id: joined.session, rooms, connected: false };
         let replaced = lock(&self.sessions).insert(&user.identity, session);
@@ -263,6 +233,7 @@ impl RoomsLink {
         let proxy = RoomsProxy::new(connection).await?;
         let mut connected = proxy.receive_session_connected().await?;
         let mut ended = proxy.receive_session_ended().await?;
+        let mut receiving = proxy.receive_session_receiving().await?;
         let dbus = zbus::fdo::DBusProxy::new(connection).await?;
         let mut owners = dbus.receive_name_owner_changed_with_args(&[(0, BUS_NAME)]).await?;
         self.keep_only_known(&proxy).await;
@@ -279,6 +250,15 @@ impl RoomsLink {
                 Some(signal) = ended.next() => {
                     if let Ok(args) = signal.args() {
                         self.ended(args.session);
+                    }
+                }
+                Some(signal) = receiving.next() => {
+                    if let Ok(args) = signal.args() {
+                        let identity = lock(&self.sessions).identity_of.get(&args.session).cloned();
+                        if let Some(identity) = identity {
+                            // No one listening is fine.
+                            let _ = self.receiving.send((identity, args.receiving));
+                        }
                     }
                 }
                 removal = removals.recv() => match removal {

@@ -17,7 +17,7 @@ use partyline_shared::janus::{
 use tokio::sync::mpsc;
 
 use super::sdp::tidy_answer;
-use super::{Stream, StreamError, Streams};
+use super::{Silence, Stream, StreamError, Streams};
 use crate::janus::Janus;
 use crate::users::User;
 
@@ -28,9 +28,6 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 const JSEP_ERRORS: std::ops::RangeInclusive<i64> = 464..=469;
 /// A session whose PeerConnection is not up this long after the answer is dead: ended.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// A WHIP session Janus has received nothing from for this long is idle: ended (a publisher
-/// sends all the time, silence included).
-const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A request at least this often keeps the Janus session alive (it ends after 60 s without).
 const KEEPALIVE: Duration = Duration::from_secs(25);
 
@@ -93,31 +90,20 @@ impl Streams {
         let connect = tokio::time::sleep(CONNECT_TIMEOUT);
         tokio::pin!(connect);
         let mut up = false;
-        // While Janus receives nothing from a WHIP client: since when.
-        let idle = tokio::time::sleep(IDLE_TIMEOUT);
-        tokio::pin!(idle);
-        let mut idle_since = None;
+        let mut silence = Silence::default();
         let why = loop {
             tokio::select! {
                 event = events.recv() => match event {
                     Some(Event::Ended(why)) | Some(Event::Failed(why)) => break why,
                     Some(Event::Up) => up = true,
-                    Some(Event::Receiving(receiving)) if stream.kind == StreamKind::Whip => {
-                        // The timer counts only while idle (its branch is off otherwise).
-                        idle_since = (!receiving).then(tokio::time::Instant::now);
-                        if let Some(since) = idle_since {
-                            idle.as_mut().reset(since + IDLE_TIMEOUT);
-                        }
-                    }
+                    Some(Event::Receiving(receiving)) if stream.kind == StreamKind::Whip => silence.receiving(receiving),
                     Some(Event::Receiving(_) | Event::Plugin(_)) => {}
                     None => break "its Janus session is gone".to_owned(),
                 },
                 () = &mut connect, if !up => {
                     break format!("its connection did not come up within {} s", CONNECT_TIMEOUT.as_secs());
                 }
-                () = &mut idle, if idle_since.is_some() => {
-                    break format!("no media from it for {} s", IDLE_TIMEOUT.as_secs());
-                }
+                why = silence.idle() => break why,
                 _ = keepalive.tick() => {
                     if let Err(e) = session.keepalive().await {
                         break format!("its Janus session is gone: {e}");

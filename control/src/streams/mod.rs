@@ -2,7 +2,8 @@
 //! its group's room that control drives on the client's behalf: registered as a user with a
 //! token of its own (a WHIP publisher may talk on the line, a WHEP player only listens, as a
 //! listen-only line), joined with the client's offer where the panels' media goes: Janus
-//! (`janus`) or partyline's own rooms (`rooms`), each of which says when the session ends.
+//! (`janus`) or partyline's own rooms (`rooms`), each of which says when the session ends and
+//! when a WHIP publisher stops sending ([`Silence`]: idle for [`IDLE_TIMEOUT`], it is ended).
 //! Besides, the client's `DELETE`, the admin's disconnect (a kick) and its token's revocation
 //! end it.
 //!
@@ -16,6 +17,7 @@ pub mod sdp;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use partyline_shared::Config;
 use partyline_shared::config::{MediaEngine, StreamKind, StreamToken};
@@ -32,6 +34,9 @@ use sdp::check_offer;
 
 /// Sessions of one kind a group takes at once.
 pub const MAX_PER_GROUP: usize = 4;
+/// A WHIP session the media server has received nothing from for this long is idle: ended (a
+/// publisher sends all the time, silence included).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// One WHIP or WHEP session.
 #[derive(Debug, Clone)]
 pub struct Stream {
@@ -145,7 +150,7 @@ impl Streams {
                     .map(|(session, answer, events)| (id, answer, Follow::Janus(session, events))),
                 MediaEngine::Bridged => rooms::join(rooms, &user, &group, &offer, whip)
                     .await
-                    .map(|(gone, answer)| (id, answer, Follow::Rooms(gone))),
+                    .map(|(follow, answer)| (id, answer, Follow::Rooms(follow))),
             },
             Err(e) => Err(StreamError::Janus(JanusError::Protocol(e.to_string()))),
         };
@@ -173,7 +178,7 @@ impl Streams {
         let (this, janus) = (Arc::clone(self), Arc::clone(janus));
         match follow {
             Follow::Janus(session, events) => tokio::spawn(this.follow_janus(janus, stream.clone(), session, events)),
-            Follow::Rooms(gone) => tokio::spawn(this.follow_rooms(janus, Arc::clone(rooms), stream.clone(), gone)),
+            Follow::Rooms(follow) => tokio::spawn(this.follow_rooms(janus, Arc::clone(rooms), stream.clone(), follow)),
         };
         Ok((stream, answer))
     }
@@ -242,8 +247,28 @@ impl Streams {
     }
 }
 
+/// Since when the media server has received nothing from a WHIP session, as it says.
+#[derive(Debug, Default)]
+struct Silence(Option<tokio::time::Instant>);
+
+impl Silence {
+    /// The media server receives the session's media (true), or has stopped receiving it.
+    fn receiving(&mut self, receiving: bool) {
+        self.0 = if receiving { None } else { self.0.or_else(|| Some(tokio::time::Instant::now())) };
+    }
+
+    /// Ready once the session has sent nothing for [`IDLE_TIMEOUT`]; never while it sends.
+    async fn idle(&self) -> String {
+        match self.0 {
+            Some(since) => tokio::time::sleep_until(since + IDLE_TIMEOUT).await,
+            None => std::future::pending().await,
+        }
+        format!("no media from it for {} s", IDLE_TIMEOUT.as_secs())
+    }
+}
+
 /// What tells a starting session's end, by where its media goes.
 enum Follow {
     Janus(Session, tokio::sync::mpsc::Receiver<janus::Event>),
-    Rooms(tokio::sync::broadcast::Receiver<String>),
+    Rooms(rooms::Follow),
 }

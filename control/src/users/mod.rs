@@ -374,9 +374,12 @@ impl Users {
         self.lock().values().map(|u| u.token.clone()).collect()
     }
 
-    /// The tokens a room admits: those of the users (crew and server) registered in it.
+    /// The tokens a room on Janus admits: those of the users (crew and server) registered in it
+    /// whose token is Janus's.
     pub fn tokens_of_room(&self, room: &str) -> Vec<String> {
-        self.lock().values().filter(|u| u.has_line(room)).map(|u| u.token.expose().to_owned()).collect()
+        let users = self.lock();
+        let admitted = users.values().filter(|u| u.has_line(room) && u.token_in_janus());
+        admitted.map(|u| u.token.expose().to_owned()).collect()
     }
 }
 

@@ -125,7 +125,8 @@ pub struct User {
     /// A WHIP publisher or WHEP player that control drives on its client's behalf.
     pub stream: Option<StreamKind>,
     /// Its media is in partyline's own rooms (`media.engine: bridged`), which say when it
-    /// joins and leaves: Janus's lists of participants do not judge it.
+    /// joins and leaves: Janus's lists of participants do not judge it. A crew member's is
+    /// decided when its token is issued, and such a token is never Janus's.
     pub on_rooms: bool,
     /// The direct line its reply key talks on: the last opened to it or spoken to it on, and
     /// when.
@@ -222,6 +223,13 @@ impl User {
     /// The first line's group (every user has a line).
     pub fn first_group(&self) -> &str {
         self.lines.first().map_or("", |l| l.group_id.as_str())
+    }
+
+    /// Whether Janus holds its token (on its node, in its rooms' admission lists): not a crew
+    /// member's issued on partyline's rooms, the registry's alone. (The card's participants are
+    /// registered in Janus on either engine.)
+    pub fn token_in_janus(&self) -> bool {
+        !(self.on_rooms && self.kind == UserKind::Crew)
     }
 
     /// Whether one of its lines is `group_id`'s room.

@@ -112,21 +112,34 @@ async fn becomes(control: &Control, panels: &mut [&mut Panel], identity: &str, s
     }
 }
 
+/// Ana, who may talk on the stage, and Ben, who listens there: their tokens, identities and
+/// panels, both connected.
+struct Pair {
+    ana_token: Value,
+    ben_token: Value,
+    ana_id: String,
+    ben_id: String,
+    ana: Panel,
+    ben: Panel,
+}
+
+async fn ana_talks_ben_listens(control: &Control) -> Pair {
+    let ana_token = token(control, "Ana", &["stage"], &["stage"]).await;
+    let ben_token = token(control, "Ben", &["stage"], &[]).await;
+    let id = |token: &Value| token["participantIdentity"].as_str().expect("id").to_owned();
+    let (ana_id, ben_id) = (id(&ana_token), id(&ben_token));
+    let mut ana = join(control, &ana_token).await;
+    let mut ben = join(control, &ben_token).await;
+    becomes(control, &mut [&mut ana, &mut ben], &ana_id, Some("connected")).await;
+    becomes(control, &mut [&mut ana, &mut ben], &ben_id, Some("connected")).await;
+    Pair { ana_token, ben_token, ana_id, ben_id, ana, ben }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panels_join_the_rooms_through_control_talk_by_their_keys_and_are_heard() {
     let rig = rig().await;
     let control = &rig.stack.control;
-    let ana_token = token(control, "Ana", &["stage"], &["stage"]).await;
-    let ben_token = token(control, "Ben", &["stage"], &[]).await;
-    let (ana_id, ben_id) = (
-        ana_token["participantIdentity"].as_str().expect("id"),
-        ben_token["participantIdentity"].as_str().expect("id"),
-    );
-
-    let mut ana = join(control, &ana_token).await;
-    let mut ben = join(control, &ben_token).await;
-    becomes(control, &mut [&mut ana, &mut ben], ana_id, Some("connected")).await;
-    becomes(control, &mut [&mut ana, &mut ben], ben_id, Some("connected")).await;
+    let Pair { ana_token, ben_token, ana_id, ben_id, mut ana, mut ben } = ana_talks_ben_listens(control).await;
 
     // The keys: Ben's line is listen-only; Ana's key opens her voice to the room.
     let (status, body) = talk(control, &ben_token, true).await;
@@ -175,7 +188,7 @@ async fn panels_join_the_rooms_through_control_talk_by_their_keys_and_are_heard(
 
     // Ana's panel closing is her leave: she is gone from the list.
     ana.close();
-    becomes(control, &mut [&mut ana], ana_id, None).await;
+    becomes(control, &mut [&mut ana], &ana_id, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -496,4 +509,70 @@ async fn whip_publishes_into_a_room_and_whep_plays_its_mix() {
     play(&mut [&mut publisher, &mut ben], Some(0), Duration::from_millis(600));
     let after = ben.level_dbfs(0, 20);
     assert!(ben.heard.len() > heard && after < -60.0, "Ben still hears the ended WHIP source at {after:.1} dBFS");
+}
+
+/// As on Janus, a WHIP source whose connection stays up but sends nothing is ended once the
+/// rooms have received nothing from it for 10 s (its resource gone, logged why); a WHEP player,
+/// which never sends, plays on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whip_source_that_sends_nothing_for_10_s_is_ended_and_a_whep_player_plays_on() {
+    let rig = rig().await;
+    let control = &rig.stack.control;
+    let (mut publisher, whip, whip_secret) = stream_client(control, "whip", "sendonly").await;
+    let (mut player, _, _) = stream_client(control, "whep", "recvonly").await;
+    let listed = async |kind: &str| {
+        let (_, users) = control.get_json("/admin/users").await;
+        users["users"].as_array().is_some_and(|users| users.iter().any(|u| u["stream"] == kind))
+    };
+    let started = Instant::now();
+    while !(listed("whip").await && listed("whep").await) {
+        assert!(started.elapsed() < WAIT, "the WHIP and WHEP sessions not listed within {WAIT:?}");
+        play(&mut [&mut publisher, &mut player], None, Duration::from_millis(40));
+    }
+    play(&mut [&mut publisher, &mut player], Some(0), Duration::from_millis(1200));
+    let heard = player.level_dbfs(0, 25);
+    assert!(heard > -30.0, "the WHEP player hears the source at {heard:.1} dBFS");
+
+    // The publisher's connection stays up (its client answers the rooms' checks); no audio.
+    let silent = Instant::now();
+    while listed("whip").await {
+        assert!(silent.elapsed() < Duration::from_secs(20), "the silent WHIP source is still listed");
+        play(&mut [&mut publisher, &mut player], None, Duration::from_millis(200));
+    }
+    let ended_after = silent.elapsed();
+    assert!(ended_after >= Duration::from_secs(10), "the WHIP source ended {ended_after:?} into its silence");
+    assert!(control.log_text().contains("no media from it for 10 s"), "why, logged:\n{}", control.log_text());
+    assert!(listed("whep").await, "the WHEP player, which never sends, plays on");
+    let response = partyline_testkit::http().delete(&whip).bearer_auth(&whip_secret).send().await.expect("reachable");
+    assert_eq!(response.status(), StatusCode::NOT_FOUND, "the ended source's resource");
+}
+
+/// On partyline's rooms a crew member's token is control's alone, and Janus is not needed: with
+/// it killed, panels are still issued tokens, join the rooms, are heard, muted and disconnected
+/// by the admin, and nothing is left waiting for Janus. (With the tokens placed on Janus, the
+/// tokens are refused 503 while no node is up.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_janus_down_panels_are_issued_tokens_join_the_rooms_and_are_disconnected() {
+    let rig = rig().await;
+    rig.stack.janus.kill();
+    let control = &rig.stack.control;
+    let Pair { ana_token, ana_id, ben_id, mut ana, mut ben, .. } = ana_talks_ben_listens(control).await;
+    assert_eq!(talk(control, &ana_token, true).await.0, StatusCode::NO_CONTENT);
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(1200));
+    let heard = ben.level_dbfs(0, 25);
+    assert!(heard > -30.0, "Ben hears Ana at {heard:.1} dBFS:\n{}", control.log_text());
+
+    let (status, body) = control.post_json(&format!("/admin/users/{ana_id}/lines/stage/mute"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    play(&mut [&mut ana, &mut ben], Some(0), Duration::from_millis(600));
+    let muted = ben.level_dbfs(0, 20);
+    assert!(muted < -60.0, "Ben still hears Ana muted by the admin at {muted:.1} dBFS");
+
+    let (status, body) = control.delete(&format!("/admin/users/{ben_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("unreachable"), "nothing of Ben is left for Janus: {body}");
+    becomes(control, &mut [&mut ana], &ben_id, None).await;
+    let log = control.log_text();
+    assert!(!log.contains("Janus cannot be told now"), "a rooms user's disconnect waited on Janus:\n{log}");
 }
