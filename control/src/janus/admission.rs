@@ -99,7 +99,7 @@ impl Janus {
                 Ok(self.users.get(&user.identity).unwrap_or(user))
             }
         };
-        if let (Ok(user), true) = (&admitted, rejoining) {
+        if rejoining && let Ok(user) = &admitted {
             tracing::info!(identity = user.identity, username, "panel key kept by the rejoined panel");
         }
         admitted

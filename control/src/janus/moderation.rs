@@ -49,22 +49,27 @@ impl Janus {
         // member's connections as disconnected, not ended.
         self.users.remove(identity, Ending::Disconnected);
         self.users.forget_resume(&user.token);
-        let told = if user.token_in_janus() { self.kick_and_revoke(&user).await } else { Ok(()) };
         let groups: Vec<&str> = user.lines.iter().map(|l| l.group_id.as_str()).collect();
         tracing::warn!(identity, username = user.username, group = groups.join(","), by, why, "user disconnected");
-        let revoked = match told {
-            Ok(()) if !user.token_in_janus() => true,
+        let revoked = !user.token_in_janus() || self.tell_janus_of_the_disconnected(&user).await;
+        Ok(Disconnected { user, revoked })
+    }
+
+    /// Kicks a disconnected `user` and revokes its token on Janus, or queues both for the next
+    /// pass that reaches Janus (false).
+    async fn tell_janus_of_the_disconnected(&self, user: &User) -> bool {
+        match self.kick_and_revoke(user).await {
             Ok(()) => {
-                self.unlist(&user).await;
+                self.unlist(user).await;
                 true
             }
             Err(e) => {
+                let identity = &user.identity;
                 tracing::warn!(identity, error = %e, "Janus cannot be told now: the user is kicked and its token revoked once it can");
                 lock(&self.revoke_later).push(user.clone());
                 false
             }
-        };
-        Ok(Disconnected { user, revoked })
+        }
     }
 
     /// Kicks `user` from the rooms it joined and revokes its token.

@@ -254,11 +254,7 @@ impl RoomsLink {
                 }
                 Some(signal) = receiving.next() => {
                     if let Ok(args) = signal.args() {
-                        let identity = lock(&self.sessions).identity_of.get(&args.session).cloned();
-                        if let Some(identity) = identity {
-                            // No one listening is fine.
-                            let _ = self.receiving.send((identity, args.receiving));
-                        }
+                        self.said_receiving(args.session, args.receiving);
                     }
                 }
                 removal = removals.recv() => match removal {
@@ -312,6 +308,15 @@ impl RoomsLink {
             for room in rooms.iter().filter(|room| !room.is_empty()) {
                 self.users.joined(room, &identity);
             }
+        }
+    }
+
+    /// The rooms receive a session's audio again, or stopped: said to the streams (no one
+    /// listening is fine).
+    fn said_receiving(&self, id: u64, receiving: bool) {
+        let identity = lock(&self.sessions).identity_of.get(&id).cloned();
+        if let Some(identity) = identity {
+            let _ = self.receiving.send((identity, receiving));
         }
     }
 
