@@ -3,6 +3,7 @@
 //! a control wired to it and, on request, the sound card side (bridged on a private bus and
 //! PulseAudio); and what tests ask of it. The Janus harness itself is [`crate::janus`].
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,7 @@ pub struct Builder {
     tls: bool,
     card: bool,
     rooms: bool,
+    rooms_ip: Option<IpAddr>,
     control_binary: Option<PathBuf>,
     bridged_binary: Option<PathBuf>,
 }
@@ -145,6 +147,13 @@ impl Builder {
         self
     }
 
+    /// The rooms' address instead of [`ICE_ADDRESS`]: the one a Janus of
+    /// [`crate::janus::Builder::ice_iface`] gathers on, where a test's network reaches the media.
+    pub fn rooms_ip(mut self, ip: IpAddr) -> Self {
+        self.rooms_ip = Some(ip);
+        self
+    }
+
     /// The control binary to run (default: the workspace's next to the running program).
     pub fn control_binary(mut self, path: PathBuf) -> Self {
         self.control_binary = Some(path);
@@ -207,7 +216,8 @@ impl Builder {
         let mut stack = Stack { card: None, janus, other_nodes: nodes, control, _events_port: events_port };
         if let Some((bus, pulse)) = card {
             let mut env: Vec<(&str, &str)> = self.bridged_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            let rooms = format!("{ICE_ADDRESS}:0");
+            let rooms =
+                SocketAddr::new(self.rooms_ip.unwrap_or(ICE_ADDRESS.parse().expect("an address")), 0).to_string();
             if self.rooms {
                 env.push(("PARTYLINE_ROOMS_ADDRESS", &rooms));
             }

@@ -64,6 +64,7 @@ describe('crew off-site: a panel behind a NAT, through the relay or not', { time
         tls: true,
         listen: '0.0.0.0:0',
         iceIface: net.iface,
+        roomsAddress: VENUE,
         config: relayConfig(),
       },
     ));

@@ -369,11 +369,6 @@ impl Users {
         Some((line, now, last))
     }
 
-    /// Every registered user's token (crew and server audio users), for Janus.
-    pub fn tokens(&self) -> Vec<SecretValue> {
-        self.lock().values().map(|u| u.token.clone()).collect()
-    }
-
     /// The tokens a room on Janus admits: those of the users (crew and server) registered in it
     /// whose token is Janus's.
     pub fn tokens_of_room(&self, room: &str) -> Vec<String> {

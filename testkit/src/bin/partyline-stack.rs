@@ -13,6 +13,7 @@
 //! workspace's next to this binary. Inside a network namespace holding `pl0`
 //! (`scripts/netns-run`): Janus offers no loopback ICE candidate.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use partyline_testkit::janus::Janus;
@@ -41,6 +42,8 @@ struct Options {
     listen: Option<String>,
     /// The interface Janus gathers ICE candidates on (default `pl0`).
     ice_iface: Option<String>,
+    /// The rooms' address, with `rooms` (default `10.77.0.1`, `pl0`'s): that of `ice_iface`.
+    rooms_address: Option<IpAddr>,
     /// More lines of the config (top-level sections: `crew:`…).
     #[serde(default)]
     config: Vec<String>,
@@ -71,6 +74,9 @@ async fn start(options: Options) -> Stack {
     let janus = Janus::builder().ice_iface(options.ice_iface.as_deref().unwrap_or(ICE_IFACE));
     let mut builder = Stack::builder().janus(janus).nodes(options.nodes).groups(&groups).config(&config);
     builder = builder.card(options.card).rooms(options.rooms).tls(options.tls);
+    if let Some(ip) = options.rooms_address {
+        builder = builder.rooms_ip(ip);
+    }
     if let Some(listen) = &options.listen {
         builder = builder.listen(listen);
     }
