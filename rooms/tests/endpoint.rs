@@ -466,3 +466,19 @@ fn the_endpoint_needs_an_address_panels_can_reach() {
     let refused = Endpoint::bind(EndpointConfig::new(unspecified));
     assert!(matches!(refused, Err(EndpointError::UnspecifiedAddress(_))), "{refused:?}");
 }
+
+/// A panel gone without a word (a closed tab, a phone out of reach: no DTLS close, its consent
+/// checks stopped) is ended once ICE-lite's consent window (15 s in str0m's ICE agent) and the
+/// agent's idle timer have passed.
+#[test]
+fn a_panel_that_vanishes_is_ended_when_its_consent_checks_stop() {
+    let mut endpoint = endpoint();
+    let (client, session, _) = connect(&mut endpoint, &[rights(true, true)], str::to_owned);
+    drop(client);
+    let gone = Instant::now();
+    let events = drive_until(&mut endpoint, &mut [], Duration::from_secs(40), |events, _, _| !events.is_empty());
+    assert_eq!(events, vec![EndpointEvent::Disconnected(session, EndReason::IceLost)]);
+    let after = gone.elapsed();
+    assert!(after >= Duration::from_secs(14), "ended after {after:?}, before its consent window");
+    assert_eq!(endpoint.session_count(), 0);
+}
